@@ -1,0 +1,183 @@
+//! Upstream's `MC_*` environment variables, read once into one [`Config`] value.
+
+use std::sync::OnceLock;
+
+/// Every tunable the Transfer Engine honours, with upstream's names and defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// `MC_METADATA_CLUSTER_ID`: extra key segment after `mooncake/`.
+    pub cluster_id: Option<String>,
+    /// `MC_TCP_BIND_ADDRESS`: the advertised IP (not a bind address).
+    pub advertised_ip: Option<String>,
+    /// `MC_LEGACY_RPC_PORT_BINDING`: take the RPC host and port from the segment name.
+    pub legacy_rpc_port_binding: bool,
+    /// `MC_FORCE_TCP`: install TCP at init.
+    pub force_tcp: bool,
+    /// `MC_MIN_RPC_PORT` (alias `MC_MIN_PRC_PORT`).
+    pub min_rpc_port: u16,
+    /// `MC_MAX_RPC_PORT` (alias `MC_MAX_PRC_PORT`).
+    pub max_rpc_port: u16,
+    /// `MC_HANDSHAKE_PORT`: default port when a name has none.
+    pub handshake_port: u16,
+    /// `MC_USE_IPV6`: IPv6 sockets and interface discovery.
+    pub use_ipv6: bool,
+    /// `MC_HANDSHAKE_CONNECT_TIMEOUT` in seconds.
+    pub handshake_connect_timeout_secs: u64,
+    /// `MC_HANDSHAKE_LISTEN_BACKLOG`.
+    pub handshake_listen_backlog: i32,
+    /// `MC_HANDSHAKE_MAX_LENGTH`: largest accepted RPC frame.
+    pub handshake_max_length: u64,
+    /// `MC_DISABLE_METACACHE`: refetch remote descriptors on every lookup.
+    pub disable_metacache: bool,
+    /// `MC_TE_METADATA_REFRESH_INTERVAL_SECONDS`: background cache refresh (0 = off).
+    pub metadata_refresh_interval_secs: u64,
+    /// `MC_TCP_PROTO=1`: force v1 framing on the initiator.
+    pub tcp_force_v1: bool,
+    /// `MC_TCP_SLICE_SIZE`: socket I/O chunk size.
+    pub tcp_slice_size: usize,
+    /// `MC_TCP_STATUS_TIMEOUT_SEC`: v2 status-frame deadline.
+    pub tcp_status_timeout_secs: u64,
+    /// `MC_TCP_PROGRESS_TIMEOUT_SEC`: sliding progress deadline on a data socket.
+    pub tcp_progress_timeout_secs: u64,
+    /// `MC_TCP_LANES_PER_PEER` (alias `MC_TCP_MAX_CONNECTIONS_PER_PEER`): 1-16.
+    pub tcp_lanes_per_peer: usize,
+    /// `MC_TCP_MAX_QUEUED_TRANSFERS_PER_PEER`: bound of a peer's request queue.
+    pub tcp_max_queued_per_peer: usize,
+    /// `MC_SLICE_TIMEOUT`: seconds before a posted slice reports TIMEOUT (-1 = off).
+    pub slice_timeout_secs: i64,
+    /// `MC_DISABLE_LOCAL_COPY` (ours): send transfers to the own segment over TCP too.
+    pub disable_local_copy: bool,
+}
+
+const DEFAULT_MIN_RPC_PORT: u16 = 15000;
+const DEFAULT_MAX_RPC_PORT: u16 = 17000;
+const MIN_HANDSHAKE_LENGTH: u64 = 1 << 20;
+const MAX_HANDSHAKE_LENGTH: u64 = 128 << 20;
+
+impl Default for Config {
+    fn default() -> Self {
+        Config::from_lookup(|_| None)
+    }
+}
+
+impl Config {
+    /// The process-wide configuration, read from the environment on first use.
+    pub fn global() -> &'static Config {
+        static CONFIG: OnceLock<Config> = OnceLock::new();
+        CONFIG.get_or_init(|| Config::from_lookup(|name| std::env::var(name).ok()))
+    }
+
+    /// Builds a configuration from any variable source (the environment, or a test map).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Config {
+        let get = |names: &[&str]| names.iter().find_map(|n| get(n));
+        let set = |names: &[&str]| get(names).is_some();
+        let num = |names: &[&str], default: i64, lo: i64, hi: i64| -> i64 {
+            match get(names).map(|v| v.trim().parse::<i64>()) {
+                Some(Ok(v)) if (lo..=hi).contains(&v) => v,
+                Some(_) => {
+                    log::warn!("ignoring out-of-range or malformed {}", names[0]);
+                    default
+                }
+                None => default,
+            }
+        };
+        let (min_rpc_port, max_rpc_port) = rpc_port_range(
+            num(&["MC_MIN_RPC_PORT", "MC_MIN_PRC_PORT"], DEFAULT_MIN_RPC_PORT.into(), 0, 65535),
+            num(&["MC_MAX_RPC_PORT", "MC_MAX_PRC_PORT"], DEFAULT_MAX_RPC_PORT.into(), 0, 65535),
+        );
+        Config {
+            cluster_id: get(&["MC_METADATA_CLUSTER_ID"]).filter(|s| !s.is_empty()),
+            advertised_ip: get(&["MC_TCP_BIND_ADDRESS"]).filter(|s| !s.is_empty()),
+            legacy_rpc_port_binding: set(&["MC_LEGACY_RPC_PORT_BINDING"]),
+            force_tcp: set(&["MC_FORCE_TCP"]),
+            min_rpc_port,
+            max_rpc_port,
+            handshake_port: num(&["MC_HANDSHAKE_PORT"], 12001, 1, 65535) as u16,
+            use_ipv6: set(&["MC_USE_IPV6"]),
+            handshake_connect_timeout_secs: num(&["MC_HANDSHAKE_CONNECT_TIMEOUT"], 5, 1, 3600)
+                as u64,
+            handshake_listen_backlog: num(&["MC_HANDSHAKE_LISTEN_BACKLOG"], 128, 1, 65535) as i32,
+            handshake_max_length: num(
+                &["MC_HANDSHAKE_MAX_LENGTH"],
+                MIN_HANDSHAKE_LENGTH as i64,
+                MIN_HANDSHAKE_LENGTH as i64,
+                MAX_HANDSHAKE_LENGTH as i64,
+            ) as u64,
+            disable_metacache: set(&["MC_DISABLE_METACACHE"]),
+            metadata_refresh_interval_secs: num(
+                &["MC_TE_METADATA_REFRESH_INTERVAL_SECONDS"],
+                0,
+                0,
+                86400,
+            ) as u64,
+            tcp_force_v1: get(&["MC_TCP_PROTO"]).is_some_and(|v| v.trim() == "1"),
+            tcp_slice_size: num(&["MC_TCP_SLICE_SIZE"], 65536, 4096, 64 << 20) as usize,
+            tcp_status_timeout_secs: num(&["MC_TCP_STATUS_TIMEOUT_SEC"], 30, 1, 86400) as u64,
+            tcp_progress_timeout_secs: num(&["MC_TCP_PROGRESS_TIMEOUT_SEC"], 30, 1, 86400) as u64,
+            tcp_lanes_per_peer: num(
+                &["MC_TCP_LANES_PER_PEER", "MC_TCP_MAX_CONNECTIONS_PER_PEER"],
+                4,
+                1,
+                16,
+            ) as usize,
+            tcp_max_queued_per_peer: num(&["MC_TCP_MAX_QUEUED_TRANSFERS_PER_PEER"], 1024, 1, 65535)
+                as usize,
+            slice_timeout_secs: num(&["MC_SLICE_TIMEOUT"], -1, -1, 86400),
+            disable_local_copy: get(&["MC_DISABLE_LOCAL_COPY"])
+                .is_some_and(|v| !matches!(v.trim(), "" | "0" | "false" | "no")),
+        }
+    }
+}
+
+/// Applies upstream's validity rule to the RPC port range: below 1024, inside the
+/// kernel's ephemeral range 32768-60999, or min > max falls back to the defaults.
+fn rpc_port_range(min: i64, max: i64) -> (u16, u16) {
+    let ephemeral = |p: i64| (32768..=60999).contains(&p);
+    if min < 1024 || max < 1024 || min > max || ephemeral(min) || ephemeral(max) {
+        if (min, max) != (DEFAULT_MIN_RPC_PORT.into(), DEFAULT_MAX_RPC_PORT.into()) {
+            log::warn!("invalid MC_MIN_RPC_PORT/MC_MAX_RPC_PORT {min}-{max}; using defaults");
+        }
+        return (DEFAULT_MIN_RPC_PORT, DEFAULT_MAX_RPC_PORT);
+    }
+    (min as u16, max as u16)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn with(vars: &[(&str, &str)]) -> Config {
+        let map: HashMap<String, String> =
+            vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Config::from_lookup(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn defaults_match_upstream() {
+        let c = Config::default();
+        assert_eq!((c.min_rpc_port, c.max_rpc_port), (15000, 17000));
+        assert_eq!(c.handshake_port, 12001);
+        assert_eq!(c.handshake_max_length, 1 << 20);
+        assert_eq!(c.tcp_lanes_per_peer, 4);
+        assert!(!c.tcp_force_v1 && !c.force_tcp && c.cluster_id.is_none());
+    }
+
+    #[test]
+    fn invalid_port_ranges_fall_back() {
+        let c = with(&[("MC_MIN_RPC_PORT", "40000"), ("MC_MAX_RPC_PORT", "41000")]);
+        assert_eq!((c.min_rpc_port, c.max_rpc_port), (15000, 17000));
+        let c = with(&[("MC_MIN_PRC_PORT", "20000"), ("MC_MAX_PRC_PORT", "20010")]);
+        assert_eq!((c.min_rpc_port, c.max_rpc_port), (20000, 20010));
+    }
+
+    #[test]
+    fn out_of_range_values_are_ignored() {
+        let c = with(&[("MC_HANDSHAKE_MAX_LENGTH", "10"), ("MC_TCP_LANES_PER_PEER", "99")]);
+        assert_eq!(c.handshake_max_length, 1 << 20);
+        assert_eq!(c.tcp_lanes_per_peer, 4);
+        let c = with(&[("MC_TCP_MAX_CONNECTIONS_PER_PEER", "8"), ("MC_TCP_PROTO", "1")]);
+        assert_eq!(c.tcp_lanes_per_peer, 8);
+        assert!(c.tcp_force_v1);
+    }
+}

@@ -1,0 +1,17 @@
+//! mooncake-rs: a Rust drop-in for Mooncake's Transfer Engine.
+//!
+//! Layers, top to bottom: [`ffi`] (the C ABI), [`te`] (the engine, a safe Rust API),
+//! [`metadata`] (segment descriptors and their stores), then [`config`], [`error`] and
+//! [`util`] plumbing. Nothing below `ffi` knows C exists.
+
+pub mod config;
+pub mod error;
+pub mod ffi;
+pub mod metadata;
+pub mod te;
+pub mod util;
+
+pub use error::{Error, Result};
+
+/// The library version, as `major.minor.patch`.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
