@@ -1,1 +1,3 @@
-//! placeholder
+//! The Transfer Engine: a safe Rust API under the C ABI.
+
+pub mod rpc;

@@ -1,0 +1,1 @@
+//! The RPC / handshake daemon (spec §3).
