@@ -1,0 +1,296 @@
+//! Batches and tasks: validated batch ids, per-task atomics, upstream's status rules.
+
+use crate::error::{Error, Result};
+use parking_lot::{Mutex, RwLock};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+
+/// Upstream's task status values (`STATUS_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum TaskStatus {
+    /// Still moving.
+    Waiting = 0,
+    /// Never produced by the classic engine.
+    Pending = 1,
+    /// Never produced by the classic engine.
+    Invalid = 2,
+    /// Never produced by the classic engine.
+    Canceled = 3,
+    /// Every byte is visible at the destination.
+    Completed = 4,
+    /// A slice passed its deadline (not terminal).
+    Timeout = 5,
+    /// At least one slice failed.
+    Failed = 6,
+}
+
+impl TaskStatus {
+    fn from_u8(v: u8) -> TaskStatus {
+        match v {
+            4 => TaskStatus::Completed,
+            6 => TaskStatus::Failed,
+            _ => TaskStatus::Waiting,
+        }
+    }
+
+    /// Whether the task can no longer change.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, TaskStatus::Completed | TaskStatus::Failed)
+    }
+}
+
+/// One submitted request; its slices complete it.
+#[derive(Debug)]
+pub struct Task {
+    length: u64,
+    status: AtomicU8,
+    transferred: AtomicU64,
+    slices_left: AtomicU32,
+    failed: AtomicBool,
+    seen_terminal: AtomicBool,
+}
+
+impl Task {
+    /// A task of `length` bytes that `slices` slices will complete.
+    pub fn new(length: u64, slices: u32) -> Arc<Task> {
+        let task = Arc::new(Task {
+            length,
+            status: AtomicU8::new(TaskStatus::Waiting as u8),
+            transferred: AtomicU64::new(0),
+            slices_left: AtomicU32::new(slices),
+            failed: AtomicBool::new(false),
+            seen_terminal: AtomicBool::new(false),
+        });
+        if slices == 0 {
+            task.status.store(TaskStatus::Completed as u8, Ordering::Release);
+        }
+        task
+    }
+
+    /// A task that failed before any byte moved.
+    pub fn failed(length: u64) -> Arc<Task> {
+        let task = Task::new(length, 1);
+        task.finish_slice(false);
+        task
+    }
+
+    /// Records one slice's outcome; the last one decides the task's status.
+    pub fn finish_slice(&self, ok: bool) {
+        if !ok {
+            self.failed.store(true, Ordering::Relaxed);
+        }
+        if self.slices_left.fetch_sub(1, Ordering::AcqRel) == 1 {
+            if self.failed.load(Ordering::Relaxed) {
+                self.status.store(TaskStatus::Failed as u8, Ordering::Release);
+            } else {
+                self.transferred.store(self.length, Ordering::Relaxed);
+                self.status.store(TaskStatus::Completed as u8, Ordering::Release);
+            }
+        }
+    }
+
+    /// Current status and transferred bytes.
+    pub fn status(&self) -> (TaskStatus, u64) {
+        let status = TaskStatus::from_u8(self.status.load(Ordering::Acquire));
+        (status, self.transferred.load(Ordering::Relaxed))
+    }
+}
+
+/// A notify to send once the whole batch completed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingNotify {
+    /// Segment the notify goes to.
+    pub target_id: i32,
+    /// Notify name field.
+    pub name: String,
+    /// Notify message field.
+    pub msg: String,
+}
+
+/// A batch: capacity, accumulated tasks, and an optional completion notify.
+#[derive(Debug)]
+pub struct Batch {
+    capacity: usize,
+    tasks: RwLock<Vec<Arc<Task>>>,
+    notify: Mutex<Option<PendingNotify>>,
+}
+
+impl Batch {
+    /// Appends tasks, refusing (code 2) if the capacity would be exceeded.
+    pub fn reserve(&self, count: usize) -> Result<BatchReservation<'_>> {
+        let tasks = self.tasks.write();
+        if tasks.len().checked_add(count).is_none_or(|n| n > self.capacity) {
+            return Err(Error::TooManyRequests(format!(
+                "batch holds {} of {} tasks; {count} more do not fit",
+                tasks.len(),
+                self.capacity
+            )));
+        }
+        Ok(BatchReservation { tasks })
+    }
+
+    /// Number of tasks submitted so far.
+    pub fn len(&self) -> usize {
+        self.tasks.read().len()
+    }
+
+    /// Whether no task was submitted.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Status of task `index`, marking it seen when terminal; `None` if out of range.
+    pub fn task_status(&self, index: usize) -> Option<(TaskStatus, u64)> {
+        let task = self.tasks.read().get(index).cloned()?;
+        let (status, bytes) = task.status();
+        if status.is_terminal() {
+            task.seen_terminal.store(true, Ordering::Release);
+        }
+        Some((status, bytes))
+    }
+
+    /// Whether every task completed successfully.
+    pub fn all_completed(&self) -> bool {
+        self.tasks
+            .read()
+            .iter()
+            .all(|t| t.status().0 == TaskStatus::Completed)
+    }
+
+    /// Whether every task was observed terminal by [`Batch::task_status`].
+    pub fn all_seen(&self) -> bool {
+        self.tasks
+            .read()
+            .iter()
+            .all(|t| t.seen_terminal.load(Ordering::Acquire))
+    }
+
+    /// Stores the notify to send on completion.
+    pub fn set_notify(&self, notify: PendingNotify) {
+        *self.notify.lock() = Some(notify);
+    }
+
+    /// Takes the notify if the batch just completed (at most once).
+    pub fn take_notify_if_complete(&self) -> Option<PendingNotify> {
+        let mut slot = self.notify.lock();
+        if slot.is_some() && self.all_completed() {
+            slot.take()
+        } else {
+            None
+        }
+    }
+}
+
+/// Write access to a batch's task list for one submit.
+pub struct BatchReservation<'a> {
+    tasks: parking_lot::RwLockWriteGuard<'a, Vec<Arc<Task>>>,
+}
+
+impl BatchReservation<'_> {
+    /// Appends a task.
+    pub fn push(&mut self, task: Arc<Task>) {
+        self.tasks.push(task);
+    }
+}
+
+/// Live batches of one engine, by id. Ids are never reused and never `u64::MAX`.
+pub struct BatchTable {
+    batches: RwLock<HashMap<u64, Arc<Batch>>>,
+    next: AtomicU64,
+}
+
+impl BatchTable {
+    /// An empty table whose ids start at a per-engine random-looking base, so another
+    /// engine's ids are not accepted by accident.
+    pub fn new() -> BatchTable {
+        static ENGINES: AtomicU64 = AtomicU64::new(1);
+        let engine = ENGINES.fetch_add(1, Ordering::Relaxed);
+        let base = (engine.wrapping_mul(0x9E37_79B9) & 0xFFFF) << 40 | (std::process::id() as u64 & 0xFF) << 32;
+        BatchTable { batches: RwLock::new(HashMap::new()), next: AtomicU64::new(base | 1) }
+    }
+
+    /// Allocates a batch of `capacity` tasks.
+    pub fn allocate(&self, capacity: usize) -> u64 {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let batch = Batch { capacity, tasks: RwLock::new(Vec::new()), notify: Mutex::new(None) };
+        self.batches.write().insert(id, Arc::new(batch));
+        id
+    }
+
+    /// Looks a batch up; unknown ids are an error, never undefined behaviour.
+    pub fn get(&self, id: u64) -> Result<Arc<Batch>> {
+        self.batches
+            .read()
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| Error::InvalidArgument(format!("unknown batch id {id:#x}")))
+    }
+
+    /// Frees a batch; busy (code 4) until every task was observed terminal.
+    pub fn free(&self, id: u64) -> Result<()> {
+        let mut batches = self.batches.write();
+        let batch = batches
+            .get(&id)
+            .ok_or_else(|| Error::InvalidArgument(format!("unknown batch id {id:#x}")))?;
+        if !batch.all_seen() {
+            return Err(Error::BatchBusy(format!(
+                "batch {id:#x} has tasks not yet observed complete or failed"
+            )));
+        }
+        batches.remove(&id);
+        Ok(())
+    }
+}
+
+impl Default for BatchTable {
+    fn default() -> Self {
+        BatchTable::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capacity_and_busy_rules() {
+        let table = BatchTable::new();
+        let id = table.allocate(2);
+        assert_ne!(id, u64::MAX);
+        let batch = table.get(id).unwrap();
+        assert_eq!(batch.reserve(3).unwrap_err().status_code(), 2);
+        let task = Task::new(10, 2);
+        batch.reserve(1).unwrap().push(task.clone());
+        assert_eq!(batch.task_status(0).unwrap(), (TaskStatus::Waiting, 0));
+        assert!(batch.task_status(1).is_none());
+        assert_eq!(table.free(id).unwrap_err().status_code(), 4);
+        task.finish_slice(true);
+        assert_eq!(batch.task_status(0).unwrap().0, TaskStatus::Waiting);
+        task.finish_slice(true);
+        assert_eq!(table.free(id).unwrap_err().status_code(), 4, "not yet observed");
+        assert_eq!(batch.task_status(0).unwrap(), (TaskStatus::Completed, 10));
+        table.free(id).unwrap();
+        assert!(table.get(id).is_err());
+        assert!(table.free(id).is_err(), "double free is an error");
+    }
+
+    #[test]
+    fn failed_slice_fails_task_with_zero_bytes() {
+        let task = Task::new(10, 2);
+        task.finish_slice(true);
+        task.finish_slice(false);
+        assert_eq!(task.status(), (TaskStatus::Failed, 0));
+        assert_eq!(Task::new(0, 0).status(), (TaskStatus::Completed, 0));
+    }
+
+    #[test]
+    fn foreign_ids_are_rejected() {
+        let a = BatchTable::new();
+        let b = BatchTable::new();
+        let id = a.allocate(1);
+        assert!(b.get(id).is_err());
+        assert!(a.get(0).is_err() && a.get(u64::MAX).is_err());
+    }
+}

@@ -1,0 +1,208 @@
+//! The engine's registered memory regions and the guards that keep a region alive
+//! while a transfer touches it.
+
+use crate::error::{Error, Result};
+use parking_lot::RwLock;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// One registered region of the caller's memory.
+#[derive(Debug)]
+pub struct Region {
+    /// Base address.
+    pub addr: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// Location tag the caller gave (`cpu:0`, `*`, ...).
+    pub location: String,
+    /// Whether peers may read and write it.
+    pub remote_accessible: bool,
+    in_use: RwLock<()>,
+    removed: AtomicBool,
+}
+
+/// Proof that a region stays registered (and its memory valid) while held.
+pub struct RegionGuard<'a> {
+    _guard: parking_lot::RwLockReadGuard<'a, ()>,
+}
+
+impl Region {
+    /// Whether `[addr, addr+len)` lies inside this region.
+    pub fn contains(&self, addr: u64, len: u64) -> bool {
+        addr >= self.addr
+            && addr
+                .checked_add(len)
+                .is_some_and(|end| end <= self.addr + self.len)
+    }
+
+    /// Pins the region for one transfer; `None` once it was unregistered.
+    pub fn pin(&self) -> Option<RegionGuard<'_>> {
+        let guard = self.in_use.read();
+        (!self.removed.load(Ordering::Acquire)).then_some(RegionGuard { _guard: guard })
+    }
+}
+
+/// A memory range to register.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Range {
+    /// Base address.
+    pub addr: u64,
+    /// Length in bytes.
+    pub len: u64,
+}
+
+/// The set of registered regions, ordered by base address.
+#[derive(Default)]
+pub struct MemoryRegistry {
+    regions: RwLock<BTreeMap<u64, Arc<Region>>>,
+}
+
+impl MemoryRegistry {
+    /// Registers one region; zero length or NULL is -1, overlap is -7.
+    pub fn register(&self, range: Range, location: &str, remote_accessible: bool) -> Result<()> {
+        self.register_all(&[range], location, remote_accessible)
+    }
+
+    /// Registers several regions atomically: all or none.
+    pub fn register_all(&self, ranges: &[Range], location: &str, remote: bool) -> Result<()> {
+        let mut sorted = ranges.to_vec();
+        sorted.sort_by_key(|r| r.addr);
+        for r in &sorted {
+            if r.len == 0 || r.addr == 0 {
+                return Err(Error::InvalidArgument(format!(
+                    "cannot register {:#x}+{}: NULL address or zero length",
+                    r.addr, r.len
+                )));
+            }
+            if r.addr.checked_add(r.len).is_none() {
+                return Err(Error::InvalidArgument(format!(
+                    "region {:#x}+{} wraps around the address space",
+                    r.addr, r.len
+                )));
+            }
+        }
+        for pair in sorted.windows(2) {
+            if pair[0].addr + pair[0].len > pair[1].addr {
+                return Err(overlap(pair[1]));
+            }
+        }
+        let mut regions = self.regions.write();
+        for r in &sorted {
+            if Self::overlaps(&regions, *r) {
+                return Err(overlap(*r));
+            }
+        }
+        for r in sorted {
+            regions.insert(
+                r.addr,
+                Arc::new(Region {
+                    addr: r.addr,
+                    len: r.len,
+                    location: location.to_string(),
+                    remote_accessible: remote,
+                    in_use: RwLock::new(()),
+                    removed: AtomicBool::new(false),
+                }),
+            );
+        }
+        Ok(())
+    }
+
+    fn overlaps(regions: &BTreeMap<u64, Arc<Region>>, r: Range) -> bool {
+        let end = r.addr + r.len;
+        regions
+            .range(..end)
+            .next_back()
+            .is_some_and(|(_, prev)| prev.addr + prev.len > r.addr)
+    }
+
+    /// Unregisters the region based exactly at `addr` (-3 when unknown). Returns once
+    /// no transfer touches it any more.
+    pub fn unregister(&self, addr: u64) -> Result<()> {
+        let region = self.regions.write().remove(&addr).ok_or_else(|| {
+            Error::AddressNotRegistered(format!("no region registered at {addr:#x}"))
+        })?;
+        let _exclusive = region.in_use.write();
+        region.removed.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// The region that fully contains `[addr, addr+len)`.
+    pub fn find(&self, addr: u64, len: u64) -> Option<Arc<Region>> {
+        let regions = self.regions.read();
+        let (_, region) = regions.range(..=addr).next_back()?;
+        region.contains(addr, len).then(|| region.clone())
+    }
+
+    /// Every registered region as (addr, len), in address order.
+    pub fn ranges(&self) -> Vec<Range> {
+        self.regions
+            .read()
+            .values()
+            .map(|r| Range { addr: r.addr, len: r.len })
+            .collect()
+    }
+
+    /// Whether any region is registered.
+    pub fn is_empty(&self) -> bool {
+        self.regions.read().is_empty()
+    }
+}
+
+fn overlap(r: Range) -> Error {
+    Error::AddressOverlapped(format!(
+        "region {:#x}+{} overlaps a registered region",
+        r.addr, r.len
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(addr: u64, len: u64) -> Range {
+        Range { addr, len }
+    }
+
+    #[test]
+    fn register_rules() {
+        let m = MemoryRegistry::default();
+        assert_eq!(m.register(r(0x1000, 0), "*", true).unwrap_err().err_code(), -1);
+        m.register(r(0x1000, 0x1000), "*", true).unwrap();
+        assert_eq!(m.register(r(0x1800, 0x1000), "*", true).unwrap_err().err_code(), -7);
+        assert_eq!(m.register(r(0x800, 0x900), "*", true).unwrap_err().err_code(), -7);
+        m.register(r(0x2000, 0x10), "*", false).unwrap();
+        assert!(m.find(0x1000, 0x1000).is_some());
+        assert!(m.find(0x1ff0, 0x20).is_none(), "adjacent regions are not merged");
+        assert!(!m.find(0x2000, 1).unwrap().remote_accessible);
+        assert_eq!(m.unregister(0x1001).unwrap_err().err_code(), -3);
+        m.unregister(0x1000).unwrap();
+        assert!(m.find(0x1000, 1).is_none());
+    }
+
+    #[test]
+    fn batch_is_all_or_nothing() {
+        let m = MemoryRegistry::default();
+        let err = m
+            .register_all(&[r(0x1000, 0x100), r(0x1080, 0x100)], "*", true)
+            .unwrap_err();
+        assert_eq!(err.err_code(), -7);
+        assert!(m.is_empty());
+        m.register_all(&[r(0x3000, 0x100), r(0x1000, 0x100)], "*", true).unwrap();
+        assert_eq!(m.ranges(), vec![r(0x1000, 0x100), r(0x3000, 0x100)]);
+    }
+
+    #[test]
+    fn unregister_waits_for_pins_and_fences_later_ones() {
+        let m = Arc::new(MemoryRegistry::default());
+        m.register(r(0x1000, 0x100), "*", true).unwrap();
+        let region = m.find(0x1000, 1).unwrap();
+        let pin = region.pin().unwrap();
+        let m2 = m.clone();
+        let t = std::thread::spawn(move || m2.unregister(0x1000));
+        drop(pin);
+        t.join().unwrap().unwrap();
+        assert!(region.pin().is_none());
+    }
+}

@@ -1,0 +1,97 @@
+//! Listening sockets on a random port of a range, and the advertised local IP.
+
+use crate::error::{Error, Result};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A cheap per-process pseudo-random number (xorshift seeded by time, pid and a counter).
+pub fn random_u64() -> u64 {
+    static STATE: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mut x = STATE.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed)
+        ^ nanos
+        ^ (u64::from(std::process::id()) << 32);
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    x
+}
+
+/// Binds a listener on all interfaces at a random free port in `[min, max]`.
+pub fn bind_in_range(min: u16, max: u16, ipv6: bool) -> Result<TcpListener> {
+    let span = u64::from(max.saturating_sub(min)) + 1;
+    let mut last_err = None;
+    for _ in 0..500 {
+        let port = min + (random_u64() % span) as u16;
+        match bind_port(port, ipv6) {
+            Ok(l) => return Ok(l),
+            Err(e) => last_err = Some(e),
+        }
+    }
+    Err(Error::Socket(format!(
+        "no free port in {min}-{max}: {}",
+        last_err.map_or_else(|| "no attempt".into(), |e| e.to_string())
+    )))
+}
+
+/// Binds a listener on all interfaces at `port`.
+pub fn bind_port(port: u16, ipv6: bool) -> std::io::Result<TcpListener> {
+    let addr = if ipv6 {
+        SocketAddr::from((Ipv6Addr::UNSPECIFIED, port))
+    } else {
+        SocketAddr::from((Ipv4Addr::UNSPECIFIED, port))
+    };
+    TcpListener::bind(addr)
+}
+
+/// The first UP and RUNNING non-loopback interface address (IPv4, or IPv6 when asked).
+pub fn first_interface_ip(ipv6: bool) -> Option<String> {
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `head` with a list we free below.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return None;
+    }
+    let mut found = None;
+    let mut cur = head;
+    while !cur.is_null() {
+        // SAFETY: `cur` is a node of the list returned by getifaddrs.
+        let ifa = unsafe { &*cur };
+        cur = ifa.ifa_next;
+        let flags = ifa.ifa_flags;
+        let up = flags & libc::IFF_UP as u32 != 0 && flags & libc::IFF_RUNNING as u32 != 0;
+        if !up || flags & libc::IFF_LOOPBACK as u32 != 0 || ifa.ifa_addr.is_null() {
+            continue;
+        }
+        // SAFETY: ifa_addr is non-null and points to a sockaddr of the given family.
+        let family = i32::from(unsafe { (*ifa.ifa_addr).sa_family });
+        if !ipv6 && family == libc::AF_INET {
+            // SAFETY: family AF_INET means a sockaddr_in.
+            let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
+            found = Some(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)).to_string());
+            break;
+        }
+        if ipv6 && family == libc::AF_INET6 {
+            // SAFETY: family AF_INET6 means a sockaddr_in6.
+            let sin6 = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in6) };
+            found = Some(Ipv6Addr::from(sin6.sin6_addr.s6_addr).to_string());
+            break;
+        }
+    }
+    // SAFETY: `head` came from getifaddrs.
+    unsafe { libc::freeifaddrs(head) };
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binds_inside_the_range() {
+        let l = bind_in_range(20000, 20999, false).unwrap();
+        let port = l.local_addr().unwrap().port();
+        assert!((20000..=20999).contains(&port));
+    }
+}

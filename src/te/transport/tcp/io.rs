@@ -1,0 +1,89 @@
+//! Socket I/O straight between a socket and raw registered memory (no staging copy).
+//! Raw pointers are used so no Rust reference ever aliases memory the host owns.
+
+use std::io;
+use std::os::fd::RawFd;
+
+/// Receives exactly `len` bytes into `ptr`. `Ok(false)` on a clean EOF before the
+/// first byte when `eof_ok`; an EOF mid-way is an error.
+///
+/// # Safety
+/// `[ptr, ptr+len)` must be valid for writes for the duration of the call.
+pub unsafe fn recv_exact(fd: RawFd, ptr: *mut u8, len: usize, eof_ok: bool) -> io::Result<bool> {
+    let mut done = 0usize;
+    while done < len {
+        let n = libc::recv(fd, ptr.add(done).cast(), len - done, 0);
+        if n > 0 {
+            done += n as usize;
+        } else if n == 0 {
+            if done == 0 && eof_ok {
+                return Ok(false);
+            }
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "peer closed mid-frame"));
+        } else {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(err);
+        }
+    }
+    Ok(true)
+}
+
+/// Sends every byte of the given (pointer, length) pieces, using `sendmsg` with
+/// several pieces per call.
+///
+/// # Safety
+/// Every piece must be valid for reads for the duration of the call.
+pub unsafe fn send_all(fd: RawFd, pieces: &mut [(*const u8, usize)]) -> io::Result<()> {
+    const MAX_IOV: usize = 64;
+    let mut first = 0usize;
+    while first < pieces.len() {
+        if pieces[first].1 == 0 {
+            first += 1;
+            continue;
+        }
+        let mut iov: [libc::iovec; MAX_IOV] = std::mem::zeroed();
+        let mut count = 0;
+        for &(p, l) in pieces[first..].iter().filter(|(_, l)| *l > 0).take(MAX_IOV) {
+            iov[count] = libc::iovec { iov_base: p as *mut libc::c_void, iov_len: l };
+            count += 1;
+        }
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = iov.as_mut_ptr();
+        msg.msg_iovlen = count as _;
+        let n = libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL);
+        if n < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(err);
+        }
+        let mut sent = n as usize;
+        while sent > 0 && first < pieces.len() {
+            let (p, l) = pieces[first];
+            if sent >= l {
+                sent -= l;
+                first += 1;
+            } else {
+                pieces[first] = (p.add(sent), l - sent);
+                sent = 0;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Receives exactly `buf.len()` bytes into an owned buffer.
+pub fn recv_buf(fd: RawFd, buf: &mut [u8], eof_ok: bool) -> io::Result<bool> {
+    // SAFETY: `buf` is an exclusively borrowed, live slice.
+    unsafe { recv_exact(fd, buf.as_mut_ptr(), buf.len(), eof_ok) }
+}
+
+/// Sends an owned buffer completely.
+pub fn send_buf(fd: RawFd, buf: &[u8]) -> io::Result<()> {
+    // SAFETY: `buf` is a live slice.
+    unsafe { send_all(fd, &mut [(buf.as_ptr(), buf.len())]) }
+}

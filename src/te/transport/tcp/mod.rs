@@ -1,0 +1,191 @@
+//! The TCP transport (spec §4): a target that serves registered memory, and an
+//! initiator that keeps persistent, pipelined lanes per peer and splits large
+//! requests across them.
+
+pub mod io;
+pub mod lane;
+pub mod target;
+pub mod wire;
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::te::batch::Task;
+use crate::te::memory::MemoryRegistry;
+use lane::{Lane, LaneConfig, Slice};
+use parking_lot::RwLock;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use target::TcpTarget;
+pub use wire::Op;
+
+/// Requests at least this long are split across a peer's lanes.
+const SPLIT_THRESHOLD: u64 = 512 << 10;
+/// Smallest piece a split request is cut into.
+const MIN_SPLIT_PIECE: u64 = 256 << 10;
+
+/// A request for the TCP transport, already resolved to a peer endpoint.
+pub struct TcpRequest {
+    /// Read or write.
+    pub op: Op,
+    /// Local address.
+    pub local: u64,
+    /// Absolute remote address.
+    pub remote: u64,
+    /// Length in bytes.
+    pub len: u64,
+}
+
+/// A peer's data endpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Endpoint {
+    /// Host or IP of the data listener.
+    pub host: String,
+    /// Data port.
+    pub port: u16,
+    /// Whether to use v2 framing.
+    pub v2: bool,
+}
+
+struct Peer {
+    lanes: Vec<Lane>,
+}
+
+impl Peer {
+    fn least_loaded(&self) -> &Lane {
+        self.lanes
+            .iter()
+            .min_by_key(|l| l.load())
+            .expect("a peer always has at least one lane")
+    }
+}
+
+/// The installed TCP transport of one engine.
+pub struct TcpTransport {
+    target: parking_lot::Mutex<TcpTarget>,
+    peers: RwLock<HashMap<Endpoint, Arc<Peer>>>,
+    lanes_per_peer: usize,
+    connect_timeout: Duration,
+    io_timeout: Duration,
+}
+
+impl TcpTransport {
+    /// Binds the data listener (random port in the RPC range) and starts serving.
+    pub fn install(config: &Config, memory: Arc<MemoryRegistry>) -> Result<TcpTransport> {
+        let listener =
+            crate::te::net::bind_in_range(config.min_rpc_port, config.max_rpc_port, config.use_ipv6)?;
+        let progress = Duration::from_secs(config.tcp_progress_timeout_secs);
+        let target = TcpTarget::start(listener, memory, progress)
+            .map_err(|e| Error::socket("starting the tcp data listener", e))?;
+        Ok(TcpTransport {
+            target: parking_lot::Mutex::new(target),
+            peers: RwLock::new(HashMap::new()),
+            lanes_per_peer: config.tcp_lanes_per_peer,
+            connect_timeout: Duration::from_secs(config.handshake_connect_timeout_secs),
+            io_timeout: Duration::from_secs(
+                config.tcp_status_timeout_secs.max(config.tcp_progress_timeout_secs),
+            ),
+        })
+    }
+
+    /// The data port published as `tcp_data_port`.
+    pub fn port(&self) -> u16 {
+        self.target.lock().port()
+    }
+
+    fn peer(&self, endpoint: &Endpoint) -> Result<Arc<Peer>> {
+        if let Some(p) = self.peers.read().get(endpoint) {
+            return Ok(p.clone());
+        }
+        let mut peers = self.peers.write();
+        if let Some(p) = peers.get(endpoint) {
+            return Ok(p.clone());
+        }
+        let config = LaneConfig {
+            host: endpoint.host.clone(),
+            port: endpoint.port,
+            v2: endpoint.v2,
+            connect_timeout: self.connect_timeout,
+            io_timeout: self.io_timeout,
+        };
+        let lanes = (0..self.lanes_per_peer.max(1))
+            .map(|_| Lane::start(config.clone()))
+            .collect::<std::io::Result<Vec<_>>>()
+            .map_err(|e| Error::socket("starting tcp lanes", e))?;
+        let peer = Arc::new(Peer { lanes });
+        peers.insert(endpoint.clone(), peer.clone());
+        Ok(peer)
+    }
+
+    /// Starts moving one request; `task` completes when every slice finished.
+    /// Returns the task (already failed if the peer could not be set up).
+    pub fn submit(&self, endpoint: &Endpoint, req: &TcpRequest) -> Arc<Task> {
+        if req.len == 0 {
+            return Task::new(0, 0);
+        }
+        let peer = match self.peer(endpoint) {
+            Ok(p) => p,
+            Err(e) => {
+                log::warn!("tcp peer {}:{}: {e}", endpoint.host, endpoint.port);
+                return Task::failed(req.len);
+            }
+        };
+        let pieces = split(req.len, peer.lanes.len());
+        let task = Task::new(req.len, pieces.len() as u32);
+        for (offset, len) in pieces {
+            peer.least_loaded().submit(Slice {
+                op: req.op,
+                local: req.local + offset,
+                remote: req.remote + offset,
+                len,
+                task: task.clone(),
+                retries_left: 1,
+            });
+        }
+        task
+    }
+
+    /// Stops the data listener and every lane.
+    pub fn shutdown(&self) {
+        self.target.lock().stop();
+        self.peers.write().clear();
+    }
+}
+
+impl Drop for TcpTransport {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Cuts `len` bytes into (offset, length) pieces, one per lane for large requests.
+fn split(len: u64, lanes: usize) -> Vec<(u64, u64)> {
+    if len < SPLIT_THRESHOLD || lanes <= 1 {
+        return vec![(0, len)];
+    }
+    let piece = len.div_ceil(lanes as u64).max(MIN_SPLIT_PIECE).next_multiple_of(4096);
+    let mut out = Vec::new();
+    let mut offset = 0;
+    while offset < len {
+        let l = piece.min(len - offset);
+        out.push((offset, l));
+        offset += l;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_covers_exactly() {
+        assert_eq!(split(100, 4), vec![(0, 100)]);
+        let s = split(1 << 20, 4);
+        assert_eq!(s.len(), 4);
+        assert_eq!(s.iter().map(|p| p.1).sum::<u64>(), 1 << 20);
+        let s = split((1 << 20) + 7, 4);
+        assert_eq!(s.iter().map(|p| p.1).sum::<u64>(), (1 << 20) + 7);
+        assert!(s.windows(2).all(|w| w[0].0 + w[0].1 == w[1].0));
+    }
+}
