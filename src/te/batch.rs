@@ -121,7 +121,7 @@ impl Batch {
     /// Appends tasks, refusing (code 2) if the capacity would be exceeded.
     pub fn reserve(&self, count: usize) -> Result<BatchReservation<'_>> {
         let tasks = self.tasks.write();
-        if tasks.len().checked_add(count).is_none_or(|n| n > self.capacity) {
+        if tasks.len().checked_add(count).map_or(true, |n| n > self.capacity) {
             return Err(Error::TooManyRequests(format!(
                 "batch holds {} of {} tasks; {count} more do not fit",
                 tasks.len(),
@@ -184,6 +184,7 @@ impl Batch {
 }
 
 /// Write access to a batch's task list for one submit.
+#[derive(Debug)]
 pub struct BatchReservation<'a> {
     tasks: parking_lot::RwLockWriteGuard<'a, Vec<Arc<Task>>>,
 }

@@ -6,3 +6,10 @@ pub mod net;
 pub mod rpc;
 pub mod segment;
 pub mod transport;
+pub mod engine;
+pub mod local;
+
+pub use batch::TaskStatus;
+pub use engine::{TransferEngine, TransferRequest};
+pub use memory::Range;
+pub use transport::tcp::Op;

@@ -1,0 +1,588 @@
+//! [`TransferEngine`]: identity, metadata, segments, memory, batches and notifies.
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::metadata::{KeyLayout, MetadataSource, MetadataStore, SegmentDesc};
+use crate::te::batch::{BatchTable, PendingNotify, Task, TaskStatus};
+use crate::te::local::{LocalRpcHandler, LocalSegment, Notify};
+use crate::te::memory::{MemoryRegistry, Range};
+use crate::te::rpc::{RpcClient, RpcServer};
+use crate::te::segment::{SegmentCache, LOCAL_SEGMENT_ID};
+use crate::te::transport::local;
+use crate::te::transport::tcp::{Endpoint, Op, TcpRequest, TcpTransport};
+use crate::util::{join_host_port, parse_host_port};
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+/// One transfer request (the C `transfer_request_t`, validated).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TransferRequest {
+    /// Read from or write to the target.
+    pub op: Op,
+    /// Local buffer address.
+    pub source: u64,
+    /// Target segment id (0 = this engine).
+    pub target_id: i32,
+    /// Absolute address in the target process.
+    pub target_offset: u64,
+    /// Length in bytes.
+    pub length: u64,
+}
+
+struct Inner {
+    config: Config,
+    p2p: bool,
+    rpc_host: String,
+    rpc_port: u16,
+    store: Option<Box<dyn MetadataStore>>,
+    keys: KeyLayout,
+    local: Arc<LocalSegment>,
+    segments: SegmentCache,
+    batches: BatchTable,
+    rpc_server: Mutex<Option<RpcServer>>,
+    rpc_client: RpcClient,
+    rpc_meta_cache: Mutex<HashMap<String, (String, u16)>>,
+    rpc_meta_created: AtomicBool,
+    descriptor_published: AtomicBool,
+    publish_lock: Mutex<()>,
+    stopping: AtomicBool,
+}
+
+/// A Transfer Engine instance.
+pub struct TransferEngine {
+    inner: Arc<Inner>,
+    refresher: Option<std::thread::JoinHandle<()>>,
+}
+
+impl TransferEngine {
+    /// Creates an engine (upstream `createTransferEngine` + `init`), reading the
+    /// process configuration from the environment.
+    pub fn new(metadata: &str, local_server_name: &str, auto_discover: bool) -> Result<Self> {
+        Self::with_config(Config::global().clone(), metadata, local_server_name, auto_discover)
+    }
+
+    /// Creates an engine with an explicit configuration.
+    pub fn with_config(
+        config: Config,
+        metadata: &str,
+        local_server_name: &str,
+        auto_discover: bool,
+    ) -> Result<Self> {
+        let source = MetadataSource::parse(metadata)?;
+        let p2p = source == MetadataSource::P2p;
+        let store = source.open()?;
+        let (name_host, name_port) = parse_host_port(local_server_name, config.handshake_port);
+        if local_server_name.is_empty() {
+            return Err(Error::InvalidArgument("local server name is empty".into()));
+        }
+        let listener = if config.legacy_rpc_port_binding && !p2p {
+            crate::te::net::bind_port(name_port, config.use_ipv6)
+                .map_err(|e| Error::socket(format!("binding rpc port {name_port}"), e))?
+        } else {
+            crate::te::net::bind_in_range(config.min_rpc_port, config.max_rpc_port, config.use_ipv6)?
+        };
+        let rpc_port = listener
+            .local_addr()
+            .map_err(|e| Error::socket("rpc listener address", e))?
+            .port();
+        let (rpc_host, name) = if p2p {
+            (name_host.clone(), join_host_port(&name_host, rpc_port))
+        } else if config.legacy_rpc_port_binding {
+            (name_host.clone(), local_server_name.to_string())
+        } else {
+            let ip = config
+                .advertised_ip
+                .clone()
+                .or_else(|| crate::te::net::first_interface_ip(config.use_ipv6))
+                .unwrap_or_else(|| {
+                    log::warn!("no non-loopback interface is up; advertising 127.0.0.1");
+                    "127.0.0.1".into()
+                });
+            (ip, local_server_name.to_string())
+        };
+        let local = Arc::new(LocalSegment {
+            name,
+            host: rpc_host.clone(),
+            memory: Arc::new(MemoryRegistry::default()),
+            tcp: parking_lot::RwLock::new(None),
+            notifies: Mutex::new(VecDeque::new()),
+        });
+        let handler = Arc::new(LocalRpcHandler(local.clone()));
+        let server = RpcServer::start(listener, handler, config.handshake_max_length)?;
+        let rpc_client = RpcClient::new(
+            Duration::from_secs(config.handshake_connect_timeout_secs),
+            config.handshake_max_length,
+        );
+        let inner = Arc::new(Inner {
+            keys: KeyLayout::new(config.cluster_id.as_deref()),
+            p2p,
+            rpc_host,
+            rpc_port,
+            store,
+            local,
+            segments: SegmentCache::new(),
+            batches: BatchTable::new(),
+            rpc_server: Mutex::new(Some(server)),
+            rpc_client,
+            rpc_meta_cache: Mutex::new(HashMap::new()),
+            rpc_meta_created: AtomicBool::new(false),
+            descriptor_published: AtomicBool::new(false),
+            publish_lock: Mutex::new(()),
+            stopping: AtomicBool::new(false),
+            config,
+        });
+        let mut engine = TransferEngine { inner, refresher: None };
+        engine.inner.publish_rpc_meta()?;
+        if auto_discover || engine.inner.config.force_tcp {
+            engine.install_transport("tcp")?;
+        }
+        let interval = engine.inner.config.metadata_refresh_interval_secs;
+        if interval > 0 && !engine.inner.config.disable_metacache {
+            engine.refresher = Some(spawn_refresher(Arc::downgrade(&engine.inner), interval));
+        }
+        Ok(engine)
+    }
+
+    /// The segment name peers open this engine by.
+    pub fn segment_name(&self) -> &str {
+        &self.inner.local.name
+    }
+
+    /// `ip:port` of the RPC daemon; in P2P mode this is the segment name.
+    pub fn local_ip_and_port(&self) -> String {
+        if self.inner.p2p {
+            return self.inner.local.name.clone();
+        }
+        format!("{}:{}", self.inner.rpc_host, self.inner.rpc_port)
+    }
+
+    /// The RPC daemon's port.
+    pub fn rpc_port(&self) -> u16 {
+        self.inner.rpc_port
+    }
+
+    /// Installs a transport by protocol name; the same one again returns it as is.
+    pub fn install_transport(&self, proto: &str) -> Result<Arc<TcpTransport>> {
+        if proto != "tcp" {
+            return Err(Error::NotSupportedTransport(format!(
+                "transport '{proto}' is not available in this build (only 'tcp')"
+            )));
+        }
+        let inner = &self.inner;
+        let mut slot = inner.local.tcp.write();
+        if let Some(tcp) = slot.as_ref() {
+            log::warn!("transport tcp is already installed");
+            return Ok(tcp.clone());
+        }
+        let tcp = Arc::new(TcpTransport::install(&inner.config, inner.local.memory.clone())?);
+        *slot = Some(tcp.clone());
+        drop(slot);
+        if let Err(e) = inner.publish_descriptor() {
+            *inner.local.tcp.write() = None;
+            return Err(e);
+        }
+        Ok(tcp)
+    }
+
+    /// Whether a transport of that name is installed.
+    pub fn has_transport(&self, proto: &str) -> bool {
+        proto == "tcp" && self.inner.local.tcp.read().is_some()
+    }
+
+    /// Opens a segment by name, returning its id (0 for this engine's own name).
+    pub fn open_segment(&self, name: &str) -> Result<i32> {
+        let name = name.trim_start_matches('/');
+        if name.is_empty() {
+            return Err(Error::InvalidArgument("segment name is empty".into()));
+        }
+        if name == self.inner.local.name {
+            return Ok(LOCAL_SEGMENT_ID);
+        }
+        if let Some(id) = self.inner.segments.id_of(name) {
+            return Ok(id);
+        }
+        let desc = self.inner.fetch_descriptor(name)?;
+        self.inner
+            .segments
+            .insert(name, desc)
+            .ok_or_else(|| Error::InvalidArgument("segment ids exhausted".into()))
+    }
+
+    /// Refreshes a cached segment's descriptor, then opens it.
+    pub fn open_segment_no_cache(&self, name: &str) -> Result<i32> {
+        self.inner.refresh(name.trim_start_matches('/'));
+        self.open_segment(name)
+    }
+
+    /// Drops the cached name -> id mapping; a later open gets a new id.
+    pub fn remove_local_segment(&self, name: &str) -> Result<()> {
+        let name = name.trim_start_matches('/');
+        if name.is_empty() {
+            return Err(Error::InvalidArgument("segment name is empty".into()));
+        }
+        self.inner.segments.forget(name);
+        Ok(())
+    }
+
+    /// Refetches every cached remote descriptor.
+    pub fn sync_segment_cache(&self) {
+        self.inner.sync_all();
+    }
+
+    /// The cached descriptor of a remote segment id.
+    pub fn segment_descriptor(&self, id: i32) -> Option<Arc<SegmentDesc>> {
+        if id == LOCAL_SEGMENT_ID {
+            return self.inner.local.descriptor().map(Arc::new);
+        }
+        self.inner.segments.get(id).map(|(_, d)| d)
+    }
+
+    /// Registers one region and republishes the descriptor.
+    pub fn register_memory(&self, addr: u64, len: u64, location: &str, remote: bool) -> Result<()> {
+        let memory = &self.inner.local.memory;
+        memory.register(Range { addr, len }, location, remote)?;
+        self.inner.publish_or_rollback(&[addr])
+    }
+
+    /// Registers several regions (remotely accessible) and publishes once.
+    pub fn register_memory_batch(&self, ranges: &[Range], location: &str) -> Result<()> {
+        self.inner.local.memory.register_all(ranges, location, true)?;
+        let addrs: Vec<u64> = ranges.iter().map(|r| r.addr).collect();
+        self.inner.publish_or_rollback(&addrs)
+    }
+
+    /// Unregisters the region based at `addr` and republishes.
+    pub fn unregister_memory(&self, addr: u64) -> Result<()> {
+        self.inner.local.memory.unregister(addr)?;
+        self.inner.publish_descriptor()
+    }
+
+    /// Unregisters several regions (best effort), publishing once; first error wins.
+    pub fn unregister_memory_batch(&self, addrs: &[u64]) -> Result<()> {
+        let mut first = None;
+        for &addr in addrs {
+            if let Err(e) = self.inner.local.memory.unregister(addr) {
+                first.get_or_insert(e);
+            }
+        }
+        let published = self.inner.publish_descriptor();
+        first.map_or(published, Err)
+    }
+
+    /// Allocates a batch that can hold `capacity` tasks.
+    pub fn allocate_batch(&self, capacity: usize) -> u64 {
+        self.inner.batches.allocate(capacity)
+    }
+
+    /// Submits requests into a batch; tasks accumulate in submission order.
+    pub fn submit(&self, batch_id: u64, requests: &[TransferRequest]) -> Result<()> {
+        let batch = self.inner.batches.get(batch_id)?;
+        let routes = requests
+            .iter()
+            .map(|r| self.inner.route(r))
+            .collect::<Result<Vec<_>>>()?;
+        let mut reservation = batch.reserve(requests.len())?;
+        for (req, route) in requests.iter().zip(routes) {
+            reservation.push(self.inner.start(req, route));
+        }
+        Ok(())
+    }
+
+    /// Submits, then sends `notify` to the first request's target once the whole
+    /// batch completed (from inside [`TransferEngine::transfer_status`]).
+    pub fn submit_with_notify(
+        &self,
+        batch_id: u64,
+        requests: &[TransferRequest],
+        name: &str,
+        msg: &str,
+    ) -> Result<()> {
+        let first = requests
+            .first()
+            .ok_or_else(|| Error::InvalidArgument("no requests to submit".into()))?;
+        self.submit(batch_id, requests)?;
+        let notify = PendingNotify {
+            target_id: first.target_id,
+            name: name.to_string(),
+            msg: msg.to_string(),
+        };
+        self.inner.batches.get(batch_id)?.set_notify(notify);
+        Ok(())
+    }
+
+    /// Status of one task; `None`-like error when the index is out of range.
+    pub fn transfer_status(&self, batch_id: u64, task: usize) -> Result<(TaskStatus, u64)> {
+        let batch = self.inner.batches.get(batch_id)?;
+        let status = batch.task_status(task).ok_or_else(|| {
+            Error::InvalidArgument(format!("task {task} is not in batch {batch_id:#x}"))
+        })?;
+        if status.0 == TaskStatus::Completed {
+            if let Some(n) = batch.take_notify_if_complete() {
+                if let Err(e) = self.send_notify(n.target_id, &n.name, &n.msg) {
+                    log::warn!("batch completion notify to segment {} failed: {e}", n.target_id);
+                }
+            }
+        }
+        Ok(status)
+    }
+
+    /// Frees a batch; busy until every task was observed terminal.
+    pub fn free_batch(&self, batch_id: u64) -> Result<()> {
+        self.inner.batches.free(batch_id)
+    }
+
+    /// Removes and returns every received notify.
+    pub fn take_notifies(&self) -> Vec<Notify> {
+        self.inner.local.drain_notifies()
+    }
+
+    /// Sends a notify now to segment `target_id`.
+    pub fn send_notify(&self, target_id: i32, name: &str, msg: &str) -> Result<()> {
+        let segment = if target_id == LOCAL_SEGMENT_ID {
+            self.inner.local.name.clone()
+        } else {
+            let (segment, _) = self.inner.segments.get(target_id).ok_or_else(|| {
+                Error::Metadata(format!("segment id {target_id} is not open"))
+            })?;
+            segment
+        };
+        let (host, port) = self.inner.rpc_address(&segment)?;
+        self.inner.rpc_client.send_notify(&host, port, name, msg)
+    }
+
+    /// Probes a peer's RPC daemon by segment name.
+    pub fn probe(&self, segment: &str) -> Result<()> {
+        let (host, port) = self.inner.rpc_address(segment)?;
+        self.inner.rpc_client.probe(&host, port)
+    }
+}
+
+impl Drop for TransferEngine {
+    fn drop(&mut self) {
+        let inner = &self.inner;
+        inner.stopping.store(true, Ordering::SeqCst);
+        if let Some(mut server) = inner.rpc_server.lock().take() {
+            server.stop();
+        }
+        if let Some(tcp) = inner.local.tcp.write().take() {
+            tcp.shutdown();
+        }
+        if let Some(refresher) = self.refresher.take() {
+            refresher.thread().unpark();
+            let _ = refresher.join();
+        }
+        if let Some(store) = &inner.store {
+            let name = &inner.local.name;
+            if inner.rpc_meta_created.load(Ordering::SeqCst) {
+                if let Err(e) = store.remove(&inner.keys.rpc_meta(name)) {
+                    log::warn!("removing rpc_meta of {name}: {e}");
+                }
+            }
+            if inner.descriptor_published.load(Ordering::SeqCst) {
+                if let Err(e) = store.remove(&inner.keys.segment(name)) {
+                    log::warn!("removing descriptor of {name}: {e}");
+                }
+            }
+        }
+    }
+}
+
+fn spawn_refresher(inner: Weak<Inner>, secs: u64) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || loop {
+        std::thread::park_timeout(Duration::from_secs(secs));
+        match inner.upgrade() {
+            Some(i) if !i.stopping.load(Ordering::SeqCst) => i.sync_all(),
+            _ => return,
+        }
+    })
+}
+
+/// Where one request goes.
+enum Route {
+    Local,
+    Tcp(Endpoint),
+}
+
+impl Inner {
+    fn publish_rpc_meta(&self) -> Result<()> {
+        let Some(store) = &self.store else {
+            return Ok(());
+        };
+        let body = json!({"ip_or_host_name": self.rpc_host, "rpc_port": self.rpc_port});
+        store
+            .set(&self.keys.rpc_meta(&self.local.name), body.to_string().as_bytes())
+            .map_err(|e| {
+                Error::Metadata(format!(
+                    "publishing rpc_meta for '{}' (is another engine using this name?): {e}",
+                    self.local.name
+                ))
+            })?;
+        self.rpc_meta_created.store(true, Ordering::SeqCst);
+        Ok(())
+    }
+
+    fn publish_descriptor(&self) -> Result<()> {
+        let Some(store) = &self.store else {
+            return Ok(());
+        };
+        let _serial = self.publish_lock.lock();
+        let Some(desc) = self.local.descriptor() else {
+            return Ok(());
+        };
+        store.set(&self.keys.segment(&self.local.name), desc.to_json_string().as_bytes())?;
+        self.descriptor_published.store(true, Ordering::SeqCst);
+        Ok(())
+    }
+
+    fn publish_or_rollback(&self, addrs: &[u64]) -> Result<()> {
+        self.publish_descriptor().inspect_err(|_| {
+            for &a in addrs {
+                let _ = self.local.memory.unregister(a);
+            }
+        })
+    }
+
+    fn fetch_descriptor(&self, name: &str) -> Result<SegmentDesc> {
+        match &self.store {
+            Some(store) => {
+                let bytes = store.get(&self.keys.segment(name))?.ok_or_else(|| {
+                    Error::Metadata(format!("segment '{name}' is not published"))
+                })?;
+                SegmentDesc::from_slice(&bytes)
+            }
+            None => {
+                let (host, port) = parse_host_port(name, self.config.handshake_port);
+                let own = self
+                    .local
+                    .descriptor()
+                    .map_or_else(|| json!({"name": self.local.name}), |d| d.to_json());
+                let reply = self.rpc_client.exchange_metadata(&host, port, &own)?;
+                SegmentDesc::from_json(&reply)
+            }
+        }
+    }
+
+    fn refresh(&self, name: &str) {
+        if self.segments.id_of(name).is_none() {
+            return;
+        }
+        match self.fetch_descriptor(name) {
+            Ok(desc) => {
+                if self.segments.replace(name, desc) {
+                    self.rpc_meta_cache.lock().remove(name);
+                }
+            }
+            Err(e) => log::warn!("refreshing segment '{name}': {e}"),
+        }
+    }
+
+    fn sync_all(&self) {
+        for name in self.segments.names() {
+            self.refresh(&name);
+        }
+    }
+
+    fn rpc_address(&self, segment: &str) -> Result<(String, u16)> {
+        let Some(store) = &self.store else {
+            return Ok(parse_host_port(segment, self.config.handshake_port));
+        };
+        if let Some(addr) = self.rpc_meta_cache.lock().get(segment) {
+            return Ok(addr.clone());
+        }
+        let bytes = store
+            .get(&self.keys.rpc_meta(segment))?
+            .ok_or_else(|| Error::Metadata(format!("no rpc_meta for segment '{segment}'")))?;
+        let v: Value = serde_json::from_slice(&bytes)
+            .map_err(|e| Error::MalformedJson(format!("rpc_meta of '{segment}': {e}")))?;
+        let host = v.get("ip_or_host_name").and_then(Value::as_str);
+        let port = v.get("rpc_port").and_then(Value::as_u64);
+        let (Some(host), Some(port)) = (host, port) else {
+            return Err(Error::MalformedJson(format!("rpc_meta of '{segment}': {v}")));
+        };
+        let addr = (host.to_string(), port as u16);
+        self.rpc_meta_cache.lock().insert(segment.to_string(), addr.clone());
+        Ok(addr)
+    }
+
+    fn route(&self, req: &TransferRequest) -> Result<Route> {
+        if req.length > 0 && req.source == 0 {
+            return Err(Error::InvalidArgument("request source is NULL".into()));
+        }
+        if req.target_id == LOCAL_SEGMENT_ID && !self.config.disable_local_copy {
+            return Ok(Route::Local);
+        }
+        let tcp_installed = self.local.tcp.read().is_some();
+        if req.target_id == LOCAL_SEGMENT_ID {
+            let tcp = self.local.tcp.read();
+            let port = tcp.as_ref().map(|t| t.port()).ok_or_else(|| {
+                Error::NotSupportedTransport("no transport installed for the local segment".into())
+            })?;
+            let host = if self.config.use_ipv6 { "::1" } else { "127.0.0.1" };
+            return Ok(Route::Tcp(Endpoint { host: host.into(), port, v2: !self.config.tcp_force_v1 }));
+        }
+        let (name, desc) = self.segments.get(req.target_id).ok_or_else(|| {
+            Error::InvalidArgument(format!("segment id {} is not open", req.target_id))
+        })?;
+        let desc = if self.config.disable_metacache {
+            let fresh = self.fetch_descriptor(&name)?;
+            self.segments.replace(&name, fresh);
+            self.segments.get(req.target_id).map_or(desc, |(_, d)| d)
+        } else {
+            desc
+        };
+        if desc.protocol != "tcp" || !tcp_installed {
+            return Err(Error::NotSupportedTransport(format!(
+                "segment '{name}' uses protocol '{}', which is not installed here",
+                desc.protocol
+            )));
+        }
+        let host = match &desc.tcp_data_host {
+            Some(h) => h.clone(),
+            None => self.rpc_address(&desc.name)?.0,
+        };
+        let v2 = desc.tcp_proto_version >= 2 && !self.config.tcp_force_v1;
+        Ok(Route::Tcp(Endpoint { host, port: desc.tcp_data_port, v2 }))
+    }
+
+    fn start(&self, req: &TransferRequest, route: Route) -> Arc<Task> {
+        match route {
+            Route::Local => {
+                let done = local::copy(
+                    &self.local.memory,
+                    req.op,
+                    req.source,
+                    req.target_offset,
+                    req.length,
+                );
+                match done {
+                    Ok(()) => {
+                        let task = Task::new(req.length, 1);
+                        task.finish_slice(true);
+                        task
+                    }
+                    Err(e) => {
+                        log::warn!("local transfer failed: {e}");
+                        Task::failed(req.length)
+                    }
+                }
+            }
+            Route::Tcp(endpoint) => {
+                let tcp = self.local.tcp.read().clone();
+                let Some(tcp) = tcp else {
+                    return Task::failed(req.length);
+                };
+                let request = TcpRequest {
+                    op: req.op,
+                    local: req.source,
+                    remote: req.target_offset,
+                    len: req.length,
+                };
+                tcp.submit(&endpoint, &request)
+            }
+        }
+    }
+}
