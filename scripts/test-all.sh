@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Runs every test: Rust unit and integration tests, the C ABI tests under
+# AddressSanitizer, the header check, and interop against the upstream 0.3.13 peer.
+# The peer is installed on first use (../shared/peer/install-upstream.sh); set
+# MOONCAKE_PEER_VENV to use an existing one, or MOONCAKE_SKIP_INTEROP=1 to skip interop.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ -z "${MOONCAKE_SKIP_INTEROP:-}" ] && [ -z "${MOONCAKE_PEER_VENV:-}" ]; then
+  shared="${MOONCAKE_SHARED:-../shared}"
+  if [ ! -f "$shared/peer/install-upstream.sh" ]; then
+    echo "upstream peer installer not found at $shared/peer (set MOONCAKE_SHARED)" >&2
+    exit 1
+  fi
+  MOONCAKE_PEER_VENV="$(bash "$shared/peer/install-upstream.sh" | tail -1)"
+  export MOONCAKE_PEER_VENV
+fi
+
+cargo build --lib --bins
+cargo test -- --test-threads="${MOONCAKE_TEST_THREADS:-2}"
