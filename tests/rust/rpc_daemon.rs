@@ -473,3 +473,117 @@ fn frame_api_matches_wire() {
     assert_eq!(back, f);
     assert!(!back.legacy);
 }
+
+/// The upstream peer (see `shared/peer/README.md`), run as a Python script.
+const UPSTREAM_PEER_SCRIPT: &str = r#"
+import sys, ctypes
+from mooncake.engine import TransferEngine
+our_port = int(sys.argv[1])
+te = TransferEngine()
+assert te.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "") == 0
+buf = ctypes.create_string_buffer(1 << 20)
+addr = ctypes.addressof(buf)
+assert te.register_memory(addr, 1 << 20) == 0
+peer = f"127.0.0.1:{our_port}"
+print("PROBE", te.send_probe(peer), flush=True)
+print("FIRST", te.get_first_buffer_address(peer), flush=True)
+print("PORT", te.get_rpc_port(), addr, flush=True)
+sys.stdin.readline()
+for n in te.get_notifies():
+    print("NOTIFY", n.name, n.msg, flush=True)
+print("DONE", flush=True)
+"#;
+
+/// Kills the child process if the test fails midway.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Interop with the real upstream daemon, both directions. Runs only when
+/// `MOONCAKE_PEER_PYTHON` names the peer virtualenv's python (it skips otherwise).
+#[test]
+fn upstream_peer_interop() {
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+
+    let Ok(python) = std::env::var("MOONCAKE_PEER_PYTHON") else {
+        eprintln!("skipping: MOONCAKE_PEER_PYTHON not set");
+        return;
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let our_port = listener.local_addr().unwrap().port();
+    let our_name = format!("127.0.0.1:{our_port}");
+    let handler = Arc::new(TestHandler {
+        descriptor: Some(json!({
+            "buffers": [{"addr": 0x7f00_0000_1000u64, "length": 4096, "name": our_name}],
+            "name": our_name, "protocol": "tcp", "rdma_server_name": "",
+            "tcp_data_host": "127.0.0.1", "tcp_data_port": 1, "tcp_proto_version": 2,
+            "timestamp": "2026-01-01 00:00:00.000000"})),
+        ..Default::default()
+    });
+    let _server = RpcServer::start(listener, handler, MAX).unwrap();
+
+    let mut child = KillOnDrop(
+        Command::new(python)
+            .args(["-c", UPSTREAM_PEER_SCRIPT, &our_port.to_string()])
+            .env("MC_FORCE_TCP", "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn upstream peer"),
+    );
+    let stdout = child.0.stdout.take().unwrap();
+    let (tx, rx) = crossbeam_channel::unbounded();
+    thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let next = || {
+        rx.recv_timeout(Duration::from_secs(60))
+            .expect("line from upstream peer")
+    };
+
+    // Upstream client -> our server: probe (type 3) and segment fetch (type 1).
+    assert_eq!(next(), "PROBE 0");
+    assert_eq!(next(), format!("FIRST {}", 0x7f00_0000_1000u64));
+
+    // Our client -> upstream server: all four types.
+    let line = next();
+    let mut words = line.split_whitespace().skip(1);
+    let port: u16 = words.next().unwrap().parse().unwrap();
+    let addr: u64 = words.next().unwrap().parse().unwrap();
+    let c = client();
+    c.probe(HOST, port).unwrap();
+    let desc = c
+        .exchange_metadata(HOST, port, &json!({"name": our_name, "protocol": "tcp"}))
+        .unwrap();
+    assert_eq!(desc["name"], format!("127.0.0.1:{port}"));
+    assert_eq!(desc["buffers"][0]["addr"], addr);
+    c.send_notify(HOST, port, "rs-peer", "hello upstream")
+        .unwrap();
+    let reply = c
+        .handshake(
+            HOST,
+            port,
+            &json!({"local_nic_path": "", "peer_nic_path": "",
+                                       "qp_num": [], "reply_msg": ""}),
+        )
+        .unwrap();
+    assert_eq!(reply["reply_msg"], "");
+
+    let stdin = child.0.stdin.as_mut().unwrap();
+    stdin.write_all(b"\n").unwrap();
+    stdin.flush().unwrap();
+    assert_eq!(next(), "NOTIFY rs-peer hello upstream");
+    assert_eq!(next(), "DONE");
+}
