@@ -504,17 +504,27 @@ impl Drop for KillOnDrop {
     }
 }
 
-/// Interop with the real upstream daemon, both directions. Runs only when
-/// `MOONCAKE_PEER_PYTHON` names the peer virtualenv's python (it skips otherwise).
+/// Interop with the real upstream daemon, both directions, using the peer virtualenv
+/// (`MOONCAKE_PEER_VENV`, default `~/.cache/mooncake-peer/venv`). Skipped only with
+/// `MOONCAKE_SKIP_INTEROP=1`.
 #[test]
 fn upstream_peer_interop() {
     use std::io::BufRead;
     use std::process::{Command, Stdio};
 
-    let Ok(python) = std::env::var("MOONCAKE_PEER_PYTHON") else {
-        eprintln!("skipping: MOONCAKE_PEER_PYTHON not set");
+    if std::env::var_os("MOONCAKE_SKIP_INTEROP").is_some() {
+        eprintln!("skipping: MOONCAKE_SKIP_INTEROP is set");
         return;
-    };
+    }
+    let venv = std::env::var("MOONCAKE_PEER_VENV").unwrap_or_else(|_| {
+        format!("{}/.cache/mooncake-peer/venv", std::env::var("HOME").unwrap_or_default())
+    });
+    let python = format!("{venv}/bin/python");
+    assert!(
+        std::path::Path::new(&python).exists(),
+        "upstream peer not found at {venv}: run `bash ../shared/peer/install-upstream.sh` \
+         or set MOONCAKE_SKIP_INTEROP=1"
+    );
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let our_port = listener.local_addr().unwrap().port();
     let our_name = format!("127.0.0.1:{our_port}");
