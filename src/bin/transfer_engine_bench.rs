@@ -622,6 +622,12 @@ fn worker(
         if let Err(e) = engine.submit(batch, &requests) {
             die(&format!("thread {thread}: submitting a batch failed: {e}"));
         }
+        // Sleep until the batch is done instead of spinning: on a small machine a
+        // spinning poller steals the cores the transfer threads need.
+        while !engine
+            .wait_batch(batch, Duration::from_secs(1))
+            .unwrap_or_else(|e| die(&format!("thread {thread}: waiting for a batch failed: {e}")))
+        {}
         for task in 0..s.batch_size {
             loop {
                 match engine.transfer_status(batch, task) {

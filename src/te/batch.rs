@@ -1,10 +1,11 @@
 //! Batches and tasks: validated batch ids, per-task atomics, upstream's status rules.
 
 use crate::error::{Error, Result};
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 /// Upstream's task status values (`STATUS_*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,10 +42,30 @@ impl TaskStatus {
     }
 }
 
+/// Wakes threads blocked in [`Batch::wait`] when one of the batch's tasks finishes.
+/// Costs nothing when nobody waits.
+#[derive(Debug, Default)]
+pub struct CompletionSignal {
+    waiters: AtomicUsize,
+    lock: Mutex<()>,
+    finished: Condvar,
+}
+
+impl CompletionSignal {
+    fn notify(&self) {
+        fence(Ordering::SeqCst);
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            let _guard = self.lock.lock();
+            self.finished.notify_all();
+        }
+    }
+}
+
 /// One submitted request; its slices complete it.
 #[derive(Debug)]
 pub struct Task {
     length: u64,
+    signal: Option<Arc<CompletionSignal>>,
     status: AtomicU8,
     transferred: AtomicU64,
     slices_left: AtomicU32,
@@ -53,10 +74,12 @@ pub struct Task {
 }
 
 impl Task {
-    /// A task of `length` bytes that `slices` slices will complete.
-    pub fn new(length: u64, slices: u32) -> Arc<Task> {
+    /// A task of `length` bytes that `slices` slices will complete; `signal` (the
+    /// batch's) is raised when it finishes.
+    pub fn new(length: u64, slices: u32, signal: Option<Arc<CompletionSignal>>) -> Arc<Task> {
         let task = Arc::new(Task {
             length,
+            signal,
             status: AtomicU8::new(TaskStatus::Waiting as u8),
             transferred: AtomicU64::new(0),
             slices_left: AtomicU32::new(slices),
@@ -71,7 +94,7 @@ impl Task {
 
     /// A task that failed before any byte moved.
     pub fn failed(length: u64) -> Arc<Task> {
-        let task = Task::new(length, 1);
+        let task = Task::new(length, 1, None);
         task.finish_slice(false);
         task
     }
@@ -87,6 +110,9 @@ impl Task {
             } else {
                 self.transferred.store(self.length, Ordering::Relaxed);
                 self.status.store(TaskStatus::Completed as u8, Ordering::Release);
+            }
+            if let Some(signal) = &self.signal {
+                signal.notify();
             }
         }
     }
@@ -113,6 +139,7 @@ pub struct PendingNotify {
 #[derive(Debug)]
 pub struct Batch {
     capacity: usize,
+    signal: Arc<CompletionSignal>,
     tasks: RwLock<Vec<Arc<Task>>>,
     notify: Mutex<Option<PendingNotify>>,
 }
@@ -129,6 +156,35 @@ impl Batch {
             )));
         }
         Ok(BatchReservation { tasks })
+    }
+
+    /// The signal tasks of this batch raise when they finish.
+    pub fn signal(&self) -> Arc<CompletionSignal> {
+        self.signal.clone()
+    }
+
+    /// Whether every task is terminal.
+    fn all_terminal(&self) -> bool {
+        self.tasks.read().iter().all(|t| t.status().0.is_terminal())
+    }
+
+    /// Blocks until every task submitted so far is terminal or `deadline` passes;
+    /// true when all are terminal.
+    pub fn wait(&self, deadline: Instant) -> bool {
+        let signal = &self.signal;
+        signal.waiters.fetch_add(1, Ordering::SeqCst);
+        let mut guard = signal.lock.lock();
+        let done = loop {
+            if self.all_terminal() {
+                break true;
+            }
+            if signal.finished.wait_until(&mut guard, deadline).timed_out() {
+                break self.all_terminal();
+            }
+        };
+        drop(guard);
+        signal.waiters.fetch_sub(1, Ordering::SeqCst);
+        done
     }
 
     /// Number of tasks submitted so far.
@@ -215,7 +271,12 @@ impl BatchTable {
     /// Allocates a batch of `capacity` tasks.
     pub fn allocate(&self, capacity: usize) -> u64 {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let batch = Batch { capacity, tasks: RwLock::new(Vec::new()), notify: Mutex::new(None) };
+        let batch = Batch {
+            capacity,
+            signal: Arc::default(),
+            tasks: RwLock::new(Vec::new()),
+            notify: Mutex::new(None),
+        };
         self.batches.write().insert(id, Arc::new(batch));
         id
     }
@@ -262,7 +323,7 @@ mod tests {
         assert_ne!(id, u64::MAX);
         let batch = table.get(id).unwrap();
         assert_eq!(batch.reserve(3).unwrap_err().status_code(), 2);
-        let task = Task::new(10, 2);
+        let task = Task::new(10, 2, None);
         batch.reserve(1).unwrap().push(task.clone());
         assert_eq!(batch.task_status(0).unwrap(), (TaskStatus::Waiting, 0));
         assert!(batch.task_status(1).is_none());
@@ -279,11 +340,30 @@ mod tests {
 
     #[test]
     fn failed_slice_fails_task_with_zero_bytes() {
-        let task = Task::new(10, 2);
+        let task = Task::new(10, 2, None);
         task.finish_slice(true);
         task.finish_slice(false);
         assert_eq!(task.status(), (TaskStatus::Failed, 0));
-        assert_eq!(Task::new(0, 0).status(), (TaskStatus::Completed, 0));
+        assert_eq!(Task::new(0, 0, None).status(), (TaskStatus::Completed, 0));
+    }
+
+    #[test]
+    fn wait_returns_when_tasks_finish() {
+        let table = BatchTable::new();
+        let batch = table.get(table.allocate(2)).unwrap();
+        let a = Task::new(1, 1, Some(batch.signal()));
+        let b = Task::new(1, 1, Some(batch.signal()));
+        let mut r = batch.reserve(2).unwrap();
+        r.push(a.clone());
+        r.push(b.clone());
+        drop(r);
+        assert!(!batch.wait(Instant::now()));
+        let worker = std::thread::spawn(move || {
+            a.finish_slice(true);
+            b.finish_slice(false);
+        });
+        assert!(batch.wait(Instant::now() + std::time::Duration::from_secs(60)));
+        worker.join().unwrap();
     }
 
     #[test]

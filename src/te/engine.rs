@@ -3,7 +3,7 @@
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::metadata::{KeyLayout, MetadataSource, MetadataStore, SegmentDesc};
-use crate::te::batch::{BatchTable, PendingNotify, Task, TaskStatus};
+use crate::te::batch::{BatchTable, CompletionSignal, PendingNotify, Task, TaskStatus};
 use crate::te::local::{LocalRpcHandler, LocalSegment, Notify};
 use crate::te::memory::{MemoryRegistry, Range};
 use crate::te::rpc::{RpcClient, RpcServer};
@@ -286,8 +286,9 @@ impl TransferEngine {
             .map(|r| self.inner.route(r))
             .collect::<Result<Vec<_>>>()?;
         let mut reservation = batch.reserve(requests.len())?;
+        let signal = batch.signal();
         for (req, route) in requests.iter().zip(routes) {
-            reservation.push(self.inner.start(req, route));
+            reservation.push(self.inner.start(req, route, &signal));
         }
         Ok(())
     }
@@ -328,6 +329,14 @@ impl TransferEngine {
             }
         }
         Ok(status)
+    }
+
+    /// Blocks until every task submitted to the batch so far is terminal, or the
+    /// timeout passes (true when all are terminal). An alternative to polling
+    /// [`TransferEngine::transfer_status`] in a loop; it does not mark tasks observed.
+    pub fn wait_batch(&self, batch_id: u64, timeout: Duration) -> Result<bool> {
+        let batch = self.inner.batches.get(batch_id)?;
+        Ok(batch.wait(std::time::Instant::now() + timeout))
     }
 
     /// Frees a batch; busy until every task was observed terminal.
@@ -548,7 +557,7 @@ impl Inner {
         Ok(Route::Tcp(Endpoint { host, port: desc.tcp_data_port, v2 }))
     }
 
-    fn start(&self, req: &TransferRequest, route: Route) -> Arc<Task> {
+    fn start(&self, req: &TransferRequest, route: Route, signal: &Arc<CompletionSignal>) -> Arc<Task> {
         match route {
             Route::Local => {
                 let done = local::copy(
@@ -560,7 +569,7 @@ impl Inner {
                 );
                 match done {
                     Ok(()) => {
-                        let task = Task::new(req.length, 1);
+                        let task = Task::new(req.length, 1, None);
                         task.finish_slice(true);
                         task
                     }
@@ -581,7 +590,7 @@ impl Inner {
                     remote: req.target_offset,
                     len: req.length,
                 };
-                tcp.submit(&endpoint, &request)
+                tcp.submit(&endpoint, &request, Some(signal.clone()))
             }
         }
     }

@@ -9,7 +9,7 @@ pub mod wire;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::te::batch::Task;
+use crate::te::batch::{CompletionSignal, Task};
 use crate::te::memory::MemoryRegistry;
 use lane::{Lane, LaneConfig, Slice};
 use parking_lot::RwLock;
@@ -119,9 +119,14 @@ impl TcpTransport {
 
     /// Starts moving one request; `task` completes when every slice finished.
     /// Returns the task (already failed if the peer could not be set up).
-    pub fn submit(&self, endpoint: &Endpoint, req: &TcpRequest) -> Arc<Task> {
+    pub fn submit(
+        &self,
+        endpoint: &Endpoint,
+        req: &TcpRequest,
+        signal: Option<Arc<CompletionSignal>>,
+    ) -> Arc<Task> {
         if req.len == 0 {
-            return Task::new(0, 0);
+            return Task::new(0, 0, signal);
         }
         let peer = match self.peer(endpoint) {
             Ok(p) => p,
@@ -131,7 +136,7 @@ impl TcpTransport {
             }
         };
         let pieces = split(req.len, peer.lanes.len());
-        let task = Task::new(req.len, pieces.len() as u32);
+        let task = Task::new(req.len, pieces.len() as u32, signal);
         for (offset, len) in pieces {
             peer.least_loaded().submit(Slice {
                 op: req.op,
