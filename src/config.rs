@@ -82,8 +82,18 @@ impl Config {
             }
         };
         let (min_rpc_port, max_rpc_port) = rpc_port_range(
-            num(&["MC_MIN_RPC_PORT", "MC_MIN_PRC_PORT"], DEFAULT_MIN_RPC_PORT.into(), 0, 65535),
-            num(&["MC_MAX_RPC_PORT", "MC_MAX_PRC_PORT"], DEFAULT_MAX_RPC_PORT.into(), 0, 65535),
+            num(
+                &["MC_MIN_RPC_PORT", "MC_MIN_PRC_PORT"],
+                DEFAULT_MIN_RPC_PORT.into(),
+                0,
+                65535,
+            ),
+            num(
+                &["MC_MAX_RPC_PORT", "MC_MAX_PRC_PORT"],
+                DEFAULT_MAX_RPC_PORT.into(),
+                0,
+                65535,
+            ),
         );
         Config {
             cluster_id: get(&["MC_METADATA_CLUSTER_ID"]).filter(|s| !s.is_empty()),
@@ -148,8 +158,10 @@ mod tests {
     use std::collections::HashMap;
 
     fn with(vars: &[(&str, &str)]) -> Config {
-        let map: HashMap<String, String> =
-            vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let map: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         Config::from_lookup(|k| map.get(k).cloned())
     }
 
@@ -173,10 +185,16 @@ mod tests {
 
     #[test]
     fn out_of_range_values_are_ignored() {
-        let c = with(&[("MC_HANDSHAKE_MAX_LENGTH", "10"), ("MC_TCP_LANES_PER_PEER", "99")]);
+        let c = with(&[
+            ("MC_HANDSHAKE_MAX_LENGTH", "10"),
+            ("MC_TCP_LANES_PER_PEER", "99"),
+        ]);
         assert_eq!(c.handshake_max_length, 1 << 20);
         assert_eq!(c.tcp_lanes_per_peer, 4);
-        let c = with(&[("MC_TCP_MAX_CONNECTIONS_PER_PEER", "8"), ("MC_TCP_PROTO", "1")]);
+        let c = with(&[
+            ("MC_TCP_MAX_CONNECTIONS_PER_PEER", "8"),
+            ("MC_TCP_PROTO", "1"),
+        ]);
         assert_eq!(c.tcp_lanes_per_peer, 8);
         assert!(c.tcp_force_v1);
     }

@@ -37,12 +37,18 @@ mod tests {
 
     #[test]
     fn parses_like_upstream() {
-        assert_eq!(parse_host_port("127.0.0.1:1234", 1), ("127.0.0.1".into(), 1234));
+        assert_eq!(
+            parse_host_port("127.0.0.1:1234", 1),
+            ("127.0.0.1".into(), 1234)
+        );
         assert_eq!(parse_host_port("node01", 12001), ("node01".into(), 12001));
         assert_eq!(parse_host_port("h:notaport", 12001), ("h".into(), 12001));
         assert_eq!(parse_host_port("[::1]:80", 1), ("::1".into(), 80));
         assert_eq!(parse_host_port("fe80::1", 7), ("fe80::1".into(), 7));
-        assert_eq!(parse_host_port("fe80::1%eth0:99", 7), ("fe80::1%eth0".into(), 99));
+        assert_eq!(
+            parse_host_port("fe80::1%eth0:99", 7),
+            ("fe80::1%eth0".into(), 99)
+        );
         assert_eq!(join_host_port("::1", 5), "[::1]:5");
         assert_eq!(join_host_port("10.0.0.1", 5), "10.0.0.1:5");
     }

@@ -627,7 +627,8 @@ fn worker(
         while !engine
             .wait_batch(batch, Duration::from_secs(1))
             .unwrap_or_else(|e| die(&format!("thread {thread}: waiting for a batch failed: {e}")))
-        {}
+        {
+        }
         for task in 0..s.batch_size {
             loop {
                 match engine.transfer_status(batch, task) {

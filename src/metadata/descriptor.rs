@@ -119,7 +119,12 @@ impl SegmentDesc {
         let rdma_server_name = str_field(obj, "rdma_server_name").filter(|s| !s.is_empty());
         let mut buffers = Vec::new();
         if protocol == "tcp" {
-            for b in obj.get("buffers").and_then(Value::as_array).into_iter().flatten() {
+            for b in obj
+                .get("buffers")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
                 buffers.push(decode_buffer(&name, b)?);
             }
         }
@@ -219,7 +224,11 @@ mod tests {
             tcp_proto_version: 2,
             tcp_data_host: Some("h".into()),
             rdma_server_name: None,
-            buffers: vec![BufferDesc { name: "n".into(), addr: u64::MAX - 10, length: 10 }],
+            buffers: vec![BufferDesc {
+                name: "n".into(),
+                addr: u64::MAX - 10,
+                length: 10,
+            }],
         };
         let s = d.to_json_string();
         assert!(s.contains("18446744073709551605"), "{s}");
@@ -251,7 +260,11 @@ mod tests {
         let d = SegmentDesc {
             name: "n".into(),
             protocol: "tcp".into(),
-            buffers: vec![BufferDesc { name: String::new(), addr: 1, length: 1 }],
+            buffers: vec![BufferDesc {
+                name: String::new(),
+                addr: 1,
+                length: 1,
+            }],
             ..Default::default()
         };
         assert!(d.to_json_string().contains(r#""buffers":[]"#));

@@ -45,6 +45,9 @@ mod tests {
         assert_eq!(k.segment(""), "mooncake/ram/");
         let k = KeyLayout::new(Some("c1"));
         assert_eq!(k.segment("x"), "mooncake/c1/ram/x");
-        assert_eq!(KeyLayout::new(Some("c1/")).rpc_meta("x"), "mooncake/c1/rpc_meta/x");
+        assert_eq!(
+            KeyLayout::new(Some("c1/")).rpc_meta("x"),
+            "mooncake/c1/rpc_meta/x"
+        );
     }
 }

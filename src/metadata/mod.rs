@@ -66,7 +66,10 @@ mod tests {
 
     #[test]
     fn parses_connection_strings() {
-        assert_eq!(MetadataSource::parse("P2PHANDSHAKE").unwrap(), MetadataSource::P2p);
+        assert_eq!(
+            MetadataSource::parse("P2PHANDSHAKE").unwrap(),
+            MetadataSource::P2p
+        );
         assert_eq!(
             MetadataSource::parse("http://h:1/metadata").unwrap(),
             MetadataSource::Http("http://h:1/metadata".into())
@@ -75,7 +78,10 @@ mod tests {
             MetadataSource::parse("etcd://h:2379"),
             Err(Error::NotImplemented(_))
         ));
-        assert!(matches!(MetadataSource::parse("h:2379"), Err(Error::NotImplemented(_))));
+        assert!(matches!(
+            MetadataSource::parse("h:2379"),
+            Err(Error::NotImplemented(_))
+        ));
         assert!(matches!(
             MetadataSource::parse("redis://h"),
             Err(Error::NotImplemented(_))

@@ -87,7 +87,8 @@ impl Task {
             seen_terminal: AtomicBool::new(false),
         });
         if slices == 0 {
-            task.status.store(TaskStatus::Completed as u8, Ordering::Release);
+            task.status
+                .store(TaskStatus::Completed as u8, Ordering::Release);
         }
         task
     }
@@ -106,10 +107,12 @@ impl Task {
         }
         if self.slices_left.fetch_sub(1, Ordering::AcqRel) == 1 {
             if self.failed.load(Ordering::Relaxed) {
-                self.status.store(TaskStatus::Failed as u8, Ordering::Release);
+                self.status
+                    .store(TaskStatus::Failed as u8, Ordering::Release);
             } else {
                 self.transferred.store(self.length, Ordering::Relaxed);
-                self.status.store(TaskStatus::Completed as u8, Ordering::Release);
+                self.status
+                    .store(TaskStatus::Completed as u8, Ordering::Release);
             }
             if let Some(signal) = &self.signal {
                 signal.notify();
@@ -148,7 +151,11 @@ impl Batch {
     /// Appends tasks, refusing (code 2) if the capacity would be exceeded.
     pub fn reserve(&self, count: usize) -> Result<BatchReservation<'_>> {
         let tasks = self.tasks.write();
-        if tasks.len().checked_add(count).map_or(true, |n| n > self.capacity) {
+        if tasks
+            .len()
+            .checked_add(count)
+            .map_or(true, |n| n > self.capacity)
+        {
             return Err(Error::TooManyRequests(format!(
                 "batch holds {} of {} tasks; {count} more do not fit",
                 tasks.len(),
@@ -264,8 +271,12 @@ impl BatchTable {
     pub fn new() -> BatchTable {
         static ENGINES: AtomicU64 = AtomicU64::new(1);
         let engine = ENGINES.fetch_add(1, Ordering::Relaxed);
-        let base = (engine.wrapping_mul(0x9E37_79B9) & 0xFFFF) << 40 | (std::process::id() as u64 & 0xFF) << 32;
-        BatchTable { batches: RwLock::new(HashMap::new()), next: AtomicU64::new(base | 1) }
+        let base = (engine.wrapping_mul(0x9E37_79B9) & 0xFFFF) << 40
+            | (std::process::id() as u64 & 0xFF) << 32;
+        BatchTable {
+            batches: RwLock::new(HashMap::new()),
+            next: AtomicU64::new(base | 1),
+        }
     }
 
     /// Allocates a batch of `capacity` tasks.
@@ -331,7 +342,11 @@ mod tests {
         task.finish_slice(true);
         assert_eq!(batch.task_status(0).unwrap().0, TaskStatus::Waiting);
         task.finish_slice(true);
-        assert_eq!(table.free(id).unwrap_err().status_code(), 4, "not yet observed");
+        assert_eq!(
+            table.free(id).unwrap_err().status_code(),
+            4,
+            "not yet observed"
+        );
         assert_eq!(batch.task_status(0).unwrap(), (TaskStatus::Completed, 10));
         table.free(id).unwrap();
         assert!(table.get(id).is_err());

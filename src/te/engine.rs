@@ -62,7 +62,12 @@ impl TransferEngine {
     /// Creates an engine (upstream `createTransferEngine` + `init`), reading the
     /// process configuration from the environment.
     pub fn new(metadata: &str, local_server_name: &str, auto_discover: bool) -> Result<Self> {
-        Self::with_config(Config::global().clone(), metadata, local_server_name, auto_discover)
+        Self::with_config(
+            Config::global().clone(),
+            metadata,
+            local_server_name,
+            auto_discover,
+        )
     }
 
     /// Creates an engine with an explicit configuration.
@@ -83,7 +88,11 @@ impl TransferEngine {
             crate::te::net::bind_port(name_port, config.use_ipv6)
                 .map_err(|e| Error::socket(format!("binding rpc port {name_port}"), e))?
         } else {
-            crate::te::net::bind_in_range(config.min_rpc_port, config.max_rpc_port, config.use_ipv6)?
+            crate::te::net::bind_in_range(
+                config.min_rpc_port,
+                config.max_rpc_port,
+                config.use_ipv6,
+            )?
         };
         let rpc_port = listener
             .local_addr()
@@ -135,7 +144,10 @@ impl TransferEngine {
             stopping: AtomicBool::new(false),
             config,
         });
-        let mut engine = TransferEngine { inner, refresher: None };
+        let mut engine = TransferEngine {
+            inner,
+            refresher: None,
+        };
         engine.inner.publish_rpc_meta()?;
         if auto_discover || engine.inner.config.force_tcp {
             engine.install_transport("tcp")?;
@@ -178,7 +190,10 @@ impl TransferEngine {
             log::warn!("transport tcp is already installed");
             return Ok(tcp.clone());
         }
-        let tcp = Arc::new(TcpTransport::install(&inner.config, inner.local.memory.clone())?);
+        let tcp = Arc::new(TcpTransport::install(
+            &inner.config,
+            inner.local.memory.clone(),
+        )?);
         *slot = Some(tcp.clone());
         drop(slot);
         if let Err(e) = inner.publish_descriptor() {
@@ -250,7 +265,10 @@ impl TransferEngine {
 
     /// Registers several regions (remotely accessible) and publishes once.
     pub fn register_memory_batch(&self, ranges: &[Range], location: &str) -> Result<()> {
-        self.inner.local.memory.register_all(ranges, location, true)?;
+        self.inner
+            .local
+            .memory
+            .register_all(ranges, location, true)?;
         let addrs: Vec<u64> = ranges.iter().map(|r| r.addr).collect();
         self.inner.publish_or_rollback(&addrs)
     }
@@ -324,7 +342,10 @@ impl TransferEngine {
         if status.0 == TaskStatus::Completed {
             if let Some(n) = batch.take_notify_if_complete() {
                 if let Err(e) = self.send_notify(n.target_id, &n.name, &n.msg) {
-                    log::warn!("batch completion notify to segment {} failed: {e}", n.target_id);
+                    log::warn!(
+                        "batch completion notify to segment {} failed: {e}",
+                        n.target_id
+                    );
                 }
             }
         }
@@ -354,9 +375,10 @@ impl TransferEngine {
         let segment = if target_id == LOCAL_SEGMENT_ID {
             self.inner.local.name.clone()
         } else {
-            let (segment, _) = self.inner.segments.get(target_id).ok_or_else(|| {
-                Error::Metadata(format!("segment id {target_id} is not open"))
-            })?;
+            let (segment, _) =
+                self.inner.segments.get(target_id).ok_or_else(|| {
+                    Error::Metadata(format!("segment id {target_id} is not open"))
+                })?;
             segment
         };
         let (host, port) = self.inner.rpc_address(&segment)?;
@@ -423,7 +445,10 @@ impl Inner {
         };
         let body = json!({"ip_or_host_name": self.rpc_host, "rpc_port": self.rpc_port});
         store
-            .set(&self.keys.rpc_meta(&self.local.name), body.to_string().as_bytes())
+            .set(
+                &self.keys.rpc_meta(&self.local.name),
+                body.to_string().as_bytes(),
+            )
             .map_err(|e| {
                 Error::Metadata(format!(
                     "publishing rpc_meta for '{}' (is another engine using this name?): {e}",
@@ -442,7 +467,10 @@ impl Inner {
         let Some(desc) = self.local.descriptor() else {
             return Ok(());
         };
-        store.set(&self.keys.segment(&self.local.name), desc.to_json_string().as_bytes())?;
+        store.set(
+            &self.keys.segment(&self.local.name),
+            desc.to_json_string().as_bytes(),
+        )?;
         self.descriptor_published.store(true, Ordering::SeqCst);
         Ok(())
     }
@@ -458,9 +486,9 @@ impl Inner {
     fn fetch_descriptor(&self, name: &str) -> Result<SegmentDesc> {
         match &self.store {
             Some(store) => {
-                let bytes = store.get(&self.keys.segment(name))?.ok_or_else(|| {
-                    Error::Metadata(format!("segment '{name}' is not published"))
-                })?;
+                let bytes = store
+                    .get(&self.keys.segment(name))?
+                    .ok_or_else(|| Error::Metadata(format!("segment '{name}' is not published")))?;
                 SegmentDesc::from_slice(&bytes)
             }
             None => {
@@ -510,10 +538,14 @@ impl Inner {
         let host = v.get("ip_or_host_name").and_then(Value::as_str);
         let port = v.get("rpc_port").and_then(Value::as_u64);
         let (Some(host), Some(port)) = (host, port) else {
-            return Err(Error::MalformedJson(format!("rpc_meta of '{segment}': {v}")));
+            return Err(Error::MalformedJson(format!(
+                "rpc_meta of '{segment}': {v}"
+            )));
         };
         let addr = (host.to_string(), port as u16);
-        self.rpc_meta_cache.lock().insert(segment.to_string(), addr.clone());
+        self.rpc_meta_cache
+            .lock()
+            .insert(segment.to_string(), addr.clone());
         Ok(addr)
     }
 
@@ -530,8 +562,16 @@ impl Inner {
             let port = tcp.as_ref().map(|t| t.port()).ok_or_else(|| {
                 Error::NotSupportedTransport("no transport installed for the local segment".into())
             })?;
-            let host = if self.config.use_ipv6 { "::1" } else { "127.0.0.1" };
-            return Ok(Route::Tcp(Endpoint { host: host.into(), port, v2: !self.config.tcp_force_v1 }));
+            let host = if self.config.use_ipv6 {
+                "::1"
+            } else {
+                "127.0.0.1"
+            };
+            return Ok(Route::Tcp(Endpoint {
+                host: host.into(),
+                port,
+                v2: !self.config.tcp_force_v1,
+            }));
         }
         let (name, desc) = self.segments.get(req.target_id).ok_or_else(|| {
             Error::InvalidArgument(format!("segment id {} is not open", req.target_id))
@@ -554,10 +594,19 @@ impl Inner {
             None => self.rpc_address(&desc.name)?.0,
         };
         let v2 = desc.tcp_proto_version >= 2 && !self.config.tcp_force_v1;
-        Ok(Route::Tcp(Endpoint { host, port: desc.tcp_data_port, v2 }))
+        Ok(Route::Tcp(Endpoint {
+            host,
+            port: desc.tcp_data_port,
+            v2,
+        }))
     }
 
-    fn start(&self, req: &TransferRequest, route: Route, signal: &Arc<CompletionSignal>) -> Arc<Task> {
+    fn start(
+        &self,
+        req: &TransferRequest,
+        route: Route,
+        signal: &Arc<CompletionSignal>,
+    ) -> Arc<Task> {
         match route {
             Route::Local => {
                 let done = local::copy(

@@ -41,7 +41,11 @@ impl LocalSegment {
             .memory
             .ranges()
             .into_iter()
-            .map(|r| BufferDesc { name: self.name.clone(), addr: r.addr, length: r.len })
+            .map(|r| BufferDesc {
+                name: self.name.clone(),
+                addr: r.addr,
+                length: r.len,
+            })
             .collect();
         Some(SegmentDesc {
             name: self.name.clone(),

@@ -140,7 +140,10 @@ impl MemoryRegistry {
         self.regions
             .read()
             .values()
-            .map(|r| Range { addr: r.addr, len: r.len })
+            .map(|r| Range {
+                addr: r.addr,
+                len: r.len,
+            })
             .collect()
     }
 
@@ -168,13 +171,29 @@ mod tests {
     #[test]
     fn register_rules() {
         let m = MemoryRegistry::default();
-        assert_eq!(m.register(r(0x1000, 0), "*", true).unwrap_err().err_code(), -1);
+        assert_eq!(
+            m.register(r(0x1000, 0), "*", true).unwrap_err().err_code(),
+            -1
+        );
         m.register(r(0x1000, 0x1000), "*", true).unwrap();
-        assert_eq!(m.register(r(0x1800, 0x1000), "*", true).unwrap_err().err_code(), -7);
-        assert_eq!(m.register(r(0x800, 0x900), "*", true).unwrap_err().err_code(), -7);
+        assert_eq!(
+            m.register(r(0x1800, 0x1000), "*", true)
+                .unwrap_err()
+                .err_code(),
+            -7
+        );
+        assert_eq!(
+            m.register(r(0x800, 0x900), "*", true)
+                .unwrap_err()
+                .err_code(),
+            -7
+        );
         m.register(r(0x2000, 0x10), "*", false).unwrap();
         assert!(m.find(0x1000, 0x1000).is_some());
-        assert!(m.find(0x1ff0, 0x20).is_none(), "adjacent regions are not merged");
+        assert!(
+            m.find(0x1ff0, 0x20).is_none(),
+            "adjacent regions are not merged"
+        );
         assert!(!m.find(0x2000, 1).unwrap().remote_accessible);
         assert_eq!(m.unregister(0x1001).unwrap_err().err_code(), -3);
         m.unregister(0x1000).unwrap();
@@ -189,7 +208,8 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.err_code(), -7);
         assert!(m.is_empty());
-        m.register_all(&[r(0x3000, 0x100), r(0x1000, 0x100)], "*", true).unwrap();
+        m.register_all(&[r(0x3000, 0x100), r(0x1000, 0x100)], "*", true)
+            .unwrap();
         assert_eq!(m.ranges(), vec![r(0x1000, 0x100), r(0x3000, 0x100)]);
     }
 

@@ -1,13 +1,13 @@
 //! The Transfer Engine: a safe Rust API under the C ABI.
 
 pub mod batch;
+pub mod engine;
+pub mod local;
 pub mod memory;
 pub mod net;
 pub mod rpc;
 pub mod segment;
 pub mod transport;
-pub mod engine;
-pub mod local;
 
 pub use batch::TaskStatus;
 pub use engine::{TransferEngine, TransferRequest};

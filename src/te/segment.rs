@@ -24,7 +24,12 @@ pub struct SegmentCache {
 impl SegmentCache {
     /// An empty cache whose first remote id will be 1.
     pub fn new() -> SegmentCache {
-        SegmentCache { entries: RwLock::new(Entries { next_id: 1, ..Default::default() }) }
+        SegmentCache {
+            entries: RwLock::new(Entries {
+                next_id: 1,
+                ..Default::default()
+            }),
+        }
     }
 
     /// The cached id of `name`.
@@ -91,7 +96,12 @@ mod tests {
     use super::*;
 
     fn desc(port: u16) -> SegmentDesc {
-        SegmentDesc { name: "a".into(), protocol: "tcp".into(), tcp_data_port: port, ..Default::default() }
+        SegmentDesc {
+            name: "a".into(),
+            protocol: "tcp".into(),
+            tcp_data_port: port,
+            ..Default::default()
+        }
     }
 
     #[test]

@@ -517,7 +517,10 @@ fn upstream_peer_interop() {
         return;
     }
     let venv = std::env::var("MOONCAKE_PEER_VENV").unwrap_or_else(|_| {
-        format!("{}/.cache/mooncake-peer/venv", std::env::var("HOME").unwrap_or_default())
+        format!(
+            "{}/.cache/mooncake-peer/venv",
+            std::env::var("HOME").unwrap_or_default()
+        )
     });
     let python = format!("{venv}/bin/python");
     assert!(

@@ -30,10 +30,19 @@ fn target() -> Target {
     let engine = TransferEngine::new("P2PHANDSHAKE", "127.0.0.1", true).unwrap();
     let mut mem = vec![0u8; 1 << 20];
     let mut private = vec![0u8; 4096];
-    engine.register_memory(mem.as_mut_ptr() as u64, 1 << 20, "cpu:0", true).unwrap();
-    engine.register_memory(private.as_mut_ptr() as u64, 4096, "cpu:0", false).unwrap();
+    engine
+        .register_memory(mem.as_mut_ptr() as u64, 1 << 20, "cpu:0", true)
+        .unwrap();
+    engine
+        .register_memory(private.as_mut_ptr() as u64, 4096, "cpu:0", false)
+        .unwrap();
     let port = engine.segment_descriptor(0).unwrap().tcp_data_port;
-    Target { engine, mem, private, port }
+    Target {
+        engine,
+        mem,
+        private,
+        port,
+    }
 }
 
 fn connect(port: u16) -> TcpStream {
@@ -142,15 +151,30 @@ fn unregister_waits_and_then_rejects() {
 #[test]
 fn v1_framing_end_to_end_confirms_writes() {
     let t = target();
-    let cfg = Config { tcp_force_v1: true, ..Config::default() };
+    let cfg = Config {
+        tcp_force_v1: true,
+        ..Config::default()
+    };
     let initiator = TransferEngine::with_config(cfg, "P2PHANDSHAKE", "127.0.0.1", true).unwrap();
     let id = initiator.open_segment(t.engine.segment_name()).unwrap();
     let src: Vec<u8> = (0..256 * 1024).map(|i| (i % 253) as u8).collect();
     let mut dst = vec![0u8; 256 * 1024];
     let base = t.mem.as_ptr() as u64;
     let reqs = [
-        TransferRequest { op: Op::Write, source: src.as_ptr() as u64, target_id: id, target_offset: base, length: src.len() as u64 },
-        TransferRequest { op: Op::Write, source: src.as_ptr() as u64, target_id: id, target_offset: base + (1 << 20) - 4, length: 8 },
+        TransferRequest {
+            op: Op::Write,
+            source: src.as_ptr() as u64,
+            target_id: id,
+            target_offset: base,
+            length: src.len() as u64,
+        },
+        TransferRequest {
+            op: Op::Write,
+            source: src.as_ptr() as u64,
+            target_id: id,
+            target_offset: base + (1 << 20) - 4,
+            length: 8,
+        },
     ];
     let batch = initiator.allocate_batch(3);
     initiator.submit(batch, &reqs).unwrap();
@@ -165,9 +189,19 @@ fn v1_framing_end_to_end_confirms_writes() {
         }
     };
     assert_eq!(wait(0), TaskStatus::Completed);
-    assert_eq!(&t.mem[..src.len()], &src[..], "COMPLETED means the bytes landed");
+    assert_eq!(
+        &t.mem[..src.len()],
+        &src[..],
+        "COMPLETED means the bytes landed"
+    );
     assert_eq!(wait(1), TaskStatus::Failed);
-    let read = TransferRequest { op: Op::Read, source: dst.as_mut_ptr() as u64, target_id: id, target_offset: base, length: dst.len() as u64 };
+    let read = TransferRequest {
+        op: Op::Read,
+        source: dst.as_mut_ptr() as u64,
+        target_id: id,
+        target_offset: base,
+        length: dst.len() as u64,
+    };
     initiator.submit(batch, &[read]).unwrap();
     assert_eq!(wait(2), TaskStatus::Completed);
     assert_eq!(dst, src);

@@ -9,7 +9,9 @@ fn engine() -> TransferEngine {
 }
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
 }
 
 fn wait(e: &TransferEngine, batch: u64, tasks: usize) -> Vec<TaskStatus> {
@@ -33,8 +35,12 @@ fn write_then_read_between_two_engines() {
     let mut local = pattern(4 << 20, 7);
     let raddr = remote.as_mut_ptr() as u64;
     let laddr = local.as_mut_ptr() as u64;
-    target.register_memory(raddr, remote.len() as u64, "cpu:0", true).unwrap();
-    initiator.register_memory(laddr, local.len() as u64, "cpu:0", true).unwrap();
+    target
+        .register_memory(raddr, remote.len() as u64, "cpu:0", true)
+        .unwrap();
+    initiator
+        .register_memory(laddr, local.len() as u64, "cpu:0", true)
+        .unwrap();
     let id = initiator.open_segment(target.segment_name()).unwrap();
     assert_eq!(id, 1);
     assert_eq!(initiator.open_segment(target.segment_name()).unwrap(), 1);
@@ -46,13 +52,21 @@ fn write_then_read_between_two_engines() {
     let reqs: Vec<_> = sizes
         .iter()
         .map(|&len| {
-            let r = TransferRequest { op: Op::Write, source: laddr + offset, target_id: id, target_offset: raddr + offset, length: len };
+            let r = TransferRequest {
+                op: Op::Write,
+                source: laddr + offset,
+                target_id: id,
+                target_offset: raddr + offset,
+                length: len,
+            };
             offset += len;
             r
         })
         .collect();
     initiator.submit(batch, &reqs).unwrap();
-    assert!(wait(&initiator, batch, reqs.len()).iter().all(|s| *s == TaskStatus::Completed));
+    assert!(wait(&initiator, batch, reqs.len())
+        .iter()
+        .all(|s| *s == TaskStatus::Completed));
     initiator.free_batch(batch).unwrap();
     assert_eq!(&remote[..offset as usize], &local[..offset as usize]);
 
@@ -60,11 +74,25 @@ fn write_then_read_between_two_engines() {
     remote[..fresh.len()].copy_from_slice(&fresh);
     let batch = initiator.allocate_batch(2);
     let reqs = [
-        TransferRequest { op: Op::Read, source: laddr, target_id: id, target_offset: raddr, length: 1 << 20 },
-        TransferRequest { op: Op::Read, source: laddr + (1 << 20), target_id: id, target_offset: raddr + (1 << 20), length: 1 << 20 },
+        TransferRequest {
+            op: Op::Read,
+            source: laddr,
+            target_id: id,
+            target_offset: raddr,
+            length: 1 << 20,
+        },
+        TransferRequest {
+            op: Op::Read,
+            source: laddr + (1 << 20),
+            target_id: id,
+            target_offset: raddr + (1 << 20),
+            length: 1 << 20,
+        },
     ];
     initiator.submit(batch, &reqs).unwrap();
-    assert!(wait(&initiator, batch, 2).iter().all(|s| *s == TaskStatus::Completed));
+    assert!(wait(&initiator, batch, 2)
+        .iter()
+        .all(|s| *s == TaskStatus::Completed));
     assert_eq!(&local[..2 << 20], &fresh[..]);
     assert_eq!(initiator.transfer_status(batch, 0).unwrap().1, 1 << 20);
     initiator.free_batch(batch).unwrap();
@@ -78,7 +106,9 @@ fn out_of_range_fails_only_its_own_request() {
     let mut local = pattern(1 << 20, 3);
     let raddr = remote.as_mut_ptr() as u64;
     let laddr = local.as_mut_ptr() as u64;
-    target.register_memory(raddr, remote.len() as u64, "cpu:0", true).unwrap();
+    target
+        .register_memory(raddr, remote.len() as u64, "cpu:0", true)
+        .unwrap();
     let id = initiator.open_segment(target.segment_name()).unwrap();
     let mut reqs = Vec::new();
     for i in 0..16u64 {
@@ -87,7 +117,11 @@ fn out_of_range_fails_only_its_own_request() {
             op: Op::Write,
             source: laddr + i * 4096,
             target_id: id,
-            target_offset: if bad { raddr + (1 << 20) - 10 } else { raddr + i * 4096 },
+            target_offset: if bad {
+                raddr + (1 << 20) - 10
+            } else {
+                raddr + i * 4096
+            },
             length: 4096,
         });
     }
@@ -95,11 +129,18 @@ fn out_of_range_fails_only_its_own_request() {
     initiator.submit(batch, &reqs).unwrap();
     let st = wait(&initiator, batch, reqs.len());
     for (i, s) in st.iter().enumerate() {
-        let expected = if i == 5 { TaskStatus::Failed } else { TaskStatus::Completed };
+        let expected = if i == 5 {
+            TaskStatus::Failed
+        } else {
+            TaskStatus::Completed
+        };
         assert_eq!(*s, expected, "task {i}");
     }
     for i in (0..16).filter(|i| *i != 5) {
-        assert_eq!(&remote[i * 4096..(i + 1) * 4096], &local[i * 4096..(i + 1) * 4096]);
+        assert_eq!(
+            &remote[i * 4096..(i + 1) * 4096],
+            &local[i * 4096..(i + 1) * 4096]
+        );
     }
     initiator.free_batch(batch).unwrap();
 }
@@ -113,11 +154,26 @@ fn local_segment_copy_is_validated() {
     e.register_memory(raddr, 8192, "cpu:0", false).unwrap();
     let batch = e.allocate_batch(2);
     let reqs = [
-        TransferRequest { op: Op::Write, source: src.as_ptr() as u64, target_id: 0, target_offset: raddr + 4096, length: 4096 },
-        TransferRequest { op: Op::Write, source: src.as_ptr() as u64, target_id: 0, target_offset: raddr + 8000, length: 4096 },
+        TransferRequest {
+            op: Op::Write,
+            source: src.as_ptr() as u64,
+            target_id: 0,
+            target_offset: raddr + 4096,
+            length: 4096,
+        },
+        TransferRequest {
+            op: Op::Write,
+            source: src.as_ptr() as u64,
+            target_id: 0,
+            target_offset: raddr + 8000,
+            length: 4096,
+        },
     ];
     e.submit(batch, &reqs).unwrap();
-    assert_eq!(wait(&e, batch, 2), vec![TaskStatus::Completed, TaskStatus::Failed]);
+    assert_eq!(
+        wait(&e, batch, 2),
+        vec![TaskStatus::Completed, TaskStatus::Failed]
+    );
     assert_eq!(&region[4096..], &src[..]);
 }
 

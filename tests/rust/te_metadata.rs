@@ -9,7 +9,10 @@ use serde_json::Value;
 use std::time::{Duration, Instant};
 
 fn config() -> Config {
-    Config { advertised_ip: Some("127.0.0.1".into()), ..Config::default() }
+    Config {
+        advertised_ip: Some("127.0.0.1".into()),
+        ..Config::default()
+    }
 }
 
 fn server() -> (HttpMetadataServer, String) {
@@ -19,7 +22,9 @@ fn server() -> (HttpMetadataServer, String) {
 }
 
 fn json(s: &HttpMetadataServer, key: &str) -> Option<Value> {
-    s.table().get(key).map(|b| serde_json::from_slice(&b).unwrap())
+    s.table()
+        .get(key)
+        .map(|b| serde_json::from_slice(&b).unwrap())
 }
 
 #[test]
@@ -30,14 +35,22 @@ fn publishes_rpc_meta_and_descriptor_then_removes_them() {
     assert_eq!(rpc["ip_or_host_name"], "127.0.0.1");
     assert_eq!(rpc["rpc_port"].as_u64(), Some(u64::from(e.rpc_port())));
     assert_eq!(e.local_ip_and_port(), format!("127.0.0.1:{}", e.rpc_port()));
-    assert!(srv.table().get("mooncake/ram/node-a").is_none(), "no descriptor before a transport");
+    assert!(
+        srv.table().get("mooncake/ram/node-a").is_none(),
+        "no descriptor before a transport"
+    );
 
     let mut buf = vec![0u8; 4096];
-    e.register_memory(buf.as_mut_ptr() as u64, 4096, "cpu:0", true).unwrap();
+    e.register_memory(buf.as_mut_ptr() as u64, 4096, "cpu:0", true)
+        .unwrap();
     assert!(srv.table().get("mooncake/ram/node-a").is_none());
     e.install_transport("tcp").unwrap();
     let desc = SegmentDesc::from_slice(&srv.table().get("mooncake/ram/node-a").unwrap()).unwrap();
-    assert_eq!(desc.buffers.len(), 1, "regions registered before install are published");
+    assert_eq!(
+        desc.buffers.len(),
+        1,
+        "regions registered before install are published"
+    );
     assert_eq!(desc.buffers[0].addr, buf.as_ptr() as u64);
     assert_eq!(desc.tcp_proto_version, 2);
     assert_eq!(desc.tcp_data_host.as_deref(), Some("127.0.0.1"));
@@ -47,7 +60,11 @@ fn publishes_rpc_meta_and_descriptor_then_removes_them() {
     let desc = SegmentDesc::from_slice(&srv.table().get("mooncake/ram/node-a").unwrap()).unwrap();
     assert!(desc.buffers.is_empty());
     drop(e);
-    assert!(srv.table().is_empty(), "destroy removes both keys: {:?}", srv.table().keys());
+    assert!(
+        srv.table().is_empty(),
+        "destroy removes both keys: {:?}",
+        srv.table().keys()
+    );
 }
 
 #[test]
@@ -65,7 +82,10 @@ fn duplicate_name_fails_and_never_deletes_the_owners_key() {
 #[test]
 fn cluster_id_prefixes_every_key() {
     let (srv, url) = server();
-    let cfg = Config { cluster_id: Some("c1".into()), ..config() };
+    let cfg = Config {
+        cluster_id: Some("c1".into()),
+        ..config()
+    };
     let e = TransferEngine::with_config(cfg, &url, "n", true).unwrap();
     assert!(srv.table().get("mooncake/c1/rpc_meta/n").is_some());
     assert!(srv.table().get("mooncake/c1/ram/n").is_some());
@@ -81,7 +101,9 @@ fn transfer_through_http_metadata_and_refresh() {
     let local: Vec<u8> = (0..1 << 16).map(|i| (i % 251) as u8).collect();
     let id = initiator.open_segment("t").unwrap();
     assert_eq!(initiator.segment_descriptor(id).unwrap().buffers.len(), 0);
-    target.register_memory(remote.as_mut_ptr() as u64, 1 << 16, "cpu:0", true).unwrap();
+    target
+        .register_memory(remote.as_mut_ptr() as u64, 1 << 16, "cpu:0", true)
+        .unwrap();
     assert_eq!(initiator.open_segment_no_cache("t").unwrap(), id);
     assert_eq!(initiator.segment_descriptor(id).unwrap().buffers.len(), 1);
     let batch = initiator.allocate_batch(1);
@@ -108,7 +130,15 @@ fn transfer_through_http_metadata_and_refresh() {
 
 #[test]
 fn unsupported_backends_are_errors_not_aborts() {
-    for conn in ["etcd://127.0.0.1:2379", "127.0.0.1:2379", "redis://127.0.0.1:6379", "zk://x"] {
-        assert!(TransferEngine::with_config(config(), conn, "x", false).is_err(), "{conn}");
+    for conn in [
+        "etcd://127.0.0.1:2379",
+        "127.0.0.1:2379",
+        "redis://127.0.0.1:6379",
+        "zk://x",
+    ] {
+        assert!(
+            TransferEngine::with_config(config(), conn, "x", false).is_err(),
+            "{conn}"
+        );
     }
 }

@@ -19,7 +19,10 @@ pub unsafe fn recv_exact(fd: RawFd, ptr: *mut u8, len: usize, eof_ok: bool) -> i
             if done == 0 && eof_ok {
                 return Ok(false);
             }
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "peer closed mid-frame"));
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "peer closed mid-frame",
+            ));
         } else {
             let err = io::Error::last_os_error();
             if err.kind() == io::ErrorKind::Interrupted {
@@ -47,7 +50,10 @@ pub unsafe fn send_all(fd: RawFd, pieces: &mut [(*const u8, usize)]) -> io::Resu
         let mut iov: [libc::iovec; MAX_IOV] = std::mem::zeroed();
         let mut count = 0;
         for &(p, l) in pieces[first..].iter().filter(|(_, l)| *l > 0).take(MAX_IOV) {
-            iov[count] = libc::iovec { iov_base: p as *mut libc::c_void, iov_len: l };
+            iov[count] = libc::iovec {
+                iov_base: p as *mut libc::c_void,
+                iov_len: l,
+            };
             count += 1;
         }
         let mut msg: libc::msghdr = std::mem::zeroed();

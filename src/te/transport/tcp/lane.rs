@@ -55,7 +55,10 @@ struct InFlight {
 
 impl InFlight {
     fn new() -> InFlight {
-        InFlight { state: Mutex::new((VecDeque::new(), false)), ready: Condvar::new() }
+        InFlight {
+            state: Mutex::new((VecDeque::new(), false)),
+            ready: Condvar::new(),
+        }
     }
 
     fn push(&self, slice: Slice) -> Result<(), Slice> {
@@ -130,7 +133,12 @@ impl Lane {
         let sender = std::thread::Builder::new()
             .name("mc-tcp-lane".into())
             .spawn(move || ctx.run())?;
-        Ok(Lane { queue: Some(tx), queued_bytes, stopping, sender: Some(sender) })
+        Ok(Lane {
+            queue: Some(tx),
+            queued_bytes,
+            stopping,
+            sender: Some(sender),
+        })
     }
 
     /// Bytes queued or in flight on this lane (for load balancing).
@@ -196,7 +204,10 @@ impl SenderCtx {
                     Err(_) => break,
                 }
             }
-            if conn.as_ref().is_some_and(|c| c.broken.load(Ordering::SeqCst)) {
+            if conn
+                .as_ref()
+                .is_some_and(|c| c.broken.load(Ordering::SeqCst))
+            {
                 if let Some(c) = conn.take() {
                     c.shut();
                 }
@@ -264,7 +275,12 @@ impl SenderCtx {
         let receiver = std::thread::Builder::new()
             .name("mc-tcp-recv".into())
             .spawn(move || rx.run())?;
-        Ok(Connection { stream, in_flight, broken, receiver })
+        Ok(Connection {
+            stream,
+            in_flight,
+            broken,
+            receiver,
+        })
     }
 
     fn send_batch(&self, conn: &Connection, batch: Vec<Slice>) {
@@ -273,12 +289,28 @@ impl SenderCtx {
         let mut plan: Vec<(Op, u64, u64)> = Vec::with_capacity(batch.len());
         for slice in batch {
             let (op, local, len) = (slice.op, slice.local, slice.len);
-            headers.push(Header { size: len, addr: slice.remote, op, v2 }.encode());
+            headers.push(
+                Header {
+                    size: len,
+                    addr: slice.remote,
+                    op,
+                    v2,
+                }
+                .encode(),
+            );
             if op == Op::Write && !v2 {
                 // A v1 write has no ack: a 1-byte read of its last byte, answered only
                 // after the write was applied, proves the bytes landed.
                 let last = slice.remote + len - 1;
-                headers.push(Header { size: 1, addr: last, op: Op::Read, v2 }.encode());
+                headers.push(
+                    Header {
+                        size: 1,
+                        addr: last,
+                        op: Op::Read,
+                        v2,
+                    }
+                    .encode(),
+                );
             }
             plan.push((op, local, len));
             if let Err(slice) = conn.in_flight.push(slice) {
@@ -305,7 +337,11 @@ impl SenderCtx {
         // SAFETY: headers live until the call returns; write sources are the caller's
         // buffers, which must stay valid until their tasks complete (upstream contract).
         if let Err(e) = unsafe { send_all(conn.stream.as_raw_fd(), &mut pieces) } {
-            log::debug!("tcp send to {}:{} failed: {e}", self.config.host, self.config.port);
+            log::debug!(
+                "tcp send to {}:{} failed: {e}",
+                self.config.host,
+                self.config.port
+            );
             conn.broken.store(true, Ordering::SeqCst);
             let _ = conn.stream.shutdown(Shutdown::Both);
         }
@@ -398,7 +434,12 @@ impl ReceiverCtx {
             // SAFETY: the destination is the caller's buffer, valid until the task
             // completes (upstream contract); `len` fits usize since it came from one.
             (Op::Read, _) => unsafe {
-                recv_exact(fd, slice.local as usize as *mut u8, slice.len as usize, false)
+                recv_exact(
+                    fd,
+                    slice.local as usize as *mut u8,
+                    slice.len as usize,
+                    false,
+                )
             },
         };
         match received {

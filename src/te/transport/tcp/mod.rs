@@ -72,8 +72,11 @@ pub struct TcpTransport {
 impl TcpTransport {
     /// Binds the data listener (random port in the RPC range) and starts serving.
     pub fn install(config: &Config, memory: Arc<MemoryRegistry>) -> Result<TcpTransport> {
-        let listener =
-            crate::te::net::bind_in_range(config.min_rpc_port, config.max_rpc_port, config.use_ipv6)?;
+        let listener = crate::te::net::bind_in_range(
+            config.min_rpc_port,
+            config.max_rpc_port,
+            config.use_ipv6,
+        )?;
         let progress = Duration::from_secs(config.tcp_progress_timeout_secs);
         let target = TcpTarget::start(listener, memory, progress)
             .map_err(|e| Error::socket("starting the tcp data listener", e))?;
@@ -83,7 +86,9 @@ impl TcpTransport {
             lanes_per_peer: config.tcp_lanes_per_peer,
             connect_timeout: Duration::from_secs(config.handshake_connect_timeout_secs),
             io_timeout: Duration::from_secs(
-                config.tcp_status_timeout_secs.max(config.tcp_progress_timeout_secs),
+                config
+                    .tcp_status_timeout_secs
+                    .max(config.tcp_progress_timeout_secs),
             ),
         })
     }
@@ -168,7 +173,10 @@ fn split(len: u64, lanes: usize) -> Vec<(u64, u64)> {
     if len < SPLIT_THRESHOLD || lanes <= 1 {
         return vec![(0, len)];
     }
-    let piece = len.div_ceil(lanes as u64).max(MIN_SPLIT_PIECE).next_multiple_of(4096);
+    let piece = len
+        .div_ceil(lanes as u64)
+        .max(MIN_SPLIT_PIECE)
+        .next_multiple_of(4096);
     let mut out = Vec::new();
     let mut offset = 0;
     while offset < len {

@@ -47,7 +47,11 @@ impl TcpTarget {
         let acceptor = std::thread::Builder::new()
             .name("mc-tcp-accept".into())
             .spawn(move || accept_loop(listener, acceptor_shared))?;
-        Ok(TcpTarget { shared, port, acceptor: Some(acceptor) })
+        Ok(TcpTarget {
+            shared,
+            port,
+            acceptor: Some(acceptor),
+        })
     }
 
     /// The data port peers connect to.
@@ -118,7 +122,11 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
 
 /// Waits until the socket is readable (or closed), without a timeout.
 fn wait_readable(fd: i32) {
-    let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
     // SAFETY: one valid pollfd.
     while unsafe { libc::poll(&mut pfd, 1, -1) } < 0 {
         if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {

@@ -60,7 +60,11 @@ impl Header {
         Header {
             size: u64::from_le_bytes(size),
             addr: u64::from_le_bytes(addr),
-            op: if opcode & !V2_FLAG == 1 { Op::Write } else { Op::Read },
+            op: if opcode & !V2_FLAG == 1 {
+                Op::Write
+            } else {
+                Op::Read
+            },
             v2: opcode & V2_FLAG != 0,
         }
     }
@@ -84,7 +88,12 @@ mod tests {
 
     #[test]
     fn matches_upstream_capture() {
-        let h = Header { size: 4096, addr: 0x1_0000_1000, op: Op::Write, v2: true };
+        let h = Header {
+            size: 4096,
+            addr: 0x1_0000_1000,
+            op: Op::Write,
+            v2: true,
+        };
         let expected: [u8; 24] = [
             0x00, 0x10, 0, 0, 0, 0, 0, 0, 0x00, 0x10, 0, 0, 1, 0, 0, 0, 0x81, 0, 0, 0, 0, 0, 0, 0,
         ];
