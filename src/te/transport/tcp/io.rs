@@ -1,38 +1,8 @@
-//! Socket I/O straight between a socket and raw registered memory (no staging copy).
+//! Sending straight from raw registered memory to a socket (no staging copy).
 //! Raw pointers are used so no Rust reference ever aliases memory the host owns.
 
 use std::io;
 use std::os::fd::RawFd;
-
-/// Receives exactly `len` bytes into `ptr`. `Ok(false)` on a clean EOF before the
-/// first byte when `eof_ok`; an EOF mid-way is an error.
-///
-/// # Safety
-/// `[ptr, ptr+len)` must be valid for writes for the duration of the call.
-pub unsafe fn recv_exact(fd: RawFd, ptr: *mut u8, len: usize, eof_ok: bool) -> io::Result<bool> {
-    let mut done = 0usize;
-    while done < len {
-        let n = libc::recv(fd, ptr.add(done).cast(), len - done, 0);
-        if n > 0 {
-            done += n as usize;
-        } else if n == 0 {
-            if done == 0 && eof_ok {
-                return Ok(false);
-            }
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "peer closed mid-frame",
-            ));
-        } else {
-            let err = io::Error::last_os_error();
-            if err.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(err);
-        }
-    }
-    Ok(true)
-}
 
 /// Sends every byte of the given (pointer, length) pieces, using `sendmsg` with
 /// several pieces per call.
@@ -80,12 +50,6 @@ pub unsafe fn send_all(fd: RawFd, pieces: &mut [(*const u8, usize)]) -> io::Resu
         }
     }
     Ok(())
-}
-
-/// Receives exactly `buf.len()` bytes into an owned buffer.
-pub fn recv_buf(fd: RawFd, buf: &mut [u8], eof_ok: bool) -> io::Result<bool> {
-    // SAFETY: `buf` is an exclusively borrowed, live slice.
-    unsafe { recv_exact(fd, buf.as_mut_ptr(), buf.len(), eof_ok) }
 }
 
 /// Sends an owned buffer completely.

@@ -3,7 +3,8 @@
 //! order. A broken connection fails only the slice it was rejected for; the other
 //! slices in flight are retried once on a fresh connection.
 
-use super::io::{recv_buf, recv_exact, send_all};
+use super::io::send_all;
+use super::reader::SocketReader;
 use super::wire::{decode_status, Header, Op, HEADER_LEN, STATUS_LEN, STATUS_OK};
 use crate::te::batch::Task;
 use crossbeam_channel::{Receiver, Sender};
@@ -366,8 +367,9 @@ enum Outcome {
 
 impl ReceiverCtx {
     fn run(self) {
+        let mut reader = SocketReader::new(self.stream.as_raw_fd());
         while let Some(slice) = self.in_flight.pop() {
-            match self.receive(&slice) {
+            match self.receive(&mut reader, &slice) {
                 Outcome::Done => self.finish(slice, true),
                 Outcome::Rejected => {
                     log::warn!(
@@ -412,13 +414,12 @@ impl ReceiverCtx {
         }
     }
 
-    fn receive(&self, slice: &Slice) -> Outcome {
-        let fd = self.stream.as_raw_fd();
+    fn receive(&self, reader: &mut SocketReader, slice: &Slice) -> Outcome {
         if self.v2 {
-            let mut status = [0u8; STATUS_LEN];
-            if let Err(e) = recv_buf(fd, &mut status, false) {
-                return Outcome::Broken(e);
-            }
+            let status = match reader.read_array::<STATUS_LEN>() {
+                Ok(status) => status,
+                Err(e) => return Outcome::Broken(e),
+            };
             match decode_status(&status) {
                 Some(STATUS_OK) => {}
                 Some(_) => return Outcome::Rejected,
@@ -426,24 +427,16 @@ impl ReceiverCtx {
             }
         }
         let received = match (slice.op, self.v2) {
-            (Op::Write, true) => Ok(true),
-            (Op::Write, false) => {
-                let mut barrier = [0u8; 1];
-                recv_buf(fd, &mut barrier, false)
-            }
+            (Op::Write, true) => Ok(()),
+            (Op::Write, false) => reader.read_array::<1>().map(drop),
             // SAFETY: the destination is the caller's buffer, valid until the task
             // completes (upstream contract); `len` fits usize since it came from one.
             (Op::Read, _) => unsafe {
-                recv_exact(
-                    fd,
-                    slice.local as usize as *mut u8,
-                    slice.len as usize,
-                    false,
-                )
+                reader.read_raw(slice.local as usize as *mut u8, slice.len as usize)
             },
         };
         match received {
-            Ok(_) => Outcome::Done,
+            Ok(()) => Outcome::Done,
             Err(e) if !self.v2 && e.kind() == std::io::ErrorKind::UnexpectedEof => {
                 Outcome::Rejected
             }

@@ -4,6 +4,7 @@
 
 pub mod io;
 pub mod lane;
+pub mod reader;
 pub mod target;
 pub mod wire;
 

@@ -1,9 +1,10 @@
 //! TCP target side: accepts data connections and serves v1/v2 requests straight
 //! between the socket and registered memory, validating every address first.
 
-use super::io::{recv_buf, recv_exact, send_all, send_buf};
-use super::wire::{encode_status, Header, Op, HEADER_LEN, STATUS_OK, STATUS_REJECTED};
-use crate::te::memory::MemoryRegistry;
+use super::io::{send_all, send_buf};
+use super::reader::SocketReader;
+use super::wire::{encode_status, Header, Op, HEADER_LEN, STATUS_LEN, STATUS_OK, STATUS_REJECTED};
+use crate::te::memory::{MemoryRegistry, Region};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -120,60 +121,127 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     }
 }
 
-/// Waits until the socket is readable (or closed), without a timeout.
-fn wait_readable(fd: i32) {
-    let mut pfd = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd.
-    while unsafe { libc::poll(&mut pfd, 1, -1) } < 0 {
-        if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-            return;
+/// OK frames owed to the peer, sent together when nothing else is waiting to be read.
+struct PendingAcks {
+    count: usize,
+}
+
+impl PendingAcks {
+    const MAX: usize = 64;
+
+    fn flush(&mut self, fd: i32) -> std::io::Result<()> {
+        if self.count == 0 {
+            return Ok(());
+        }
+        let mut frames = [0u8; STATUS_LEN * Self::MAX];
+        for frame in frames.chunks_exact_mut(STATUS_LEN).take(self.count) {
+            frame.copy_from_slice(&encode_status(STATUS_OK));
+        }
+        let n = self.count * STATUS_LEN;
+        self.count = 0;
+        send_buf(fd, &frames[..n])
+    }
+}
+
+/// Most READ replies gathered into one send.
+const MAX_READS_PER_SEND: usize = 16;
+
+fn serve(stream: &TcpStream, shared: &Shared) -> std::io::Result<()> {
+    let fd = stream.as_raw_fd();
+    let mut reader = SocketReader::new(fd);
+    let mut acks = PendingAcks { count: 0 };
+    loop {
+        if reader.buffered() < HEADER_LEN {
+            acks.flush(fd)?;
+        }
+        let keep_waiting = || !shared.stopping.load(Ordering::SeqCst);
+        if !reader.wait_for(HEADER_LEN, keep_waiting)? || !keep_waiting() {
+            return Ok(());
+        }
+        let header = Header::decode(&reader.take::<HEADER_LEN>());
+        let Some(region) = accessible_region(shared, &header) else {
+            return reject(fd, &mut acks, &header);
+        };
+        match header.op {
+            Op::Write => {
+                let Some(_pin) = region.pin() else {
+                    return reject(fd, &mut acks, &header);
+                };
+                // SAFETY: the pinned region contains [addr, addr+size) and stays
+                // registered (its memory valid) while `_pin` is held.
+                unsafe { reader.read_raw(header.addr as usize as *mut u8, header.size as usize)? };
+                if header.v2 {
+                    acks.count += 1;
+                    if acks.count == PendingAcks::MAX {
+                        acks.flush(fd)?;
+                    }
+                }
+            }
+            Op::Read => {
+                acks.flush(fd)?;
+                let mut reads = vec![(header, region)];
+                while reads.len() < MAX_READS_PER_SEND {
+                    let Some(raw) = reader.peek::<HEADER_LEN>() else {
+                        break;
+                    };
+                    let next = Header::decode(&raw);
+                    let Some(region) = (next.op == Op::Read)
+                        .then(|| accessible_region(shared, &next))
+                        .flatten()
+                    else {
+                        break;
+                    };
+                    reader.take::<HEADER_LEN>();
+                    reads.push((next, region));
+                }
+                send_reads(fd, &reads)?;
+            }
         }
     }
 }
 
-fn serve(stream: &TcpStream, shared: &Shared) -> std::io::Result<()> {
-    let fd = stream.as_raw_fd();
-    let mut raw = [0u8; HEADER_LEN];
-    loop {
-        wait_readable(fd);
-        if shared.stopping.load(Ordering::SeqCst) || !recv_buf(fd, &mut raw, true)? {
-            return Ok(());
-        }
-        let header = Header::decode(&raw);
-        let region = (header.size > 0)
-            .then(|| shared.memory.find(header.addr, header.size))
-            .flatten()
-            .filter(|r| r.remote_accessible);
-        let pin = region.as_ref().and_then(|r| r.pin());
-        let (Some(_pin), Ok(len)) = (pin, usize::try_from(header.size)) else {
-            if header.v2 {
-                send_buf(fd, &encode_status(STATUS_REJECTED))?;
-            }
-            return Err(std::io::Error::other(format!(
-                "rejected {:?} of {} bytes at {:#x}: outside every remotely accessible region",
-                header.op, header.size, header.addr
-            )));
-        };
-        let ptr = header.addr as usize as *mut u8;
-        match header.op {
-            Op::Write => {
-                // SAFETY: the pinned region contains [addr, addr+size) and stays
-                // registered (its memory valid) while `_pin` is held.
-                unsafe { recv_exact(fd, ptr, len, false)? };
-                if header.v2 {
-                    send_buf(fd, &encode_status(STATUS_OK))?;
-                }
-            }
-            Op::Read => {
-                let ok = encode_status(STATUS_OK);
-                let status: &[u8] = if header.v2 { &ok } else { &[] };
-                // SAFETY: as above; the region is pinned for the whole send.
-                unsafe { send_all(fd, &mut [(status.as_ptr(), status.len()), (ptr, len)])? };
-            }
-        }
+/// The remotely accessible region holding the whole request, if any.
+fn accessible_region(shared: &Shared, header: &Header) -> Option<Arc<Region>> {
+    if header.size == 0 || usize::try_from(header.size).is_err() {
+        return None;
     }
+    shared
+        .memory
+        .find(header.addr, header.size)
+        .filter(|r| r.remote_accessible)
+}
+
+/// Sends the replies to consecutive READ requests in one `sendmsg` where possible;
+/// a region unregistered meanwhile ends the run with a rejection.
+fn send_reads(fd: i32, reads: &[(Header, Arc<Region>)]) -> std::io::Result<()> {
+    let ok = encode_status(STATUS_OK);
+    let pins: Vec<_> = reads.iter().map_while(|(_, region)| region.pin()).collect();
+    let mut pieces = Vec::with_capacity(pins.len() * 2);
+    for (header, _) in &reads[..pins.len()] {
+        if header.v2 {
+            pieces.push((ok.as_ptr(), ok.len()));
+        }
+        pieces.push((header.addr as usize as *const u8, header.size as usize));
+    }
+    // SAFETY: every region is pinned for the whole send and contains its request.
+    unsafe { send_all(fd, &mut pieces)? };
+    let pinned = pins.len();
+    drop(pins);
+    match reads.get(pinned) {
+        Some((header, _)) => reject(fd, &mut PendingAcks { count: 0 }, header),
+        None => Ok(()),
+    }
+}
+
+/// Answers a request that failed validation (v2: the reject frame) and ends the
+/// connection, as upstream does.
+fn reject(fd: i32, acks: &mut PendingAcks, header: &Header) -> std::io::Result<()> {
+    acks.flush(fd)?;
+    if header.v2 {
+        send_buf(fd, &encode_status(STATUS_REJECTED))?;
+    }
+    Err(std::io::Error::other(format!(
+        "rejected {:?} of {} bytes at {:#x}: outside every remotely accessible region",
+        header.op, header.size, header.addr
+    )))
 }
