@@ -17,4 +17,12 @@ if [ -z "${MOONCAKE_SKIP_INTEROP:-}" ] && [ -z "${MOONCAKE_PEER_VENV:-}" ]; then
 fi
 
 cargo build --lib --bins
-cargo test -- --test-threads="${MOONCAKE_TEST_THREADS:-2}"
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+status=0
+cargo test --no-fail-fast -- --test-threads="${MOONCAKE_TEST_THREADS:-2}" 2>&1 | tee "$log" || status=$?
+passed=$(grep -oE '^test result: .* ([0-9]+) passed' "$log" | grep -oE '[0-9]+ passed' | awk '{s+=$1} END {print s+0}')
+failed=$(grep -oE '^test result: .* ([0-9]+) failed' "$log" | grep -oE '[0-9]+ failed' | awk '{s+=$1} END {print s+0}')
+echo
+echo "summary: $passed passed, $failed failed"
+exit "$status"
