@@ -33,8 +33,6 @@ pub struct Config {
     pub metadata_refresh_interval_secs: u64,
     /// `MC_TCP_PROTO=1`: force v1 framing on the initiator.
     pub tcp_force_v1: bool,
-    /// `MC_TCP_SLICE_SIZE`: socket I/O chunk size.
-    pub tcp_slice_size: usize,
     /// `MC_TCP_STATUS_TIMEOUT_SEC`: v2 status-frame deadline.
     pub tcp_status_timeout_secs: u64,
     /// `MC_TCP_PROGRESS_TIMEOUT_SEC`: sliding progress deadline on a data socket.
@@ -42,10 +40,6 @@ pub struct Config {
     /// `MC_TCP_LANES_PER_PEER` (alias `MC_TCP_MAX_CONNECTIONS_PER_PEER`): 1-16
     /// persistent connections per peer (ours defaults to 8, upstream to 4).
     pub tcp_lanes_per_peer: usize,
-    /// `MC_TCP_MAX_QUEUED_TRANSFERS_PER_PEER`: bound of a peer's request queue.
-    pub tcp_max_queued_per_peer: usize,
-    /// `MC_SLICE_TIMEOUT`: seconds before a posted slice reports TIMEOUT (-1 = off).
-    pub slice_timeout_secs: i64,
     /// `MC_DISABLE_LOCAL_COPY` (ours): send transfers to the own segment over TCP too.
     pub disable_local_copy: bool,
 }
@@ -125,7 +119,6 @@ impl Config {
                 86400,
             ) as u64,
             tcp_force_v1: get(&["MC_TCP_PROTO"]).is_some_and(|v| v.trim() == "1"),
-            tcp_slice_size: num(&["MC_TCP_SLICE_SIZE"], 65536, 4096, 64 << 20) as usize,
             tcp_status_timeout_secs: num(&["MC_TCP_STATUS_TIMEOUT_SEC"], 30, 1, 86400) as u64,
             tcp_progress_timeout_secs: num(&["MC_TCP_PROGRESS_TIMEOUT_SEC"], 30, 1, 86400) as u64,
             tcp_lanes_per_peer: num(
@@ -134,9 +127,6 @@ impl Config {
                 1,
                 16,
             ) as usize,
-            tcp_max_queued_per_peer: num(&["MC_TCP_MAX_QUEUED_TRANSFERS_PER_PEER"], 1024, 1, 65535)
-                as usize,
-            slice_timeout_secs: num(&["MC_SLICE_TIMEOUT"], -1, -1, 86400),
             disable_local_copy: get(&["MC_DISABLE_LOCAL_COPY"])
                 .is_some_and(|v| !matches!(v.trim(), "" | "0" | "false" | "no")),
         }

@@ -94,6 +94,14 @@ impl TransferEngine {
                 config.use_ipv6,
             )?
         };
+        // Re-listening on a bound socket only updates its backlog (MC_HANDSHAKE_LISTEN_BACKLOG).
+        // SAFETY: the fd belongs to `listener`, which is open.
+        unsafe {
+            libc::listen(
+                std::os::fd::AsRawFd::as_raw_fd(&listener),
+                config.handshake_listen_backlog,
+            )
+        };
         let rpc_port = listener
             .local_addr()
             .map_err(|e| Error::socket("rpc listener address", e))?
