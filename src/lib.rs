@@ -10,6 +10,7 @@ pub mod ffi;
 pub mod metadata;
 pub mod te;
 pub mod util;
+pub mod wire;
 
 pub use error::{Error, Result};
 
