@@ -1,4 +1,7 @@
-//! Small helpers shared by several layers: host/port parsing and naming.
+//! Small helpers shared by several layers: host/port parsing, naming, and a blocking
+//! HTTP server.
+
+pub mod http_server;
 
 /// Splits `host:port` the way upstream does (spec §1.5): `[v6]:port`, a bare IPv6
 /// address (no port), or a split at the last `:`. A missing or invalid port yields

@@ -1,0 +1,640 @@
+//! A small blocking HTTP/1.1 server on `std::net`, shared by the metadata server and the
+//! master's admin service.
+//!
+//! Written here rather than taken from `tiny_http`: tiny_http 0.12 aborts the whole
+//! process when a request that declared a huge `Content-Length` is dropped before its
+//! body was read (its `EqualReader::drop` allocates the remaining length in one go), so a
+//! single bad request could kill the master. Here every length a peer sends is checked
+//! against a cap before anything is allocated.
+//!
+//! One thread accepts; each connection gets its own thread (at most
+//! [`MAX_CONNECTIONS`]; more are answered 503), with HTTP/1.1 keep-alive, an idle timeout
+//! and a per-request deadline.
+
+use std::collections::HashMap;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use crate::error::{Error, Result};
+
+/// Largest request body accepted; bigger ones get 413.
+pub const MAX_BODY_BYTES: usize = 64 << 20;
+/// Largest request head (request line plus headers) accepted; bigger ones get 431.
+pub const MAX_HEAD_BYTES: usize = 64 << 10;
+/// Most connections served at once; further ones get 503 and are closed.
+pub const MAX_CONNECTIONS: usize = 512;
+/// Most header lines in one request.
+const MAX_HEADERS: usize = 128;
+/// How long an idle keep-alive connection is kept open.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long one request may take to arrive once its first byte was seen.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Write timeout for responses.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Stack size of connection threads.
+const CONN_STACK: usize = 256 << 10;
+
+/// Answers requests: `method` as sent, `target` the request target (origin- or
+/// absolute-form), `body` the request body.
+pub trait HttpHandler: Send + Sync + 'static {
+    /// Produces the reply to one request.
+    fn handle(&self, method: &str, target: &str, body: &[u8]) -> HttpReply;
+}
+
+/// A response produced by an [`HttpHandler`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpReply {
+    /// HTTP status code.
+    pub status: u16,
+    /// `Content-Type` header value.
+    pub content_type: &'static str,
+    /// Response body.
+    pub body: Vec<u8>,
+}
+
+impl HttpReply {
+    /// A plain-text reply.
+    pub fn text(status: u16, body: &str) -> Self {
+        HttpReply {
+            status,
+            content_type: "text/plain; charset=utf-8",
+            body: body.as_bytes().to_vec(),
+        }
+    }
+}
+
+/// State shared by the accept thread, the connection threads and the handle.
+struct Shared {
+    stop: AtomicBool,
+    handler: Arc<dyn HttpHandler>,
+    next_id: AtomicU64,
+    /// Clones of live connection sockets, so `stop` can shut them down.
+    conns: Mutex<HashMap<u64, TcpStream>>,
+    /// Connection threads not yet joined.
+    workers: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// A running HTTP server. Dropping it (or calling [`stop`](Self::stop)) stops
+/// accepting, closes every connection and joins every thread.
+pub struct HttpServer {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    listener: Option<TcpListener>,
+    accept: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for HttpServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpServer")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl HttpServer {
+    /// Binds `bind` (port 0 picks a free port) and serves every request with `handler`;
+    /// `name` prefixes error messages and thread names.
+    pub fn start(
+        bind: SocketAddr,
+        name: &str,
+        handler: Arc<dyn HttpHandler>,
+    ) -> Result<HttpServer> {
+        let listener = TcpListener::bind(bind)
+            .map_err(|e| Error::Socket(format!("{name}: bind {bind} failed: {e}")))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| Error::Socket(format!("{name}: local_addr failed: {e}")))?;
+        let waker = listener
+            .try_clone()
+            .map_err(|e| Error::Socket(format!("{name}: cloning the listener failed: {e}")))?;
+        let shared = Arc::new(Shared {
+            stop: AtomicBool::new(false),
+            handler,
+            next_id: AtomicU64::new(0),
+            conns: Mutex::new(HashMap::new()),
+            workers: Mutex::new(Vec::new()),
+        });
+        let sh = Arc::clone(&shared);
+        let accept = std::thread::Builder::new()
+            .name("mc-http-accept".into())
+            .spawn(move || accept_loop(listener, sh))
+            .map_err(|e| Error::Socket(format!("{name}: spawning a thread failed: {e}")))?;
+        Ok(HttpServer {
+            addr,
+            shared,
+            listener: Some(waker),
+            accept: Some(accept),
+        })
+    }
+
+    /// The address actually bound (with the real port when 0 was asked for).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops the server and joins its threads (same as dropping it).
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        let Some(accept) = self.accept.take() else {
+            return;
+        };
+        self.shared.stop.store(true, Ordering::SeqCst);
+        // Wake the accept thread: shutting a listening socket down makes a blocked accept()
+        // fail on Linux; a connection to ourselves covers the other platforms.
+        if let Some(l) = self.listener.take() {
+            #[cfg(unix)]
+            {
+                use std::os::unix::io::AsRawFd;
+                // SAFETY: the fd is owned by `l`, which is alive for this call.
+                unsafe {
+                    libc::shutdown(l.as_raw_fd(), libc::SHUT_RDWR);
+                }
+            }
+            let mut wake = self.addr;
+            if wake.ip().is_unspecified() {
+                wake.set_ip(match wake {
+                    SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                    SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+                });
+            }
+            let _ = TcpStream::connect_timeout(&wake, Duration::from_millis(500));
+            drop(l);
+        }
+        let _ = accept.join();
+        // No new connections can be registered now; close the live ones and join them.
+        for (_, s) in self.shared.conns.lock().drain() {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        let workers = std::mem::take(&mut *self.shared.workers.lock());
+        for w in workers {
+            let _ = w.join();
+        }
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    loop {
+        let accepted = listener.accept();
+        if shared.stop.load(Ordering::SeqCst) {
+            return;
+        }
+        let stream = match accepted {
+            Ok((s, _)) => s,
+            Err(e) => {
+                // EMFILE and friends: back off instead of spinning.
+                if !matches!(
+                    e.kind(),
+                    io::ErrorKind::ConnectionAborted
+                        | io::ErrorKind::ConnectionReset
+                        | io::ErrorKind::Interrupted
+                ) {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                continue;
+            }
+        };
+        let mut workers = shared.workers.lock();
+        workers.retain(|w| !w.is_finished());
+        if workers.len() >= MAX_CONNECTIONS {
+            drop(workers);
+            reject_busy(stream);
+            continue;
+        }
+        let Ok(clone) = stream.try_clone() else {
+            continue;
+        };
+        let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+        shared.conns.lock().insert(id, clone);
+        let sh = Arc::clone(&shared);
+        let spawned = std::thread::Builder::new()
+            .name("mc-http-conn".into())
+            .stack_size(CONN_STACK)
+            .spawn(move || {
+                serve_connection(stream, &sh);
+                sh.conns.lock().remove(&id);
+            });
+        match spawned {
+            Ok(h) => workers.push(h),
+            Err(_) => {
+                if let Some(s) = shared.conns.lock().remove(&id) {
+                    reject_busy(s);
+                }
+            }
+        }
+    }
+}
+
+fn reject_busy(mut stream: TcpStream) {
+    let _ = stream.set_write_timeout(Some(Duration::from_millis(200)));
+    let reply = HttpReply::text(503, "Too many connections");
+    let _ = write_reply(&mut stream, &reply, false, false);
+    let _ = stream.shutdown(Shutdown::Both);
+}
+
+/// A socket reader whose every read is bounded by a deadline (or the idle timeout while
+/// no request is in progress).
+struct DeadlineReader {
+    stream: TcpStream,
+    deadline: Option<Instant>,
+}
+
+impl Read for DeadlineReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let timeout = match self.deadline {
+            Some(d) => d.saturating_duration_since(Instant::now()),
+            None => IDLE_TIMEOUT,
+        };
+        if timeout.is_zero() {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "request deadline"));
+        }
+        self.stream.set_read_timeout(Some(timeout))?;
+        self.stream.read(buf)
+    }
+}
+
+/// Why a request could not be read; each maps to a final reply before closing.
+enum ReadFail {
+    /// The peer closed (or the socket failed) cleanly between requests: no reply.
+    Closed,
+    /// Reply with this status and message, then close.
+    Reply(u16, &'static str),
+}
+
+impl From<io::Error> for ReadFail {
+    fn from(e: io::Error) -> Self {
+        match e.kind() {
+            io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => {
+                ReadFail::Reply(408, "Request timeout")
+            }
+            _ => ReadFail::Closed,
+        }
+    }
+}
+
+/// A parsed request head.
+struct Head {
+    method: String,
+    target: String,
+    keep_alive: bool,
+    content_length: Option<usize>,
+    chunked: bool,
+    expect_continue: bool,
+}
+
+fn serve_connection(stream: TcpStream, shared: &Shared) {
+    let _ = stream.set_nodelay(true);
+    let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
+    let Ok(mut writer) = stream.try_clone() else {
+        return;
+    };
+    let mut reader = BufReader::new(DeadlineReader {
+        stream,
+        deadline: None,
+    });
+    while !shared.stop.load(Ordering::SeqCst) {
+        reader.get_mut().deadline = None;
+        // Wait (idle timeout) for the first byte of the next request.
+        match reader.fill_buf() {
+            Ok([]) | Err(_) => return,
+            Ok(_) => {}
+        }
+        reader.get_mut().deadline = Some(Instant::now() + REQUEST_TIMEOUT);
+        let head = match read_head(&mut reader) {
+            Ok(h) => h,
+            Err(ReadFail::Closed) => return,
+            Err(ReadFail::Reply(status, msg)) => {
+                let _ = write_reply(&mut writer, &HttpReply::text(status, msg), false, false);
+                linger_close(reader.into_inner().stream);
+                return;
+            }
+        };
+        let body = match read_body(&mut reader, &mut writer, &head) {
+            Ok(b) => b,
+            Err(ReadFail::Closed) => return,
+            Err(ReadFail::Reply(status, msg)) => {
+                let _ = write_reply(&mut writer, &HttpReply::text(status, msg), false, false);
+                linger_close(reader.into_inner().stream);
+                return;
+            }
+        };
+        let reply = shared.handler.handle(&head.method, &head.target, &body);
+        let keep = head.keep_alive && !shared.stop.load(Ordering::SeqCst);
+        let head_only = head.method == "HEAD";
+        if write_reply(&mut writer, &reply, keep, head_only).is_err() || !keep {
+            let _ = writer.shutdown(Shutdown::Both);
+            return;
+        }
+    }
+}
+
+/// Closes after an error reply without resetting the connection: stop writing, then
+/// discard what the peer still sends (bounded in bytes and time) so the reply is not lost
+/// to a TCP reset.
+fn linger_close(mut stream: TcpStream) {
+    let _ = stream.shutdown(Shutdown::Write);
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
+    let deadline = Instant::now() + Duration::from_secs(1);
+    let mut buf = [0u8; 16 << 10];
+    let mut left = 4usize << 20;
+    while left > 0 && Instant::now() < deadline {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => left = left.saturating_sub(n),
+        }
+    }
+    let _ = stream.shutdown(Shutdown::Both);
+}
+
+/// Reads one line (up to `\n`) into `line`, charging it to `budget`.
+fn read_line(
+    reader: &mut impl BufRead,
+    line: &mut Vec<u8>,
+    budget: &mut usize,
+) -> std::result::Result<(), ReadFail> {
+    line.clear();
+    let limit = (*budget as u64).saturating_add(1);
+    let n = (&mut *reader).take(limit).read_until(b'\n', line)?;
+    if n == 0 {
+        return Err(ReadFail::Closed);
+    }
+    if n > *budget {
+        return Err(ReadFail::Reply(431, "Request header too large"));
+    }
+    *budget -= n;
+    if line.last() != Some(&b'\n') {
+        // EOF in the middle of a line.
+        return Err(ReadFail::Closed);
+    }
+    line.pop();
+    if line.last() == Some(&b'\r') {
+        line.pop();
+    }
+    Ok(())
+}
+
+fn read_head(reader: &mut impl BufRead) -> std::result::Result<Head, ReadFail> {
+    let mut budget = MAX_HEAD_BYTES;
+    let mut line = Vec::new();
+    // Tolerate stray empty lines before the request line (RFC 9112 §2.2).
+    loop {
+        read_line(reader, &mut line, &mut budget)?;
+        if !line.is_empty() {
+            break;
+        }
+    }
+    let bad = ReadFail::Reply(400, "Bad request");
+    let request_line =
+        std::str::from_utf8(&line).map_err(|_| ReadFail::Reply(400, "Bad request"))?;
+    let mut parts = request_line.split(' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(bad);
+    };
+    if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphabetic()) || target.is_empty() {
+        return Err(bad);
+    }
+    let http11 = match version {
+        "HTTP/1.1" => true,
+        "HTTP/1.0" => false,
+        v if v.starts_with("HTTP/") => {
+            return Err(ReadFail::Reply(505, "HTTP version not supported"))
+        }
+        _ => return Err(bad),
+    };
+    let mut head = Head {
+        method: method.to_string(),
+        target: target.to_string(),
+        keep_alive: http11,
+        content_length: None,
+        chunked: false,
+        expect_continue: false,
+    };
+    let mut transfer_encoding = false;
+    let mut count = 0usize;
+    loop {
+        read_line(reader, &mut line, &mut budget)?;
+        if line.is_empty() {
+            break;
+        }
+        count += 1;
+        if count > MAX_HEADERS {
+            return Err(ReadFail::Reply(431, "Too many headers"));
+        }
+        let text = std::str::from_utf8(&line).map_err(|_| ReadFail::Reply(400, "Bad header"))?;
+        let Some((name, value)) = text.split_once(':') else {
+            return Err(ReadFail::Reply(400, "Bad header"));
+        };
+        if name.is_empty() || name.ends_with([' ', '\t']) {
+            return Err(ReadFail::Reply(400, "Bad header"));
+        }
+        let value = value.trim_matches([' ', '\t']);
+        if name.eq_ignore_ascii_case("content-length") {
+            if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(ReadFail::Reply(400, "Bad Content-Length"));
+            }
+            // Saturate instead of failing: anything this long is over the cap anyway.
+            let n = value.parse::<usize>().unwrap_or(usize::MAX);
+            if head.content_length.is_some_and(|old| old != n) {
+                return Err(ReadFail::Reply(400, "Conflicting Content-Length"));
+            }
+            head.content_length = Some(n);
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            transfer_encoding = true;
+            let last = value.rsplit(',').next().unwrap_or("").trim();
+            if !last.eq_ignore_ascii_case("chunked") {
+                return Err(ReadFail::Reply(501, "Unsupported Transfer-Encoding"));
+            }
+            head.chunked = true;
+        } else if name.eq_ignore_ascii_case("connection") {
+            for token in value.split(',') {
+                let token = token.trim();
+                if token.eq_ignore_ascii_case("close") {
+                    head.keep_alive = false;
+                } else if token.eq_ignore_ascii_case("keep-alive") && !http11 {
+                    head.keep_alive = true;
+                }
+            }
+        } else if name.eq_ignore_ascii_case("expect") {
+            if !value.eq_ignore_ascii_case("100-continue") {
+                return Err(ReadFail::Reply(417, "Expectation failed"));
+            }
+            head.expect_continue = http11;
+        }
+    }
+    if transfer_encoding && head.content_length.is_some() {
+        // Ambiguous framing (request smuggling risk): refuse.
+        return Err(ReadFail::Reply(
+            400,
+            "Both Transfer-Encoding and Content-Length",
+        ));
+    }
+    Ok(head)
+}
+
+fn read_body(
+    reader: &mut impl BufRead,
+    writer: &mut TcpStream,
+    head: &Head,
+) -> std::result::Result<Vec<u8>, ReadFail> {
+    let too_large = ReadFail::Reply(413, "metadata too large");
+    if !head.chunked && head.content_length.unwrap_or(0) == 0 {
+        return Ok(Vec::new());
+    }
+    if head.content_length.is_some_and(|n| n > MAX_BODY_BYTES) {
+        return Err(too_large);
+    }
+    if head.expect_continue {
+        writer.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")?;
+    }
+    if let Some(n) = head.content_length {
+        let mut body = vec![0u8; n];
+        reader.read_exact(&mut body)?;
+        return Ok(body);
+    }
+    // Chunked.
+    let mut body = Vec::new();
+    let mut line = Vec::new();
+    loop {
+        let mut budget = 1024;
+        read_line(reader, &mut line, &mut budget)?;
+        let text = std::str::from_utf8(&line).map_err(|_| ReadFail::Reply(400, "Bad chunk"))?;
+        let size = text.split(';').next().unwrap_or("").trim();
+        if size.is_empty() || size.len() > 16 {
+            return Err(ReadFail::Reply(400, "Bad chunk size"));
+        }
+        let size =
+            usize::from_str_radix(size, 16).map_err(|_| ReadFail::Reply(400, "Bad chunk size"))?;
+        if size == 0 {
+            break;
+        }
+        if size > MAX_BODY_BYTES - body.len() {
+            return Err(too_large);
+        }
+        let start = body.len();
+        body.resize(start + size, 0);
+        reader.read_exact(&mut body[start..])?;
+        let mut budget = 2;
+        read_line(reader, &mut line, &mut budget)?;
+        if !line.is_empty() {
+            return Err(ReadFail::Reply(400, "Bad chunk terminator"));
+        }
+    }
+    // Trailers, up to the empty line.
+    let mut budget = MAX_HEAD_BYTES;
+    loop {
+        read_line(reader, &mut line, &mut budget)?;
+        if line.is_empty() {
+            return Ok(body);
+        }
+    }
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        413 => "Payload Too Large",
+        417 => "Expectation Failed",
+        431 => "Request Header Fields Too Large",
+        501 => "Not Implemented",
+        503 => "Service Unavailable",
+        505 => "HTTP Version Not Supported",
+        _ => "Unknown",
+    }
+}
+
+fn write_reply(
+    w: &mut impl Write,
+    reply: &HttpReply,
+    keep_alive: bool,
+    head_only: bool,
+) -> io::Result<()> {
+    let mut out = format!(
+        "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: {}\r\n",
+        reply.status,
+        reason(reply.status),
+        reply.content_type,
+        reply.body.len(),
+        if keep_alive { "keep-alive" } else { "close" },
+    )
+    .into_bytes();
+    if reply.status == 405 {
+        out.extend_from_slice(b"Allow: GET, PUT, DELETE\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    if !head_only {
+        out.extend_from_slice(&reply.body);
+    }
+    w.write_all(&out)?;
+    w.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_heads() {
+        let raw = b"\r\nPUT /metadata?key=a HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\
+                    Expect: 100-continue\r\n\r\nabc";
+        let mut r = &raw[..];
+        let h = read_head(&mut r).ok().unwrap();
+        assert_eq!(h.method, "PUT");
+        assert_eq!(h.target, "/metadata?key=a");
+        assert_eq!(h.content_length, Some(3));
+        assert!(h.keep_alive && h.expect_continue && !h.chunked);
+        assert_eq!(r, b"abc");
+
+        let raw = b"GET / HTTP/1.0\r\nContent-Length: 99999999999999999999999999\r\n\r\n";
+        let h = read_head(&mut &raw[..]).ok().unwrap();
+        assert_eq!(h.content_length, Some(usize::MAX));
+        assert!(!h.keep_alive);
+
+        let status = |raw: &[u8]| match read_head(&mut &raw[..]) {
+            Err(ReadFail::Reply(s, _)) => s,
+            Err(ReadFail::Closed) => 0,
+            Ok(_) => 200,
+        };
+        assert_eq!(status(b"GET / HTTP/2.0\r\n\r\n"), 505);
+        assert_eq!(status(b"GET /\r\n\r\n"), 400);
+        assert_eq!(status(b"GET / HTTP/1.1\r\nContent-Length: -1\r\n\r\n"), 400);
+        assert_eq!(
+            status(b"GET / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"),
+            400
+        );
+        assert_eq!(
+            status(b"GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n"),
+            400
+        );
+        assert_eq!(
+            status(b"GET / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n"),
+            501
+        );
+        assert_eq!(status(b"GET / HTTP/1.1\r\nExpect: x\r\n\r\n"), 417);
+        assert_eq!(status(b"GET / HTTP/1.1\r\nHost x\r\n\r\n"), 400);
+        assert_eq!(status(b"GET / HTTP/1.1\r\nHost: x\r\n"), 0);
+        let mut big = b"GET / HTTP/1.1\r\nX: ".to_vec();
+        big.resize(MAX_HEAD_BYTES + 10, b'a');
+        big.extend_from_slice(b"\r\n\r\n");
+        assert_eq!(status(&big), 431);
+    }
+}
