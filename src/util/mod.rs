@@ -1,6 +1,7 @@
 //! Small helpers shared by several layers: host/port parsing, naming, and a blocking
 //! HTTP server.
 
+pub mod flags;
 pub mod http_server;
 
 /// Splits `host:port` the way upstream does (spec §1.5): `[v6]:port`, a bare IPv6

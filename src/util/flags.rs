@@ -1,0 +1,151 @@
+//! gflags-style command-line parsing for the binaries: `-name`, `--name`, `=value` or a
+//! separate value, `--name`/`--noname` for booleans, `--flagfile`-free.
+
+use std::collections::HashMap;
+
+/// Whether a flag takes a value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlagKind {
+    /// `--name`, `--noname`, `--name=true|false|1|0|yes|no`.
+    Bool,
+    /// `--name=value` or `--name value`.
+    Value,
+}
+
+/// Parsed flags: the last occurrence of each name wins; booleans are `"true"`/`"false"`.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Flags {
+    values: HashMap<String, String>,
+    /// Names that were given but are not in the spec (upstream flags we do not implement).
+    pub unknown: Vec<String>,
+    /// Arguments that are not flags.
+    pub positional: Vec<String>,
+}
+
+impl Flags {
+    /// Parses `args` (without the program name) against `spec`; `kind_of` says how each
+    /// known flag is parsed, `None` for unknown flags (kept in [`Flags::unknown`]).
+    pub fn parse(
+        args: impl IntoIterator<Item = String>,
+        kind_of: impl Fn(&str) -> Option<FlagKind>,
+    ) -> Result<Flags, String> {
+        let mut flags = Flags::default();
+        let mut args = args.into_iter().peekable();
+        while let Some(arg) = args.next() {
+            let Some(body) = arg.strip_prefix("--").or_else(|| arg.strip_prefix('-')) else {
+                flags.positional.push(arg);
+                continue;
+            };
+            if body.is_empty() {
+                flags.positional.extend(args.by_ref());
+                break;
+            }
+            let (name, inline) = match body.split_once('=') {
+                Some((n, v)) => (n.to_string(), Some(v.to_string())),
+                None => (body.to_string(), None),
+            };
+            match (kind_of(&name), inline) {
+                (Some(FlagKind::Bool), Some(v)) => {
+                    flags
+                        .values
+                        .insert(name.clone(), parse_bool(&name, &v)?.to_string());
+                }
+                (Some(FlagKind::Bool), None) => {
+                    flags.values.insert(name, "true".into());
+                }
+                (Some(FlagKind::Value), Some(v)) => {
+                    flags.values.insert(name, v);
+                }
+                (Some(FlagKind::Value), None) => {
+                    let v = args
+                        .next()
+                        .ok_or_else(|| format!("flag --{name} needs a value"))?;
+                    flags.values.insert(name, v);
+                }
+                (None, inline) => match name.strip_prefix("no") {
+                    Some(base) if inline.is_none() && kind_of(base) == Some(FlagKind::Bool) => {
+                        flags.values.insert(base.to_string(), "false".into());
+                    }
+                    _ => {
+                        // An unknown flag may carry a separate value: swallow it when the
+                        // next argument is not a flag, so it is not taken as positional.
+                        if inline.is_none() && args.peek().is_some_and(|a| !a.starts_with('-')) {
+                            args.next();
+                        }
+                        flags.unknown.push(name);
+                    }
+                },
+            }
+        }
+        Ok(flags)
+    }
+
+    /// The value of a flag, if given.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.values.get(name).map(String::as_str)
+    }
+
+    /// Every given (name, value) pair.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.values.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+}
+
+/// Parses a gflags boolean value.
+pub fn parse_bool(name: &str, v: &str) -> Result<bool, String> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "y" | "t" => Ok(true),
+        "false" | "0" | "no" | "n" | "f" => Ok(false),
+        _ => Err(format!("flag --{name}: '{v}' is not a boolean")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind(name: &str) -> Option<FlagKind> {
+        match name {
+            "port" | "rpc_address" => Some(FlagKind::Value),
+            "enable_x" => Some(FlagKind::Bool),
+            _ => None,
+        }
+    }
+
+    fn parse(args: &[&str]) -> Result<Flags, String> {
+        Flags::parse(args.iter().map(|s| s.to_string()), kind)
+    }
+
+    #[test]
+    fn gflags_forms() {
+        let f = parse(&["-port=1", "--rpc_address", "h", "--enable_x"]).unwrap();
+        assert_eq!(f.get("port"), Some("1"));
+        assert_eq!(f.get("rpc_address"), Some("h"));
+        assert_eq!(f.get("enable_x"), Some("true"));
+        let f = parse(&["--noenable_x", "--port", "2", "--port=3"]).unwrap();
+        assert_eq!(f.get("enable_x"), Some("false"));
+        assert_eq!(f.get("port"), Some("3"));
+        let f = parse(&["--enable_x=false"]).unwrap();
+        assert_eq!(f.get("enable_x"), Some("false"));
+        assert!(parse(&["--enable_x=maybe"]).is_err());
+        assert!(parse(&["--port"]).is_err());
+    }
+
+    #[test]
+    fn unknown_flags_are_collected_with_their_values() {
+        let f = parse(&[
+            "--enable_ha",
+            "true",
+            "--cluster_id=x",
+            "pos",
+            "--",
+            "--port",
+        ])
+        .unwrap();
+        assert_eq!(
+            f.unknown,
+            vec!["enable_ha".to_string(), "cluster_id".into()]
+        );
+        assert_eq!(f.positional, vec!["pos".to_string(), "--port".into()]);
+    }
+}
