@@ -1,4 +1,20 @@
 //! Master protocols: the coro_rpc framing, the struct_pack codec, and the master's
 //! RPC surface as Rust types.
+//!
+//! * [`struct_pack`]: the codec (type literals, hashes, payloads).
+//! * [`coro_rpc`]: headers, function ids, the method table, frame I/O.
+//! * [`codec`]: encodings of the [`master_api`] types and every RPC's signature.
+//! * [`dispatch`]: the server side (decode, call a [`master_api::MasterApi`], encode).
+//! * [`rpc_client`]: [`rpc_client::MasterRpcClient`], a `MasterApi` over TCP.
 
+pub mod codec;
+pub mod coro_rpc;
+pub mod dispatch;
 pub mod master_api;
+pub mod rpc_client;
+pub mod struct_pack;
+
+#[cfg(test)]
+mod codec_tests;
+#[cfg(test)]
+mod struct_pack_tests;

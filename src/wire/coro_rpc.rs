@@ -1,0 +1,442 @@
+//! coro_rpc framing (yalantinglibs v0.5.7, spec store.md §3.2): the 20-byte request
+//! header, the 16-byte response header (both little-endian), function ids, the master's
+//! method table, transport-level error bodies, and blocking frame I/O.
+
+use super::struct_pack;
+use md5::{Digest, Md5};
+use std::io::{self, Read, Write};
+use std::sync::OnceLock;
+
+/// First byte of every header.
+pub const MAGIC: u8 = 21;
+/// The only protocol version.
+pub const VERSION: u8 = 0;
+/// `serialize_type` of struct_pack bodies.
+pub const SERIALIZE_STRUCT_PACK: u8 = 0;
+/// Request header length.
+pub const REQ_HEADER_LEN: usize = 20;
+/// Response header length.
+pub const RESP_HEADER_LEN: usize = 16;
+/// Default cap on a request body or attachment length; larger frames are refused.
+pub const MAX_FRAME: usize = 64 << 20;
+/// Cap on a response body the client accepts (replies such as `GetReplicaListByRegex`
+/// over a large store can be big; memory is only committed as bytes arrive).
+pub const MAX_RESPONSE: usize = 1 << 30;
+
+/// Response `err_code`: success.
+pub const ERR_OK: u8 = 0;
+/// Response `err_code` 4: the arguments did not decode ("invalid rpc arg").
+pub const ERR_INVALID_ARGUMENTS: u8 = 4;
+/// Response `err_code` 10: the handler failed ("rpc throw exception").
+pub const ERR_THROW_EXCEPTION: u8 = 10;
+/// Response `err_code` 11: unknown function id ("function not registered").
+pub const ERR_FUNCTION_NOT_REGISTERED: u8 = 11;
+/// Upstream's message for [`ERR_INVALID_ARGUMENTS`].
+pub const MSG_INVALID_ARGUMENTS: &str = "invalid rpc arg";
+/// Upstream's message for [`ERR_FUNCTION_NOT_REGISTERED`].
+pub const MSG_FUNCTION_NOT_REGISTERED: &str = "the rpc function not registered";
+
+/// Prefix of every master function name hashed into a function id.
+pub const SERVICE_PREFIX: &str = "mooncake::WrappedMasterService::";
+
+/// A coro_rpc request header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestHeader {
+    /// Always [`MAGIC`].
+    pub magic: u8,
+    /// Protocol version ([`VERSION`]).
+    pub version: u8,
+    /// Body serialization ([`SERIALIZE_STRUCT_PACK`]).
+    pub serialize_type: u8,
+    /// Message type (0).
+    pub msg_type: u8,
+    /// Caller-chosen sequence number, echoed in the response.
+    pub seq: u32,
+    /// The function id ([`function_id`]).
+    pub function_id: u32,
+    /// Body length.
+    pub body_len: u32,
+    /// Attachment length (follows the body).
+    pub attach_len: u32,
+}
+
+impl RequestHeader {
+    /// A request header for a struct_pack body.
+    pub fn new(seq: u32, function_id: u32, body_len: u32) -> RequestHeader {
+        RequestHeader {
+            magic: MAGIC,
+            version: VERSION,
+            serialize_type: SERIALIZE_STRUCT_PACK,
+            msg_type: 0,
+            seq,
+            function_id,
+            body_len,
+            attach_len: 0,
+        }
+    }
+
+    /// The 20 wire bytes.
+    pub fn to_bytes(&self) -> [u8; REQ_HEADER_LEN] {
+        let mut b = [0u8; REQ_HEADER_LEN];
+        b[..4].copy_from_slice(&[self.magic, self.version, self.serialize_type, self.msg_type]);
+        b[4..8].copy_from_slice(&self.seq.to_le_bytes());
+        b[8..12].copy_from_slice(&self.function_id.to_le_bytes());
+        b[12..16].copy_from_slice(&self.body_len.to_le_bytes());
+        b[16..20].copy_from_slice(&self.attach_len.to_le_bytes());
+        b
+    }
+
+    /// Parses 20 wire bytes; `None` for a bad magic, version or serialize type.
+    pub fn parse(b: &[u8; REQ_HEADER_LEN]) -> Option<RequestHeader> {
+        let h = RequestHeader {
+            magic: b[0],
+            version: b[1],
+            serialize_type: b[2],
+            msg_type: b[3],
+            seq: le32(&b[4..8]),
+            function_id: le32(&b[8..12]),
+            body_len: le32(&b[12..16]),
+            attach_len: le32(&b[16..20]),
+        };
+        (h.magic == MAGIC && h.version == VERSION && h.serialize_type == SERIALIZE_STRUCT_PACK)
+            .then_some(h)
+    }
+}
+
+/// A coro_rpc response header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResponseHeader {
+    /// Always [`MAGIC`].
+    pub magic: u8,
+    /// Protocol version.
+    pub version: u8,
+    /// Transport-level error ([`ERR_OK`] on success).
+    pub err_code: u8,
+    /// Message type (0).
+    pub msg_type: u8,
+    /// The request's sequence number.
+    pub seq: u32,
+    /// Body length.
+    pub body_len: u32,
+    /// Attachment length.
+    pub attach_len: u32,
+}
+
+impl ResponseHeader {
+    /// A response header.
+    pub fn new(seq: u32, err_code: u8, body_len: u32) -> ResponseHeader {
+        ResponseHeader {
+            magic: MAGIC,
+            version: VERSION,
+            err_code,
+            msg_type: 0,
+            seq,
+            body_len,
+            attach_len: 0,
+        }
+    }
+
+    /// The 16 wire bytes.
+    pub fn to_bytes(&self) -> [u8; RESP_HEADER_LEN] {
+        let mut b = [0u8; RESP_HEADER_LEN];
+        b[..4].copy_from_slice(&[self.magic, self.version, self.err_code, self.msg_type]);
+        b[4..8].copy_from_slice(&self.seq.to_le_bytes());
+        b[8..12].copy_from_slice(&self.body_len.to_le_bytes());
+        b[12..16].copy_from_slice(&self.attach_len.to_le_bytes());
+        b
+    }
+
+    /// Parses 16 wire bytes; `None` for a bad magic.
+    pub fn parse(b: &[u8; RESP_HEADER_LEN]) -> Option<ResponseHeader> {
+        let h = ResponseHeader {
+            magic: b[0],
+            version: b[1],
+            err_code: b[2],
+            msg_type: b[3],
+            seq: le32(&b[4..8]),
+            body_len: le32(&b[8..12]),
+            attach_len: le32(&b[12..16]),
+        };
+        (h.magic == MAGIC).then_some(h)
+    }
+}
+
+fn le32(b: &[u8]) -> u32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[..4]);
+    u32::from_le_bytes(a)
+}
+
+/// Function id of a fully qualified name: MD5's first four bytes, big-endian.
+pub fn function_id_of(qualified: &str) -> u32 {
+    let d = Md5::digest(qualified.as_bytes());
+    u32::from_be_bytes([d[0], d[1], d[2], d[3]])
+}
+
+/// Function id of a master method name (`"Ping"` → MD5 of
+/// `"mooncake::WrappedMasterService::Ping"`).
+pub fn function_id(method: &str) -> u32 {
+    function_id_of(&format!("{SERVICE_PREFIX}{method}"))
+}
+
+macro_rules! methods {
+    ($($m:ident),* $(,)?) => {
+        /// A master RPC served and called here (upstream's registered name).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Method {
+            $(
+                #[doc = concat!("`WrappedMasterService::", stringify!($m), "`.")]
+                $m,
+            )*
+        }
+
+        impl Method {
+            /// Every method.
+            pub const ALL: &'static [Method] = &[$(Method::$m),*];
+
+            /// Upstream's method name.
+            pub fn name(self) -> &'static str {
+                match self { $(Method::$m => stringify!($m)),* }
+            }
+        }
+    };
+}
+
+methods!(
+    ServiceReady,
+    GetStorageConfig,
+    GetFsdir,
+    MountSegment,
+    ReMountSegment,
+    UnmountSegment,
+    GracefulUnmountSegment,
+    Ping,
+    FetchTasks,
+    ExistKey,
+    BatchExistKey,
+    GetReplicaList,
+    BatchGetReplicaList,
+    GetReplicaListByRegex,
+    PutStart,
+    PutEnd,
+    PutRevoke,
+    BatchPutStart,
+    BatchPutEnd,
+    BatchPutRevoke,
+    UpsertStart,
+    UpsertEnd,
+    UpsertRevoke,
+    BatchUpsertStart,
+    BatchUpsertEnd,
+    BatchUpsertRevoke,
+    Remove,
+    RemoveByRegex,
+    RemoveAll,
+    BatchRemove,
+    BatchQueryIp,
+    BatchReplicaClear,
+);
+
+/// Function ids: by method (in [`Method::ALL`] order) and sorted by id.
+struct IdTable {
+    by_method: Vec<u32>,
+    sorted: Vec<(u32, Method)>,
+}
+
+fn id_table() -> &'static IdTable {
+    static TABLE: OnceLock<IdTable> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let by_method: Vec<u32> = Method::ALL.iter().map(|m| function_id(m.name())).collect();
+        let mut sorted: Vec<(u32, Method)> = by_method
+            .iter()
+            .copied()
+            .zip(Method::ALL.iter().copied())
+            .collect();
+        sorted.sort_by_key(|e| e.0);
+        IdTable { by_method, sorted }
+    })
+}
+
+impl Method {
+    /// The function id (computed once, cached).
+    pub fn id(self) -> u32 {
+        id_table().by_method[self as usize]
+    }
+
+    /// The method with this function id.
+    pub fn from_id(id: u32) -> Option<Method> {
+        let t = &id_table().sorted;
+        t.binary_search_by_key(&id, |e| e.0).ok().map(|i| t[i].1)
+    }
+
+    /// The method with this name.
+    pub fn from_name(name: &str) -> Option<Method> {
+        Method::ALL.iter().copied().find(|m| m.name() == name)
+    }
+}
+
+/// The body of a transport-level error response: the struct_pack string `msg`.
+pub fn error_body(msg: &str) -> Vec<u8> {
+    struct_pack::serialize(&msg.to_string())
+}
+
+/// The message of a transport-level error body (`err_code` 255 bodies carry a
+/// `(u16 code, string)` pair); a placeholder when it does not decode.
+pub fn error_message(body: &[u8]) -> String {
+    struct_pack::deserialize::<String>(body)
+        .or_else(|_| struct_pack::deserialize::<(u16, String)>(body).map(|p| p.1))
+        .unwrap_or_else(|_| String::from("<undecodable error body>"))
+}
+
+/// A whole request frame.
+pub fn encode_request(seq: u32, function_id: u32, body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(REQ_HEADER_LEN + body.len());
+    out.extend_from_slice(&RequestHeader::new(seq, function_id, body.len() as u32).to_bytes());
+    out.extend_from_slice(body);
+    out
+}
+
+/// A whole response frame.
+pub fn encode_response(seq: u32, err_code: u8, body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(RESP_HEADER_LEN + body.len());
+    out.extend_from_slice(&ResponseHeader::new(seq, err_code, body.len() as u32).to_bytes());
+    out.extend_from_slice(body);
+    out
+}
+
+fn invalid(msg: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, msg.to_string())
+}
+
+/// Fills `buf`; `Ok(false)` on a clean end of stream before the first byte.
+fn read_full_or_eof(r: &mut impl Read, buf: &mut [u8]) -> io::Result<bool> {
+    let mut got = 0;
+    while got < buf.len() {
+        match r.read(&mut buf[got..]) {
+            Ok(0) if got == 0 => return Ok(false),
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}
+
+/// Reads `len` bytes (`len <= max` already checked). Memory grows with the bytes that
+/// actually arrive, so a header announcing a large body costs nothing until it is sent.
+fn read_body(r: &mut impl Read, len: u32) -> io::Result<Vec<u8>> {
+    let mut body = Vec::with_capacity((len as usize).min(64 << 10));
+    r.take(u64::from(len)).read_to_end(&mut body)?;
+    if body.len() != len as usize {
+        return Err(io::ErrorKind::UnexpectedEof.into());
+    }
+    Ok(body)
+}
+
+/// Reads and discards an attachment of `len` bytes.
+fn skip(r: &mut impl Read, len: u32) -> io::Result<()> {
+    let n = io::copy(&mut r.take(u64::from(len)), &mut io::sink())?;
+    if n < u64::from(len) {
+        return Err(io::ErrorKind::UnexpectedEof.into());
+    }
+    Ok(())
+}
+
+/// Reads one request frame; `Ok(None)` on a clean end of stream. A bad header, or a
+/// body or attachment over `max_body`, is an `InvalidData` error. Attachments are
+/// read and dropped.
+pub fn read_request(
+    r: &mut impl Read,
+    max_body: usize,
+) -> io::Result<Option<(RequestHeader, Vec<u8>)>> {
+    let mut hb = [0u8; REQ_HEADER_LEN];
+    if !read_full_or_eof(r, &mut hb)? {
+        return Ok(None);
+    }
+    let h = RequestHeader::parse(&hb).ok_or_else(|| invalid("bad coro_rpc request header"))?;
+    if h.body_len as usize > max_body || h.attach_len as usize > max_body {
+        return Err(invalid("coro_rpc request frame too large"));
+    }
+    let body = read_body(r, h.body_len)?;
+    skip(r, h.attach_len)?;
+    Ok(Some((h, body)))
+}
+
+/// Reads one response frame; `Ok(None)` on a clean end of stream (same rules as
+/// [`read_request`]).
+pub fn read_response(
+    r: &mut impl Read,
+    max_body: usize,
+) -> io::Result<Option<(ResponseHeader, Vec<u8>)>> {
+    let mut hb = [0u8; RESP_HEADER_LEN];
+    if !read_full_or_eof(r, &mut hb)? {
+        return Ok(None);
+    }
+    let h = ResponseHeader::parse(&hb).ok_or_else(|| invalid("bad coro_rpc response header"))?;
+    if h.body_len as usize > max_body || h.attach_len as usize > max_body {
+        return Err(invalid("coro_rpc response frame too large"));
+    }
+    let body = read_body(r, h.body_len)?;
+    skip(r, h.attach_len)?;
+    Ok(Some((h, body)))
+}
+
+/// Writes one whole frame.
+pub fn write_frame(w: &mut impl Write, frame: &[u8]) -> io::Result<()> {
+    w.write_all(frame)?;
+    w.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_from_spec() {
+        assert_eq!(Method::Ping.id(), 0xd6c2dae5);
+        assert_eq!(Method::PutStart.id(), 0x65ea9ac1);
+        assert_eq!(Method::ServiceReady.id(), 0x7b81bb56);
+        assert_eq!(Method::from_id(0xd6c2dae5), Some(Method::Ping));
+        assert_eq!(Method::from_id(0), None);
+        for &m in Method::ALL {
+            assert_eq!(Method::from_id(m.id()), Some(m));
+            assert_eq!(Method::from_name(m.name()), Some(m));
+        }
+    }
+
+    #[test]
+    fn headers_roundtrip() {
+        let h = RequestHeader::new(7, 0xd6c2dae5, 28);
+        assert_eq!(RequestHeader::parse(&h.to_bytes()), Some(h));
+        assert_eq!(&h.to_bytes()[..4], &[21, 0, 0, 0]);
+        let r = ResponseHeader::new(7, 4, 10);
+        assert_eq!(ResponseHeader::parse(&r.to_bytes()), Some(r));
+        let mut bad = h.to_bytes();
+        bad[0] = 22;
+        assert_eq!(RequestHeader::parse(&bad), None);
+    }
+
+    #[test]
+    fn frames_io() {
+        let f = encode_request(3, 99, b"abc");
+        let mut cur = io::Cursor::new(f);
+        let (h, b) = read_request(&mut cur, 16).unwrap().unwrap();
+        assert_eq!((h.seq, h.function_id, b.as_slice()), (3, 99, &b"abc"[..]));
+        assert!(read_request(&mut cur, 16).unwrap().is_none());
+        let f = encode_request(3, 99, &[0u8; 17]);
+        assert!(read_request(&mut io::Cursor::new(f), 16).is_err());
+        let e = error_body(MSG_INVALID_ARGUMENTS);
+        assert_eq!(error_message(&e), MSG_INVALID_ARGUMENTS);
+        let f = encode_response(1, 11, &e);
+        let (h, b) = read_response(&mut io::Cursor::new(f), 1 << 10)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (h.err_code, error_message(&b).as_str()),
+            (11, MSG_INVALID_ARGUMENTS)
+        );
+        // A truncated header is an error, not a clean end.
+        assert!(read_response(&mut io::Cursor::new(vec![21u8, 0, 0]), 16).is_err());
+    }
+}

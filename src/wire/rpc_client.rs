@@ -1,0 +1,606 @@
+//! [`MasterRpcClient`]: the [`MasterApi`] over coro_rpc/TCP to a master (ours or
+//! upstream's).
+//!
+//! A small pool of persistent connections ("lanes"), each with a reader thread that
+//! matches responses to waiting callers by sequence number, so concurrent calls are
+//! pipelined. Every call has a deadline (`rpc_timeout`, like `MC_RPC_TIMEOUT_MS`):
+//! past it the call returns `RPC_TIMEOUT` (-901) and the lane is closed, as upstream's
+//! client does. Connect and I/O failures and undecodable or transport-error replies are
+//! `RPC_FAIL` (-900). A dead lane is reconnected by the next call that picks it.
+
+use super::codec::{self, rpc, Expected, Rpc};
+use super::coro_rpc;
+use super::master_api::*;
+use super::struct_pack;
+use crossbeam_channel::{bounded, RecvTimeoutError, Sender};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::io::{self, BufReader, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Connections per client unless told otherwise (upstream's client keeps two).
+pub const DEFAULT_POOL_SIZE: usize = 2;
+
+/// A reply: transport `err_code` and body.
+type Reply = (u8, Vec<u8>);
+
+/// State shared between a lane and its reader thread.
+struct Shared {
+    pending: Mutex<HashMap<u32, Sender<Reply>>>,
+    dead: AtomicBool,
+}
+
+impl Shared {
+    /// Marks the lane dead and fails every waiting caller (their senders drop).
+    fn kill(&self) {
+        let mut p = self.pending.lock();
+        self.dead.store(true, Ordering::SeqCst);
+        p.clear();
+    }
+}
+
+/// One persistent connection.
+struct Lane {
+    writer: Mutex<TcpStream>,
+    control: TcpStream,
+    shared: Arc<Shared>,
+    next_seq: AtomicU32,
+}
+
+impl Lane {
+    fn is_dead(&self) -> bool {
+        self.shared.dead.load(Ordering::SeqCst)
+    }
+
+    fn kill(&self) {
+        self.shared.kill();
+        let _ = self.control.shutdown(Shutdown::Both);
+    }
+}
+
+impl Drop for Lane {
+    fn drop(&mut self) {
+        // Unblocks the reader thread, which then exits.
+        let _ = self.control.shutdown(Shutdown::Both);
+    }
+}
+
+fn reader_loop(stream: TcpStream, shared: Arc<Shared>, max_frame: usize) {
+    let mut r = BufReader::with_capacity(64 << 10, stream);
+    loop {
+        match coro_rpc::read_response(&mut r, max_frame) {
+            Ok(Some((h, body))) => {
+                if let Some(tx) = shared.pending.lock().remove(&h.seq) {
+                    let _ = tx.try_send((h.err_code, body));
+                }
+            }
+            Ok(None) => break,
+            Err(e) => {
+                log::debug!("master rpc: connection lost: {e}");
+                break;
+            }
+        }
+    }
+    shared.kill();
+    let _ = r.get_ref().shutdown(Shutdown::Both);
+}
+
+/// Time left before `deadline` (`None`: no deadline); `Err` once it has passed.
+fn remaining(deadline: Option<Instant>) -> Result<Option<Duration>, ErrorCode> {
+    match deadline {
+        None => Ok(None),
+        Some(d) => {
+            let left = d.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                Err(ErrorCode::RPC_TIMEOUT)
+            } else {
+                Ok(Some(left))
+            }
+        }
+    }
+}
+
+/// A [`MasterApi`] that calls a master over coro_rpc.
+pub struct MasterRpcClient {
+    addr: String,
+    rpc_timeout: Duration,
+    connect_timeout: Duration,
+    max_frame: usize,
+    lanes: Vec<Mutex<Option<Arc<Lane>>>>,
+    next_lane: AtomicUsize,
+}
+
+impl std::fmt::Debug for MasterRpcClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MasterRpcClient")
+            .field("addr", &self.addr)
+            .field("rpc_timeout", &self.rpc_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MasterRpcClient {
+    /// Connects to the master at `addr` (`host:port`) with [`DEFAULT_POOL_SIZE`]
+    /// connections, and checks `ServiceReady` returns `"2.0.0"` (else
+    /// `INVALID_VERSION`, -300). `rpc_timeout` bounds every call (a `Duration` too large
+    /// to add to now means no deadline); `connect_timeout` bounds each connect.
+    pub fn connect(
+        addr: &str,
+        rpc_timeout: Duration,
+        connect_timeout: Duration,
+    ) -> MasterResult<MasterRpcClient> {
+        Self::connect_with_pool(addr, rpc_timeout, connect_timeout, DEFAULT_POOL_SIZE)
+    }
+
+    /// [`connect`](Self::connect) with `pool_size` connections (at least 1).
+    pub fn connect_with_pool(
+        addr: &str,
+        rpc_timeout: Duration,
+        connect_timeout: Duration,
+        pool_size: usize,
+    ) -> MasterResult<MasterRpcClient> {
+        let client = Self::new_unchecked(addr, rpc_timeout, connect_timeout, pool_size);
+        let version = client.service_ready()?;
+        if version != SERVICE_VERSION {
+            log::error!("master {addr} has version {version:?}, need {SERVICE_VERSION:?}");
+            return Err(ErrorCode::INVALID_VERSION);
+        }
+        Ok(client)
+    }
+
+    /// A client that has not talked to the master yet (connections open lazily; no
+    /// version check).
+    pub fn new_unchecked(
+        addr: &str,
+        rpc_timeout: Duration,
+        connect_timeout: Duration,
+        pool_size: usize,
+    ) -> MasterRpcClient {
+        MasterRpcClient {
+            addr: addr.to_string(),
+            rpc_timeout,
+            connect_timeout,
+            max_frame: coro_rpc::MAX_RESPONSE,
+            lanes: (0..pool_size.max(1)).map(|_| Mutex::new(None)).collect(),
+            next_lane: AtomicUsize::new(0),
+        }
+    }
+
+    /// The master's address.
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// Closes every connection (the next call reconnects).
+    pub fn disconnect(&self) {
+        for slot in &self.lanes {
+            if let Some(lane) = slot.lock().take() {
+                lane.kill();
+            }
+        }
+    }
+
+    fn open(&self, deadline: Option<Instant>) -> Result<Arc<Lane>, ErrorCode> {
+        let addrs: Vec<SocketAddr> = match self.addr.to_socket_addrs() {
+            Ok(a) => a.collect(),
+            Err(e) => {
+                log::warn!("master rpc: cannot resolve {}: {e}", self.addr);
+                return Err(ErrorCode::RPC_FAIL);
+            }
+        };
+        let mut last = None;
+        for a in addrs {
+            let left = remaining(deadline)?;
+            let limited = left.is_some_and(|l| l < self.connect_timeout);
+            let t = left.map_or(self.connect_timeout, |l| l.min(self.connect_timeout));
+            match TcpStream::connect_timeout(&a, t.max(Duration::from_millis(1))) {
+                Ok(s) => return self.start_lane(s),
+                Err(e) => {
+                    let timed_out = matches!(
+                        e.kind(),
+                        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
+                    );
+                    last = Some(if limited && timed_out {
+                        ErrorCode::RPC_TIMEOUT
+                    } else {
+                        ErrorCode::RPC_FAIL
+                    });
+                    log::debug!("master rpc: connect {a}: {e}");
+                }
+            }
+        }
+        Err(last.unwrap_or(ErrorCode::RPC_FAIL))
+    }
+
+    fn start_lane(&self, s: TcpStream) -> Result<Arc<Lane>, ErrorCode> {
+        let _ = s.set_nodelay(true);
+        let (control, read) = match (s.try_clone(), s.try_clone()) {
+            (Ok(c), Ok(r)) => (c, r),
+            _ => return Err(ErrorCode::RPC_FAIL),
+        };
+        let shared = Arc::new(Shared {
+            pending: Mutex::new(HashMap::new()),
+            dead: AtomicBool::new(false),
+        });
+        let (sh, max) = (shared.clone(), self.max_frame);
+        thread::Builder::new()
+            .name("mc-master-rpc".into())
+            .spawn(move || reader_loop(read, sh, max))
+            .map_err(|_| ErrorCode::RPC_FAIL)?;
+        Ok(Arc::new(Lane {
+            writer: Mutex::new(s),
+            control,
+            shared,
+            next_seq: AtomicU32::new(0),
+        }))
+    }
+
+    /// A live lane and whether it was just opened.
+    fn lane(&self, deadline: Option<Instant>) -> Result<(Arc<Lane>, bool), ErrorCode> {
+        let i = self.next_lane.fetch_add(1, Ordering::Relaxed) % self.lanes.len();
+        let mut slot = match deadline {
+            None => self.lanes[i].lock(),
+            Some(d) => self.lanes[i]
+                .try_lock_until(d)
+                .ok_or(ErrorCode::RPC_TIMEOUT)?,
+        };
+        if let Some(l) = slot.as_ref().filter(|l| !l.is_dead()) {
+            return Ok((l.clone(), false));
+        }
+        let lane = self.open(deadline)?;
+        *slot = Some(lane.clone());
+        Ok((lane, true))
+    }
+
+    /// Sends one request and waits for its reply.
+    fn call(&self, function_id: u32, body: &[u8]) -> Result<Reply, ErrorCode> {
+        let deadline = Instant::now().checked_add(self.rpc_timeout);
+        let mut retried = false;
+        loop {
+            let (lane, fresh) = self.lane(deadline)?;
+            let seq = lane.next_seq.fetch_add(1, Ordering::Relaxed);
+            let (tx, rx) = bounded(1);
+            {
+                let mut p = lane.shared.pending.lock();
+                if lane.is_dead() {
+                    drop(p);
+                    if fresh || retried {
+                        return Err(ErrorCode::RPC_FAIL);
+                    }
+                    retried = true;
+                    continue;
+                }
+                p.insert(seq, tx);
+            }
+            if let Err(e) = self.send(&lane, seq, function_id, body, deadline) {
+                lane.kill();
+                // A reused connection may have died idle (master restarted): the request
+                // never left, so one retry on a fresh connection is safe.
+                if e == ErrorCode::RPC_FAIL && !fresh && !retried {
+                    retried = true;
+                    continue;
+                }
+                return Err(e);
+            }
+            let got = match deadline {
+                None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+                Some(d) => rx.recv_deadline(d),
+            };
+            return match got {
+                Ok(reply) => Ok(reply),
+                Err(RecvTimeoutError::Timeout) => {
+                    log::warn!(
+                        "master rpc: call {function_id:#010x} to {} timed out",
+                        self.addr
+                    );
+                    lane.shared.pending.lock().remove(&seq);
+                    lane.kill();
+                    Err(ErrorCode::RPC_TIMEOUT)
+                }
+                Err(RecvTimeoutError::Disconnected) => Err(ErrorCode::RPC_FAIL),
+            };
+        }
+    }
+
+    fn send(
+        &self,
+        lane: &Lane,
+        seq: u32,
+        function_id: u32,
+        body: &[u8],
+        deadline: Option<Instant>,
+    ) -> Result<(), ErrorCode> {
+        let frame = coro_rpc::encode_request(seq, function_id, body);
+        let mut w = match deadline {
+            None => lane.writer.lock(),
+            Some(d) => lane
+                .writer
+                .try_lock_until(d)
+                .ok_or(ErrorCode::RPC_TIMEOUT)?,
+        };
+        let left = remaining(deadline)?;
+        if w.set_write_timeout(left).is_err() {
+            return Err(ErrorCode::RPC_FAIL);
+        }
+        w.write_all(&frame).map_err(|e| match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => ErrorCode::RPC_TIMEOUT,
+            _ => ErrorCode::RPC_FAIL,
+        })
+    }
+
+    /// Calls `R` and decodes its reply.
+    fn invoke<R: Rpc>(&self, args: &R::Args) -> Result<R::Ret, ErrorCode> {
+        let body = codec::encode_args(args);
+        let (err, reply) = self.call(R::METHOD.id(), &body)?;
+        if err != coro_rpc::ERR_OK {
+            log::warn!(
+                "master rpc: {} failed: err_code {err}: {}",
+                R::METHOD.name(),
+                coro_rpc::error_message(&reply)
+            );
+            return Err(ErrorCode::RPC_FAIL);
+        }
+        struct_pack::deserialize::<R::Ret>(&reply).map_err(|e| {
+            log::warn!("master rpc: {} reply: {e}", R::METHOD.name());
+            ErrorCode::RPC_FAIL
+        })
+    }
+
+    /// Calls an `expected<T>` RPC.
+    fn expect<R, T>(&self, args: &R::Args) -> MasterResult<T>
+    where
+        R: Rpc<Ret = Expected<T>>,
+    {
+        self.invoke::<R>(args)?
+    }
+
+    /// Calls a batch RPC; a reply with another count than `n` inputs is `RPC_FAIL`.
+    fn batch<R, T>(&self, n: usize, args: &R::Args) -> MasterResult<Vec<MasterResult<T>>>
+    where
+        R: Rpc<Ret = Vec<Expected<T>>>,
+    {
+        let v = self.invoke::<R>(args)?;
+        if v.len() != n {
+            log::warn!(
+                "master rpc: {} returned {} results for {n}",
+                R::METHOD.name(),
+                v.len()
+            );
+            return Err(ErrorCode::RPC_FAIL);
+        }
+        Ok(v)
+    }
+}
+
+impl Drop for MasterRpcClient {
+    fn drop(&mut self) {
+        self.disconnect();
+    }
+}
+
+fn s(v: &str) -> String {
+    v.to_string()
+}
+
+impl MasterApi for MasterRpcClient {
+    fn service_ready(&self) -> MasterResult<String> {
+        self.expect::<rpc::ServiceReady, _>(&())
+    }
+    fn get_storage_config(&self) -> MasterResult<StorageConfig> {
+        self.expect::<rpc::GetStorageConfig, _>(&())
+    }
+    fn get_fsdir(&self) -> MasterResult<String> {
+        self.expect::<rpc::GetFsdir, _>(&())
+    }
+    fn mount_segment(&self, segment: &Segment, client: Uuid) -> MasterResult<()> {
+        self.expect::<rpc::MountSegment, _>(&(segment.clone(), client))
+    }
+    fn remount_segment(&self, segments: &[Segment], client: Uuid) -> MasterResult<()> {
+        self.expect::<rpc::ReMountSegment, _>(&(segments.to_vec(), client))
+    }
+    fn unmount_segment(&self, segment_id: Uuid, client: Uuid) -> MasterResult<()> {
+        self.expect::<rpc::UnmountSegment, _>(&(segment_id, client))
+    }
+    fn graceful_unmount_segment(&self, id: Uuid, client: Uuid, grace: u64) -> MasterResult<()> {
+        self.expect::<rpc::GracefulUnmountSegment, _>(&(id, client, grace))
+    }
+    fn ping(&self, client: Uuid) -> MasterResult<PingResponse> {
+        self.expect::<rpc::Ping, _>(&(client,))
+    }
+    fn fetch_tasks(&self, client: Uuid, batch_size: u64) -> MasterResult<Vec<TaskAssignment>> {
+        self.expect::<rpc::FetchTasks, _>(&(client, batch_size))
+    }
+    fn exist_key(&self, key: &str, tenant: &str) -> MasterResult<bool> {
+        self.expect::<rpc::ExistKey, _>(&(s(key), s(tenant)))
+    }
+    fn batch_exist_key(
+        &self,
+        keys: &[String],
+        tenant: &str,
+    ) -> MasterResult<Vec<MasterResult<bool>>> {
+        self.batch::<rpc::BatchExistKey, _>(keys.len(), &(keys.to_vec(), s(tenant)))
+    }
+    fn get_replica_list(&self, key: &str, tenant: &str) -> MasterResult<GetReplicaListResponse> {
+        self.expect::<rpc::GetReplicaList, _>(&(s(key), s(tenant)))
+    }
+    fn batch_get_replica_list(
+        &self,
+        keys: &[String],
+        tenant: &str,
+    ) -> MasterResult<Vec<MasterResult<GetReplicaListResponse>>> {
+        self.batch::<rpc::BatchGetReplicaList, _>(keys.len(), &(keys.to_vec(), s(tenant)))
+    }
+    fn get_replica_list_by_regex(
+        &self,
+        regex: &str,
+        tenant: &str,
+    ) -> MasterResult<Vec<(String, Vec<ReplicaDescriptor>)>> {
+        self.expect::<rpc::GetReplicaListByRegex, _>(&(s(regex), s(tenant)))
+            .map(|m| m.0)
+    }
+    fn put_start(
+        &self,
+        client: Uuid,
+        key: &str,
+        len: u64,
+        config: &ReplicateConfig,
+        tenant: &str,
+    ) -> MasterResult<Vec<ReplicaDescriptor>> {
+        self.expect::<rpc::PutStart, _>(&(client, s(key), len, config.clone(), s(tenant)))
+    }
+    fn put_end(
+        &self,
+        client: Uuid,
+        meta: &ObjectMeta,
+        kind: ReplicaType,
+        tenant: &str,
+    ) -> MasterResult<()> {
+        self.expect::<rpc::PutEnd, _>(&(client, meta.clone(), kind, s(tenant)))
+    }
+    fn put_revoke(
+        &self,
+        client: Uuid,
+        key: &str,
+        kind: ReplicaType,
+        tenant: &str,
+    ) -> MasterResult<()> {
+        self.expect::<rpc::PutRevoke, _>(&(client, s(key), kind, s(tenant)))
+    }
+    fn batch_put_start(
+        &self,
+        client: Uuid,
+        keys: &[String],
+        lens: &[u64],
+        config: &ReplicateConfig,
+        tenant: &str,
+    ) -> MasterResult<Vec<MasterResult<Vec<ReplicaDescriptor>>>> {
+        let args = (
+            client,
+            keys.to_vec(),
+            lens.to_vec(),
+            config.clone(),
+            s(tenant),
+        );
+        self.batch::<rpc::BatchPutStart, _>(keys.len(), &args)
+    }
+    fn batch_put_end(
+        &self,
+        client: Uuid,
+        metas: &[ObjectMeta],
+        kind: ReplicaType,
+        tenant: &str,
+    ) -> MasterResult<Vec<MasterResult<()>>> {
+        let args = (client, metas.to_vec(), kind, s(tenant));
+        self.batch::<rpc::BatchPutEnd, _>(metas.len(), &args)
+    }
+    fn batch_put_revoke(
+        &self,
+        client: Uuid,
+        keys: &[String],
+        kind: ReplicaType,
+        tenant: &str,
+    ) -> MasterResult<Vec<MasterResult<()>>> {
+        let args = (client, keys.to_vec(), kind, s(tenant));
+        self.batch::<rpc::BatchPutRevoke, _>(keys.len(), &args)
+    }
+    fn upsert_start(
+        &self,
+        client: Uuid,
+        key: &str,
+        len: u64,
+        config: &ReplicateConfig,
+        tenant: &str,
+    ) -> MasterResult<Vec<ReplicaDescriptor>> {
+        self.expect::<rpc::UpsertStart, _>(&(client, s(key), len, config.clone(), s(tenant)))
+    }
+    fn upsert_end(
+        &self,
+        client: Uuid,
+        meta: &ObjectMeta,
+        kind: ReplicaType,
+        tenant: &str,
+    ) -> MasterResult<()> {
+        self.expect::<rpc::UpsertEnd, _>(&(client, meta.clone(), kind, s(tenant)))
+    }
+    fn upsert_revoke(
+        &self,
+        client: Uuid,
+        key: &str,
+        kind: ReplicaType,
+        tenant: &str,
+    ) -> MasterResult<()> {
+        self.expect::<rpc::UpsertRevoke, _>(&(client, s(key), kind, s(tenant)))
+    }
+    fn batch_upsert_start(
+        &self,
+        client: Uuid,
+        keys: &[String],
+        lens: &[u64],
+        config: &ReplicateConfig,
+        tenant: &str,
+    ) -> MasterResult<Vec<MasterResult<Vec<ReplicaDescriptor>>>> {
+        let args = (
+            client,
+            keys.to_vec(),
+            lens.to_vec(),
+            config.clone(),
+            s(tenant),
+        );
+        self.batch::<rpc::BatchUpsertStart, _>(keys.len(), &args)
+    }
+    /// Upstream's `BatchUpsertEnd` takes no replica type: `_kind` is not sent.
+    fn batch_upsert_end(
+        &self,
+        client: Uuid,
+        metas: &[ObjectMeta],
+        _kind: ReplicaType,
+        tenant: &str,
+    ) -> MasterResult<Vec<MasterResult<()>>> {
+        self.batch::<rpc::BatchUpsertEnd, _>(metas.len(), &(client, metas.to_vec(), s(tenant)))
+    }
+    /// Upstream's `BatchUpsertRevoke` takes no replica type: `_kind` is not sent.
+    fn batch_upsert_revoke(
+        &self,
+        client: Uuid,
+        keys: &[String],
+        _kind: ReplicaType,
+        tenant: &str,
+    ) -> MasterResult<Vec<MasterResult<()>>> {
+        self.batch::<rpc::BatchUpsertRevoke, _>(keys.len(), &(client, keys.to_vec(), s(tenant)))
+    }
+    fn remove(&self, key: &str, force: bool, tenant: &str) -> MasterResult<()> {
+        self.expect::<rpc::Remove, _>(&(s(key), force, s(tenant)))
+    }
+    fn remove_by_regex(&self, regex: &str, force: bool, tenant: &str) -> MasterResult<i64> {
+        self.expect::<rpc::RemoveByRegex, _>(&(s(regex), force, s(tenant)))
+    }
+    /// A bare `long` on the wire: a negative count (an error code from the master) is
+    /// returned as `Ok`, as upstream's client does.
+    fn remove_all(&self, force: bool, tenant: &str) -> MasterResult<i64> {
+        self.invoke::<rpc::RemoveAll>(&(force, s(tenant)))
+    }
+    fn batch_remove(
+        &self,
+        keys: &[String],
+        force: bool,
+        tenant: &str,
+    ) -> MasterResult<Vec<MasterResult<()>>> {
+        self.batch::<rpc::BatchRemove, _>(keys.len(), &(keys.to_vec(), force, s(tenant)))
+    }
+    fn batch_query_ip(&self, clients: &[Uuid]) -> MasterResult<Vec<(Uuid, Vec<String>)>> {
+        self.expect::<rpc::BatchQueryIp, _>(&(clients.to_vec(),))
+            .map(|m| m.0)
+    }
+    fn batch_replica_clear(
+        &self,
+        keys: &[String],
+        client: Uuid,
+        segment_name: &str,
+    ) -> MasterResult<Vec<String>> {
+        self.expect::<rpc::BatchReplicaClear, _>(&(keys.to_vec(), client, s(segment_name)))
+    }
+}
