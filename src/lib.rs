@@ -7,7 +7,9 @@
 pub mod config;
 pub mod error;
 pub mod ffi;
+pub mod master;
 pub mod metadata;
+pub mod store;
 pub mod te;
 pub mod util;
 pub mod wire;

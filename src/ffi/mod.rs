@@ -19,6 +19,7 @@ pub(crate) mod boundary;
 pub mod ext;
 mod handles;
 mod shutdown;
+pub mod store;
 pub mod te_types;
 pub mod transfer;
 pub mod transfer_engine;

@@ -3,6 +3,8 @@
 
 pub mod flags;
 pub mod http_server;
+pub mod logger;
+pub mod signals;
 
 /// Splits `host:port` the way upstream does (spec §1.5): `[v6]:port`, a bare IPv6
 /// address (no port), or a split at the last `:`. A missing or invalid port yields

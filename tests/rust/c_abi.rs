@@ -244,6 +244,44 @@ fn cxx_translation_unit() {
     compile_and_run("cxx_compile.cpp");
 }
 
+#[path = "store_support/tcp_master.rs"]
+mod tcp_master;
+
+/// `store_c.h`: first without a master (every NULL/invalid path, setup failures that
+/// must return promptly), then end to end, with two stores in the C program putting
+/// and getting through an in-process master served over coro_rpc on loopback
+/// (`MOONCAKE_TEST_MASTER`, unless already set to an external master).
+#[test]
+fn store_api_error_paths_and_master() {
+    let exe = compile("store_api.c");
+    let fast_fail = [
+        ("MC_RPC_TIMEOUT_MS", "3000".to_string()),
+        ("MC_RPC_CONNECT_TIMEOUT_MS", "3000".to_string()),
+        ("MC_STORE_CLIENT_SETUP_RETRIES", "3".to_string()),
+    ];
+    let (code, text) = run(&exe, &fast_fail);
+    assert_eq!(
+        code,
+        Some(0),
+        "store_api.c without a master failed (exit {code:?})\n{text}"
+    );
+    println!("store_api.c (no master):\n{text}");
+    let master = std::env::var("MOONCAKE_TEST_MASTER").unwrap_or_else(|_| {
+        tcp_master::serve(mooncake::master::MasterService::new(
+            mooncake::master::MasterConfig::default(),
+        ))
+    });
+    let (code, text) = run(&exe, &[("MOONCAKE_TEST_MASTER", master)]);
+    let _ = std::fs::remove_file(&exe);
+    assert_eq!(
+        code,
+        Some(0),
+        "store_api.c with a master failed (exit {code:?})\n{text}"
+    );
+    assert!(!text.contains("skipping"), "{text}");
+    println!("store_api.c (master):\n{text}");
+}
+
 #[test]
 fn graceful_shutdown_destroys_engines_and_exits() {
     let server = HttpMetadataServer::start("127.0.0.1:0".parse().unwrap()).expect("server");
@@ -326,6 +364,34 @@ fn exports_upstream_symbols() {
         assert!(
             !s.starts_with("_ZN") && !s.starts_with("_R"),
             "Rust symbol exported: {s}"
+        );
+    }
+    const STORE: [&str; 19] = [
+        "mooncake_store_create",
+        "mooncake_store_destroy",
+        "mooncake_store_setup",
+        "mooncake_store_init_all",
+        "mooncake_store_health_check",
+        "mooncake_store_put",
+        "mooncake_store_put_from",
+        "mooncake_store_batch_put_from",
+        "mooncake_store_get_into",
+        "mooncake_store_batch_get_into",
+        "mooncake_store_is_exist",
+        "mooncake_store_batch_is_exist",
+        "mooncake_store_get_size",
+        "mooncake_store_get_hostname",
+        "mooncake_store_remove",
+        "mooncake_store_remove_by_regex",
+        "mooncake_store_remove_all",
+        "mooncake_store_register_buffer",
+        "mooncake_store_unregister_buffer",
+    ];
+    for f in STORE {
+        assert!(
+            symbols.contains(&f),
+            "{f} is not exported by {}",
+            lib.display()
         );
     }
     for ext in ["mooncake_last_error_message", "mooncake_version"] {

@@ -1,6 +1,6 @@
 //! The committed C headers must equal what cbindgen generates from `src/ffi`.
 //!
-//! `cargo test --test header` regenerates both headers in memory and fails when a
+//! `cargo test --test header` regenerates every header in memory and fails when a
 //! committed copy differs; `MOONCAKE_BLESS=1 cargo test --test header` rewrites them.
 
 use std::path::{Path, PathBuf};
@@ -53,6 +53,26 @@ fn ext_header() -> String {
     generate(config, &["src/ffi/ext.rs"])
 }
 
+/// `include/mooncake/store_c.h`: upstream's Mooncake Store C API.
+fn store_header() -> String {
+    let mut config = base_config();
+    config.header = Some(
+        "/* Mooncake Store C API (mooncake-rs), compatible with upstream's\n \
+         * mooncake-store/include/store_c.h.\n \
+         * SPDX-License-Identifier: Apache-2.0\n \
+         *\n \
+         * All memory pointed to by \"char *\" arguments is copied during the call; the caller\n \
+         * may free it as soon as the function returns. Unlike upstream, creating a store\n \
+         * never blocks or handles signals in the host process. */"
+            .into(),
+    );
+    config.include_guard = Some("MOONCAKE_STORE_C_H".into());
+    config.after_includes = None;
+    config.export.exclude.clear();
+    config.export.include.clear();
+    generate(config, &["src/ffi/store.rs"])
+}
+
 fn check(relative: &str, generated: &str) -> Result<(), String> {
     let path: &Path = &root().join(relative);
     if std::env::var_os("MOONCAKE_BLESS").is_some() {
@@ -92,6 +112,13 @@ fn transfer_engine_header_is_up_to_date() {
 #[test]
 fn ext_header_is_up_to_date() {
     if let Err(e) = check("include/mooncake/mooncake_ext.h", &ext_header()) {
+        panic!("{e}");
+    }
+}
+
+#[test]
+fn store_header_is_up_to_date() {
+    if let Err(e) = check("include/mooncake/store_c.h", &store_header()) {
         panic!("{e}");
     }
 }
@@ -170,5 +197,48 @@ fn declares_upstream_signatures() {
     assert_eq!(
         functions, 27,
         "exactly upstream's 27 functions are declared"
+    );
+}
+
+/// Every one of upstream's 19 store functions is declared with upstream's C spelling,
+/// and the handle and config types are upstream's.
+#[test]
+fn declares_upstream_store_signatures() {
+    let h = normalized(&store_header());
+    let expected = [
+        "#ifndef MOONCAKE_STORE_C_H",
+        "#define MOONCAKE_STORE_C_H",
+        "#include <stddef.h>",
+        "#include <stdint.h>",
+        "extern \"C\" {",
+        "typedef void *mooncake_store_t;",
+        "struct mooncake_replicate_config { size_t replica_num; int with_soft_pin; int with_hard_pin; const char **preferred_segments; size_t preferred_segments_count; };",
+        "typedef struct mooncake_replicate_config mooncake_replicate_config_t;",
+        "mooncake_store_t mooncake_store_create(void);",
+        "void mooncake_store_destroy(mooncake_store_t store);",
+        "int mooncake_store_setup(mooncake_store_t store, const char *local_hostname, const char *metadata_server, uint64_t global_segment_size, uint64_t local_buffer_size, const char *protocol, const char *device_name, const char *master_server_addr);",
+        "int mooncake_store_init_all(mooncake_store_t store, const char *protocol, const char *device_name, uint64_t mount_segment_size);",
+        "int mooncake_store_health_check(mooncake_store_t store);",
+        "int mooncake_store_put(mooncake_store_t store, const char *key, const void *value, size_t size, const mooncake_replicate_config_t *config);",
+        "int mooncake_store_put_from(mooncake_store_t store, const char *key, void *buffer, size_t size, const mooncake_replicate_config_t *config);",
+        "int mooncake_store_batch_put_from(mooncake_store_t store, const char **keys, void **buffers, const size_t *sizes, size_t count, const mooncake_replicate_config_t *config, int *results_out);",
+        "int64_t mooncake_store_get_into(mooncake_store_t store, const char *key, void *buffer, size_t size);",
+        "int mooncake_store_batch_get_into(mooncake_store_t store, const char **keys, void **buffers, const size_t *sizes, size_t count, int64_t *results_out);",
+        "int mooncake_store_is_exist(mooncake_store_t store, const char *key);",
+        "int mooncake_store_batch_is_exist(mooncake_store_t store, const char **keys, size_t count, int *results_out);",
+        "int64_t mooncake_store_get_size(mooncake_store_t store, const char *key);",
+        "int mooncake_store_get_hostname(mooncake_store_t store, char *buf_out, size_t buf_len);",
+        "int mooncake_store_remove(mooncake_store_t store, const char *key, int force);",
+        "int64_t mooncake_store_remove_by_regex(mooncake_store_t store, const char *pattern, int force);",
+        "int64_t mooncake_store_remove_all(mooncake_store_t store, int force);",
+        "int mooncake_store_register_buffer(mooncake_store_t store, void *buffer, size_t size);",
+        "int mooncake_store_unregister_buffer(mooncake_store_t store, void *buffer);",
+    ];
+    let missing: Vec<_> = expected.iter().filter(|e| !h.contains(**e)).collect();
+    assert!(missing.is_empty(), "store_c.h lacks: {missing:#?}\n{h}");
+    assert_eq!(
+        h.matches(");").count(),
+        19,
+        "exactly upstream's 19 functions"
     );
 }

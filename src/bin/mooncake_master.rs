@@ -1,0 +1,283 @@
+//! `mooncake_master`: the Mooncake Store master (metadata and allocation service) with
+//! upstream's flags, the coro_rpc service, the admin/metrics HTTP service and,
+//! optionally, the embedded HTTP metadata server.
+
+use mooncake::master::admin::AdminHandler;
+use mooncake::master::config::{MasterConfig, MASTER_CONFIG_FLAGS};
+use mooncake::master::rpc_server::RpcServer;
+use mooncake::master::MasterService;
+use mooncake::metadata::http_server::HttpMetadataServer;
+use mooncake::util::flags::{parse_bool, FlagKind, Flags};
+use mooncake::util::http_server::HttpServer;
+use mooncake::util::{logger, signals};
+use std::net::{IpAddr, SocketAddr};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+const USAGE: &str = "\
+usage: mooncake_master [flags]
+  --port=50051 (--rpc_port overrides when non-zero)  --rpc_address=0.0.0.0
+  --metrics_port=9003  --metrics_host=0.0.0.0
+  --enable_http_metadata_server=false  --http_metadata_server_port=8080
+  --http_metadata_server_host=0.0.0.0
+  --default_kv_lease_ttl=10000  --default_kv_soft_pin_ttl=1800000
+  --max_kv_soft_pin_ttl=86400000  --allow_evict_soft_pinned_objects=true
+  --eviction_ratio=0.05  --eviction_high_watermark_ratio=0.90  --client_ttl=10
+  --put_start_discard_timeout_sec=30  --put_start_release_timeout_sec=600
+  --allocation_strategy=random|free_ratio_first  --memory_allocator=offset|cachelib
+  --config_path=<json file with the same keys>
+Other upstream flags are accepted with a warning.";
+
+/// Flags this binary handles itself (beyond the cache-policy ones of MasterConfig).
+const SERVER_FLAGS: &[(&str, bool)] = &[
+    ("port", false),
+    ("rpc_port", false),
+    ("rpc_address", false),
+    ("metrics_port", false),
+    ("metrics_host", false),
+    ("enable_http_metadata_server", true),
+    ("http_metadata_server_port", false),
+    ("http_metadata_server_host", false),
+    ("config_path", false),
+    ("help", true),
+];
+
+/// Upstream flags accepted for compatibility that change nothing here.
+const IGNORED_BOOL_FLAGS: &[&str] = &[
+    "rpc_enable_tcp_no_delay",
+    "enable_metric_reporting",
+    "enable_metadata_cleanup_on_timeout",
+    "logtostderr",
+    "enable_ha",
+    "enable_oplog",
+    "enable_snapshot",
+    "enable_snapshot_restore",
+    "enable_disk_eviction",
+    "enable_offload",
+    "enable_cxl",
+    "enable_kv_events",
+];
+
+fn kind_of(name: &str) -> Option<FlagKind> {
+    let is_bool = SERVER_FLAGS
+        .iter()
+        .chain(MASTER_CONFIG_FLAGS)
+        .find(|(n, _)| *n == name)
+        .map(|(_, b)| *b)
+        .or_else(|| IGNORED_BOOL_FLAGS.contains(&name).then_some(true))?;
+    Some(if is_bool {
+        FlagKind::Bool
+    } else {
+        FlagKind::Value
+    })
+}
+
+/// Everything the binary needs, resolved from the config file and the command line.
+struct Settings {
+    rpc: SocketAddr,
+    metrics: SocketAddr,
+    metadata: Option<SocketAddr>,
+    master: MasterConfig,
+}
+
+fn socket(host: &str, port: &str, flag: &str) -> Result<SocketAddr, String> {
+    let ip: IpAddr = host
+        .parse()
+        .map_err(|_| format!("--{flag}: '{host}' is not an IP address"))?;
+    let port: u16 = port
+        .parse()
+        .map_err(|_| format!("port '{port}' is not valid"))?;
+    Ok(SocketAddr::new(ip, port))
+}
+
+/// Reads `--config_path` (a JSON object with flag names as keys) into (name, value) pairs.
+fn config_file(path: &str) -> Result<Vec<(String, String)>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("--config_path {path}: {e}"))?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("--config_path {path}: {e}"))?;
+    let obj = value
+        .as_object()
+        .ok_or_else(|| format!("--config_path {path}: not a JSON object"))?;
+    Ok(obj
+        .iter()
+        .map(|(k, v)| {
+            let v = match v {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            (k.clone(), v)
+        })
+        .collect())
+}
+
+fn settings(flags: &Flags) -> Result<Settings, String> {
+    let mut values: Vec<(String, String)> = match flags.get("config_path") {
+        Some(path) if !path.is_empty() => config_file(path)?,
+        _ => Vec::new(),
+    };
+    values.extend(flags.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    let mut master = MasterConfig::default();
+    let mut server = std::collections::HashMap::new();
+    for (name, value) in values {
+        if MASTER_CONFIG_FLAGS.iter().any(|(n, _)| *n == name) {
+            master.set(&name, &value)?;
+        } else if SERVER_FLAGS.iter().any(|(n, _)| *n == name) {
+            server.insert(name, value);
+        } else {
+            log::warn!("flag --{name} is not implemented by this master; ignored");
+        }
+    }
+    master.validate()?;
+    let get =
+        |name: &str, default: &str| server.get(name).cloned().unwrap_or_else(|| default.into());
+    let rpc_port = match get("rpc_port", "0").as_str() {
+        "0" => get("port", "50051"),
+        p => p.to_string(),
+    };
+    let enable_metadata = parse_bool(
+        "enable_http_metadata_server",
+        &get("enable_http_metadata_server", "false"),
+    )?;
+    Ok(Settings {
+        rpc: socket(&get("rpc_address", "0.0.0.0"), &rpc_port, "rpc_address")?,
+        metrics: socket(
+            &get("metrics_host", "0.0.0.0"),
+            &get("metrics_port", "9003"),
+            "metrics_host",
+        )?,
+        metadata: enable_metadata
+            .then(|| {
+                socket(
+                    &get("http_metadata_server_host", "0.0.0.0"),
+                    &get("http_metadata_server_port", "8080"),
+                    "http_metadata_server_host",
+                )
+            })
+            .transpose()?,
+        master,
+    })
+}
+
+fn run(s: Settings) -> Result<(), String> {
+    let master = MasterService::new(s.master);
+    let _metadata = s
+        .metadata
+        .map(|addr| {
+            HttpMetadataServer::start(addr)
+                .map_err(|e| format!("HTTP metadata server on {addr}: {e}"))
+        })
+        .transpose()?;
+    if let Some(m) = &_metadata {
+        eprintln!("HTTP metadata server listening on {}", m.local_addr());
+    }
+    let _admin = HttpServer::start(
+        s.metrics,
+        "admin HTTP",
+        Arc::new(AdminHandler(master.clone())),
+    )
+    .map_err(|e| format!("admin HTTP on {}: {e}", s.metrics))?;
+    let rpc = RpcServer::start(s.rpc, master.clone())
+        .map_err(|e| format!("master RPC on {}: {e}", s.rpc))?;
+    eprintln!(
+        "mooncake_master listening on {} (rpc), metrics on {}",
+        rpc.local_addr(),
+        s.metrics
+    );
+    signals::install_stop_handlers();
+    while !signals::stop_requested() {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!("mooncake_master shutting down");
+    drop(rpc);
+    master.shutdown();
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    logger::install();
+    let flags = match Flags::parse(std::env::args().skip(1), kind_of) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("{e}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    if flags.get("help") == Some("true") {
+        println!("{USAGE}");
+        return ExitCode::SUCCESS;
+    }
+    for name in &flags.unknown {
+        log::warn!("unknown flag --{name}; ignored");
+    }
+    let settings = match settings(&flags) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{e}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(settings) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mooncake_master: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Settings, String> {
+        let flags = Flags::parse(args.iter().map(|s| s.to_string()), kind_of)?;
+        settings(&flags)
+    }
+
+    #[test]
+    fn upstream_defaults_and_overrides() {
+        let s = parse(&[]).unwrap();
+        assert_eq!(s.rpc, "0.0.0.0:50051".parse().unwrap());
+        assert_eq!(s.metrics, "0.0.0.0:9003".parse().unwrap());
+        assert!(s.metadata.is_none());
+        let s = parse(&[
+            "--port",
+            "6000",
+            "-rpc_address=127.0.0.1",
+            "--enable_http_metadata_server=true",
+            "--http_metadata_server_port=8081",
+            "--default_kv_lease_ttl=5s",
+            "--eviction_high_watermark_ratio=0.95",
+            "--enable_ha",
+            "--cluster_id",
+            "x",
+        ])
+        .unwrap();
+        assert_eq!(s.rpc, "127.0.0.1:6000".parse().unwrap());
+        assert_eq!(s.metadata, Some("0.0.0.0:8081".parse().unwrap()));
+        assert_eq!(s.master.default_kv_lease_ttl, Duration::from_secs(5));
+        assert_eq!(
+            parse(&["--rpc_port=7000", "--port=1"]).unwrap().rpc.port(),
+            7000
+        );
+        assert!(parse(&["--eviction_ratio=2"]).is_err());
+        assert!(parse(&["--rpc_address=not-an-ip"]).is_err());
+    }
+
+    #[test]
+    fn config_file_then_command_line() {
+        let dir = std::env::temp_dir().join(format!("mc-master-cfg-{}", std::process::id()));
+        std::fs::write(
+            &dir,
+            r#"{"client_ttl": 3, "port": "6001", "metrics_port": 9100}"#,
+        )
+        .unwrap();
+        let path = dir.to_string_lossy().to_string();
+        let s = parse(&["--config_path", &path, "--port=6002"]).unwrap();
+        assert_eq!(s.master.client_ttl, Duration::from_secs(3));
+        assert_eq!(s.rpc.port(), 6002);
+        assert_eq!(s.metrics.port(), 9100);
+        let _ = std::fs::remove_file(dir);
+    }
+}

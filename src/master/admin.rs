@@ -1,0 +1,221 @@
+//! The master's admin / metrics HTTP service (upstream `master_admin_service`):
+//! `/health`, `/metrics` (Prometheus text), `/metrics/summary`, `/get_all_segments`,
+//! `/get_all_keys`, `/query_key?key=`, `/get_segments_detail`.
+
+use super::MasterService;
+use crate::util::http_server::{HttpHandler, HttpReply};
+use crate::wire::master_api::ReplicaLocation;
+use percent_encoding::percent_decode_str;
+use serde_json::{json, Value};
+use std::fmt::Write;
+use std::sync::Arc;
+
+/// Answers admin requests from a master's state.
+pub struct AdminHandler(pub Arc<MasterService>);
+
+impl HttpHandler for AdminHandler {
+    fn handle(&self, method: &str, target: &str, _body: &[u8]) -> HttpReply {
+        let (path, query) = target.split_once('?').unwrap_or((target, ""));
+        if method != "GET" {
+            return HttpReply::text(405, "Method not allowed");
+        }
+        let master = &self.0;
+        match path {
+            "/health" => json_reply(
+                200,
+                json!({"status": "ok", "role": "leader", "ha_state": "serving",
+                       "service_ready": true, "leader_address": null, "view_version": null}),
+            ),
+            "/metrics" => HttpReply {
+                status: 200,
+                content_type: "text/plain; version=0.0.4",
+                body: prometheus(master).into_bytes(),
+            },
+            "/metrics/summary" => HttpReply::text(200, &summary(master)),
+            "/get_all_segments" => {
+                let mut names: Vec<String> = master
+                    .segments_summary()
+                    .into_iter()
+                    .map(|s| s.name)
+                    .collect();
+                names.sort();
+                names.dedup();
+                HttpReply::text(200, &lines(&names))
+            }
+            "/get_all_keys" => HttpReply::text(200, &lines(&master.all_keys())),
+            "/query_key" => query_key(master, query),
+            "/get_segments_detail" => {
+                let detail: Vec<Value> = master
+                    .segments_summary()
+                    .into_iter()
+                    .map(|s| {
+                        json!({"id": s.id.to_string(), "name": s.name, "client_id": s.client.to_string(),
+                               "base": s.base, "size": s.size, "used": s.used, "draining": s.draining})
+                    })
+                    .collect();
+                json_reply(200, json!({ "segments": detail }))
+            }
+            _ => HttpReply::text(404, "Not found"),
+        }
+    }
+}
+
+fn json_reply(status: u16, value: Value) -> HttpReply {
+    HttpReply {
+        status,
+        content_type: "application/json",
+        body: value.to_string().into_bytes(),
+    }
+}
+
+fn lines(items: &[String]) -> String {
+    items.iter().fold(String::new(), |mut out, item| {
+        out.push_str(item);
+        out.push('\n');
+        out
+    })
+}
+
+fn query_key(master: &MasterService, query: &str) -> HttpReply {
+    let key = query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("key="))
+        .map(|k| {
+            percent_decode_str(&k.replace('+', " "))
+                .decode_utf8_lossy()
+                .into_owned()
+        });
+    let Some(key) = key.filter(|k| !k.is_empty()) else {
+        return HttpReply::text(400, "Missing key parameter");
+    };
+    match master.query_key(&key) {
+        Ok(replicas) => {
+            let buffers: Vec<Value> = replicas
+                .iter()
+                .filter_map(|r| match &r.location {
+                    ReplicaLocation::Memory(b) => Some(json!({
+                        "replica_id": r.id, "status": r.status as i32, "size": b.size,
+                        "buffer_address": b.buffer_address, "protocol": b.protocol,
+                        "transport_endpoint": b.transport_endpoint
+                    })),
+                    _ => None,
+                })
+                .collect();
+            json_reply(200, json!({ "key": key, "replicas": buffers }))
+        }
+        Err(code) => json_reply(
+            404,
+            json!({ "error_code": code.0, "error": code.to_string() }),
+        ),
+    }
+}
+
+fn summary(master: &MasterService) -> String {
+    let (used, total) = (master.allocated_bytes(), master.total_capacity());
+    let pct = if total == 0 {
+        0.0
+    } else {
+        used as f64 * 100.0 / total as f64
+    };
+    format!(
+        "Mem Storage: {used} / {total} bytes ({pct:.1}%) | Keys: {} | Clients: {} | Segments: {}",
+        master.key_count(),
+        master.active_clients(),
+        master.segments_summary().len()
+    )
+}
+
+fn prometheus(master: &MasterService) -> String {
+    let mut out = String::new();
+    let mut gauge = |name: &str, help: &str, value: u64| {
+        let _ = write!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"
+        );
+    };
+    gauge(
+        "master_allocated_bytes",
+        "Bytes allocated in mounted segments",
+        master.allocated_bytes(),
+    );
+    gauge(
+        "master_total_capacity_bytes",
+        "Bytes of mounted segments",
+        master.total_capacity(),
+    );
+    gauge(
+        "master_key_count",
+        "Objects stored",
+        master.key_count() as u64,
+    );
+    gauge(
+        "master_active_clients",
+        "Clients with mounted segments",
+        master.active_clients() as u64,
+    );
+    let _ = writeln!(
+        out,
+        "# HELP segment_allocated_bytes Bytes allocated per segment"
+    );
+    let _ = writeln!(out, "# TYPE segment_allocated_bytes gauge");
+    for s in master.segments_summary() {
+        let _ = writeln!(
+            out,
+            "segment_allocated_bytes{{segment=\"{}\"}} {}",
+            escape(&s.name),
+            s.used
+        );
+    }
+    let metrics = master.metrics();
+    for rpc in &metrics.rpcs {
+        let name = snake(rpc.name);
+        let _ = writeln!(out, "# TYPE master_{name}_requests_total counter");
+        let _ = writeln!(out, "master_{name}_requests_total {}", rpc.requests);
+        let _ = writeln!(out, "# TYPE master_{name}_failures_total counter");
+        let _ = writeln!(out, "master_{name}_failures_total {}", rpc.failures);
+    }
+    let _ = writeln!(out, "# TYPE master_eviction_runs_total counter");
+    let _ = writeln!(out, "master_eviction_runs_total {}", metrics.eviction_runs);
+    let _ = writeln!(out, "# TYPE master_evicted_objects_total counter");
+    let _ = writeln!(
+        out,
+        "master_evicted_objects_total {}",
+        metrics.evicted_objects
+    );
+    out
+}
+
+/// `PutStart` -> `put_start`.
+fn snake(name: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in name.chars().enumerate() {
+        if c.is_ascii_uppercase() {
+            if i > 0 {
+                out.push('_');
+            }
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn escape(label: &str) -> String {
+    label
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_prometheus_friendly() {
+        assert_eq!(snake("PutStart"), "put_start");
+        assert_eq!(snake("ServiceReady"), "service_ready");
+        assert_eq!(escape("a\"b"), "a\\\"b");
+    }
+}

@@ -1,0 +1,454 @@
+//! A contiguous range allocator over `[base, base + size)`: two-level segregated fit
+//! (spec store.md §2.7 only requires "a contiguous buffer per replica, -200 when nothing
+//! fits").
+//!
+//! Free blocks live in 496 size classes (8 exact classes below 16 bytes, then 8 linear
+//! sub-classes per power of two). `allocate` rounds the request up to a class boundary
+//! and takes the head of the first non-empty class at or above it (a bitmap lookup), so
+//! any block found there fits; when none does, it scans the request's own class for a
+//! block that is large enough, so a free block of sufficient size is always found.
+//! Blocks keep address-order neighbour links: `free` merges with free neighbours in
+//! O(1), so freeing everything restores a single block of the full size.
+
+use std::collections::HashMap;
+
+const NONE: u32 = u32::MAX;
+const NUM_CLASSES: usize = 496;
+const BITMAP_WORDS: usize = NUM_CLASSES.div_ceil(64);
+
+/// The class whose range contains `size` (`size > 0`).
+fn class_floor(size: u64) -> usize {
+    if size < 16 {
+        return size as usize;
+    }
+    let e = 63 - size.leading_zeros() as u64; // >= 4
+    let m = (size >> (e - 3)) & 7;
+    ((e - 2) * 8 + m) as usize
+}
+
+/// The smallest size in class `c`.
+fn class_min(c: usize) -> u64 {
+    if c < 16 {
+        return c as u64;
+    }
+    let e = (c / 8 + 2) as u64;
+    let m = (c % 8) as u64;
+    (8 + m) << (e - 3)
+}
+
+/// The first class whose every block is at least `size` bytes.
+fn class_ceil(size: u64) -> usize {
+    let f = class_floor(size);
+    if class_min(f) == size {
+        f
+    } else {
+        f + 1
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Block {
+    offset: u64,
+    len: u64,
+    prev_phys: u32,
+    next_phys: u32,
+    prev_free: u32,
+    next_free: u32,
+    free: bool,
+}
+
+/// A range allocator: `allocate(size)` returns the absolute start of a free contiguous
+/// range of `size` bytes, `free(addr)` gives it back. Not thread-safe by itself; the
+/// master keeps one per mounted segment behind the segment table's lock.
+#[derive(Debug, Clone)]
+pub struct RangeAllocator {
+    base: u64,
+    size: u64,
+    used: u64,
+    blocks: Vec<Block>,
+    spare: Vec<u32>,
+    heads: Vec<u32>,
+    bitmap: [u64; BITMAP_WORDS],
+    allocated: HashMap<u64, u32>,
+}
+
+impl RangeAllocator {
+    /// An allocator over `[base, base + size)`. A range that would overflow `u64` is
+    /// truncated at `u64::MAX`.
+    pub fn new(base: u64, size: u64) -> RangeAllocator {
+        let size = size.min(u64::MAX - base);
+        let mut a = RangeAllocator {
+            base,
+            size,
+            used: 0,
+            blocks: Vec::new(),
+            spare: Vec::new(),
+            heads: vec![NONE; NUM_CLASSES],
+            bitmap: [0; BITMAP_WORDS],
+            allocated: HashMap::new(),
+        };
+        if size > 0 {
+            let b = a.new_block(0, size);
+            a.push_free(b);
+        }
+        a
+    }
+
+    /// First address of the range.
+    pub fn base(&self) -> u64 {
+        self.base
+    }
+
+    /// Size of the whole range in bytes.
+    pub fn capacity(&self) -> u64 {
+        self.size
+    }
+
+    /// Bytes currently handed out.
+    pub fn used(&self) -> u64 {
+        self.used
+    }
+
+    /// Number of live allocations.
+    pub fn allocation_count(&self) -> usize {
+        self.allocated.len()
+    }
+
+    /// Allocates `size` contiguous bytes; `None` when `size` is 0 or no free range of
+    /// that size exists.
+    pub fn allocate(&mut self, size: u64) -> Option<u64> {
+        if size == 0 || size > self.size - self.used {
+            return None;
+        }
+        let idx = match self.first_class_from(class_ceil(size)) {
+            Some(c) => self.heads[c],
+            None => self.scan_class(class_floor(size), size)?,
+        };
+        self.unlink_free(idx);
+        let (offset, len) = {
+            let b = &self.blocks[idx as usize];
+            (b.offset, b.len)
+        };
+        if len > size {
+            let rest = self.new_block(offset + size, len - size);
+            let next = self.blocks[idx as usize].next_phys;
+            {
+                let r = &mut self.blocks[rest as usize];
+                r.prev_phys = idx;
+                r.next_phys = next;
+            }
+            if next != NONE {
+                self.blocks[next as usize].prev_phys = rest;
+            }
+            let b = &mut self.blocks[idx as usize];
+            b.next_phys = rest;
+            b.len = size;
+            self.push_free(rest);
+        }
+        self.blocks[idx as usize].free = false;
+        self.allocated.insert(offset, idx);
+        self.used += size;
+        Some(self.base + offset)
+    }
+
+    /// Frees the allocation starting at `addr`, merging it with free neighbours.
+    /// Returns the number of bytes released, or `None` if `addr` is not the start of a
+    /// live allocation (nothing changes then).
+    pub fn free(&mut self, addr: u64) -> Option<u64> {
+        let offset = addr.checked_sub(self.base)?;
+        let mut idx = self.allocated.remove(&offset)?;
+        let len = self.blocks[idx as usize].len;
+        self.used -= len;
+        self.blocks[idx as usize].free = true;
+
+        let prev = self.blocks[idx as usize].prev_phys;
+        if prev != NONE && self.blocks[prev as usize].free {
+            self.unlink_free(prev);
+            self.absorb_next(prev, idx);
+            idx = prev;
+        }
+        let next = self.blocks[idx as usize].next_phys;
+        if next != NONE && self.blocks[next as usize].free {
+            self.unlink_free(next);
+            self.absorb_next(idx, next);
+        }
+        self.push_free(idx);
+        Some(len)
+    }
+
+    /// Size of the live allocation starting at `addr`, if any.
+    pub fn allocation_size(&self, addr: u64) -> Option<u64> {
+        let offset = addr.checked_sub(self.base)?;
+        let idx = *self.allocated.get(&offset)?;
+        Some(self.blocks[idx as usize].len)
+    }
+
+    /// Length of the largest free range (linear in the number of non-empty classes'
+    /// top entries; for diagnostics and tests).
+    pub fn largest_free(&self) -> u64 {
+        let mut best = 0;
+        for c in (0..NUM_CLASSES).rev() {
+            let mut i = self.heads[c];
+            while i != NONE {
+                best = best.max(self.blocks[i as usize].len);
+                i = self.blocks[i as usize].next_free;
+            }
+            if best >= class_min(c) && best > 0 {
+                break;
+            }
+        }
+        best
+    }
+
+    /// Number of free ranges (for tests: 1 after everything has been freed).
+    pub fn free_range_count(&self) -> usize {
+        self.blocks.len() - self.spare.len() - self.allocated.len()
+    }
+
+    /// Merges block `b` (physically after `a`) into `a`; `b` must be off the free lists.
+    fn absorb_next(&mut self, a: u32, b: u32) {
+        let (blen, bnext) = {
+            let bb = &self.blocks[b as usize];
+            (bb.len, bb.next_phys)
+        };
+        {
+            let ab = &mut self.blocks[a as usize];
+            ab.len += blen;
+            ab.next_phys = bnext;
+        }
+        if bnext != NONE {
+            self.blocks[bnext as usize].prev_phys = a;
+        }
+        self.spare.push(b);
+    }
+
+    fn new_block(&mut self, offset: u64, len: u64) -> u32 {
+        let block = Block {
+            offset,
+            len,
+            prev_phys: NONE,
+            next_phys: NONE,
+            prev_free: NONE,
+            next_free: NONE,
+            free: true,
+        };
+        match self.spare.pop() {
+            Some(i) => {
+                self.blocks[i as usize] = block;
+                i
+            }
+            None => {
+                self.blocks.push(block);
+                (self.blocks.len() - 1) as u32
+            }
+        }
+    }
+
+    fn push_free(&mut self, idx: u32) {
+        let c = class_floor(self.blocks[idx as usize].len);
+        let head = self.heads[c];
+        {
+            let b = &mut self.blocks[idx as usize];
+            b.free = true;
+            b.prev_free = NONE;
+            b.next_free = head;
+        }
+        if head != NONE {
+            self.blocks[head as usize].prev_free = idx;
+        }
+        self.heads[c] = idx;
+        self.bitmap[c / 64] |= 1 << (c % 64);
+    }
+
+    fn unlink_free(&mut self, idx: u32) {
+        let (c, prev, next) = {
+            let b = &self.blocks[idx as usize];
+            (class_floor(b.len), b.prev_free, b.next_free)
+        };
+        if prev != NONE {
+            self.blocks[prev as usize].next_free = next;
+        } else {
+            self.heads[c] = next;
+            if next == NONE {
+                self.bitmap[c / 64] &= !(1 << (c % 64));
+            }
+        }
+        if next != NONE {
+            self.blocks[next as usize].prev_free = prev;
+        }
+        let b = &mut self.blocks[idx as usize];
+        b.prev_free = NONE;
+        b.next_free = NONE;
+    }
+
+    /// The first non-empty class at or above `c`.
+    fn first_class_from(&self, c: usize) -> Option<usize> {
+        if c >= NUM_CLASSES {
+            return None;
+        }
+        let mut w = c / 64;
+        let mut word = self.bitmap[w] & (!0u64 << (c % 64));
+        loop {
+            if word != 0 {
+                return Some(w * 64 + word.trailing_zeros() as usize);
+            }
+            w += 1;
+            if w >= BITMAP_WORDS {
+                return None;
+            }
+            word = self.bitmap[w];
+        }
+    }
+
+    /// A block of at least `size` bytes in class `c`, if any.
+    fn scan_class(&self, c: usize, size: u64) -> Option<u32> {
+        let mut i = self.heads[c];
+        while i != NONE {
+            let b = &self.blocks[i as usize];
+            if b.len >= size {
+                return Some(i);
+            }
+            i = b.next_free;
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    /// A tiny deterministic PRNG for the randomized tests.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    #[test]
+    fn classes_are_monotonic_and_consistent() {
+        let mut last = 0;
+        for c in 1..NUM_CLASSES {
+            let m = class_min(c);
+            assert!(m > last, "class {c}");
+            assert_eq!(class_floor(m), c);
+            assert_eq!(class_floor(m - 1), c - 1);
+            last = m;
+        }
+        assert_eq!(class_floor(u64::MAX), NUM_CLASSES - 1);
+        for s in 1..5000u64 {
+            let c = class_ceil(s);
+            assert!(class_min(c) >= s);
+            assert!(c == 0 || class_min(c - 1) < s);
+        }
+    }
+
+    #[test]
+    fn exact_fill_and_refill() {
+        let mut a = RangeAllocator::new(0x1000, 1000);
+        let mut addrs = Vec::new();
+        for i in 0..10 {
+            let p = a.allocate(100).expect("fits");
+            assert_eq!(p, 0x1000 + i * 100);
+            addrs.push(p);
+        }
+        assert_eq!(a.allocate(1), None);
+        assert_eq!(a.used(), 1000);
+        for p in addrs.drain(..) {
+            assert_eq!(a.free(p), Some(100));
+        }
+        assert_eq!(a.free_range_count(), 1);
+        assert_eq!(a.allocate(1000), Some(0x1000));
+        assert_eq!(a.allocate(0), None);
+    }
+
+    #[test]
+    fn bad_frees_are_ignored() {
+        let mut a = RangeAllocator::new(100, 1 << 20);
+        let p = a.allocate(4096).unwrap();
+        assert_eq!(a.free(p + 1), None);
+        assert_eq!(a.free(0), None);
+        assert_eq!(a.free(p), Some(4096));
+        assert_eq!(a.free(p), None);
+        assert_eq!(a.used(), 0);
+    }
+
+    #[test]
+    fn huge_ranges_do_not_overflow() {
+        let mut a = RangeAllocator::new(u64::MAX - 10, 100);
+        assert_eq!(a.capacity(), 10);
+        assert_eq!(a.allocate(10), Some(u64::MAX - 10));
+        let mut b = RangeAllocator::new(1, u64::MAX - 1);
+        assert!(b.allocate(1 << 62).is_some());
+        assert!(b.allocate(u64::MAX).is_none());
+    }
+
+    #[test]
+    fn randomized_no_overlap_and_full_coalescing() {
+        for seed in 1..=8u64 {
+            let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ seed);
+            let cap = 1 << 20;
+            let mut a = RangeAllocator::new(4096, cap);
+            let mut live: BTreeMap<u64, u64> = BTreeMap::new();
+            for _ in 0..20_000 {
+                if live.is_empty() || rng.below(100) < 55 {
+                    let size = match rng.below(4) {
+                        0 => 1 + rng.below(64),
+                        1 => 1 + rng.below(4096),
+                        2 => 1 + rng.below(65536),
+                        _ => 1 + rng.below(cap / 8),
+                    };
+                    if let Some(p) = a.allocate(size) {
+                        assert!(p >= 4096 && p + size <= 4096 + cap);
+                        if let Some((&q, &qs)) = live.range(..=p).next_back() {
+                            assert!(q + qs <= p, "overlap with previous");
+                        }
+                        if let Some((&q, _)) = live.range(p..).next() {
+                            assert!(p + size <= q, "overlap with next");
+                        }
+                        live.insert(p, size);
+                    } else {
+                        // Nothing fits: no free range may be large enough.
+                        assert!(a.largest_free() < size);
+                    }
+                } else {
+                    let n = rng.below(live.len() as u64) as usize;
+                    let (&p, &s) = live.iter().nth(n).unwrap();
+                    assert_eq!(a.free(p), Some(s));
+                    live.remove(&p);
+                }
+                assert_eq!(a.used(), live.values().sum::<u64>());
+            }
+            for (p, s) in std::mem::take(&mut live) {
+                assert_eq!(a.free(p), Some(s));
+            }
+            assert_eq!(a.used(), 0);
+            assert_eq!(a.free_range_count(), 1);
+            assert_eq!(a.largest_free(), cap);
+            assert_eq!(a.allocate(cap), Some(4096));
+        }
+    }
+
+    #[test]
+    fn fragmented_pool_finds_exact_fits() {
+        // Free every other block; a request equal to a hole must be satisfied even
+        // though it is not a class boundary.
+        let mut a = RangeAllocator::new(0, 1000 * 100);
+        let ps: Vec<u64> = (0..1000).map(|_| a.allocate(100).unwrap()).collect();
+        for p in ps.iter().step_by(2) {
+            a.free(*p);
+        }
+        for _ in 0..500 {
+            assert!(a.allocate(100).is_some());
+        }
+        assert!(a.allocate(1).is_none());
+    }
+}

@@ -1,0 +1,284 @@
+//! The master's tunables (spec store.md §3.5, "Core" and "Cache policy" groups), with
+//! upstream's flag names and defaults. Parsing the command line is the binary's job;
+//! [`MasterConfig::set`] applies one `--name=value` pair.
+
+use std::time::Duration;
+
+/// `--allocation_strategy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AllocationStrategy {
+    /// Preferred segments first, then a random walk over segment names (default).
+    #[default]
+    Random,
+    /// Preferred segments first, then sampled names by decreasing free ratio.
+    FreeRatioFirst,
+}
+
+/// `--memory_allocator`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MemoryAllocator {
+    /// Offset (bin) allocator, any object size up to a segment's free range (default).
+    #[default]
+    Offset,
+    /// Cachelib semantics: segments 16 MiB aligned, objects at most 16 MiB - 16.
+    Cachelib,
+}
+
+/// Largest object `--memory_allocator=cachelib` accepts (`kMaxSliceSize`).
+pub const CACHELIB_MAX_OBJECT_SIZE: u64 = (1 << 24) - 16;
+
+/// Master configuration. Field names are upstream's flag names; durations are held as
+/// [`Duration`] whatever unit the flag uses.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MasterConfig {
+    /// `--default_kv_lease_ttl` (ms, or `ms`/`s`/`m`/`h` suffix; default 10 s): read lease.
+    pub default_kv_lease_ttl: Duration,
+    /// `--default_kv_soft_pin_ttl` (default 30 min).
+    pub default_kv_soft_pin_ttl: Duration,
+    /// `--max_kv_soft_pin_ttl` (default 24 h): largest per-request soft-pin TTL.
+    pub max_kv_soft_pin_ttl: Duration,
+    /// `--allow_evict_soft_pinned_objects` (default true).
+    pub allow_evict_soft_pinned_objects: bool,
+    /// `--eviction_ratio` (default 0.05): fraction of evictable objects evicted per run.
+    pub eviction_ratio: f64,
+    /// `--eviction_high_watermark_ratio` (default 0.90): used ratio that triggers eviction.
+    pub eviction_high_watermark_ratio: f64,
+    /// `--client_ttl` (seconds, default 10): liveness deadline after a ping or mount.
+    pub client_ttl: Duration,
+    /// `--put_start_discard_timeout_sec` (default 30 s): age after which an unfinished
+    /// put may be preempted by another PutStart of the same key.
+    pub put_start_discard_timeout_sec: Duration,
+    /// `--put_start_release_timeout_sec` (default 600 s): age after which the space of an
+    /// unfinished or preempted put is freed.
+    pub put_start_release_timeout_sec: Duration,
+    /// `--allocation_strategy` (default `random`).
+    pub allocation_strategy: AllocationStrategy,
+    /// `--memory_allocator` (default `offset`).
+    pub memory_allocator: MemoryAllocator,
+    /// `--enable_multi_tenants` (default false): when off every tenant is `default`.
+    pub enable_multi_tenants: bool,
+    /// HA view version reported by `Ping` (0 without HA). Not a flag.
+    pub view_version: i64,
+    /// Eviction thread period (upstream: 10 ms). Not a flag.
+    pub eviction_interval: Duration,
+    /// Client-liveness thread period (upstream: 1 s). Not a flag.
+    pub client_monitor_interval: Duration,
+}
+
+impl Default for MasterConfig {
+    fn default() -> Self {
+        MasterConfig {
+            default_kv_lease_ttl: Duration::from_millis(10_000),
+            default_kv_soft_pin_ttl: Duration::from_millis(30 * 60 * 1000),
+            max_kv_soft_pin_ttl: Duration::from_millis(24 * 60 * 60 * 1000),
+            allow_evict_soft_pinned_objects: true,
+            eviction_ratio: 0.05,
+            eviction_high_watermark_ratio: 0.90,
+            client_ttl: Duration::from_secs(10),
+            put_start_discard_timeout_sec: Duration::from_secs(30),
+            put_start_release_timeout_sec: Duration::from_secs(600),
+            allocation_strategy: AllocationStrategy::Random,
+            memory_allocator: MemoryAllocator::Offset,
+            enable_multi_tenants: false,
+            view_version: 0,
+            eviction_interval: Duration::from_millis(10),
+            client_monitor_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+/// The flags [`MasterConfig::set`] understands, each with whether it is a boolean.
+pub const MASTER_CONFIG_FLAGS: &[(&str, bool)] = &[
+    ("default_kv_lease_ttl", false),
+    ("default_kv_soft_pin_ttl", false),
+    ("max_kv_soft_pin_ttl", false),
+    ("allow_evict_soft_pinned_objects", true),
+    ("eviction_ratio", false),
+    ("eviction_high_watermark_ratio", false),
+    ("client_ttl", false),
+    ("put_start_discard_timeout_sec", false),
+    ("put_start_release_timeout_sec", false),
+    ("allocation_strategy", false),
+    ("memory_allocator", false),
+    ("enable_multi_tenants", true),
+];
+
+impl MasterConfig {
+    /// Applies flag `name` (without dashes) with `value`. Unknown names and malformed
+    /// values are errors; `allocation_strategy` values upstream knows but this master
+    /// does not implement (`ssd_free_ratio_first`, `cxl`, `local_first`) fall back to
+    /// `random` with a warning.
+    pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
+        let v = value.trim();
+        match name {
+            "default_kv_lease_ttl" => self.default_kv_lease_ttl = parse_duration_ms(v)?,
+            "default_kv_soft_pin_ttl" => self.default_kv_soft_pin_ttl = parse_duration_ms(v)?,
+            "max_kv_soft_pin_ttl" => self.max_kv_soft_pin_ttl = parse_duration_ms(v)?,
+            "allow_evict_soft_pinned_objects" => {
+                self.allow_evict_soft_pinned_objects = parse_bool(v)?
+            }
+            "eviction_ratio" => self.eviction_ratio = parse_ratio(name, v)?,
+            "eviction_high_watermark_ratio" => {
+                self.eviction_high_watermark_ratio = parse_ratio(name, v)?
+            }
+            "client_ttl" => {
+                let secs: i64 = v
+                    .parse()
+                    .map_err(|_| format!("client_ttl: not an integer: {v:?}"))?;
+                self.client_ttl = Duration::from_secs(secs.max(0) as u64);
+            }
+            "put_start_discard_timeout_sec" => {
+                self.put_start_discard_timeout_sec = Duration::from_secs(parse_u64(name, v)?)
+            }
+            "put_start_release_timeout_sec" => {
+                self.put_start_release_timeout_sec = Duration::from_secs(parse_u64(name, v)?)
+            }
+            "allocation_strategy" => {
+                self.allocation_strategy = match v {
+                    "random" => AllocationStrategy::Random,
+                    "free_ratio_first" => AllocationStrategy::FreeRatioFirst,
+                    "ssd_free_ratio_first" | "cxl" | "local_first" => {
+                        log::warn!("allocation_strategy={v} is not implemented; using random");
+                        AllocationStrategy::Random
+                    }
+                    _ => return Err(format!("allocation_strategy: unknown strategy {v:?}")),
+                }
+            }
+            "memory_allocator" => {
+                self.memory_allocator = match v {
+                    "offset" => MemoryAllocator::Offset,
+                    "cachelib" => MemoryAllocator::Cachelib,
+                    _ => return Err(format!("memory_allocator: unknown allocator {v:?}")),
+                }
+            }
+            "enable_multi_tenants" => self.enable_multi_tenants = parse_bool(v)?,
+            _ => return Err(format!("unknown master flag: {name}")),
+        }
+        Ok(())
+    }
+
+    /// Upstream's start-up checks: ratios within [0, 1] and the release timeout longer
+    /// than the discard timeout.
+    pub fn validate(&self) -> Result<(), String> {
+        for (name, r) in [
+            ("eviction_ratio", self.eviction_ratio),
+            (
+                "eviction_high_watermark_ratio",
+                self.eviction_high_watermark_ratio,
+            ),
+        ] {
+            if !(0.0..=1.0).contains(&r) {
+                return Err(format!("{name} must be between 0.0 and 1.0, got {r}"));
+            }
+        }
+        if self.put_start_release_timeout_sec <= self.put_start_discard_timeout_sec {
+            return Err(
+                "put_start_release_timeout_sec must be larger than put_start_discard_timeout_sec"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Upstream's `ParseDurationMs`: a non-negative integer, optionally followed by `ms`,
+/// `s`, `m` or `h` (case-insensitive, whitespace allowed); a bare number is milliseconds.
+pub fn parse_duration_ms(value: &str) -> Result<Duration, String> {
+    let t = value.trim();
+    let digits = t.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 {
+        return Err(format!(
+            "duration {value:?} must start with a non-negative integer (units ms, s, m, h)"
+        ));
+    }
+    let n: u64 = t[..digits]
+        .parse()
+        .map_err(|_| format!("duration {value:?} is too large"))?;
+    let mult: u64 = match t[digits..].trim().to_ascii_lowercase().as_str() {
+        "" | "ms" => 1,
+        "s" => 1000,
+        "m" => 60 * 1000,
+        "h" => 60 * 60 * 1000,
+        other => {
+            return Err(format!(
+                "unsupported duration unit {other:?}; supported units are ms, s, m, and h"
+            ))
+        }
+    };
+    let ms = n
+        .checked_mul(mult)
+        .ok_or_else(|| format!("duration {value:?} is too large after unit conversion"))?;
+    Ok(Duration::from_millis(ms))
+}
+
+fn parse_bool(v: &str) -> Result<bool, String> {
+    match v.to_ascii_lowercase().as_str() {
+        "true" | "t" | "yes" | "y" | "1" => Ok(true),
+        "false" | "f" | "no" | "n" | "0" => Ok(false),
+        _ => Err(format!("not a boolean: {v:?}")),
+    }
+}
+
+fn parse_u64(name: &str, v: &str) -> Result<u64, String> {
+    v.parse()
+        .map_err(|_| format!("{name}: not a non-negative integer: {v:?}"))
+}
+
+fn parse_ratio(name: &str, v: &str) -> Result<f64, String> {
+    let r: f64 = v
+        .parse()
+        .map_err(|_| format!("{name}: not a number: {v:?}"))?;
+    if !(0.0..=1.0).contains(&r) {
+        return Err(format!("{name} must be between 0.0 and 1.0, got {r}"));
+    }
+    Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(
+            parse_duration_ms("10000"),
+            Ok(Duration::from_millis(10_000))
+        );
+        assert_eq!(parse_duration_ms("5s"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_duration_ms(" 30m "), Ok(Duration::from_secs(1800)));
+        assert_eq!(parse_duration_ms("1H"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration_ms("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration_ms("0"), Ok(Duration::ZERO));
+        assert!(parse_duration_ms("").is_err());
+        assert!(parse_duration_ms("-1").is_err());
+        assert!(parse_duration_ms("5d").is_err());
+        assert!(parse_duration_ms("99999999999999999999").is_err());
+        assert!(parse_duration_ms("18446744073709551615h").is_err());
+    }
+
+    #[test]
+    fn set_and_validate() {
+        let mut c = MasterConfig::default();
+        assert!(c.validate().is_ok());
+        c.set("default_kv_lease_ttl", "500").unwrap();
+        assert_eq!(c.default_kv_lease_ttl, Duration::from_millis(500));
+        c.set("client_ttl", "3").unwrap();
+        assert_eq!(c.client_ttl, Duration::from_secs(3));
+        c.set("allocation_strategy", "cxl").unwrap();
+        assert_eq!(c.allocation_strategy, AllocationStrategy::Random);
+        c.set("allocation_strategy", "free_ratio_first").unwrap();
+        assert_eq!(c.allocation_strategy, AllocationStrategy::FreeRatioFirst);
+        assert!(c.set("allocation_strategy", "bogus").is_err());
+        c.set("memory_allocator", "cachelib").unwrap();
+        assert_eq!(c.memory_allocator, MemoryAllocator::Cachelib);
+        c.set("allow_evict_soft_pinned_objects", "false").unwrap();
+        assert!(!c.allow_evict_soft_pinned_objects);
+        assert!(c.set("eviction_ratio", "1.5").is_err());
+        assert!(c.set("no_such_flag", "1").is_err());
+        c.set("put_start_release_timeout_sec", "10").unwrap();
+        assert!(c.validate().is_err());
+        for (name, _) in MASTER_CONFIG_FLAGS {
+            assert!(!name.is_empty());
+        }
+    }
+}

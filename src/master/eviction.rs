@@ -1,0 +1,267 @@
+//! Eviction and zombie cleanup (spec store.md §2.5), run by the eviction thread.
+//!
+//! Trigger: used ratio > `eviction_high_watermark_ratio`, or the need-eviction flag set
+//! by an allocation failure (when `eviction_ratio` > 0). Target fraction
+//! `t = max(ratio, used - hw + ratio)`, lower bound `max(t / 2, used - hw)`.
+//! Candidates: not hard-pinned, lease expired, with a readable (COMPLETE) memory
+//! replica. First pass: the `ceil(#evictable x t)` non-soft-pinned candidates with the
+//! oldest lease. Second pass, only when the first fell short of the lower bound: the
+//! remaining non-soft-pinned candidates, then soft-pinned ones (if allowed), oldest
+//! first. Grouped objects are evicted together, and only when no member is leased.
+//!
+//! Zombies: puts unfinished after `put_start_release_timeout_sec` lose their PROCESSING
+//! buffers; buffers of preempted puts wait in the discarded list until their release
+//! time.
+
+use std::sync::atomic::Ordering;
+
+use super::objects::{Object, ShardGuard, NUM_SHARDS};
+use super::segments::Buffer;
+use super::MasterService;
+use crate::wire::master_api::ReplicaStatus;
+
+/// An eviction candidate.
+struct Candidate {
+    shard: usize,
+    tenant: String,
+    key: String,
+    lease: u64,
+}
+
+impl MasterService {
+    /// One tick of the eviction thread.
+    pub(super) fn eviction_tick(&self) {
+        let now = self.now();
+        let due = self.segments.due_graceful(now);
+        if !due.is_empty() {
+            for id in due {
+                self.segments.unmount(id);
+            }
+            self.sweep_dead_replicas();
+        }
+
+        let cap = self.segments.total_capacity();
+        let used = if cap == 0 {
+            0.0
+        } else {
+            self.segments.allocated_bytes() as f64 / cap as f64
+        };
+        let hw = self.config.eviction_high_watermark_ratio;
+        let ratio = self.config.eviction_ratio;
+        let need = self.need_eviction.load(Ordering::Acquire);
+        if used > hw || (need && ratio > 0.0) {
+            // After a run that freed nothing (everything leased or pinned), wait ten
+            // periods before scanning the whole table again.
+            if now >= self.evict_backoff_until.load(Ordering::Relaxed) {
+                let target = ratio.max(used - hw + ratio);
+                let lower = (target * 0.5).max(used - hw).min(target);
+                if !self.batch_evict(target, lower, now) {
+                    let pause = super::dur_ns(self.config.eviction_interval).saturating_mul(10);
+                    self.evict_backoff_until
+                        .store(now.saturating_add(pause), Ordering::Relaxed);
+                }
+                self.last_discard.store(now, Ordering::Relaxed);
+            }
+        } else if now.saturating_sub(self.last_discard.load(Ordering::Relaxed)) > self.release_ns {
+            for i in 0..NUM_SHARDS {
+                let mut shard = self.objects.lock(i);
+                self.discard_expired_processing(&mut shard, now);
+            }
+            self.release_expired_discarded(now);
+            self.last_discard.store(now, Ordering::Relaxed);
+        }
+    }
+
+    /// Runs one eviction with target fraction `target` and lower bound `lower`;
+    /// returns whether anything was evicted or released.
+    pub(super) fn batch_evict(&self, target: f64, lower: f64, now: u64) -> bool {
+        self.metrics.eviction_runs.fetch_add(1, Ordering::Relaxed);
+        let allow_soft = self.config.allow_evict_soft_pinned_objects;
+        let mut base: usize = 0;
+        let mut no_pin: Vec<Candidate> = Vec::new();
+        let mut soft: Vec<Candidate> = Vec::new();
+        for i in 0..NUM_SHARDS {
+            let mut shard = self.objects.lock(i);
+            self.discard_expired_processing(&mut shard, now);
+            shard.for_each(|t, k, o| {
+                if o.hard_pin || !o.has_readable() {
+                    return;
+                }
+                base += 1;
+                if !o.lease_expired(now) {
+                    return;
+                }
+                let c = Candidate {
+                    shard: i,
+                    tenant: t.to_string(),
+                    key: k.to_string(),
+                    lease: o.lease_timeout,
+                };
+                if !o.soft_pinned(now) {
+                    no_pin.push(c);
+                } else if allow_soft {
+                    soft.push(c);
+                }
+            });
+        }
+        if base == 0 {
+            self.need_eviction.store(false, Ordering::Release);
+            return self.release_expired_discarded(now) > 0;
+        }
+
+        let ideal = (base as f64 * target).ceil() as usize;
+        no_pin.sort_by_key(|c| c.lease);
+        let mut evicted = 0usize;
+        let mut remaining: Vec<Candidate> = Vec::new();
+        for c in no_pin {
+            if evicted >= ideal {
+                remaining.push(c);
+                continue;
+            }
+            match self.try_evict(&c, false, now) {
+                0 => remaining.push(c),
+                n => evicted += n,
+            }
+        }
+
+        let released = self.release_expired_discarded(now);
+        let floor = (base as f64 * lower).ceil() as i64;
+        let mut left =
+            (floor - evicted as i64 - released as i64).min((remaining.len() + soft.len()) as i64);
+        if left > 0 {
+            for c in &remaining {
+                if left <= 0 {
+                    break;
+                }
+                let n = self.try_evict(c, false, now);
+                evicted += n;
+                left -= n as i64;
+            }
+            soft.sort_by_key(|c| c.lease);
+            for c in &soft {
+                if left <= 0 {
+                    break;
+                }
+                let n = self.try_evict(c, true, now);
+                evicted += n;
+                left -= n as i64;
+            }
+        }
+
+        self.metrics
+            .evicted_objects
+            .fetch_add(evicted as u64, Ordering::Relaxed);
+        log::debug!(
+            "action=evict_objects, evicted_count={evicted}, eviction_base={base}, released_discarded={released}, target_evict_ratio={target}"
+        );
+        if evicted > 0 || released > 0 {
+            self.need_eviction.store(false, Ordering::Release);
+            return true;
+        }
+        false
+    }
+
+    /// Evicts candidate `c` (or its whole group); returns the number of objects evicted.
+    fn try_evict(&self, c: &Candidate, allow_soft: bool, now: u64) -> usize {
+        let mut shard = self.objects.lock(c.shard);
+        let Some(o) = shard.get_mut(&c.tenant, &c.key) else {
+            return 0;
+        };
+        if !evictable(o, allow_soft, now) {
+            return 0;
+        }
+        if !o.group_id.is_empty() {
+            let group = o.group_id.clone();
+            drop(shard);
+            return self.evict_group(&c.tenant, &group, allow_soft, now);
+        }
+        let bufs = o.take_replicas(|r| r.is_readable());
+        shard.remove_if_empty(&c.tenant, &c.key);
+        drop(shard);
+        self.segments.release(bufs);
+        1
+    }
+
+    /// Evicts every evictable member of a group, unless one of them is leased.
+    fn evict_group(&self, tenant: &str, group: &str, allow_soft: bool, now: u64) -> usize {
+        let members = self.objects.group_members(tenant, group);
+        for m in &members {
+            let shard = self.objects.lock_key(tenant, m);
+            if shard.get(tenant, m).is_some_and(|o| !o.lease_expired(now)) {
+                return 0;
+            }
+        }
+        let mut n = 0;
+        for m in &members {
+            let mut shard = self.objects.lock_key(tenant, m);
+            let Some(o) = shard.get_mut(tenant, m) else {
+                continue;
+            };
+            if !evictable(o, allow_soft, now) {
+                continue;
+            }
+            let bufs = o.take_replicas(|r| r.is_readable());
+            shard.remove_if_empty(tenant, m);
+            drop(shard);
+            self.segments.release(bufs);
+            n += 1;
+        }
+        n
+    }
+
+    /// Moves the PROCESSING buffers of puts older than the release timeout to the
+    /// discarded list (due now); objects left without replicas are erased.
+    pub(super) fn discard_expired_processing(&self, shard: &mut ShardGuard<'_>, now: u64) {
+        let release_ns = self.release_ns;
+        let mut zombies: Vec<(Vec<Buffer>, u64)> = Vec::new();
+        let mut freed = Vec::new();
+        shard.retain(
+            None,
+            |_, _, o| {
+                let due = o.put_start.saturating_add(release_ns);
+                if due < now && o.any_processing() {
+                    let bufs = o.take_replicas(|r| r.status == ReplicaStatus::Processing);
+                    zombies.push((bufs, due));
+                    if o.replicas.is_empty() {
+                        o.pending_pin = None;
+                    }
+                }
+                !o.replicas.is_empty()
+            },
+            &mut freed,
+        );
+        self.segments.release(freed);
+        if !zombies.is_empty() {
+            self.discarded.lock().extend(zombies);
+        }
+    }
+
+    /// Parks `bufs` until `release_at` (ns).
+    pub(super) fn discard(&self, bufs: Vec<Buffer>, release_at: u64) {
+        if !bufs.is_empty() {
+            self.discarded.lock().push((bufs, release_at));
+        }
+    }
+
+    /// Frees discarded buffers whose release time has come; returns how many parked
+    /// entries were released.
+    pub(super) fn release_expired_discarded(&self, now: u64) -> usize {
+        let due: Vec<(Vec<Buffer>, u64)> = {
+            let mut list = self.discarded.lock();
+            if list.is_empty() {
+                return 0;
+            }
+            let (due, keep): (Vec<_>, Vec<_>) = list.drain(..).partition(|(_, at)| *at <= now);
+            *list = keep;
+            due
+        };
+        let n = due.len();
+        self.segments.release(due.into_iter().flat_map(|(b, _)| b));
+        n
+    }
+}
+
+/// Whether `o` may be evicted now.
+fn evictable(o: &Object, allow_soft: bool, now: u64) -> bool {
+    !o.hard_pin && o.lease_expired(now) && (allow_soft || !o.soft_pinned(now)) && o.has_readable()
+}

@@ -1,0 +1,153 @@
+//! Per-RPC request/failure counters and eviction counters (spec store.md §3.7,
+//! `master_<rpc>_requests_total` / `_failures_total`). Plain relaxed atomics: reading
+//! them is cheap and never blocks an RPC.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The master RPCs, in [`RPC_NAMES`] order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub(crate) enum Rpc {
+    ServiceReady = 0,
+    GetStorageConfig,
+    GetFsdir,
+    MountSegment,
+    ReMountSegment,
+    UnmountSegment,
+    GracefulUnmountSegment,
+    Ping,
+    FetchTasks,
+    ExistKey,
+    BatchExistKey,
+    GetReplicaList,
+    BatchGetReplicaList,
+    GetReplicaListByRegex,
+    PutStart,
+    PutEnd,
+    PutRevoke,
+    BatchPutStart,
+    BatchPutEnd,
+    BatchPutRevoke,
+    UpsertStart,
+    UpsertEnd,
+    UpsertRevoke,
+    BatchUpsertStart,
+    BatchUpsertEnd,
+    BatchUpsertRevoke,
+    Remove,
+    RemoveByRegex,
+    RemoveAll,
+    BatchRemove,
+    BatchQueryIp,
+    BatchReplicaClear,
+}
+
+/// Upstream's method names, in the order [`MasterMetrics::rpcs`] lists them.
+pub const RPC_NAMES: [&str; 32] = [
+    "ServiceReady",
+    "GetStorageConfig",
+    "GetFsdir",
+    "MountSegment",
+    "ReMountSegment",
+    "UnmountSegment",
+    "GracefulUnmountSegment",
+    "Ping",
+    "FetchTasks",
+    "ExistKey",
+    "BatchExistKey",
+    "GetReplicaList",
+    "BatchGetReplicaList",
+    "GetReplicaListByRegex",
+    "PutStart",
+    "PutEnd",
+    "PutRevoke",
+    "BatchPutStart",
+    "BatchPutEnd",
+    "BatchPutRevoke",
+    "UpsertStart",
+    "UpsertEnd",
+    "UpsertRevoke",
+    "BatchUpsertStart",
+    "BatchUpsertEnd",
+    "BatchUpsertRevoke",
+    "Remove",
+    "RemoveByRegex",
+    "RemoveAll",
+    "BatchRemove",
+    "BatchQueryIp",
+    "BatchReplicaClear",
+];
+
+/// Counters of one RPC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RpcMetric {
+    /// Upstream method name, e.g. `"PutStart"`.
+    pub name: &'static str,
+    /// Requests served (batch RPCs count one per item).
+    pub requests: u64,
+    /// Requests (items) that returned an error.
+    pub failures: u64,
+}
+
+/// A snapshot of the master's counters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MasterMetrics {
+    /// One entry per RPC, in a fixed order.
+    pub rpcs: Vec<RpcMetric>,
+    /// Eviction runs (triggered by the watermark or an allocation failure).
+    pub eviction_runs: u64,
+    /// Objects evicted in total.
+    pub evicted_objects: u64,
+    /// PutStart/UpsertStart allocations that found no space (-200).
+    pub alloc_failures: u64,
+}
+
+impl MasterMetrics {
+    /// The counters of RPC `name`, if it is one.
+    pub fn rpc(&self, name: &str) -> Option<RpcMetric> {
+        self.rpcs.iter().copied().find(|r| r.name == name)
+    }
+}
+
+/// The live counters.
+#[derive(Default)]
+pub(crate) struct Metrics {
+    requests: [AtomicU64; 32],
+    failures: [AtomicU64; 32],
+    pub eviction_runs: AtomicU64,
+    pub evicted_objects: AtomicU64,
+    pub alloc_failures: AtomicU64,
+}
+
+impl Metrics {
+    /// Counts one request of `rpc`.
+    pub fn record(&self, rpc: Rpc, ok: bool) {
+        self.record_n(rpc, 1, u64::from(!ok));
+    }
+
+    /// Counts `total` items of `rpc`, `failed` of which failed.
+    pub fn record_n(&self, rpc: Rpc, total: u64, failed: u64) {
+        self.requests[rpc as usize].fetch_add(total, Ordering::Relaxed);
+        if failed > 0 {
+            self.failures[rpc as usize].fetch_add(failed, Ordering::Relaxed);
+        }
+    }
+
+    /// A snapshot.
+    pub fn snapshot(&self) -> MasterMetrics {
+        MasterMetrics {
+            rpcs: RPC_NAMES
+                .iter()
+                .enumerate()
+                .map(|(i, name)| RpcMetric {
+                    name,
+                    requests: self.requests[i].load(Ordering::Relaxed),
+                    failures: self.failures[i].load(Ordering::Relaxed),
+                })
+                .collect(),
+            eviction_runs: self.eviction_runs.load(Ordering::Relaxed),
+            evicted_objects: self.evicted_objects.load(Ordering::Relaxed),
+            alloc_failures: self.alloc_failures.load(Ordering::Relaxed),
+        }
+    }
+}

@@ -1,0 +1,544 @@
+//! Mooncake Store's master (spec store.md §2, §3.1): metadata and allocation only, never
+//! on the data path. [`MasterService`] implements [`MasterApi`] in process; the RPC
+//! server and the admin HTTP service are thin adapters around it.
+//!
+//! Inside: a sharded object table (`objects`), the mounted segments with one range
+//! allocator each (`segments`, [`allocator`]), replica placement (`placement`),
+//! client liveness (`clients`), and eviction (`eviction`). Two background threads,
+//! holding only a `Weak` handle: eviction every `eviction_interval` (10 ms) and the
+//! client monitor every `client_monitor_interval` (1 s).
+
+pub mod admin;
+pub mod allocator;
+mod clients;
+pub mod config;
+mod eviction;
+mod metrics;
+mod objects;
+mod placement;
+mod read;
+mod remove;
+pub mod rpc_server;
+mod segments;
+mod write;
+
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{RecvTimeoutError, Sender};
+use parking_lot::Mutex;
+
+pub use config::{AllocationStrategy, MasterConfig, MemoryAllocator, MASTER_CONFIG_FLAGS};
+pub use metrics::{MasterMetrics, RpcMetric, RPC_NAMES};
+pub use segments::SegmentSummary;
+
+use crate::wire::master_api::{
+    ClientStatus, ErrorCode, GetReplicaListResponse, MasterApi, MasterResult, ObjectMeta,
+    PingResponse, ReplicaDescriptor, ReplicaType, ReplicateConfig, Segment, StorageConfig,
+    TaskAssignment, Uuid, DEFAULT_TENANT, SERVICE_VERSION,
+};
+use metrics::{Metrics, Rpc};
+use objects::ObjectTable;
+use segments::{Buffer, Segments};
+
+/// A background job: thread name, period, tick.
+type Job = (&'static str, Duration, fn(&MasterService));
+
+fn dur_ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+fn dur_ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The master service: thread-safe, no networking. Create it with
+/// [`MasterService::new`]; the background threads stop on [`MasterService::shutdown`]
+/// or when the last handle is dropped.
+pub struct MasterService {
+    config: MasterConfig,
+    start: Instant,
+    objects: ObjectTable,
+    segments: Segments,
+    clients: clients::Clients,
+    discarded: Mutex<Vec<(Vec<Buffer>, u64)>>,
+    need_eviction: AtomicBool,
+    evict_backoff_until: AtomicU64,
+    last_discard: AtomicU64,
+    next_replica_id: AtomicU64,
+    metrics: Metrics,
+    lease_ns: u64,
+    lease_ms: u64,
+    discard_ns: u64,
+    release_ns: u64,
+    client_ttl_ns: u64,
+    default_pin_ms: u64,
+    max_pin_ms: u64,
+    stop: Mutex<Option<Sender<()>>>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl MasterService {
+    /// Builds the service and starts its eviction and client-liveness threads. An
+    /// inconsistent `config` (see [`MasterConfig::validate`]) is logged and used as is.
+    pub fn new(config: MasterConfig) -> Arc<MasterService> {
+        if let Err(e) = config.validate() {
+            log::warn!("master config: {e}");
+        }
+        let svc = Arc::new(MasterService {
+            objects: ObjectTable::new(),
+            segments: Segments::new(config.memory_allocator == MemoryAllocator::Cachelib),
+            clients: clients::Clients::new(),
+            discarded: Mutex::new(Vec::new()),
+            need_eviction: AtomicBool::new(false),
+            evict_backoff_until: AtomicU64::new(0),
+            last_discard: AtomicU64::new(0),
+            next_replica_id: AtomicU64::new(1),
+            metrics: Metrics::default(),
+            lease_ns: dur_ns(config.default_kv_lease_ttl),
+            lease_ms: dur_ms(config.default_kv_lease_ttl),
+            discard_ns: dur_ns(config.put_start_discard_timeout_sec),
+            release_ns: dur_ns(config.put_start_release_timeout_sec),
+            client_ttl_ns: dur_ns(config.client_ttl),
+            default_pin_ms: dur_ms(config.default_kv_soft_pin_ttl),
+            max_pin_ms: dur_ms(config.max_kv_soft_pin_ttl),
+            start: Instant::now(),
+            stop: Mutex::new(None),
+            threads: Mutex::new(Vec::new()),
+            config,
+        });
+        let (tx, rx) = crossbeam_channel::bounded::<()>(0);
+        let mut handles = Vec::new();
+        let jobs: [Job; 2] = [
+            (
+                "mc-master-evict",
+                svc.config.eviction_interval,
+                MasterService::eviction_tick,
+            ),
+            (
+                "mc-master-clients",
+                svc.config.client_monitor_interval,
+                MasterService::client_monitor_tick,
+            ),
+        ];
+        for (name, period, tick) in jobs {
+            let weak: Weak<MasterService> = Arc::downgrade(&svc);
+            let rx = rx.clone();
+            let period = period.max(Duration::from_millis(1));
+            let spawned = std::thread::Builder::new()
+                .name(name.to_string())
+                .spawn(move || {
+                    while let Err(RecvTimeoutError::Timeout) = rx.recv_timeout(period) {
+                        let Some(svc) = weak.upgrade() else { break };
+                        tick(&svc);
+                    }
+                });
+            match spawned {
+                Ok(h) => handles.push(h),
+                Err(e) => log::error!("cannot start master thread {name}: {e}"),
+            }
+        }
+        *svc.stop.lock() = Some(tx);
+        *svc.threads.lock() = handles;
+        svc
+    }
+
+    /// Stops and joins the background threads (idempotent). RPCs keep working, but
+    /// nothing is evicted and no client expires afterwards.
+    pub fn shutdown(&self) {
+        drop(self.stop.lock().take());
+        let handles = std::mem::take(&mut *self.threads.lock());
+        let me = std::thread::current().id();
+        for h in handles {
+            if h.thread().id() != me {
+                let _ = h.join();
+            }
+        }
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &MasterConfig {
+        &self.config
+    }
+
+    /// Every mounted segment: name, base, size and bytes in use.
+    pub fn segments_summary(&self) -> Vec<SegmentSummary> {
+        self.segments.summary()
+    }
+
+    /// Clients marked OK by a remount and not expired since.
+    pub fn active_clients(&self) -> usize {
+        self.clients.ok_count()
+    }
+
+    /// Total bytes of mounted segments.
+    pub fn total_capacity(&self) -> u64 {
+        self.segments.total_capacity()
+    }
+
+    /// Bytes allocated in mounted segments (including parked zombie buffers).
+    pub fn allocated_bytes(&self) -> u64 {
+        self.segments.allocated_bytes()
+    }
+
+    /// A snapshot of the per-RPC and eviction counters.
+    pub fn metrics(&self) -> MasterMetrics {
+        self.metrics.snapshot()
+    }
+
+    /// Runs one eviction pass now with target fraction `ratio` (lower bound half of
+    /// it), whatever the watermark says. For tests and admin use.
+    pub fn evict_now(&self, ratio: f64) {
+        let r = ratio.clamp(0.0, 1.0);
+        self.batch_evict(r, r * 0.5, self.now());
+    }
+
+    /// Nanoseconds since the service started (lease 0 = never read).
+    fn now(&self) -> u64 {
+        dur_ns(self.start.elapsed()).max(1)
+    }
+
+    /// The tenant a request applies to: `default` unless multi-tenancy is on.
+    fn tenant<'a>(&self, tenant: &'a str) -> &'a str {
+        if !self.config.enable_multi_tenants || tenant.is_empty() {
+            DEFAULT_TENANT
+        } else {
+            tenant
+        }
+    }
+
+    fn counted<T>(&self, rpc: Rpc, r: MasterResult<T>) -> MasterResult<T> {
+        self.metrics.record(rpc, r.is_ok());
+        r
+    }
+
+    fn counted_batch<T>(
+        &self,
+        rpc: Rpc,
+        v: Vec<MasterResult<T>>,
+    ) -> MasterResult<Vec<MasterResult<T>>> {
+        let failed = v.iter().filter(|r| r.is_err()).count() as u64;
+        self.metrics.record_n(rpc, v.len() as u64, failed);
+        Ok(v)
+    }
+}
+
+impl Drop for MasterService {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl MasterApi for MasterService {
+    fn service_ready(&self) -> MasterResult<String> {
+        self.counted(Rpc::ServiceReady, Ok(SERVICE_VERSION.to_string()))
+    }
+
+    fn get_storage_config(&self) -> MasterResult<StorageConfig> {
+        let cfg = StorageConfig {
+            fsdir: String::new(),
+            enable_disk_eviction: true,
+            quota_bytes: 0,
+        };
+        self.counted(Rpc::GetStorageConfig, Ok(cfg))
+    }
+
+    fn get_fsdir(&self) -> MasterResult<String> {
+        self.counted(Rpc::GetFsdir, Ok(String::new()))
+    }
+
+    fn mount_segment(&self, segment: &Segment, client: Uuid) -> MasterResult<()> {
+        self.clients.touch(client, self.now(), self.client_ttl_ns);
+        let r = self.segments.mount(segment, client);
+        self.counted(Rpc::MountSegment, r)
+    }
+
+    fn remount_segment(&self, segments: &[Segment], client: Uuid) -> MasterResult<()> {
+        let r = (|| {
+            for s in segments {
+                self.segments.validate_remount(s, client)?;
+            }
+            for s in segments {
+                match self.segments.mount(s, client) {
+                    Ok(()) | Err(ErrorCode::INVALID_PARAMS) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            self.clients.mark_ok(client);
+            Ok(())
+        })();
+        self.counted(Rpc::ReMountSegment, r)
+    }
+
+    fn unmount_segment(&self, segment_id: Uuid, _client: Uuid) -> MasterResult<()> {
+        if self.segments.unmount(segment_id).is_some() {
+            self.sweep_dead_replicas();
+        }
+        self.counted(Rpc::UnmountSegment, Ok(()))
+    }
+
+    fn graceful_unmount_segment(
+        &self,
+        segment_id: Uuid,
+        client: Uuid,
+        grace_ms: u64,
+    ) -> MasterResult<()> {
+        let deadline = self
+            .now()
+            .saturating_add(grace_ms.saturating_mul(1_000_000));
+        let r = self
+            .segments
+            .begin_graceful_unmount(segment_id, client, deadline);
+        self.counted(Rpc::GracefulUnmountSegment, r)
+    }
+
+    fn ping(&self, client: Uuid) -> MasterResult<PingResponse> {
+        let status: ClientStatus = self.clients.ping(client, self.now(), self.client_ttl_ns);
+        let r = PingResponse {
+            view_version_id: self.config.view_version,
+            client_status: status,
+        };
+        self.counted(Rpc::Ping, Ok(r))
+    }
+
+    fn fetch_tasks(&self, _client: Uuid, _batch_size: u64) -> MasterResult<Vec<TaskAssignment>> {
+        self.counted(Rpc::FetchTasks, Ok(Vec::new()))
+    }
+
+    fn exist_key(&self, key: &str, tenant: &str) -> MasterResult<bool> {
+        let r = self.exist_one(key, tenant);
+        self.counted(Rpc::ExistKey, r)
+    }
+
+    fn batch_exist_key(
+        &self,
+        keys: &[String],
+        tenant: &str,
+    ) -> MasterResult<Vec<MasterResult<bool>>> {
+        let v = keys.iter().map(|k| self.exist_one(k, tenant)).collect();
+        self.counted_batch(Rpc::BatchExistKey, v)
+    }
+
+    fn get_replica_list(&self, key: &str, tenant: &str) -> MasterResult<GetReplicaListResponse> {
+        let r = self.get_replica_list_one(key, tenant);
+        self.counted(Rpc::GetReplicaList, r)
+    }
+
+    fn batch_get_replica_list(
+        &self,
+        keys: &[String],
+        tenant: &str,
+    ) -> MasterResult<Vec<MasterResult<GetReplicaListResponse>>> {
+        let v = keys
+            .iter()
+            .map(|k| self.get_replica_list_one(k, tenant))
+            .collect();
+        self.counted_batch(Rpc::BatchGetReplicaList, v)
+    }
+
+    fn get_replica_list_by_regex(
+        &self,
+        regex: &str,
+        tenant: &str,
+    ) -> MasterResult<Vec<(String, Vec<ReplicaDescriptor>)>> {
+        let r = self.get_replica_list_by_regex_impl(regex, tenant);
+        self.counted(Rpc::GetReplicaListByRegex, r)
+    }
+
+    fn put_start(
+        &self,
+        client: Uuid,
+        key: &str,
+        len: u64,
+        config: &ReplicateConfig,
+        tenant: &str,
+    ) -> MasterResult<Vec<ReplicaDescriptor>> {
+        let r = self.put_start_one(client, key, len, config, tenant);
+        self.counted(Rpc::PutStart, r)
+    }
+
+    fn put_end(
+        &self,
+        client: Uuid,
+        meta: &ObjectMeta,
+        kind: ReplicaType,
+        tenant: &str,
+    ) -> MasterResult<()> {
+        let r = self.put_end_one(client, meta, kind, tenant);
+        self.counted(Rpc::PutEnd, r)
+    }
+
+    fn put_revoke(
+        &self,
+        client: Uuid,
+        key: &str,
+        kind: ReplicaType,
+        tenant: &str,
+    ) -> MasterResult<()> {
+        let r = self.put_revoke_one(client, key, kind, tenant);
+        self.counted(Rpc::PutRevoke, r)
+    }
+
+    fn batch_put_start(
+        &self,
+        client: Uuid,
+        keys: &[String],
+        lens: &[u64],
+        config: &ReplicateConfig,
+        tenant: &str,
+    ) -> MasterResult<Vec<MasterResult<Vec<ReplicaDescriptor>>>> {
+        let v = self.batch_start(keys, lens, config, false, |k, l, c| {
+            self.put_start_one(client, k, l, c, tenant)
+        });
+        self.counted_batch(Rpc::BatchPutStart, v)
+    }
+
+    fn batch_put_end(
+        &self,
+        client: Uuid,
+        metas: &[ObjectMeta],
+        kind: ReplicaType,
+        tenant: &str,
+    ) -> MasterResult<Vec<MasterResult<()>>> {
+        let v = metas
+            .iter()
+            .map(|m| self.put_end_one(client, m, kind, tenant))
+            .collect();
+        self.counted_batch(Rpc::BatchPutEnd, v)
+    }
+
+    fn batch_put_revoke(
+        &self,
+        client: Uuid,
+        keys: &[String],
+        kind: ReplicaType,
+        tenant: &str,
+    ) -> MasterResult<Vec<MasterResult<()>>> {
+        let v = keys
+            .iter()
+            .map(|k| self.put_revoke_one(client, k, kind, tenant))
+            .collect();
+        self.counted_batch(Rpc::BatchPutRevoke, v)
+    }
+
+    fn upsert_start(
+        &self,
+        client: Uuid,
+        key: &str,
+        len: u64,
+        config: &ReplicateConfig,
+        tenant: &str,
+    ) -> MasterResult<Vec<ReplicaDescriptor>> {
+        let r = self.upsert_start_one(client, key, len, config, tenant);
+        self.counted(Rpc::UpsertStart, r)
+    }
+
+    fn upsert_end(
+        &self,
+        client: Uuid,
+        meta: &ObjectMeta,
+        kind: ReplicaType,
+        tenant: &str,
+    ) -> MasterResult<()> {
+        let r = self.put_end_one(client, meta, kind, tenant);
+        self.counted(Rpc::UpsertEnd, r)
+    }
+
+    fn upsert_revoke(
+        &self,
+        client: Uuid,
+        key: &str,
+        kind: ReplicaType,
+        tenant: &str,
+    ) -> MasterResult<()> {
+        let r = self.put_revoke_one(client, key, kind, tenant);
+        self.counted(Rpc::UpsertRevoke, r)
+    }
+
+    fn batch_upsert_start(
+        &self,
+        client: Uuid,
+        keys: &[String],
+        lens: &[u64],
+        config: &ReplicateConfig,
+        tenant: &str,
+    ) -> MasterResult<Vec<MasterResult<Vec<ReplicaDescriptor>>>> {
+        let v = self.batch_start(keys, lens, config, true, |k, l, c| {
+            self.upsert_start_one(client, k, l, c, tenant)
+        });
+        self.counted_batch(Rpc::BatchUpsertStart, v)
+    }
+
+    fn batch_upsert_end(
+        &self,
+        client: Uuid,
+        metas: &[ObjectMeta],
+        kind: ReplicaType,
+        tenant: &str,
+    ) -> MasterResult<Vec<MasterResult<()>>> {
+        let v = metas
+            .iter()
+            .map(|m| self.put_end_one(client, m, kind, tenant))
+            .collect();
+        self.counted_batch(Rpc::BatchUpsertEnd, v)
+    }
+
+    fn batch_upsert_revoke(
+        &self,
+        client: Uuid,
+        keys: &[String],
+        kind: ReplicaType,
+        tenant: &str,
+    ) -> MasterResult<Vec<MasterResult<()>>> {
+        let v = keys
+            .iter()
+            .map(|k| self.put_revoke_one(client, k, kind, tenant))
+            .collect();
+        self.counted_batch(Rpc::BatchUpsertRevoke, v)
+    }
+
+    fn remove(&self, key: &str, force: bool, tenant: &str) -> MasterResult<()> {
+        let r = self.remove_one(key, force, tenant);
+        self.counted(Rpc::Remove, r)
+    }
+
+    fn remove_by_regex(&self, regex: &str, force: bool, tenant: &str) -> MasterResult<i64> {
+        let r = self.remove_by_regex_impl(regex, force, tenant);
+        self.counted(Rpc::RemoveByRegex, r)
+    }
+
+    fn remove_all(&self, force: bool, tenant: &str) -> MasterResult<i64> {
+        let n = self.remove_all_impl(force, tenant);
+        self.counted(Rpc::RemoveAll, Ok(n))
+    }
+
+    fn batch_remove(
+        &self,
+        keys: &[String],
+        force: bool,
+        tenant: &str,
+    ) -> MasterResult<Vec<MasterResult<()>>> {
+        let v = keys
+            .iter()
+            .map(|k| self.remove_one(k, force, tenant))
+            .collect();
+        self.counted_batch(Rpc::BatchRemove, v)
+    }
+
+    fn batch_query_ip(&self, clients: &[Uuid]) -> MasterResult<Vec<(Uuid, Vec<String>)>> {
+        let v = self.batch_query_ip_impl(clients);
+        self.counted(Rpc::BatchQueryIp, Ok(v))
+    }
+
+    fn batch_replica_clear(
+        &self,
+        keys: &[String],
+        client: Uuid,
+        segment_name: &str,
+    ) -> MasterResult<Vec<String>> {
+        let v = self.batch_replica_clear_impl(keys, client, segment_name);
+        self.counted(Rpc::BatchReplicaClear, Ok(v))
+    }
+}

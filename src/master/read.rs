@@ -1,0 +1,154 @@
+//! The read path (spec store.md §2.3, §2.5 leases): ExistKey, GetReplicaList (+ batch
+//! and by-regex), which grant read leases, and the lease-free admin queries.
+
+use super::objects::{Object, NUM_SHARDS};
+use super::MasterService;
+use crate::wire::master_api::{ErrorCode, GetReplicaListResponse, MasterResult, ReplicaDescriptor};
+
+/// Compiles `pattern` for substring search (ECMAScript `regex_search` semantics);
+/// an invalid pattern is -600.
+pub(super) fn compile_regex(pattern: &str) -> MasterResult<regex::Regex> {
+    regex::RegexBuilder::new(pattern)
+        .size_limit(1 << 24)
+        .build()
+        .map_err(|_| ErrorCode::INVALID_PARAMS)
+}
+
+impl MasterService {
+    /// Grants the read lease to `o`; returns the group whose other members must be
+    /// refreshed too (when the object's own lease was running low).
+    fn lease(&self, o: &mut Object, now: u64) -> Option<String> {
+        let ttl = self.lease_ns;
+        let refresh_group =
+            !o.group_id.is_empty() && o.lease_timeout <= now.saturating_add(ttl / 2);
+        o.grant_lease(now, ttl);
+        refresh_group.then(|| o.group_id.clone())
+    }
+
+    /// Extends the lease of every member of `group` (none of their shard locks held).
+    fn lease_group(&self, tenant: &str, group: &str, now: u64) {
+        for m in self.objects.group_members(tenant, group) {
+            let mut shard = self.objects.lock_key(tenant, &m);
+            if let Some(o) = shard.get_mut(tenant, &m) {
+                o.grant_lease(now, self.lease_ns);
+            }
+        }
+    }
+
+    /// `ExistKey`: true only with a readable replica; grants a lease then.
+    pub(super) fn exist_one(&self, key: &str, tenant: &str) -> MasterResult<bool> {
+        let tenant = self.tenant(tenant);
+        let now = self.now();
+        let mut shard = self.objects.lock_key(tenant, key);
+        let Some(o) = shard.get_mut(tenant, key) else {
+            return Ok(false);
+        };
+        if !o.has_readable() {
+            return Ok(false);
+        }
+        let group = self.lease(o, now);
+        drop(shard);
+        if let Some(g) = group {
+            self.lease_group(tenant, &g, now);
+        }
+        Ok(true)
+    }
+
+    /// `GetReplicaList`: -704 unknown, -703 nothing readable yet; grants a lease.
+    pub(super) fn get_replica_list_one(
+        &self,
+        key: &str,
+        tenant: &str,
+    ) -> MasterResult<GetReplicaListResponse> {
+        let tenant = self.tenant(tenant);
+        let now = self.now();
+        let mut shard = self.objects.lock_key(tenant, key);
+        let o = shard
+            .get_mut(tenant, key)
+            .ok_or(ErrorCode::OBJECT_NOT_FOUND)?;
+        let replicas = o.readable_descriptors();
+        if replicas.is_empty() {
+            return Err(o.unreadable_error());
+        }
+        let checksum = o.checksum;
+        let group = self.lease(o, now);
+        drop(shard);
+        if let Some(g) = group {
+            self.lease_group(tenant, &g, now);
+        }
+        Ok(GetReplicaListResponse {
+            replicas,
+            lease_ttl_ms: self.lease_ms,
+            checksum,
+        })
+    }
+
+    /// `GetReplicaListByRegex`: readable replicas of every key the pattern matches
+    /// (substring search), granting leases; -600 for an invalid pattern.
+    pub(super) fn get_replica_list_by_regex_impl(
+        &self,
+        pattern: &str,
+        tenant: &str,
+    ) -> MasterResult<Vec<(String, Vec<ReplicaDescriptor>)>> {
+        let re = compile_regex(pattern)?;
+        let tenant = self.tenant(tenant);
+        let now = self.now();
+        let mut out = Vec::new();
+        let mut groups = Vec::new();
+        for i in 0..NUM_SHARDS {
+            let mut shard = self.objects.lock(i);
+            let mut matched = Vec::new();
+            shard.for_each(|t, k, o| {
+                if t == tenant && re.is_match(k) && o.has_readable() {
+                    matched.push(k.to_string());
+                }
+            });
+            for k in matched {
+                if let Some(o) = shard.get_mut(tenant, &k) {
+                    let descs = o.readable_descriptors();
+                    if let Some(g) = self.lease(o, now) {
+                        groups.push(g);
+                    }
+                    out.push((k, descs));
+                }
+            }
+        }
+        groups.sort();
+        groups.dedup();
+        for g in groups {
+            self.lease_group(tenant, &g, now);
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
+    }
+
+    /// Admin `query_key`: the readable replicas of `key` in the default tenant, without
+    /// granting a lease. -704 unknown, -703 nothing readable yet.
+    pub fn query_key(&self, key: &str) -> MasterResult<Vec<ReplicaDescriptor>> {
+        let tenant = self.tenant("");
+        let shard = self.objects.lock_key(tenant, key);
+        let o = shard.get(tenant, key).ok_or(ErrorCode::OBJECT_NOT_FOUND)?;
+        let descs = o.readable_descriptors();
+        if descs.is_empty() {
+            return Err(o.unreadable_error());
+        }
+        Ok(descs)
+    }
+
+    /// Admin `get_all_keys`: every key of every tenant, sorted.
+    pub fn all_keys(&self) -> Vec<String> {
+        let mut keys = Vec::with_capacity(self.objects.len());
+        for i in 0..NUM_SHARDS {
+            self.objects
+                .lock(i)
+                .for_each(|_, k, _| keys.push(k.to_string()));
+        }
+        keys.sort();
+        keys
+    }
+
+    /// Number of objects (all states, all tenants).
+    pub fn key_count(&self) -> usize {
+        self.objects.len()
+    }
+}

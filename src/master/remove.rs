@@ -1,0 +1,115 @@
+//! Removal (spec store.md §1.3 remove rows, §3.1): Remove, RemoveByRegex, RemoveAll,
+//! BatchRemove and BatchReplicaClear. An active lease blocks a non-forced removal; an
+//! object still being written is never removed, forced or not.
+
+use super::objects::NUM_SHARDS;
+use super::read::compile_regex;
+use super::MasterService;
+use crate::wire::master_api::{ErrorCode, MasterResult, ReplicaStatus, Uuid};
+
+impl MasterService {
+    /// `Remove`: -704 missing, -706 leased and not forced, -703 still being written.
+    pub(super) fn remove_one(&self, key: &str, force: bool, tenant: &str) -> MasterResult<()> {
+        let tenant = self.tenant(tenant);
+        let now = self.now();
+        let mut shard = self.objects.lock_key(tenant, key);
+        let o = shard.get(tenant, key).ok_or(ErrorCode::OBJECT_NOT_FOUND)?;
+        if !force && !o.lease_expired(now) {
+            return Err(ErrorCode::OBJECT_HAS_LEASE);
+        }
+        if !o.all_complete() {
+            return Err(ErrorCode::REPLICA_IS_NOT_READY);
+        }
+        let removed = shard.remove(tenant, key);
+        drop(shard);
+        if let Some(o) = removed {
+            self.segments.release(o.replicas.into_iter().map(|r| r.buf));
+        }
+        Ok(())
+    }
+
+    /// Removes every complete object of `tenant` whose key satisfies `matches` and
+    /// whose lease has expired (or `force`); returns the count.
+    fn remove_where(&self, tenant: &str, force: bool, matches: impl Fn(&str) -> bool) -> i64 {
+        let now = self.now();
+        let mut count = 0usize;
+        let mut freed = Vec::new();
+        for i in 0..NUM_SHARDS {
+            let mut shard = self.objects.lock(i);
+            count += shard.retain(
+                Some(tenant),
+                |_, k, o| !(matches(k) && (force || o.lease_expired(now)) && o.all_complete()),
+                &mut freed,
+            );
+            drop(shard);
+            if freed.len() >= 4096 {
+                self.segments.release(std::mem::take(&mut freed));
+            }
+        }
+        self.segments.release(freed);
+        count as i64
+    }
+
+    /// `RemoveByRegex`: substring match; -600 for an invalid pattern.
+    pub(super) fn remove_by_regex_impl(
+        &self,
+        pattern: &str,
+        force: bool,
+        tenant: &str,
+    ) -> MasterResult<i64> {
+        let re = compile_regex(pattern)?;
+        let tenant = self.tenant(tenant);
+        Ok(self.remove_where(tenant, force, |k| re.is_match(k)))
+    }
+
+    /// `RemoveAll`: hard-pinned objects included.
+    pub(super) fn remove_all_impl(&self, force: bool, tenant: &str) -> i64 {
+        let tenant = self.tenant(tenant);
+        self.remove_where(tenant, force, |_| true)
+    }
+
+    /// `BatchReplicaClear`: for each key written by `client` whose lease has expired,
+    /// drops its COMPLETE replicas on `segment_name` (every replica, when the name is
+    /// empty and the object is complete); returns the keys cleared.
+    pub(super) fn batch_replica_clear_impl(
+        &self,
+        keys: &[String],
+        client: Uuid,
+        segment_name: &str,
+    ) -> Vec<String> {
+        let tenant = self.tenant("");
+        let now = self.now();
+        let mut cleared = Vec::new();
+        for key in keys {
+            if key.is_empty() {
+                continue;
+            }
+            let mut shard = self.objects.lock_key(tenant, key);
+            let Some(o) = shard.get_mut(tenant, key) else {
+                continue;
+            };
+            if o.client != client || !o.lease_expired(now) {
+                continue;
+            }
+            let bufs = if segment_name.is_empty() {
+                if !o.all_complete() {
+                    continue;
+                }
+                o.take_replicas(|_| true)
+            } else {
+                let on_segment = |r: &super::objects::Replica| {
+                    r.status == ReplicaStatus::Complete && r.buf.seg.segment.name == segment_name
+                };
+                if !o.replicas.iter().any(on_segment) {
+                    continue;
+                }
+                o.take_replicas(on_segment)
+            };
+            shard.remove_if_empty(tenant, key);
+            drop(shard);
+            self.segments.release(bufs);
+            cleared.push(key.clone());
+        }
+        cleared
+    }
+}

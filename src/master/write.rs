@@ -1,0 +1,440 @@
+//! The write path (spec store.md §2.2): PutStart/PutEnd/PutRevoke and the Upsert
+//! variants, single and batched.
+
+use std::sync::atomic::Ordering;
+
+use super::config::{MemoryAllocator, CACHELIB_MAX_OBJECT_SIZE};
+use super::objects::{Object, PendingPin, Replica, ShardGuard};
+use super::placement::{place, random_index};
+use super::MasterService;
+use crate::wire::master_api::{
+    ErrorCode, MasterResult, ObjectMeta, ReplicaDescriptor, ReplicaStatus, ReplicaType,
+    ReplicateConfig, SoftPinAction, Uuid,
+};
+
+/// `DFS_SERVICE_UNAVAILABLE`: DFS replicas are not supported by this master.
+const DFS_SERVICE_UNAVAILABLE: ErrorCode = ErrorCode(-1601);
+
+/// What a validated Start request carries into allocation.
+struct StartArgs {
+    pin: PendingPin,
+    group: String,
+}
+
+/// Per-key results of a batch Start.
+pub(super) type StartResults = Vec<MasterResult<Vec<ReplicaDescriptor>>>;
+
+impl MasterService {
+    /// Upstream's PutStart/UpsertStart argument checks.
+    fn check_start(&self, key: &str, len: u64, c: &ReplicateConfig) -> MasterResult<StartArgs> {
+        if (c.replica_num == 0 && c.nof_replica_num == 0 && c.dfs_replica_num == 0)
+            || key.is_empty()
+            || len == 0
+        {
+            return Err(ErrorCode::INVALID_PARAMS);
+        }
+        if c.dfs_replica_num > 1 || (c.dfs_replica_num > 0 && c.replica_num == 0) {
+            return Err(ErrorCode::INVALID_PARAMS);
+        }
+        if c.dfs_replica_num > 0 {
+            return Err(DFS_SERVICE_UNAVAILABLE);
+        }
+        if c.nof_replica_num > 0 {
+            // No NVMe-oF pool here (upstream without USE_NOF).
+            return Err(ErrorCode::INVALID_PARAMS);
+        }
+        if self.config.memory_allocator == MemoryAllocator::Cachelib
+            && len > CACHELIB_MAX_OBJECT_SIZE
+        {
+            return Err(ErrorCode::INVALID_PARAMS);
+        }
+        let pin = match c.soft_pin_action {
+            SoftPinAction::Preserve | SoftPinAction::Disable => {
+                if c.soft_pin_ttl_ms.is_some() {
+                    return Err(ErrorCode::INVALID_PARAMS);
+                }
+                PendingPin {
+                    action: c.soft_pin_action,
+                    ttl_ns: 0,
+                }
+            }
+            SoftPinAction::Enable => {
+                let ttl_ms = c.soft_pin_ttl_ms.unwrap_or(self.default_pin_ms);
+                if ttl_ms > self.max_pin_ms {
+                    return Err(ErrorCode::INVALID_PARAMS);
+                }
+                PendingPin {
+                    action: SoftPinAction::Enable,
+                    ttl_ns: ttl_ms.saturating_mul(1_000_000),
+                }
+            }
+        };
+        let group = match &c.group_ids {
+            None => String::new(),
+            Some(g) if g.len() == 1 => g[0].clone(),
+            Some(_) => return Err(ErrorCode::INVALID_PARAMS),
+        };
+        Ok(StartArgs { pin, group })
+    }
+
+    /// Allocates the replica buffers of a new object; -200 (and the need-eviction flag)
+    /// when nothing fits.
+    fn allocate_replicas(
+        &self,
+        client: Uuid,
+        key: &str,
+        len: u64,
+        c: &ReplicateConfig,
+    ) -> MasterResult<Vec<Replica>> {
+        let mut preferred: Vec<String> = Vec::new();
+        if !c.preferred_segment.is_empty() {
+            preferred.push(c.preferred_segment.clone());
+        } else {
+            for s in &c.preferred_segments {
+                if !s.is_empty() && !preferred.contains(s) {
+                    preferred.push(s.clone());
+                }
+            }
+        }
+        let host = if c.prefer_alloc_in_same_node && c.replica_num == 1 {
+            if c.host_id.is_empty() {
+                self.segments
+                    .client_segments(client)
+                    .into_iter()
+                    .map(|s| s.host_id)
+                    .find(|h| !h.is_empty())
+                    .unwrap_or_default()
+            } else {
+                c.host_id.clone()
+            }
+        } else {
+            String::new()
+        };
+        let want = usize::try_from(c.replica_num).unwrap_or(usize::MAX);
+        let strategy = self.config.allocation_strategy;
+        let (bufs, names) = self.segments.with_view(|view| {
+            if !host.is_empty() {
+                let mut local = view.host_segments(&host);
+                if !local.is_empty() {
+                    let shift = key.len().wrapping_add(random_index(local.len())) % local.len();
+                    local.rotate_left(shift);
+                }
+                for s in local {
+                    if !preferred.contains(&s) {
+                        preferred.push(s);
+                    }
+                }
+            }
+            let bufs = place(view, strategy, len, want, &preferred);
+            (bufs, view.names().len())
+        });
+        if bufs.is_empty() {
+            self.metrics.alloc_failures.fetch_add(1, Ordering::Relaxed);
+            if names > 0 {
+                self.need_eviction.store(true, Ordering::Release);
+            }
+            return Err(ErrorCode::NO_AVAILABLE_HANDLE);
+        }
+        Ok(bufs
+            .into_iter()
+            .map(|buf| Replica {
+                id: self.next_replica_id.fetch_add(1, Ordering::Relaxed),
+                status: ReplicaStatus::Processing,
+                buf,
+            })
+            .collect())
+    }
+
+    /// Allocates and inserts a fresh PROCESSING object; returns its descriptors.
+    #[allow(clippy::too_many_arguments)]
+    fn insert_new(
+        &self,
+        shard: &mut ShardGuard<'_>,
+        client: Uuid,
+        tenant: &str,
+        key: &str,
+        len: u64,
+        c: &ReplicateConfig,
+        args: StartArgs,
+        soft_pin: Option<u64>,
+        now: u64,
+    ) -> MasterResult<Vec<ReplicaDescriptor>> {
+        let replicas = self.allocate_replicas(client, key, len, c)?;
+        let descs = replicas.iter().map(Replica::descriptor).collect();
+        shard.insert(
+            tenant,
+            key,
+            Object {
+                client,
+                put_start: now,
+                size: len,
+                checksum: None,
+                lease_timeout: 0,
+                soft_pin,
+                pending_pin: Some(args.pin),
+                hard_pin: c.with_hard_pin,
+                group_id: args.group,
+                replicas,
+            },
+        );
+        Ok(descs)
+    }
+
+    /// `PutStart`.
+    pub(super) fn put_start_one(
+        &self,
+        client: Uuid,
+        key: &str,
+        len: u64,
+        c: &ReplicateConfig,
+        tenant: &str,
+    ) -> MasterResult<Vec<ReplicaDescriptor>> {
+        let args = self.check_start(key, len, c)?;
+        let tenant = self.tenant(tenant);
+        let now = self.now();
+        let mut shard = self.objects.lock_key(tenant, key);
+        drop_dead_replicas(&mut shard, tenant, key);
+        if let Some(o) = shard.get_mut(tenant, key) {
+            let has_complete = o
+                .replicas
+                .iter()
+                .any(|r| r.status == ReplicaStatus::Complete);
+            if has_complete || o.put_start.saturating_add(self.discard_ns) >= now {
+                return Err(ErrorCode::OBJECT_ALREADY_EXISTS);
+            }
+            // Preempt the stale put: its buffers may still be written by the dead
+            // writer, so they are parked until the release timeout.
+            let release_at = o.put_start.saturating_add(self.release_ns);
+            let mut bufs = o.take_replicas(|_| true);
+            if let Some(old) = shard.remove(tenant, key) {
+                bufs.extend(old.replicas.into_iter().map(|r| r.buf));
+            }
+            self.discard(bufs, release_at);
+        }
+        self.insert_new(&mut shard, client, tenant, key, len, c, args, None, now)
+    }
+
+    /// `PutEnd` / `UpsertEnd`.
+    pub(super) fn put_end_one(
+        &self,
+        client: Uuid,
+        meta: &ObjectMeta,
+        kind: ReplicaType,
+        tenant: &str,
+    ) -> MasterResult<()> {
+        let tenant = self.tenant(tenant);
+        let now = self.now();
+        let mut shard = self.objects.lock_key(tenant, &meta.key);
+        let o = shard
+            .get_mut(tenant, &meta.key)
+            .ok_or(ErrorCode::OBJECT_NOT_FOUND)?;
+        if o.client != client {
+            return Err(ErrorCode::ILLEGAL_CLIENT);
+        }
+        let memory = matches!(kind, ReplicaType::Memory | ReplicaType::All);
+        let target = |r: &Replica| memory && r.buf.seg.is_alive();
+        if !o.any_processing() {
+            let mut targets = o.replicas.iter().filter(|r| target(r)).peekable();
+            let has_target = targets.peek().is_some();
+            if has_target && targets.all(|r| r.status == ReplicaStatus::Complete) {
+                return Ok(());
+            }
+            return Err(ErrorCode::INVALID_WRITE);
+        }
+        let had_complete = o
+            .replicas
+            .iter()
+            .any(|r| r.status == ReplicaStatus::Complete);
+        for r in o.replicas.iter_mut() {
+            if r.status == ReplicaStatus::Processing && target(r) {
+                r.status = ReplicaStatus::Complete;
+            }
+        }
+        let has_complete = o
+            .replicas
+            .iter()
+            .any(|r| r.status == ReplicaStatus::Complete);
+        if !had_complete && has_complete {
+            o.commit_pending_pin(now);
+        }
+        if meta.checksum.is_some()
+            || matches!(
+                kind,
+                ReplicaType::All | ReplicaType::Memory | ReplicaType::NofSsd
+            )
+        {
+            o.checksum = meta.checksum;
+        }
+        o.grant_lease(now, 0);
+        Ok(())
+    }
+
+    /// `PutRevoke` / `UpsertRevoke`: drops the PROCESSING replicas.
+    pub(super) fn put_revoke_one(
+        &self,
+        client: Uuid,
+        key: &str,
+        kind: ReplicaType,
+        tenant: &str,
+    ) -> MasterResult<()> {
+        let tenant = self.tenant(tenant);
+        let mut shard = self.objects.lock_key(tenant, key);
+        let o = shard
+            .get_mut(tenant, key)
+            .ok_or(ErrorCode::OBJECT_NOT_FOUND)?;
+        if o.client != client {
+            return Err(ErrorCode::ILLEGAL_CLIENT);
+        }
+        if !o.any_processing() {
+            return Err(ErrorCode::INVALID_WRITE);
+        }
+        let memory = matches!(kind, ReplicaType::Memory | ReplicaType::All);
+        if memory
+            && o.replicas
+                .iter()
+                .any(|r| r.status != ReplicaStatus::Processing)
+        {
+            return Err(ErrorCode::INVALID_WRITE);
+        }
+        let bufs = o.take_replicas(|r| memory && r.status == ReplicaStatus::Processing);
+        if o.replicas.is_empty() {
+            o.pending_pin = None;
+        }
+        shard.remove_if_empty(tenant, key);
+        drop(shard);
+        self.segments.release(bufs);
+        Ok(())
+    }
+
+    /// `UpsertStart`: insert, or replace (in place when the size is unchanged).
+    pub(super) fn upsert_start_one(
+        &self,
+        client: Uuid,
+        key: &str,
+        len: u64,
+        c: &ReplicateConfig,
+        tenant: &str,
+    ) -> MasterResult<Vec<ReplicaDescriptor>> {
+        let args = self.check_start(key, len, c)?;
+        let tenant = self.tenant(tenant);
+        let now = self.now();
+        let release_at = now.saturating_add(self.release_ns);
+        let mut shard = self.objects.lock_key(tenant, key);
+        drop_dead_replicas(&mut shard, tenant, key);
+        let mut kept_pin = None;
+        if let Some(o) = shard.get_mut(tenant, key) {
+            if c.group_ids.is_some() && o.group_id != args.group {
+                return Err(ErrorCode::INVALID_PARAMS);
+            }
+            if o.any_processing() {
+                // Preempt an in-flight put/upsert at once.
+                let bufs = o.take_replicas(|r| r.status == ReplicaStatus::Processing);
+                o.pending_pin = None;
+                let complete = o
+                    .replicas
+                    .iter()
+                    .any(|r| r.status == ReplicaStatus::Complete);
+                if !complete {
+                    kept_pin = o.soft_pin.filter(|d| *d > now);
+                }
+                self.discard(bufs, release_at);
+                if !complete {
+                    if let Some(old) = shard.remove(tenant, key) {
+                        self.discard(
+                            old.replicas.into_iter().map(|r| r.buf).collect(),
+                            release_at,
+                        );
+                    }
+                }
+            }
+        }
+        let Some(o) = shard.get_mut(tenant, key) else {
+            return self.insert_new(&mut shard, client, tenant, key, len, c, args, kept_pin, now);
+        };
+        if o.size == len {
+            // Same size: rewrite in place; unreadable until UpsertEnd.
+            o.client = client;
+            o.put_start = now;
+            for r in o.replicas.iter_mut() {
+                if r.status == ReplicaStatus::Complete {
+                    r.status = ReplicaStatus::Processing;
+                }
+            }
+            o.pending_pin = Some(args.pin);
+            return Ok(o.replicas.iter().map(Replica::descriptor).collect());
+        }
+        // Different size: park the old buffers (readers may still hold them), then
+        // allocate afresh, keeping the pins and the group.
+        let mut merged = c.clone();
+        merged.with_hard_pin = c.with_hard_pin || o.hard_pin;
+        let pin = o.soft_pin.filter(|d| *d > now);
+        let args = StartArgs {
+            pin: args.pin,
+            group: o.group_id.clone(),
+        };
+        if let Some(old) = shard.remove(tenant, key) {
+            self.discard(
+                old.replicas.into_iter().map(|r| r.buf).collect(),
+                release_at,
+            );
+        }
+        self.insert_new(
+            &mut shard, client, tenant, key, len, &merged, args, pin, now,
+        )
+    }
+
+    /// Shared shape of `BatchPutStart` / `BatchUpsertStart`.
+    pub(super) fn batch_start(
+        &self,
+        keys: &[String],
+        lens: &[u64],
+        c: &ReplicateConfig,
+        upsert: bool,
+        mut one: impl FnMut(&str, u64, &ReplicateConfig) -> MasterResult<Vec<ReplicaDescriptor>>,
+    ) -> StartResults {
+        if keys.len() != lens.len() || c.group_ids.as_ref().is_some_and(|g| g.len() != keys.len()) {
+            return keys
+                .iter()
+                .map(|_| Err(ErrorCode::INVALID_PARAMS))
+                .collect();
+        }
+        let mut cfg = c.clone();
+        let mut out = Vec::with_capacity(keys.len());
+        for (i, (key, len)) in keys.iter().zip(lens).enumerate() {
+            let mut kc = cfg.clone();
+            if let Some(g) = &c.group_ids {
+                kc.group_ids = Some(vec![g[i].clone()]);
+            }
+            let r = one(key, *len, &kc);
+            if !upsert && i == 0 && c.prefer_alloc_in_same_node {
+                if let Ok(descs) = &r {
+                    let endpoint = descs.iter().rev().find_map(|d| match &d.location {
+                        crate::wire::master_api::ReplicaLocation::Memory(b)
+                            if !b.transport_endpoint.is_empty() =>
+                        {
+                            Some(b.transport_endpoint.clone())
+                        }
+                        _ => None,
+                    });
+                    if let Some(e) = endpoint {
+                        cfg.preferred_segment = e;
+                    }
+                }
+            }
+            out.push(r);
+        }
+        out
+    }
+}
+
+/// Drops the replicas of (tenant, key) left on unmounted segments (their space went
+/// with the segment), erasing the object if none is left — so a key whose owner died
+/// can be written again before the background sweep gets to it.
+fn drop_dead_replicas(shard: &mut ShardGuard<'_>, tenant: &str, key: &str) {
+    if let Some(o) = shard.get_mut(tenant, key) {
+        if o.replicas.iter().any(|r| !r.buf.seg.is_alive()) {
+            o.replicas.retain(|r| r.buf.seg.is_alive());
+            shard.remove_if_empty(tenant, key);
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! What `setup` takes ([`SetupConfig`]) and the `MC_STORE_*` / `MC_RPC_*` environment
+//! knobs it reads ([`StoreEnv`]).
+
+use std::time::Duration;
+
+/// Upstream's default master address.
+pub const DEFAULT_MASTER_ADDR: &str = "127.0.0.1:50051";
+/// Upstream's default protocol.
+pub const DEFAULT_PROTOCOL: &str = "tcp";
+
+/// The arguments of `mooncake_store_setup`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SetupConfig {
+    /// This client's name: `host` (a free port in 12300-14300 is appended) or
+    /// `host:port` (used verbatim). Required.
+    pub local_hostname: String,
+    /// Transfer Engine metadata: `P2PHANDSHAKE` or an `http://` URL.
+    pub metadata_server: String,
+    /// Bytes of RAM this client contributes to the store (0 = pure client).
+    pub global_segment_size: u64,
+    /// Bytes of the staging buffer used by `put` (0 = `put` unavailable).
+    pub local_buffer_size: u64,
+    /// Transport; only `tcp` is supported. Empty means `tcp`.
+    pub protocol: String,
+    /// RDMA device list; ignored for `tcp`.
+    pub device_name: String,
+    /// Master `host:port`. Empty means `127.0.0.1:50051`.
+    pub master_server_addr: String,
+}
+
+impl SetupConfig {
+    /// A copy with upstream's defaults filled in for empty `protocol` and
+    /// `master_server_addr` (the C ABI's NULL defaults).
+    pub fn with_defaults(&self) -> SetupConfig {
+        let mut c = self.clone();
+        if c.protocol.is_empty() {
+            c.protocol = DEFAULT_PROTOCOL.into();
+        }
+        if c.master_server_addr.is_empty() {
+            c.master_server_addr = DEFAULT_MASTER_ADDR.into();
+        }
+        c
+    }
+}
+
+/// Environment knobs of the store client, read at each setup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreEnv {
+    /// `MC_STORE_CLIENT_MIN_PORT` (12300).
+    pub min_port: u16,
+    /// `MC_STORE_CLIENT_MAX_PORT` (14300).
+    pub max_port: u16,
+    /// `MC_STORE_CLIENT_SETUP_RETRIES` (20).
+    pub setup_retries: u32,
+    /// `MC_RPC_TIMEOUT_MS` (30 000).
+    pub rpc_timeout: Duration,
+    /// `MC_RPC_CONNECT_TIMEOUT_MS` (30 000).
+    pub connect_timeout: Duration,
+}
+
+const DEFAULT_MIN_PORT: u16 = 12300;
+const DEFAULT_MAX_PORT: u16 = 14300;
+
+impl StoreEnv {
+    /// Reads the process environment.
+    pub fn from_env() -> StoreEnv {
+        StoreEnv::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Reads any variable source (the environment, or a test map).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> StoreEnv {
+        let num = |name: &str, default: u64, lo: u64, hi: u64| -> u64 {
+            match get(name).map(|v| v.trim().parse::<u64>()) {
+                Some(Ok(v)) if (lo..=hi).contains(&v) => v,
+                Some(_) => {
+                    log::warn!("ignoring out-of-range or malformed {name}");
+                    default
+                }
+                None => default,
+            }
+        };
+        let min = num(
+            "MC_STORE_CLIENT_MIN_PORT",
+            DEFAULT_MIN_PORT.into(),
+            1,
+            65535,
+        ) as u16;
+        let max = num(
+            "MC_STORE_CLIENT_MAX_PORT",
+            DEFAULT_MAX_PORT.into(),
+            1,
+            65535,
+        ) as u16;
+        let (min_port, max_port) = if min <= max {
+            (min, max)
+        } else {
+            log::warn!("MC_STORE_CLIENT_MIN_PORT {min} > MAX_PORT {max}; using defaults");
+            (DEFAULT_MIN_PORT, DEFAULT_MAX_PORT)
+        };
+        let ms = |name: &str| Duration::from_millis(num(name, 30_000, 1, 86_400_000));
+        StoreEnv {
+            min_port,
+            max_port,
+            setup_retries: num("MC_STORE_CLIENT_SETUP_RETRIES", 20, 1, 1000) as u32,
+            rpc_timeout: ms("MC_RPC_TIMEOUT_MS"),
+            connect_timeout: ms("MC_RPC_CONNECT_TIMEOUT_MS"),
+        }
+    }
+}
+
+/// Splits `host[:port]`; the port is `Some` only when the name carries a valid one
+/// (`[v6]:port`, or `host:port` with exactly one colon). Bare IPv6 addresses have none.
+pub fn split_explicit_port(name: &str) -> (String, Option<u16>) {
+    if let Some(rest) = name.strip_prefix('[') {
+        if let Some((host, tail)) = rest.split_once(']') {
+            let port = tail.strip_prefix(':').and_then(|p| p.parse::<u16>().ok());
+            return (host.to_string(), port.filter(|p| *p != 0));
+        }
+    }
+    if name.matches(':').count() == 1 {
+        if let Some((host, port)) = name.split_once(':') {
+            if let Ok(p) = port.parse::<u16>() {
+                if p != 0 {
+                    return (host.to_string(), Some(p));
+                }
+            }
+        }
+    }
+    (name.to_string(), None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn env_defaults_and_overrides() {
+        let e = StoreEnv::from_lookup(|_| None);
+        assert_eq!(
+            (e.min_port, e.max_port, e.setup_retries),
+            (12300, 14300, 20)
+        );
+        assert_eq!(e.rpc_timeout, Duration::from_secs(30));
+        let map: HashMap<&str, &str> = [
+            ("MC_STORE_CLIENT_MIN_PORT", "20000"),
+            ("MC_STORE_CLIENT_MAX_PORT", "10000"),
+            ("MC_RPC_TIMEOUT_MS", "250"),
+        ]
+        .into_iter()
+        .collect();
+        let e = StoreEnv::from_lookup(|k| map.get(k).map(|v| v.to_string()));
+        assert_eq!((e.min_port, e.max_port), (12300, 14300));
+        assert_eq!(e.rpc_timeout, Duration::from_millis(250));
+    }
+
+    #[test]
+    fn explicit_ports() {
+        assert_eq!(split_explicit_port("h:5"), ("h".into(), Some(5)));
+        assert_eq!(split_explicit_port("h"), ("h".into(), None));
+        assert_eq!(split_explicit_port("h:x"), ("h:x".into(), None));
+        assert_eq!(split_explicit_port("[::1]:7"), ("::1".into(), Some(7)));
+        assert_eq!(split_explicit_port("fe80::1"), ("fe80::1".into(), None));
+        let d = SetupConfig::default().with_defaults();
+        assert_eq!(
+            (d.protocol.as_str(), d.master_server_addr.as_str()),
+            ("tcp", DEFAULT_MASTER_ADDR)
+        );
+    }
+}

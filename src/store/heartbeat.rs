@@ -1,0 +1,97 @@
+//! The heartbeat thread of a client that mounted segments: `Ping` every second,
+//! `ReMountSegment` when the master answers NEED_REMOUNT, and the health flag that
+//! `health_check` reports.
+
+use crate::wire::master_api::{ClientStatus, MasterApi, Segment, Uuid};
+use crossbeam_channel::{RecvTimeoutError, Sender};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Consecutive ping failures after which the master is reported unreachable in the log.
+const FAILURES_BEFORE_WARNING: u32 = 3;
+
+/// A running heartbeat; stopped and joined by [`Heartbeat::stop`] or on drop.
+pub struct Heartbeat {
+    stop: Option<Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Heartbeat {
+    /// Starts pinging `master` every `period` as `client`, remounting `segments` when
+    /// asked. `healthy` is true while the last ping succeeded.
+    pub fn start(
+        master: Arc<dyn MasterApi>,
+        client: Uuid,
+        segments: Vec<Segment>,
+        healthy: Arc<AtomicBool>,
+        period: Duration,
+    ) -> std::io::Result<Heartbeat> {
+        let (stop, stopped) = crossbeam_channel::bounded::<()>(0);
+        let thread = std::thread::Builder::new()
+            .name("mc-store-heartbeat".into())
+            .spawn(move || {
+                let mut failures = 0u32;
+                loop {
+                    match stopped.recv_timeout(period) {
+                        Err(RecvTimeoutError::Timeout) => {}
+                        _ => return,
+                    }
+                    tick(&*master, client, &segments, &healthy, &mut failures);
+                }
+            })?;
+        Ok(Heartbeat {
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops the thread and waits for it (an in-flight ping finishes first).
+    pub fn stop(&mut self) {
+        self.stop.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn tick(
+    master: &dyn MasterApi,
+    client: Uuid,
+    segments: &[Segment],
+    healthy: &AtomicBool,
+    failures: &mut u32,
+) {
+    match master.ping(client) {
+        Ok(resp) => {
+            if *failures >= FAILURES_BEFORE_WARNING {
+                log::info!("store: master reachable again after {failures} failed pings");
+            }
+            *failures = 0;
+            healthy.store(true, Ordering::SeqCst);
+            if resp.client_status == ClientStatus::NeedRemount {
+                match master.remount_segment(segments, client) {
+                    Ok(()) => log::info!("store: remounted {} segment(s)", segments.len()),
+                    Err(e) => log::warn!("store: remounting segments failed: {e}"),
+                }
+            }
+        }
+        Err(e) => {
+            *failures += 1;
+            healthy.store(false, Ordering::SeqCst);
+            if *failures == FAILURES_BEFORE_WARNING {
+                log::warn!(
+                    "store: {failures} consecutive pings to the master failed ({e}); \
+                     still retrying every second"
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,220 @@
+//! The store client's own memory: anonymous mappings for the global segment and the
+//! local staging buffer, and a first-fit allocator that hands out pieces of the latter.
+
+use crate::wire::master_api::ErrorCode;
+use parking_lot::Mutex;
+use std::collections::BTreeMap;
+
+/// Alignment of every staging allocation (upstream's local buffer is 64-B aligned).
+const STAGING_ALIGN: u64 = 64;
+
+/// A zero-filled, page-aligned anonymous mapping, unmapped on drop.
+///
+/// Pages are only backed once touched, so a large segment costs nothing up front.
+#[derive(Debug)]
+pub struct Mapping {
+    addr: u64,
+    len: u64,
+}
+
+// SAFETY: the mapping is plain memory owned by this value; access to its bytes is
+// coordinated by the store (and by the peers writing through the TE), not by Rust
+// references.
+unsafe impl Send for Mapping {}
+// SAFETY: as above; `Mapping` itself only exposes its address and length.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    /// Maps `len` (> 0) zeroed bytes; failures (ENOMEM, absurd sizes) are -600.
+    pub fn zeroed(len: u64) -> Result<Mapping, ErrorCode> {
+        let Ok(size) = usize::try_from(len) else {
+            return Err(ErrorCode::INVALID_PARAMS);
+        };
+        if size == 0 || size > isize::MAX as usize {
+            return Err(ErrorCode::INVALID_PARAMS);
+        }
+        // SAFETY: a fresh private anonymous mapping; no existing memory is affected.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                size,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            log::error!(
+                "store: mapping {len} bytes failed: {}",
+                std::io::Error::last_os_error()
+            );
+            return Err(ErrorCode::INVALID_PARAMS);
+        }
+        Ok(Mapping {
+            addr: ptr as u64,
+            len,
+        })
+    }
+
+    /// Base address.
+    pub fn addr(&self) -> u64 {
+        self.addr
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the mapping is empty (never: zero-length mappings are refused).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether `[addr, addr + len)` lies inside the mapping.
+    pub fn contains(&self, addr: u64, len: u64) -> bool {
+        addr >= self.addr
+            && addr
+                .checked_add(len)
+                .is_some_and(|end| end <= self.addr + self.len)
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: exactly the region mmap returned; nothing uses it any more.
+        unsafe { libc::munmap(self.addr as usize as *mut libc::c_void, self.len as usize) };
+    }
+}
+
+/// First-fit allocator over a mapping: free ranges by offset, coalesced on free.
+#[derive(Debug)]
+pub struct StagingBuffer {
+    memory: Mapping,
+    free: Mutex<BTreeMap<u64, u64>>,
+}
+
+/// One staging allocation; returned to the buffer on drop.
+#[derive(Debug)]
+pub struct Staging<'a> {
+    buffer: &'a StagingBuffer,
+    offset: u64,
+    reserved: u64,
+    len: u64,
+}
+
+impl StagingBuffer {
+    /// Manages all of `memory`.
+    pub fn new(memory: Mapping) -> StagingBuffer {
+        let mut free = BTreeMap::new();
+        free.insert(0, memory.len());
+        StagingBuffer {
+            memory,
+            free: Mutex::new(free),
+        }
+    }
+
+    /// The underlying mapping.
+    pub fn memory(&self) -> &Mapping {
+        &self.memory
+    }
+
+    /// Allocates `len` (> 0) bytes; `None` when zero or when no free range fits.
+    pub fn allocate(&self, len: u64) -> Option<Staging<'_>> {
+        if len == 0 {
+            return None;
+        }
+        let reserved = len.checked_add(STAGING_ALIGN - 1)? & !(STAGING_ALIGN - 1);
+        let mut free = self.free.lock();
+        let (&offset, &size) = free.iter().find(|(_, &size)| size >= reserved)?;
+        free.remove(&offset);
+        if size > reserved {
+            free.insert(offset + reserved, size - reserved);
+        }
+        Some(Staging {
+            buffer: self,
+            offset,
+            reserved,
+            len,
+        })
+    }
+
+    fn release(&self, offset: u64, len: u64) {
+        let mut free = self.free.lock();
+        let (mut start, mut size) = (offset, len);
+        if let Some((&prev, &prev_len)) = free.range(..offset).next_back() {
+            if prev + prev_len == offset {
+                free.remove(&prev);
+                start = prev;
+                size += prev_len;
+            }
+        }
+        if let Some(next_len) = free.remove(&(offset + len)) {
+            size += next_len;
+        }
+        free.insert(start, size);
+    }
+
+    /// Bytes currently free (in total, not necessarily contiguous).
+    pub fn free_bytes(&self) -> u64 {
+        self.free.lock().values().sum()
+    }
+}
+
+impl Staging<'_> {
+    /// Absolute address of the allocation.
+    pub fn addr(&self) -> u64 {
+        self.buffer.memory.addr() + self.offset
+    }
+
+    /// Requested length.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the allocation is empty (never).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Copies `data` (at most `len` bytes) to the start of the allocation.
+    pub fn fill(&mut self, data: &[u8]) {
+        let n = data.len().min(self.len as usize);
+        // SAFETY: the allocation is `len` bytes inside the live mapping, owned
+        // exclusively by this value; `data` is a separate Rust slice.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.addr() as usize as *mut u8, n) };
+    }
+}
+
+impl Drop for Staging<'_> {
+    fn drop(&mut self) {
+        self.buffer.release(self.offset, self.reserved);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allocates_first_fit_and_coalesces() {
+        let buf = StagingBuffer::new(Mapping::zeroed(4096).unwrap());
+        assert!(buf.allocate(0).is_none());
+        let a = buf.allocate(100).unwrap();
+        let b = buf.allocate(1000).unwrap();
+        assert_eq!(a.addr() % 64, 0);
+        assert_eq!(b.addr(), a.addr() + 128);
+        assert!(buf.allocate(4096).is_none());
+        drop(a);
+        let c = buf.allocate(64).unwrap();
+        assert_eq!(c.addr(), buf.memory().addr());
+        drop(b);
+        drop(c);
+        assert_eq!(buf.free_bytes(), 4096);
+        let mut whole = buf.allocate(4096).unwrap();
+        whole.fill(&[7u8; 10]);
+        assert!(buf.memory().contains(whole.addr(), 4096));
+        assert!(!buf.memory().contains(whole.addr(), 4097));
+    }
+}

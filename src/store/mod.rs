@@ -1,0 +1,24 @@
+//! Mooncake Store client: a safe Rust API over the master ([`MasterApi`]) and the
+//! Transfer Engine, with upstream `RealClient`'s behaviour and return codes
+//! (spec store.md §1-§2). The C ABI (`store_c.h`) is a thin layer over it in
+//! `ffi::store`.
+//!
+//! A [`Client`] is set up with [`Client::setup`] (master over coro_rpc) or
+//! [`Client::setup_with_master`] (any [`MasterApi`], e.g. the in-process master).
+//! Errors are upstream's numeric codes ([`ErrorCode`]).
+//!
+//! [`MasterApi`]: crate::wire::master_api::MasterApi
+
+mod client;
+pub mod config;
+mod connect;
+mod heartbeat;
+pub mod memory;
+mod ops;
+mod transfer;
+
+pub use crate::wire::master_api::{ErrorCode, ReplicateConfig, SoftPinAction};
+pub use client::{Client, Health};
+pub use config::SetupConfig;
+pub use connect::connect_master;
+pub use transfer::MAX_SLICE;

@@ -1,0 +1,150 @@
+//! Moving object bytes between local memory and replicas: a memcpy when the replica
+//! lies in this client's own segment, otherwise Transfer Engine requests, all of one
+//! operation in a single batch that is waited on (never spun on).
+
+use super::client::Inner;
+use crate::te::{Op, TaskStatus, TransferRequest};
+use crate::wire::master_api::ErrorCode;
+use std::time::{Duration, Instant};
+
+/// Largest piece one TE request carries (upstream's `kMaxSliceSize`, 16 MiB - 16).
+pub const MAX_SLICE: u64 = (16 << 20) - 16;
+
+/// How long one `wait_batch` call blocks before the wait is re-armed.
+const WAIT_STEP: Duration = Duration::from_secs(5);
+
+/// One contiguous copy between local memory and a replica.
+#[derive(Debug, Clone)]
+pub struct Move {
+    /// Address in this process (source of a write, destination of a read).
+    pub local: u64,
+    /// Absolute address in the replica owner's process.
+    pub remote: u64,
+    /// Bytes to move.
+    pub len: u64,
+    /// TE segment name of the replica owner (`transport_endpoint`).
+    pub endpoint: String,
+}
+
+impl Inner {
+    /// Whether `[addr, addr + len)` on `endpoint` is inside one of this client's own
+    /// mounted segments, so it can be copied directly.
+    fn is_own(&self, endpoint: &str, addr: u64, len: u64) -> bool {
+        endpoint.trim_start_matches('/') == self.te_name
+            && self.segments.iter().any(|s| s.memory.contains(addr, len))
+    }
+
+    /// Runs every move (all in direction `op`) and reports each one's outcome
+    /// (`TRANSFER_FAIL` for a failed move). Returns only when no transfer still
+    /// touches any `local` range.
+    ///
+    /// # Safety
+    /// Each move's `local` range must be valid for `len` bytes (reads for
+    /// [`Op::Write`], writes for [`Op::Read`]) until this returns, and must not be
+    /// accessed through Rust references meanwhile.
+    pub unsafe fn execute(&self, op: Op, moves: &[Move]) -> Vec<Result<(), ErrorCode>> {
+        let mut results = vec![Ok(()); moves.len()];
+        let mut requests = Vec::new();
+        let mut owners = Vec::new();
+        let Some(engine) = self.engine.as_ref() else {
+            return vec![Err(ErrorCode::INVALID_PARAMS); moves.len()];
+        };
+        for (i, m) in moves.iter().enumerate() {
+            if m.len == 0 {
+                continue;
+            }
+            if self.is_own(&m.endpoint, m.remote, m.len) {
+                let (src, dst) = match op {
+                    Op::Write => (m.local, m.remote),
+                    Op::Read => (m.remote, m.local),
+                };
+                // SAFETY: the remote range is inside this client's live segment
+                // mapping (checked above); the local range is valid per the contract.
+                unsafe {
+                    std::ptr::copy(
+                        src as usize as *const u8,
+                        dst as usize as *mut u8,
+                        m.len as usize,
+                    )
+                };
+                continue;
+            }
+            let target_id = match engine.open_segment(&m.endpoint) {
+                Ok(id) => id,
+                Err(e) => {
+                    log::error!("store: opening segment '{}': {e}", m.endpoint);
+                    results[i] = Err(ErrorCode::TRANSFER_FAIL);
+                    continue;
+                }
+            };
+            let mut done = 0;
+            while done < m.len {
+                let len = (m.len - done).min(MAX_SLICE);
+                requests.push(TransferRequest {
+                    op,
+                    source: m.local + done,
+                    target_id,
+                    target_offset: m.remote + done,
+                    length: len,
+                });
+                owners.push(i);
+                done += len;
+            }
+        }
+        if requests.is_empty() {
+            return results;
+        }
+        let statuses = run_batch(self, &requests);
+        for (owner, ok) in owners.into_iter().zip(statuses) {
+            if !ok {
+                results[owner] = Err(ErrorCode::TRANSFER_FAIL);
+            }
+        }
+        results
+    }
+}
+
+/// Submits `requests` as one batch, waits until every task is terminal, and returns
+/// whether each completed.
+fn run_batch(inner: &Inner, requests: &[TransferRequest]) -> Vec<bool> {
+    let Some(engine) = inner.engine.as_ref() else {
+        return vec![false; requests.len()];
+    };
+    let batch = engine.allocate_batch(requests.len());
+    if let Err(e) = engine.submit(batch, requests) {
+        log::error!("store: submitting {} transfers: {e}", requests.len());
+        let _ = engine.free_batch(batch);
+        return vec![false; requests.len()];
+    }
+    let started = Instant::now();
+    let mut warned = false;
+    // Tasks always end: the TCP transport fails slices that stop making progress.
+    // Returning earlier would let a transfer touch memory the caller got back.
+    loop {
+        match engine.wait_batch(batch, WAIT_STEP) {
+            Ok(true) => break,
+            Ok(false) => {
+                if !warned && started.elapsed() > Duration::from_secs(60) {
+                    log::warn!("store: transfers still running after 60 s; waiting");
+                    warned = true;
+                }
+            }
+            Err(e) => {
+                log::error!("store: waiting for batch: {e}");
+                break;
+            }
+        }
+    }
+    let statuses = (0..requests.len())
+        .map(|t| {
+            matches!(
+                engine.transfer_status(batch, t),
+                Ok((TaskStatus::Completed, _))
+            )
+        })
+        .collect();
+    if let Err(e) = engine.free_batch(batch) {
+        log::warn!("store: freeing batch: {e}");
+    }
+    statuses
+}

@@ -1,0 +1,274 @@
+/* Every function of store_c.h: NULL, unknown and destroyed handles, a handle that is
+ * not set up, argument validation, setup failures (which must return, not hang), and
+ * -- when MOONCAKE_TEST_MASTER=host:port names a reachable master -- real puts and
+ * gets between two stores in this process over TCP (P2PHANDSHAKE metadata). */
+#include "test_common.h"
+
+#include "mooncake/store_c.h"
+
+#include <stddef.h>
+
+/* Upstream's layout (x86-64 / aarch64 LP64), as its Rust bindings assert. */
+_Static_assert(sizeof(mooncake_replicate_config_t) == 32, "size");
+_Static_assert(offsetof(mooncake_replicate_config_t, replica_num) == 0, "replica_num");
+_Static_assert(offsetof(mooncake_replicate_config_t, with_soft_pin) == 8, "with_soft_pin");
+_Static_assert(offsetof(mooncake_replicate_config_t, with_hard_pin) == 12, "with_hard_pin");
+_Static_assert(offsetof(mooncake_replicate_config_t, preferred_segments) == 16, "preferred");
+_Static_assert(offsetof(mooncake_replicate_config_t, preferred_segments_count) == 24, "count");
+
+#define BOGUS_STORE ((mooncake_store_t)(uintptr_t)0x12345678u)
+
+static const char *KEYS2[2] = {"k1", "k2"};
+
+static void test_bad_handles(mooncake_store_t h) {
+    char buf[64] = "x";
+    int ires[2] = {7, 7};
+    int64_t lres[2] = {7, 7};
+    void *bufs[2] = {buf, buf};
+    size_t sizes[2] = {1, 1};
+    mooncake_store_destroy(h); /* no-op */
+    CHECK_EQ(mooncake_store_setup(h, "127.0.0.1", "P2PHANDSHAKE", 0, 0, "tcp", "", "x"), -1);
+    CHECK_EQ(mooncake_store_init_all(h, "tcp", "", 0), -1);
+    CHECK_EQ(mooncake_store_health_check(h), -1);
+    CHECK_EQ(mooncake_store_put(h, "k", buf, 1, NULL), -1);
+    CHECK_EQ(mooncake_store_put_from(h, "k", buf, 1, NULL), -1);
+    CHECK_EQ(mooncake_store_batch_put_from(h, KEYS2, bufs, sizes, 2, NULL, ires), -1);
+    CHECK(ires[0] == 7 && ires[1] == 7);
+    CHECK_EQ(mooncake_store_get_into(h, "k", buf, sizeof buf), -1);
+    CHECK_EQ(mooncake_store_batch_get_into(h, KEYS2, bufs, sizes, 2, lres), -1);
+    CHECK(lres[0] == 7 && lres[1] == 7);
+    CHECK_EQ(mooncake_store_is_exist(h, "k"), -1);
+    CHECK_EQ(mooncake_store_batch_is_exist(h, KEYS2, 2, ires), -1);
+    CHECK_EQ(mooncake_store_get_size(h, "k"), -1);
+    CHECK_EQ(mooncake_store_get_hostname(h, buf, sizeof buf), -1);
+    CHECK_EQ(mooncake_store_remove(h, "k", 1), -1);
+    CHECK_EQ(mooncake_store_remove_by_regex(h, ".*", 1), -1);
+    CHECK_EQ(mooncake_store_remove_all(h, 1), -1);
+    CHECK_EQ(mooncake_store_register_buffer(h, buf, sizeof buf), -1);
+    CHECK_EQ(mooncake_store_unregister_buffer(h, buf), -1);
+}
+
+/* A created handle that is not (or could not be) set up. */
+static void test_not_set_up(mooncake_store_t s) {
+    char buf[64];
+    int ires[2] = {7, 7};
+    int64_t lres[2] = {7, 7};
+    void *bufs[2] = {buf, buf};
+    size_t sizes[2] = {1, 1};
+    CHECK_EQ(mooncake_store_health_check(s), 1);
+    CHECK_EQ(mooncake_store_put(s, "k", "v", 1, NULL), -600);
+    CHECK_EQ(mooncake_store_put_from(s, "k", buf, 1, NULL), -600);
+    CHECK_EQ(mooncake_store_batch_put_from(s, KEYS2, bufs, sizes, 2, NULL, ires), 0);
+    CHECK(ires[0] == -600 && ires[1] == -600);
+    CHECK_EQ(mooncake_store_get_into(s, "k", buf, sizeof buf), -600);
+    CHECK_EQ(mooncake_store_batch_get_into(s, KEYS2, bufs, sizes, 2, lres), 0);
+    CHECK(lres[0] == -600 && lres[1] == -600);
+    CHECK_EQ(mooncake_store_is_exist(s, "k"), -600);
+    CHECK_EQ(mooncake_store_batch_is_exist(s, KEYS2, 2, ires), 0);
+    CHECK(ires[0] == -600 && ires[1] == -600);
+    CHECK_EQ(mooncake_store_get_size(s, "k"), -600);
+    CHECK_EQ(mooncake_store_remove(s, "k", 0), -600);
+    CHECK_EQ(mooncake_store_remove_by_regex(s, "k", 0), -600);
+    CHECK_EQ(mooncake_store_remove_all(s, 0), -600);
+    CHECK_EQ(mooncake_store_register_buffer(s, buf, sizeof buf), -600);
+    CHECK_EQ(mooncake_store_unregister_buffer(s, buf), -600);
+    memset(buf, 'x', sizeof buf);
+    CHECK_EQ(mooncake_store_get_hostname(s, buf, sizeof buf), 0);
+    CHECK_EQ(buf[0], '\0');
+    CHECK_EQ(mooncake_store_get_hostname(s, buf, 1), 0);
+}
+
+/* Shim validation: -1 before anything else, whatever the handle's state. */
+static void test_argument_checks(mooncake_store_t s) {
+    char buf[16];
+    int ires[2] = {7, 7};
+    int64_t lres[2] = {7, 7};
+    void *bufs[2] = {buf, buf};
+    void *null_bufs[2] = {buf, NULL};
+    size_t sizes[2] = {1, 1};
+    const char *null_keys[2] = {"k1", NULL};
+    CHECK_EQ(mooncake_store_put(s, NULL, "v", 1, NULL), -1);
+    CHECK_EQ(mooncake_store_put(s, "k", NULL, 1, NULL), -1);
+    CHECK_EQ(mooncake_store_put_from(s, NULL, buf, 1, NULL), -1);
+    CHECK_EQ(mooncake_store_put_from(s, "k", NULL, 1, NULL), -1);
+    CHECK_EQ(mooncake_store_batch_put_from(s, NULL, bufs, sizes, 2, NULL, ires), -1);
+    CHECK_EQ(mooncake_store_batch_put_from(s, KEYS2, NULL, sizes, 2, NULL, ires), -1);
+    CHECK_EQ(mooncake_store_batch_put_from(s, KEYS2, bufs, NULL, 2, NULL, ires), -1);
+    CHECK_EQ(mooncake_store_batch_put_from(s, KEYS2, bufs, sizes, 2, NULL, NULL), -1);
+    CHECK_EQ(mooncake_store_batch_put_from(s, null_keys, bufs, sizes, 2, NULL, ires), -1);
+    CHECK_EQ(mooncake_store_batch_put_from(s, KEYS2, null_bufs, sizes, 2, NULL, ires), -1);
+    CHECK_EQ(mooncake_store_batch_put_from(s, NULL, NULL, NULL, 0, NULL, ires), -1);
+    CHECK(ires[0] == 7 && ires[1] == 7);
+    CHECK_EQ(mooncake_store_get_into(s, NULL, buf, 1), -1);
+    CHECK_EQ(mooncake_store_get_into(s, "k", NULL, 1), -1);
+    CHECK_EQ(mooncake_store_batch_get_into(s, NULL, bufs, sizes, 2, lres), -1);
+    CHECK_EQ(mooncake_store_batch_get_into(s, KEYS2, bufs, sizes, 2, NULL), -1);
+    CHECK_EQ(mooncake_store_batch_get_into(s, null_keys, bufs, sizes, 2, lres), -1);
+    CHECK_EQ(mooncake_store_batch_get_into(s, KEYS2, null_bufs, sizes, 2, lres), -1);
+    CHECK(lres[0] == 7 && lres[1] == 7);
+    CHECK_EQ(mooncake_store_is_exist(s, NULL), -1);
+    CHECK_EQ(mooncake_store_batch_is_exist(s, NULL, 2, ires), -1);
+    CHECK_EQ(mooncake_store_batch_is_exist(s, KEYS2, 2, NULL), -1);
+    CHECK_EQ(mooncake_store_batch_is_exist(s, null_keys, 2, ires), -1);
+    CHECK_EQ(mooncake_store_get_size(s, NULL), -1);
+    CHECK_EQ(mooncake_store_get_hostname(s, NULL, 16), -1);
+    CHECK_EQ(mooncake_store_get_hostname(s, buf, 0), -1);
+    CHECK_EQ(mooncake_store_remove(s, NULL, 1), -1);
+    CHECK_EQ(mooncake_store_remove_by_regex(s, NULL, 1), -1);
+    CHECK_EQ(mooncake_store_register_buffer(s, NULL, 16), -1);
+    CHECK_EQ(mooncake_store_register_buffer(s, buf, 0), -1);
+    CHECK(strstr(mooncake_last_error_message(), "mooncake_store_register_buffer") != NULL);
+}
+
+/* Setup failures return promptly with upstream's codes and leave the handle usable. */
+static void test_setup_failures(mooncake_store_t s) {
+    CHECK_EQ(mooncake_store_setup(s, NULL, "P2PHANDSHAKE", 0, 0, NULL, NULL, "127.0.0.1:1"),
+             -600);
+    CHECK_EQ(mooncake_store_setup(s, "", "P2PHANDSHAKE", 0, 0, "tcp", "", "127.0.0.1:1"), -600);
+    CHECK_EQ(mooncake_store_setup(s, "127.0.0.1", "P2PHANDSHAKE", 0, 0, "rdma", "mlx5_0",
+                                  "127.0.0.1:1"),
+             -600);
+    /* Nothing listens on port 1: an explicit port gives -600, an auto port -1. */
+    double t0 = now_seconds();
+    CHECK_EQ(mooncake_store_setup(s, "127.0.0.1:12999", "P2PHANDSHAKE", 1 << 20, 1 << 20,
+                                  "tcp", "", "127.0.0.1:1"),
+             -600);
+    CHECK_EQ(mooncake_store_setup(s, "127.0.0.1", "P2PHANDSHAKE", 1 << 20, 1 << 20, "tcp", "",
+                                  "127.0.0.1:1"),
+             -1);
+    CHECK_EQ(mooncake_store_setup(s, "127.0.0.1", "etcd://127.0.0.1:2379", 0, 0, "tcp", "",
+                                  "127.0.0.1:1"),
+             -1);
+    /* Legacy init: etcd metadata is unsupported here. */
+    CHECK_EQ(mooncake_store_init_all(s, NULL, NULL, 1 << 20), -600);
+    CHECK(now_seconds() - t0 < 30.0);
+    test_not_set_up(s);
+}
+
+static mooncake_store_t setup_store(const char *master, uint64_t segment) {
+    mooncake_store_t s = mooncake_store_create();
+    REQUIRE(s != NULL);
+    REQUIRE(mooncake_store_setup(s, "127.0.0.1", "P2PHANDSHAKE", segment, 16 << 20, "tcp", "",
+                                 master) == 0);
+    return s;
+}
+
+static void test_with_master(const char *master) {
+    mooncake_store_t a = setup_store(master, 32 << 20);
+    mooncake_store_t b = setup_store(master, 32 << 20);
+    char name_a[128], name_b[128];
+    CHECK_EQ(mooncake_store_get_hostname(a, name_a, sizeof name_a), 0);
+    CHECK_EQ(mooncake_store_get_hostname(b, name_b, sizeof name_b), 0);
+    CHECK(strncmp(name_a, "127.0.0.1:", 10) == 0);
+    CHECK(strcmp(name_a, name_b) != 0);
+    char scratch[128];
+    CHECK_EQ(mooncake_store_get_hostname(a, scratch, strlen(name_a)), -1); /* no room for NUL */
+    CHECK_EQ(mooncake_store_health_check(a), 0);
+    CHECK_EQ(mooncake_store_setup(a, "127.0.0.1", "P2PHANDSHAKE", 0, 0, "tcp", "", master),
+             -600); /* already set up */
+    mooncake_store_remove_all(a, 1);
+
+    size_t n = (3 << 20) + 17;
+    unsigned char *src = malloc(n), *dst = malloc(n);
+    REQUIRE(src && dst);
+    fill_pattern(src, n, 3);
+    /* Placed on b's segment, written by a, read back by both. */
+    const char *pref[2] = {NULL, name_b};
+    mooncake_replicate_config_t cfg = {1, 0, 0, pref, 2};
+    CHECK_EQ(mooncake_store_put(a, "obj", src, n, &cfg), 0);
+    memset(dst, 0, n);
+    CHECK_EQ(mooncake_store_get_into(a, "obj", dst, n), (int64_t)n);
+    CHECK(memcmp(src, dst, n) == 0);
+    memset(dst, 0, n);
+    CHECK_EQ(mooncake_store_get_into(b, "obj", dst, n + 100), (int64_t)n);
+    CHECK(memcmp(src, dst, n) == 0);
+    CHECK_EQ(mooncake_store_get_into(b, "obj", dst, n - 1), -600);
+    CHECK_EQ(mooncake_store_get_size(b, "obj"), (int64_t)n);
+    CHECK_EQ(mooncake_store_is_exist(b, "obj"), 1);
+    CHECK_EQ(mooncake_store_is_exist(b, "missing"), 0);
+    CHECK_EQ(mooncake_store_get_into(b, "missing", dst, n), -704);
+    CHECK_EQ(mooncake_store_get_size(b, "missing"), -704);
+    /* Existing key: success, old value kept. */
+    fill_pattern(dst, n, 9);
+    CHECK_EQ(mooncake_store_put_from(b, "obj", dst, n, NULL), 0);
+    CHECK_EQ(mooncake_store_get_into(a, "obj", dst, n), (int64_t)n);
+    CHECK(memcmp(src, dst, n) == 0);
+    CHECK_EQ(mooncake_store_put(a, "empty", src, 0, NULL), -600);
+    CHECK_EQ(mooncake_store_put_from(a, "empty", NULL, 0, NULL), 0);
+    CHECK_EQ(mooncake_store_is_exist(a, "empty"), 0);
+    /* Larger than the 16 MiB local buffer: -600 (put_from has no such limit). */
+    size_t big_n = (size_t)17 << 20;
+    unsigned char *big = calloc(big_n, 1);
+    REQUIRE(big != NULL);
+    CHECK_EQ(mooncake_store_put(a, "huge", big, big_n, NULL), -600);
+    free(big);
+
+    /* Batches, with per-item codes. */
+    const char *keys[3] = {"b1", "b2", "b1"};
+    void *bufs[3] = {src, src + 100, src + 200};
+    size_t sizes[3] = {100, 200, 300};
+    int ires[3] = {7, 7, 7};
+    CHECK_EQ(mooncake_store_batch_put_from(a, keys, bufs, sizes, 3, NULL, ires), 0);
+    CHECK(ires[0] == 0 && ires[1] == 0 && ires[2] == 0);
+    const char *gkeys[3] = {"b1", "b2", "nope"};
+    unsigned char g1[300], g2[100], g3[8];
+    void *gbufs[3] = {g1, g2, g3};
+    size_t gsizes[3] = {sizeof g1, sizeof g2, sizeof g3};
+    int64_t lres[3] = {7, 7, 7};
+    CHECK_EQ(mooncake_store_batch_get_into(b, gkeys, gbufs, gsizes, 3, lres), 0);
+    CHECK_EQ(lres[0], 300); /* duplicate key: the last buffer wins */
+    CHECK(memcmp(g1, src + 200, 300) == 0);
+    CHECK_EQ(lres[1], -600); /* 200 bytes do not fit in 100 */
+    CHECK_EQ(lres[2], -704);
+    CHECK_EQ(mooncake_store_batch_is_exist(b, gkeys, 3, ires), 0);
+    CHECK(ires[0] == 1 && ires[1] == 1 && ires[2] == 0);
+
+    /* Removal: leased objects need force. */
+    CHECK_EQ(mooncake_store_remove(a, "b2", 0), -706);
+    CHECK_EQ(mooncake_store_remove(a, "b2", 1), 0);
+    CHECK_EQ(mooncake_store_remove(a, "b2", 1), -704);
+    CHECK_EQ(mooncake_store_remove_by_regex(a, "^b", 1), 1);
+    CHECK_EQ(mooncake_store_remove_by_regex(a, "(", 1), -600);
+    CHECK_EQ(mooncake_store_remove_all(b, 1), 1); /* "obj" */
+
+    /* Buffer registration. */
+    CHECK_EQ(mooncake_store_register_buffer(a, src, n), 0);
+    CHECK_EQ(mooncake_store_register_buffer(a, src + 10, 10), -600); /* overlap */
+    CHECK_EQ(mooncake_store_put_from(a, "reg", src, n, NULL), 0);
+    CHECK_EQ(mooncake_store_unregister_buffer(a, src), 0);
+    CHECK_EQ(mooncake_store_unregister_buffer(a, src), -600);
+    CHECK_EQ(mooncake_store_unregister_buffer(a, NULL), -600);
+
+    mooncake_store_destroy(a);
+    CHECK_EQ(mooncake_store_health_check(a), -1);
+    CHECK_EQ(mooncake_store_put(a, "k", src, 1, NULL), -1);
+    mooncake_store_destroy(b);
+    free(src);
+    free(dst);
+}
+
+int main(void) {
+    test_bad_handles(NULL);
+    test_bad_handles(BOGUS_STORE);
+    /* A transfer engine handle is not a store. */
+    transfer_engine_t e = p2p_engine(0);
+    REQUIRE(e != NULL);
+    test_bad_handles((mooncake_store_t)e);
+    destroyTransferEngine(e);
+
+    mooncake_store_t s = mooncake_store_create();
+    REQUIRE(s != NULL);
+    test_not_set_up(s);
+    test_argument_checks(s);
+    test_setup_failures(s);
+    mooncake_store_destroy(s);
+    test_bad_handles(s);
+
+    const char *master = getenv("MOONCAKE_TEST_MASTER");
+    if (master && *master) {
+        test_with_master(master);
+    } else {
+        printf("MOONCAKE_TEST_MASTER not set: skipping the tests that need a master\n");
+    }
+    return test_summary("store_api");
+}
