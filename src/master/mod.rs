@@ -475,12 +475,11 @@ impl MasterApi for MasterService {
         &self,
         client: Uuid,
         metas: &[ObjectMeta],
-        kind: ReplicaType,
         tenant: &str,
     ) -> MasterResult<Vec<MasterResult<()>>> {
         let v = metas
             .iter()
-            .map(|m| self.put_end_one(client, m, kind, tenant))
+            .map(|m| self.put_end_one(client, m, ReplicaType::All, tenant))
             .collect();
         self.counted_batch(Rpc::BatchUpsertEnd, v)
     }
@@ -489,12 +488,11 @@ impl MasterApi for MasterService {
         &self,
         client: Uuid,
         keys: &[String],
-        kind: ReplicaType,
         tenant: &str,
     ) -> MasterResult<Vec<MasterResult<()>>> {
         let v = keys
             .iter()
-            .map(|k| self.put_revoke_one(client, k, kind, tenant))
+            .map(|k| self.put_revoke_one(client, k, ReplicaType::All, tenant))
             .collect();
         self.counted_batch(Rpc::BatchUpsertRevoke, v)
     }

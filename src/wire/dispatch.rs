@@ -10,7 +10,7 @@
 
 use super::codec::{self, rpc, Rpc};
 use super::coro_rpc::{self, Method};
-use super::master_api::{MasterApi, MasterResult, ReplicaType};
+use super::master_api::{MasterApi, MasterResult};
 use super::struct_pack::{self, Map};
 use std::io::{self, BufReader, BufWriter, Write};
 use std::net::{Shutdown, TcpStream};
@@ -111,15 +111,11 @@ fn dispatch(api: &dyn MasterApi, m: Method, b: &[u8]) -> (u8, Vec<u8>) {
         Method::BatchUpsertStart => call::<rpc::BatchUpsertStart>(b, |(c, k, n, cfg, t)| {
             per_input(k.len(), api.batch_upsert_start(c, &k, &n, &cfg, &t))
         }),
-        // Upstream's batch upsert end/revoke carry no ReplicaType; it uses ALL.
         Method::BatchUpsertEnd => call::<rpc::BatchUpsertEnd>(b, |(c, m, t)| {
-            per_input(m.len(), api.batch_upsert_end(c, &m, ReplicaType::All, &t))
+            per_input(m.len(), api.batch_upsert_end(c, &m, &t))
         }),
         Method::BatchUpsertRevoke => call::<rpc::BatchUpsertRevoke>(b, |(c, k, t)| {
-            per_input(
-                k.len(),
-                api.batch_upsert_revoke(c, &k, ReplicaType::All, &t),
-            )
+            per_input(k.len(), api.batch_upsert_revoke(c, &k, &t))
         }),
         Method::Remove => call::<rpc::Remove>(b, |(k, f, t)| api.remove(&k, f, &t)),
         Method::RemoveByRegex => {

@@ -482,20 +482,18 @@ pub trait MasterApi: Send + Sync {
         config: &ReplicateConfig,
         tenant: &str,
     ) -> MasterResult<Vec<MasterResult<Vec<ReplicaDescriptor>>>>;
-    /// `BatchUpsertEnd`.
+    /// `BatchUpsertEnd` (upstream's takes no replica type; it means every kind).
     fn batch_upsert_end(
         &self,
         client: Uuid,
         metas: &[ObjectMeta],
-        kind: ReplicaType,
         tenant: &str,
     ) -> MasterResult<Vec<MasterResult<()>>>;
-    /// `BatchUpsertRevoke`.
+    /// `BatchUpsertRevoke` (no replica type on the wire either).
     fn batch_upsert_revoke(
         &self,
         client: Uuid,
         keys: &[String],
-        kind: ReplicaType,
         tenant: &str,
     ) -> MasterResult<Vec<MasterResult<()>>>;
     /// `Remove`: -706 under a read lease unless forced.

@@ -552,22 +552,18 @@ impl MasterApi for MasterRpcClient {
         );
         self.batch::<rpc::BatchUpsertStart, _>(keys.len(), &args)
     }
-    /// Upstream's `BatchUpsertEnd` takes no replica type: `_kind` is not sent.
     fn batch_upsert_end(
         &self,
         client: Uuid,
         metas: &[ObjectMeta],
-        _kind: ReplicaType,
         tenant: &str,
     ) -> MasterResult<Vec<MasterResult<()>>> {
         self.batch::<rpc::BatchUpsertEnd, _>(metas.len(), &(client, metas.to_vec(), s(tenant)))
     }
-    /// Upstream's `BatchUpsertRevoke` takes no replica type: `_kind` is not sent.
     fn batch_upsert_revoke(
         &self,
         client: Uuid,
         keys: &[String],
-        _kind: ReplicaType,
         tenant: &str,
     ) -> MasterResult<Vec<MasterResult<()>>> {
         self.batch::<rpc::BatchUpsertRevoke, _>(keys.len(), &(client, keys.to_vec(), s(tenant)))

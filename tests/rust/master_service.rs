@@ -828,15 +828,11 @@ fn upsert_in_place_and_resized() {
         .batch_upsert_start(a, &["v".into(), "w".into()], &[1, 2], &rc(1), T)
         .unwrap();
     assert!(r.iter().all(|x| x.is_ok()));
-    let r = m
-        .batch_upsert_end(a, &[meta("v"), meta("w")], ReplicaType::All, T)
-        .unwrap();
+    let r = m.batch_upsert_end(a, &[meta("v"), meta("w")], T).unwrap();
     assert!(r.iter().all(|x| x.is_ok()));
     m.batch_upsert_start(a, &["v".into()], &[1], &rc(1), T)
         .unwrap();
-    let r = m
-        .batch_upsert_revoke(a, &["v".into()], ReplicaType::All, T)
-        .unwrap();
+    let r = m.batch_upsert_revoke(a, &["v".into()], T).unwrap();
     assert!(r[0].is_ok());
 }
 

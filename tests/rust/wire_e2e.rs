@@ -125,14 +125,12 @@ fn every_method_over_loopback() {
         vec![Err(ErrorCode::NO_AVAILABLE_HANDLE); 3]
     );
     // No replica type on the wire for these two: the server side uses ALL.
-    c.batch_upsert_end(me, &metas, ReplicaType::Memory, t)
-        .unwrap();
+    c.batch_upsert_end(me, &metas, t).unwrap();
     assert_eq!(
         fake.last(),
         format!("batch_upsert_end({me},{metas:?},All,{t})")
     );
-    c.batch_upsert_revoke(me, &keys, ReplicaType::Memory, t)
-        .unwrap();
+    c.batch_upsert_revoke(me, &keys, t).unwrap();
     assert_eq!(
         fake.last(),
         format!("batch_upsert_revoke({me},{keys:?},All,{t})")

@@ -384,17 +384,13 @@ fn upstream_master_accepts_our_frames() {
         .iter()
         .all(|r| r.is_ok()));
     let um = vec![meta("u1"), meta("u2")];
-    assert_eq!(
-        c.batch_upsert_end(me, &um, ReplicaType::Memory, t).unwrap(),
-        vec![Ok(()); 2]
-    );
+    assert_eq!(c.batch_upsert_end(me, &um, t).unwrap(), vec![Ok(()); 2]);
     assert!(c
         .batch_upsert_start(me, &strs(&["u3"]), &[16], &cfg, t)
         .unwrap()[0]
         .is_ok());
     assert_eq!(
-        c.batch_upsert_revoke(me, &strs(&["u3"]), ReplicaType::Memory, t)
-            .unwrap(),
+        c.batch_upsert_revoke(me, &strs(&["u3"]), t).unwrap(),
         vec![Ok(())]
     );
     c.upsert_start(me, "u4", 16, &cfg, t).unwrap();

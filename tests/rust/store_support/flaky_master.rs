@@ -145,11 +145,11 @@ impl MasterApi for FlakyMaster {
     ) -> Many<Vec<ReplicaDescriptor>> {
         self.inner.batch_upsert_start(c, k, n, cfg, t)
     }
-    fn batch_upsert_end(&self, c: Uuid, m: &[ObjectMeta], r: ReplicaType, t: &str) -> Many<()> {
-        self.inner.batch_upsert_end(c, m, r, t)
+    fn batch_upsert_end(&self, c: Uuid, m: &[ObjectMeta], t: &str) -> Many<()> {
+        self.inner.batch_upsert_end(c, m, t)
     }
-    fn batch_upsert_revoke(&self, c: Uuid, k: &[String], r: ReplicaType, t: &str) -> Many<()> {
-        self.inner.batch_upsert_revoke(c, k, r, t)
+    fn batch_upsert_revoke(&self, c: Uuid, k: &[String], t: &str) -> Many<()> {
+        self.inner.batch_upsert_revoke(c, k, t)
     }
     fn remove(&self, k: &str, force: bool, t: &str) -> R<()> {
         self.inner.remove(k, force, t)

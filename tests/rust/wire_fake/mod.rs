@@ -241,20 +241,18 @@ impl MasterApi for Fake {
         &self,
         c: Uuid,
         m: &[ObjectMeta],
-        k: ReplicaType,
         t: &str,
     ) -> MasterResult<Vec<MasterResult<()>>> {
-        self.log(format!("batch_upsert_end({c},{m:?},{k:?},{t})"));
+        self.log(format!("batch_upsert_end({c},{m:?},All,{t})"));
         Ok(m.iter().map(|_| Ok(())).collect())
     }
     fn batch_upsert_revoke(
         &self,
         c: Uuid,
         keys: &[String],
-        k: ReplicaType,
         t: &str,
     ) -> MasterResult<Vec<MasterResult<()>>> {
-        self.log(format!("batch_upsert_revoke({c},{keys:?},{k:?},{t})"));
+        self.log(format!("batch_upsert_revoke({c},{keys:?},All,{t})"));
         Ok(keys.iter().map(|_| Ok(())).collect())
     }
     fn remove(&self, key: &str, force: bool, t: &str) -> MasterResult<()> {
