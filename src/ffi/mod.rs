@@ -17,6 +17,8 @@
 
 pub(crate) mod boundary;
 pub mod ext;
+pub mod ext_store;
+pub mod ext_te;
 mod handles;
 mod shutdown;
 pub mod store;

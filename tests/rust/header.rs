@@ -40,17 +40,22 @@ fn transfer_engine_header() -> String {
 fn ext_header() -> String {
     let mut config = base_config();
     config.header = Some(
-        "/* mooncake-rs extensions to the Transfer Engine C API (not in upstream).\n \
+        "/* mooncake-rs extensions to the Transfer Engine and Store C APIs (not in upstream).\n \
          * SPDX-License-Identifier: Apache-2.0 */"
             .into(),
     );
     config.include_guard = Some("MOONCAKE_EXT_H".into());
     config.after_includes = None;
     config.trailer = None;
-    config.sys_includes = Vec::new();
+    // Extensions take upstream's handle types, declared by upstream's two headers.
+    config.sys_includes = vec!["stdbool.h".into()];
+    config.includes = vec!["transfer_engine_c.h".into(), "store_c.h".into()];
     config.export.exclude.clear();
     config.export.include.clear();
-    generate(config, &["src/ffi/ext.rs"])
+    generate(
+        config,
+        &["src/ffi/ext.rs", "src/ffi/ext_te.rs", "src/ffi/ext_store.rs"],
+    )
 }
 
 /// `include/mooncake/store_c.h`: upstream's Mooncake Store C API.
