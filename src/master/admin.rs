@@ -4,7 +4,7 @@
 
 use super::MasterService;
 use crate::util::http_server::{HttpHandler, HttpReply};
-use crate::wire::master_api::ReplicaLocation;
+use crate::wire::master_api::{ErrorCode, ReplicaLocation};
 use percent_encoding::percent_decode_str;
 use serde_json::{json, Value};
 use std::fmt::Write;
@@ -44,17 +44,7 @@ impl HttpHandler for AdminHandler {
             }
             "/get_all_keys" => HttpReply::text(200, &lines(&master.all_keys())),
             "/query_key" => query_key(master, query),
-            "/get_segments_detail" => {
-                let detail: Vec<Value> = master
-                    .segments_summary()
-                    .into_iter()
-                    .map(|s| {
-                        json!({"id": s.id.to_string(), "name": s.name, "client_id": s.client.to_string(),
-                               "base": s.base, "size": s.size, "used": s.used, "draining": s.draining})
-                    })
-                    .collect();
-                json_reply(200, json!({ "segments": detail }))
-            }
+            "/get_segments_detail" => segments_detail(master),
             _ => HttpReply::text(404, "Not found"),
         }
     }
@@ -94,20 +84,58 @@ fn query_key(master: &MasterService, query: &str) -> HttpReply {
                 .iter()
                 .filter_map(|r| match &r.location {
                     ReplicaLocation::Memory(b) => Some(json!({
-                        "replica_id": r.id, "status": r.status as i32, "size": b.size,
-                        "buffer_address": b.buffer_address, "protocol": b.protocol,
-                        "transport_endpoint": b.transport_endpoint
+                        "size_": b.size, "buffer_address_": b.buffer_address,
+                        "protocol_": b.protocol, "transport_endpoint_": b.transport_endpoint
                     })),
                     _ => None,
                 })
                 .collect();
-            json_reply(200, json!({ "key": key, "replicas": buffers }))
+            json_reply(200, json!({ "success": true, "data": buffers }))
         }
         Err(code) => json_reply(
             404,
-            json!({ "error_code": code.0, "error": code.to_string() }),
+            json!({ "success": false, "error_code": code.0, "error_message": error_name(code) }),
         ),
     }
+}
+
+/// `OBJECT_NOT_FOUND` from `OBJECT_NOT_FOUND (-704)`.
+fn error_name(code: ErrorCode) -> String {
+    let text = code.to_string();
+    text.split(' ').next().unwrap_or_default().to_string()
+}
+
+/// Upstream's `HttpSegmentsDetailResponse`.
+fn segments_detail(master: &MasterService) -> HttpReply {
+    let segments: Vec<Value> = master
+        .segments_summary()
+        .into_iter()
+        .map(|s| {
+            let percent = if s.size == 0 {
+                0.0
+            } else {
+                s.used as f64 * 100.0 / s.size as f64
+            };
+            json!({
+                "segment_name": s.name,
+                "segment_id": s.id.to_string(),
+                "client_id": s.client.to_string(),
+                "base_address": format!("{:#x}", s.base),
+                "size_bytes": s.size,
+                "size_human": format!("{} GiB", s.size as f64 / (1u64 << 30) as f64),
+                "te_endpoint": s.te_endpoint,
+                "protocol": s.protocol,
+                "status": if s.draining { "DRAINING" } else { "OK" },
+                "allocator_used_bytes": s.used,
+                "allocator_capacity_bytes": s.size,
+                "allocator_usage_percent": percent,
+            })
+        })
+        .collect();
+    json_reply(
+        200,
+        json!({ "total_segments": segments.len(), "segments": segments }),
+    )
 }
 
 fn summary(master: &MasterService) -> String {
@@ -176,17 +204,18 @@ fn prometheus(master: &MasterService) -> String {
     }
     let _ = writeln!(out, "# TYPE master_eviction_runs_total counter");
     let _ = writeln!(out, "master_eviction_runs_total {}", metrics.eviction_runs);
-    let _ = writeln!(out, "# TYPE master_evicted_objects_total counter");
+    let _ = writeln!(out, "# TYPE master_evicted_key_count counter");
     let _ = writeln!(
         out,
-        "master_evicted_objects_total {}",
+        "master_evicted_key_count {}",
         metrics.evicted_objects
     );
     out
 }
 
-/// `PutStart` -> `put_start`.
+/// `PutStart` -> `put_start` (and upstream's `ReMountSegment` -> `remount_segment`).
 fn snake(name: &str) -> String {
+    let name = name.replace("ReMount", "Remount");
     let mut out = String::new();
     for (i, c) in name.chars().enumerate() {
         if c.is_ascii_uppercase() {
@@ -216,6 +245,7 @@ mod tests {
     fn names_are_prometheus_friendly() {
         assert_eq!(snake("PutStart"), "put_start");
         assert_eq!(snake("ServiceReady"), "service_ready");
+        assert_eq!(snake("ReMountSegment"), "remount_segment");
         assert_eq!(escape("a\"b"), "a\\\"b");
     }
 }

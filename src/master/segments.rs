@@ -122,6 +122,10 @@ pub struct SegmentSummary {
     pub used: u64,
     /// Whether it is being gracefully unmounted.
     pub draining: bool,
+    /// Transfer Engine endpoint.
+    pub te_endpoint: String,
+    /// Transport protocol.
+    pub protocol: String,
 }
 
 /// The segment table.
@@ -332,6 +336,8 @@ impl Segments {
                 size: m.info.segment.size,
                 used: m.alloc.used(),
                 draining: m.state != MountState::Ok,
+                te_endpoint: m.info.segment.te_endpoint.clone(),
+                protocol: m.info.segment.protocol.clone(),
             })
             .collect();
         out.sort_by(|a, b| a.name.cmp(&b.name).then(a.base.cmp(&b.base)));

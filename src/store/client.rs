@@ -210,6 +210,7 @@ impl Client {
                 inner.master.clone(),
                 inner.client_id,
                 segments,
+                inner.engine().metadata_publisher(),
                 healthy.clone(),
                 HEARTBEAT_PERIOD,
             )

@@ -2,6 +2,7 @@
 //! `ReMountSegment` when the master answers NEED_REMOUNT, and the health flag that
 //! `health_check` reports.
 
+use crate::te::MetadataPublisher;
 use crate::wire::master_api::{ClientStatus, MasterApi, Segment, Uuid};
 use crossbeam_channel::{RecvTimeoutError, Sender};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,11 +21,14 @@ pub struct Heartbeat {
 
 impl Heartbeat {
     /// Starts pinging `master` every `period` as `client`, remounting `segments` when
-    /// asked. `healthy` is true while the last ping succeeded.
+    /// asked and then re-publishing the Transfer Engine metadata through `publisher`
+    /// (a restarted master's embedded metadata server starts empty). `healthy` is true
+    /// while the last ping succeeded.
     pub fn start(
         master: Arc<dyn MasterApi>,
         client: Uuid,
         segments: Vec<Segment>,
+        publisher: MetadataPublisher,
         healthy: Arc<AtomicBool>,
         period: Duration,
     ) -> std::io::Result<Heartbeat> {
@@ -32,13 +36,13 @@ impl Heartbeat {
         let thread = std::thread::Builder::new()
             .name("mc-store-heartbeat".into())
             .spawn(move || {
-                let mut failures = 0u32;
+                let mut state = TickState::default();
                 loop {
                     match stopped.recv_timeout(period) {
                         Err(RecvTimeoutError::Timeout) => {}
                         _ => return,
                     }
-                    tick(&*master, client, &segments, &healthy, &mut failures);
+                    tick(&*master, client, &segments, &publisher, &healthy, &mut state);
                 }
             })?;
         Ok(Heartbeat {
@@ -62,13 +66,22 @@ impl Drop for Heartbeat {
     }
 }
 
+/// What the heartbeat remembers between ticks.
+#[derive(Default)]
+struct TickState {
+    failures: u32,
+    republish_pending: bool,
+}
+
 fn tick(
     master: &dyn MasterApi,
     client: Uuid,
     segments: &[Segment],
+    publisher: &MetadataPublisher,
     healthy: &AtomicBool,
-    failures: &mut u32,
+    state: &mut TickState,
 ) {
+    let failures = &mut state.failures;
     match master.ping(client) {
         Ok(resp) => {
             if *failures >= FAILURES_BEFORE_WARNING {
@@ -78,8 +91,17 @@ fn tick(
             healthy.store(true, Ordering::SeqCst);
             if resp.client_status == ClientStatus::NeedRemount {
                 match master.remount_segment(segments, client) {
-                    Ok(()) => log::info!("store: remounted {} segment(s)", segments.len()),
+                    Ok(()) => {
+                        log::info!("store: remounted {} segment(s)", segments.len());
+                        state.republish_pending = true;
+                    }
                     Err(e) => log::warn!("store: remounting segments failed: {e}"),
+                }
+            }
+            if state.republish_pending {
+                match publisher.republish() {
+                    Ok(()) => state.republish_pending = false,
+                    Err(e) => log::warn!("store: re-publishing segment metadata failed: {e}"),
                 }
             }
         }

@@ -393,6 +393,13 @@ impl TransferEngine {
         self.inner.rpc_client.send_notify(&host, port, name, msg)
     }
 
+    /// A handle that re-publishes this engine's metadata (its `rpc_meta` entry and
+    /// segment descriptor), e.g. after the metadata server restarted empty. It holds
+    /// no strong reference: once the engine is gone, re-publishing does nothing.
+    pub fn metadata_publisher(&self) -> MetadataPublisher {
+        MetadataPublisher(Arc::downgrade(&self.inner))
+    }
+
     /// Probes a peer's RPC daemon by segment name.
     pub fn probe(&self, segment: &str) -> Result<()> {
         let (host, port) = self.inner.rpc_address(segment)?;
@@ -430,6 +437,34 @@ impl Drop for TransferEngine {
     }
 }
 
+/// Re-publishes an engine's metadata; see [`TransferEngine::metadata_publisher`].
+#[derive(Clone)]
+pub struct MetadataPublisher(Weak<Inner>);
+
+impl MetadataPublisher {
+    /// Writes the `rpc_meta` entry (accepting an identical existing one) and the
+    /// current descriptor again. P2P engines publish nothing, so this is a no-op.
+    pub fn republish(&self) -> Result<()> {
+        let Some(inner) = self.0.upgrade() else {
+            return Ok(());
+        };
+        let Some(store) = inner.store.as_ref() else {
+            return Ok(());
+        };
+        if inner.stopping.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        inner.publish_rpc_meta().or_else(|e| {
+            let key = inner.keys.rpc_meta(&inner.local.name);
+            match store.get(&key) {
+                Ok(Some(existing)) if existing == inner.rpc_meta_body().as_bytes() => Ok(()),
+                _ => Err(e),
+            }
+        })?;
+        inner.publish_descriptor()
+    }
+}
+
 fn spawn_refresher(inner: Weak<Inner>, secs: u64) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || loop {
         std::thread::park_timeout(Duration::from_secs(secs));
@@ -451,11 +486,10 @@ impl Inner {
         let Some(store) = &self.store else {
             return Ok(());
         };
-        let body = json!({"ip_or_host_name": self.rpc_host, "rpc_port": self.rpc_port});
         store
             .set(
                 &self.keys.rpc_meta(&self.local.name),
-                body.to_string().as_bytes(),
+                self.rpc_meta_body().as_bytes(),
             )
             .map_err(|e| {
                 Error::Metadata(format!(
@@ -465,6 +499,10 @@ impl Inner {
             })?;
         self.rpc_meta_created.store(true, Ordering::SeqCst);
         Ok(())
+    }
+
+    fn rpc_meta_body(&self) -> String {
+        json!({"ip_or_host_name": self.rpc_host, "rpc_port": self.rpc_port}).to_string()
     }
 
     fn publish_descriptor(&self) -> Result<()> {

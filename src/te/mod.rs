@@ -10,6 +10,6 @@ pub mod segment;
 pub mod transport;
 
 pub use batch::TaskStatus;
-pub use engine::{TransferEngine, TransferRequest};
+pub use engine::{MetadataPublisher, TransferEngine, TransferRequest};
 pub use memory::Range;
 pub use transport::tcp::Op;

@@ -71,9 +71,15 @@ fn admin_routes_reflect_master_state() {
     let (code, body) = get(&server, "/query_key?key=key%20one");
     assert_eq!(code, 200);
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(v["replicas"][0]["size"], 4096);
-    assert_eq!(v["replicas"][0]["transport_endpoint"], "127.0.0.1:12345");
-    assert_eq!(get(&server, "/query_key?key=missing").0, 404);
+    assert_eq!(v["success"], true);
+    assert_eq!(v["data"][0]["size_"], 4096);
+    assert_eq!(v["data"][0]["transport_endpoint_"], "127.0.0.1:12345");
+    let (code, body) = get(&server, "/query_key?key=missing");
+    assert_eq!(code, 404);
+    assert_eq!(
+        body,
+        r#"{"error_code":-704,"error_message":"OBJECT_NOT_FOUND","success":false}"#
+    );
     assert_eq!(get(&server, "/query_key").0, 400);
     let (code, metrics) = get(&server, "/metrics");
     assert_eq!(code, 200);
@@ -91,6 +97,9 @@ fn admin_routes_reflect_master_state() {
     assert!(summary.contains("Keys: 1"), "{summary}");
     let (_, detail) = get(&server, "/get_segments_detail");
     let v: serde_json::Value = serde_json::from_str(&detail).unwrap();
-    assert_eq!(v["segments"][0]["size"], 1u64 << 30);
+    assert_eq!(v["total_segments"], 1);
+    assert_eq!(v["segments"][0]["size_bytes"], 1u64 << 30);
+    assert_eq!(v["segments"][0]["base_address"], "0x7f0000000000");
+    assert_eq!(v["segments"][0]["status"], "OK");
     assert_eq!(get(&server, "/nope").0, 404);
 }
