@@ -568,11 +568,8 @@ fn shape(v: &serde_json::Value) -> serde_json::Value {
     }
 }
 
-/// KNOWN BUG (fails until src/master/admin.rs matches upstream; see the report):
-/// our admin HTTP answers `/query_key` and `/get_segments_detail` with JSON of a
-/// different shape than upstream's `mooncake_master`, so tools written against
-/// upstream cannot parse ours. Same scenario (one upstream Python client, one 11-byte
-/// object) on both masters; compares the JSON shapes of `/query_key?key=<existing>`
+/// Our admin JSON keeps upstream's shapes. Same scenario (one upstream Python client,
+/// one small object) on both masters; compares the JSON shapes of `/query_key?key=<existing>`
 /// (upstream: `{"success":true,"data":[{"size_","buffer_address_","protocol_",
 /// "transport_endpoint_"}]}`), `/query_key?key=<missing>` (upstream 404
 /// `{"success":false,"error_code":-704,"error_message":"OBJECT_NOT_FOUND"}`) and

@@ -496,7 +496,7 @@ fn mixed_cluster_on_upstream_master() {
     mixed_cluster(&peer, &master);
 }
 
-/// KNOWN BUG (fails until src/store/heartbeat.rs re-publishes; see the report).
+/// Regression test for re-publishing after a remount.
 ///
 /// Proves, for our client on upstream's master killed (SIGKILL) and restarted on the
 /// same ports (empty, including its embedded metadata server): our client reconnects
@@ -546,7 +546,7 @@ fn our_client_survives_upstream_master_restart() {
     // ... and ours must too, or no peer can open our segment any more.
     eventually(
         Duration::from_secs(10),
-        "KNOWN BUG: our client to re-publish mooncake/ram/<name> and \
+        "our client to re-publish mooncake/ram/<name> and \
          mooncake/rpc_meta/<name> after ReMountSegment",
         || master.metadata_has("ram", &hr) && master.metadata_has("rpc_meta", &hr),
     );
