@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: Rust unit and integration tests, the C ABI tests under
-# AddressSanitizer, the header check, and interop against the upstream 0.3.13 peer.
+# AddressSanitizer, the header check, interop against the upstream 0.3.13 peer, and the
+# Python package tests (against our library, and the same modules against upstream's
+# wheel to prove the API matches).
 # The peer is installed on first use (../shared/peer/install-upstream.sh); set
 # MOONCAKE_PEER_VENV to use an existing one, or MOONCAKE_SKIP_INTEROP=1 to skip interop.
 set -euo pipefail
@@ -21,8 +23,12 @@ log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 status=0
 cargo test --no-fail-fast -- --test-threads="${MOONCAKE_TEST_THREADS:-2}" 2>&1 | tee "$log" || status=$?
-passed=$(grep -oE '^test result: .* ([0-9]+) passed' "$log" | grep -oE '[0-9]+ passed' | awk '{s+=$1} END {print s+0}')
-failed=$(grep -oE '^test result: .* ([0-9]+) failed' "$log" | grep -oE '[0-9]+ failed' | awk '{s+=$1} END {print s+0}')
+bash scripts/test-python.sh 2>&1 | tee -a "$log" || status=$?
+
+count() {
+  { grep -E '^test result: |^[0-9]+ (passed|failed|skipped|error)' "$log" || true; } |
+    grep -oE "[0-9]+ $1" | awk '{s+=$1} END {print s+0}'
+}
 echo
-echo "summary: $passed passed, $failed failed"
+echo "summary: $(count passed) passed, $(count failed) failed"
 exit "$status"

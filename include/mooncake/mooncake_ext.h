@@ -44,6 +44,295 @@ void mooncake_clear_last_error(void);
  */
 const char *mooncake_version(void);
 
+/**
+ * Reads buffer `index` of a segment's descriptor as this engine has it cached:
+ * `segment_id` is an id from openSegment, or LOCAL_SEGMENT for the engine's own
+ * segment. Writes the buffer's absolute address and length to `addr_out` and
+ * `length_out` (either may be NULL) when `index` is below the buffer count, and leaves
+ * them untouched otherwise. Buffers are in descriptor order.
+ *
+ * Returns the number of buffers in the descriptor (0 or more; 0 for the local segment
+ * before a transport is installed), or -1 for a bad handle or a segment id that is not
+ * open.
+ *
+ * # Safety
+ * `addr_out` and `length_out` must each be NULL or point to a writable uint64_t.
+ */
+int mooncake_te_segment_buffer(transfer_engine_t engine,
+                               segment_id_t segment_id,
+                               size_t index,
+                               uint64_t *addr_out,
+                               uint64_t *length_out);
+
+/**
+ * Probes a peer's RPC daemon (an RPC type-3 message) by segment name, as upstream's
+ * Python `send_probe`: the address comes from the name itself in P2PHANDSHAKE mode,
+ * else from the peer's published `rpc_meta`.
+ *
+ * Returns 0 when the peer answered, else a negative ERR_* code: -101 (name does not
+ * resolve), -102 (connection failed), -103 (malformed reply), -200 (no `rpc_meta`),
+ * or -1 for a bad handle or a NULL or empty name.
+ *
+ * # Safety
+ * `peer_server_name` must be NULL or NUL-terminated.
+ */
+int mooncake_te_send_probe(transfer_engine_t engine, const char *peer_server_name);
+
+/**
+ * Blocks the calling thread until every task submitted to the batch so far is
+ * terminal (COMPLETED or FAILED), or `timeout_ms` milliseconds pass. A condition
+ * variable wakes it as soon as the last task finishes; nothing spins. It does not
+ * count as observing the tasks: call getTransferStatus (or mooncake_te_batch_status)
+ * afterwards before freeBatchID.
+ *
+ * Returns 1 when every task is terminal (also for an empty batch), 0 on timeout,
+ * -1 for a bad handle or an unknown batch id.
+ *
+ * # Safety
+ * Always safe to call; handle and batch id are validated.
+ */
+int mooncake_te_wait_batch(transfer_engine_t engine, batch_id_t batch_id, uint64_t timeout_ms);
+
+/**
+ * The whole batch's status, like upstream's C++ `getBatchTransferStatus`: COMPLETED
+ * when every task completed (or the batch is empty), FAILED when any task failed,
+ * else WAITING; `transferred_bytes` sums the completed tasks. Every task is observed
+ * as getTransferStatus would observe it, so once all are terminal freeBatchID accepts
+ * the batch, and a completion notify from submitTransferWithNotify is sent here.
+ * (Unlike upstream, a failed task does not stop the scan, so the others are
+ * observed too.)
+ *
+ * Returns 0 and fills `*status`, or 1 (bad handle or batch id, NULL `status`) leaving
+ * it untouched.
+ *
+ * # Safety
+ * `status` must be NULL or point to a writable transfer_status_t.
+ */
+int mooncake_te_batch_status(transfer_engine_t engine,
+                             batch_id_t batch_id,
+                             transfer_status_t *status);
+
+/**
+ * `mooncake_store_put` with upstream's full `ReplicateConfig` as JSON (see the
+ * module notes; NULL means defaults). The value is copied into the local buffer:
+ * -600 when `size` is 0 or larger than the free local buffer; an existing key is
+ * a success that keeps the old value. -1 for a malformed config.
+ *
+ * # Safety
+ * `key` and `config_json` NULL or NUL-terminated; `value` NULL or `size` readable
+ * bytes.
+ */
+int mooncake_store_put_with_config(mooncake_store_t store,
+                                   const char *key,
+                                   const void *value,
+                                   size_t size,
+                                   const char *config_json);
+
+/**
+ * Stores `value` under `key`, replacing an existing object (in place when the
+ * size is unchanged); copied through the local buffer like `mooncake_store_put`.
+ * Returns 0, -600 when `size` is 0 or larger than the free local buffer, or
+ * upstream's codes (-200 no space, -800 transfer failure, ...).
+ *
+ * # Safety
+ * As for `mooncake_store_put_with_config`.
+ */
+int mooncake_store_upsert(mooncake_store_t store,
+                          const char *key,
+                          const void *value,
+                          size_t size,
+                          const char *config_json);
+
+/**
+ * `mooncake_store_put_from` with a JSON config. `size == 0` returns 0 without
+ * storing anything.
+ *
+ * # Safety
+ * `key` and `config_json` NULL or NUL-terminated; `buffer` NULL or `size`
+ * readable bytes.
+ */
+int mooncake_store_put_from_with_config(mooncake_store_t store,
+                                        const char *key,
+                                        const void *buffer,
+                                        size_t size,
+                                        const char *config_json);
+
+/**
+ * Zero-copy upsert of `size` bytes at `buffer` under `key`. `size == 0` returns 0
+ * without storing anything (as upstream).
+ *
+ * # Safety
+ * As for `mooncake_store_put_from_with_config`.
+ */
+int mooncake_store_upsert_from(mooncake_store_t store,
+                               const char *key,
+                               const void *buffer,
+                               size_t size,
+                               const char *config_json);
+
+/**
+ * `mooncake_store_batch_put_from` with a JSON config (whose `group_ids`, when
+ * given, holds one group id per key). Per key 0 or an error code in
+ * `results_out` (existing keys: 0; size 0: -600); returns 0, or -1 (writing
+ * nothing) for a bad handle, a NULL array or key, a NULL buffer with a non-zero
+ * size, or a malformed config.
+ *
+ * # Safety
+ * Non-NULL arrays must hold `count` entries; keys and `config_json`
+ * NUL-terminated; buffers readable for their sizes.
+ */
+int mooncake_store_batch_put_from_with_config(mooncake_store_t store,
+                                              const char *const *keys,
+                                              void *const *buffers,
+                                              const size_t *sizes,
+                                              size_t count,
+                                              const char *config_json,
+                                              int *results_out);
+
+/**
+ * Zero-copy upserts of `count` objects; results as for
+ * `mooncake_store_batch_put_from_with_config` (existing keys are replaced).
+ *
+ * # Safety
+ * As for `mooncake_store_batch_put_from_with_config`.
+ */
+int mooncake_store_batch_upsert_from(mooncake_store_t store,
+                                     const char *const *keys,
+                                     void *const *buffers,
+                                     const size_t *sizes,
+                                     size_t count,
+                                     const char *config_json,
+                                     int *results_out);
+
+/**
+ * Zero-copy puts of `count` objects, object `i` being the concatenation of the next
+ * `buffer_counts[i]` entries of `buffers`/`sizes` (flattened, in key order). Per key
+ * 0 or an error code in `results_out` (existing keys: 0; no bytes: -600); returns
+ * 0, or -1 (writing nothing) for a bad handle, NULL arrays or keys, a NULL buffer
+ * with a non-zero size, or a malformed config.
+ *
+ * # Safety
+ * `keys`, `buffer_counts` and `results_out` hold `count` entries, `buffers` and
+ * `sizes` the sum of `buffer_counts`; keys and `config_json` NUL-terminated;
+ * buffers readable for their sizes.
+ */
+int mooncake_store_batch_put_from_multi_buffers(mooncake_store_t store,
+                                                const char *const *keys,
+                                                void *const *buffers,
+                                                const size_t *sizes,
+                                                const size_t *buffer_counts,
+                                                size_t count,
+                                                const char *config_json,
+                                                int *results_out);
+
+/**
+ * Reads `count` objects, object `i` scattered in order over the next
+ * `buffer_counts[i]` entries of `buffers`/`sizes` (capacities). Per key in
+ * `results_out`: the object's size, -600 when the buffers hold fewer bytes than the
+ * object, -704 missing, -707 lease expired during the read, -800 transfer failure.
+ * `prefer_alloc_in_same_node` is accepted for upstream compatibility and has no
+ * effect on reads. Returns 0, or -1 (writing nothing) as for the multi-buffer put.
+ *
+ * # Safety
+ * As for `mooncake_store_batch_put_from_multi_buffers`, with buffers writable and
+ * distinct.
+ */
+int mooncake_store_batch_get_into_multi_buffers(mooncake_store_t store,
+                                                const char *const *keys,
+                                                void *const *buffers,
+                                                const size_t *sizes,
+                                                const size_t *buffer_counts,
+                                                size_t count,
+                                                int prefer_alloc_in_same_node,
+                                                int64_t *results_out);
+
+/**
+ * Reads whole objects into memory the library allocates (one master call, one
+ * transfer batch). Per key: `results_out[i]` is the object's size and
+ * `buffers_out[i]` its bytes (release with `mooncake_store_free_buffer`), or
+ * `results_out[i]` is an error code (-704 missing, -703 not complete, -707 lease
+ * expired, -800 transfer failure) and `buffers_out[i]` NULL. Returns 0, or -1
+ * (writing nothing) for a bad handle or NULL arrays or keys.
+ *
+ * # Safety
+ * `keys`, `buffers_out` and `results_out` hold `count` entries; keys
+ * NUL-terminated.
+ */
+int mooncake_store_batch_get_buffers(mooncake_store_t store,
+                                     const char *const *keys,
+                                     size_t count,
+                                     void **buffers_out,
+                                     int64_t *results_out);
+
+/**
+ * Frees a buffer from `mooncake_store_batch_get_buffers`; NULL is ignored.
+ *
+ * # Safety
+ * `buffer` must be NULL or a buffer from `mooncake_store_batch_get_buffers` not yet
+ * freed.
+ */
+void mooncake_store_free_buffer(void *buffer);
+
+/**
+ * Removes `count` keys in one master call: per key 0, -704 missing, -706 under a
+ * read lease unless `force`, -703 while being written. Returns 0, or -1 (writing
+ * nothing) for a bad handle or NULL arrays or keys.
+ *
+ * # Safety
+ * `keys` and `results_out` hold `count` entries; keys NUL-terminated.
+ */
+int mooncake_store_batch_remove(mooncake_store_t store,
+                                const char *const *keys,
+                                size_t count,
+                                int force,
+                                int *results_out);
+
+/**
+ * The sizes of `count` objects in one master call: per key the size or an error
+ * code (-704 missing). Grants read leases. Returns 0, or -1 (writing nothing) for a
+ * bad handle or NULL arrays or keys.
+ *
+ * # Safety
+ * `keys` and `results_out` hold `count` entries; keys NUL-terminated.
+ */
+int mooncake_store_batch_get_size(mooncake_store_t store,
+                                  const char *const *keys,
+                                  size_t count,
+                                  int64_t *results_out);
+
+/**
+ * The replicas of `key` as a JSON array of objects (`id`, `status`, `type` =
+ * `memory` | `nof` | `disk` | `local_disk` | `dfs`, and that descriptor's fields,
+ * e.g. `size`, `buffer_address`, `protocol`, `transport_endpoint` for memory),
+ * written snprintf-style into `buf_out`: returns the JSON's length (call again with
+ * a larger buffer when it is not below `buf_len`; NULL with `buf_len` 0 only asks
+ * for the length). Negative: -704 missing, -600 not set up; -1 for a bad handle or
+ * NULL key. Grants a read lease.
+ *
+ * # Safety
+ * `key` NULL or NUL-terminated; `buf_out` NULL or writable for `buf_len` bytes.
+ */
+int64_t mooncake_store_get_replica_desc(mooncake_store_t store,
+                                        const char *key,
+                                        char *buf_out,
+                                        size_t buf_len);
+
+/**
+ * `mooncake_store_get_replica_desc` for `count` keys in one master call: a JSON
+ * array with one entry per key, either that key's replica array or its error code
+ * (an integer, e.g. -704). Length and truncation as for the single call; -600 when
+ * not set up, -1 for a bad handle or NULL arrays or keys.
+ *
+ * # Safety
+ * `keys` holds `count` NUL-terminated keys; `buf_out` NULL or writable for
+ * `buf_len` bytes.
+ */
+int64_t mooncake_store_batch_get_replica_desc(mooncake_store_t store,
+                                              const char *const *keys,
+                                              size_t count,
+                                              char *buf_out,
+                                              size_t buf_len);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

@@ -10,7 +10,7 @@
 
 #![allow(non_camel_case_types)]
 
-mod support;
+pub(super) mod support;
 
 use super::boundary::{c_slice, c_str, c_str_or, ffi_boundary, invalid};
 use crate::store::{ErrorCode, SetupConfig};

@@ -15,10 +15,12 @@ mod connect;
 mod heartbeat;
 pub mod memory;
 mod ops;
+mod ops_ext;
 mod transfer;
 
 pub use crate::wire::master_api::{ErrorCode, ReplicateConfig, SoftPinAction};
 pub use client::{Client, Health};
 pub use config::SetupConfig;
 pub use connect::connect_master;
+pub use ops_ext::{Pieces, ReadTarget, WriteMode};
 pub use transfer::MAX_SLICE;

@@ -53,7 +53,7 @@ fn plan_writes(
 }
 
 /// The size recorded in a replica descriptor, whatever its kind.
-fn replica_size(r: &ReplicaDescriptor) -> u64 {
+pub(super) fn replica_size(r: &ReplicaDescriptor) -> u64 {
     match &r.location {
         ReplicaLocation::Memory(d) | ReplicaLocation::Nof(d) => d.size,
         ReplicaLocation::Disk { object_size, .. }
@@ -64,7 +64,7 @@ fn replica_size(r: &ReplicaDescriptor) -> u64 {
 
 impl Inner {
     /// The replica to read: a complete memory replica, this client's own first.
-    fn choose<'a>(
+    pub(super) fn choose<'a>(
         &self,
         replicas: &'a [ReplicaDescriptor],
     ) -> Result<&'a BufferDescriptor, ErrorCode> {

@@ -45,23 +45,23 @@ pub(super) fn handle(store: mooncake_store_t) -> Result<Arc<StoreHandle>, FfiErr
 }
 
 /// The handle's client: `Err` (-1) for a bad handle, `Ok(None)` when not set up.
-pub(super) fn client(store: mooncake_store_t) -> Result<Option<Arc<Client>>, FfiError> {
+pub(in crate::ffi) fn client(store: mooncake_store_t) -> Result<Option<Arc<Client>>, FfiError> {
     Ok(handle(store)?.client.read().clone())
 }
 
 /// Records a store error as the thread's last error and returns its code.
-pub(super) fn code(function: &str, e: ErrorCode) -> i32 {
+pub(in crate::ffi) fn code(function: &str, e: ErrorCode) -> i32 {
     set_last_error(function, &e.to_string(), 0);
     e.0
 }
 
 /// `0` or the error code.
-pub(super) fn rc(function: &str, r: Result<(), ErrorCode>) -> c_int {
+pub(in crate::ffi) fn rc(function: &str, r: Result<(), ErrorCode>) -> c_int {
     r.map_or_else(|e| code(function, e), |()| 0)
 }
 
 /// A size/count as `int64_t`, or the error code.
-pub(super) fn rc64(function: &str, r: Result<u64, ErrorCode>) -> i64 {
+pub(in crate::ffi) fn rc64(function: &str, r: Result<u64, ErrorCode>) -> i64 {
     r.map_or_else(|e| i64::from(code(function, e)), |v| v as i64)
 }
 
@@ -128,7 +128,7 @@ pub(super) unsafe fn replicate_config(
 ///
 /// # Safety
 /// `key` must be NULL or NUL-terminated.
-pub(super) unsafe fn key_arg(key: *const c_char) -> Result<String, FfiError> {
+pub(in crate::ffi) unsafe fn key_arg(key: *const c_char) -> Result<String, FfiError> {
     // SAFETY: forwarded contract.
     Ok(unsafe { c_str(key, "key") }?.into_owned())
 }
@@ -137,7 +137,7 @@ pub(super) unsafe fn key_arg(key: *const c_char) -> Result<String, FfiError> {
 ///
 /// # Safety
 /// `keys` must be NULL or hold `count` pointers, each NULL or NUL-terminated.
-pub(super) unsafe fn keys_arg(
+pub(in crate::ffi) unsafe fn keys_arg(
     keys: *const *const c_char,
     count: usize,
 ) -> Result<Vec<String>, FfiError> {
@@ -155,7 +155,7 @@ pub(super) unsafe fn keys_arg(
 ///
 /// # Safety
 /// Non-NULL arrays must hold `count` entries.
-pub(super) unsafe fn items_arg(
+pub(in crate::ffi) unsafe fn items_arg(
     buffers: *const *mut c_void,
     sizes: *const usize,
     count: usize,

@@ -1,0 +1,382 @@
+"""The value types of :mod:`mooncake.store` (upstream's ``ReplicateConfig``, enums,
+replica descriptors, ``BufferHandle``, ``MooncakeHostMemAllocator``) and the setup
+argument rules. Import them from :mod:`mooncake.store`."""
+
+from __future__ import annotations
+
+import ctypes
+import enum
+import json
+import os
+import sys
+import threading
+import warnings
+from typing import Any, Dict, List, Optional
+
+from . import _store_ffi as ffi
+
+
+class _Enum(enum.Enum):
+    """pybind11-style enum: ``<Name.MEMBER: n>``, ``int()``-able, constructible from
+    its value."""
+
+    def __int__(self) -> int:
+        return self.value
+
+    def __index__(self) -> int:
+        return self.value
+
+    def __str__(self) -> str:
+        return f"{type(self).__name__}.{self.name}"
+
+
+class SoftPinAction(_Enum):
+    """What a put does to the object's soft pin."""
+
+    PRESERVE = 0
+    ENABLE = 1
+    DISABLE = 2
+
+
+class ReplicaStatus(_Enum):
+    """State of one replica."""
+
+    UNDEFINED = 0
+    INITIALIZED = 1
+    PROCESSING = 2
+    COMPLETE = 3
+    REMOVED = 4
+    FAILED = 5
+
+
+class ObjectDataType(_Enum):
+    """What an object holds (``ReplicateConfig.data_type``)."""
+
+    UNKNOWN = 0
+    KVCACHE = 1
+    TENSOR = 2
+    WEIGHT = 3
+    SAMPLE = 4
+    ACTIVATION = 5
+    GRADIENT = 6
+    OPTIMIZER_STATE = 7
+    METADATA = 8
+    GENERAL = 9
+
+
+def enum_value(value: Any, cls: type) -> int:
+    if isinstance(value, cls):
+        return value.value
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"expected {cls.__name__}, not {type(value).__name__}")
+    return cls(value).value
+
+
+class ReplicateConfig:
+    """Replication options of a put (upstream's ``ReplicateConfig``).
+
+    ``replica_num`` memory replicas on distinct segments (best effort);
+    ``soft_pin_action`` / ``soft_pin_ttl_ms`` (None: the master's default TTL);
+    ``with_hard_pin`` (never evicted); ``preferred_segments`` / ``preferred_segment``
+    (segment names, i.e. ``get_hostname()`` of their owners); ``group_ids`` (None, or
+    one group id per key of a batch put; a group is evicted together);
+    ``prefer_alloc_in_same_node``; ``data_type``; ``nof_replica_num``,
+    ``dfs_replica_num``, ``preferred_nof_segments`` (accepted, no NVMe-oF/DFS here).
+    ``with_soft_pin`` is the older boolean spelling of ``soft_pin_action``.
+    """
+
+    __slots__ = (
+        "replica_num",
+        "nof_replica_num",
+        "dfs_replica_num",
+        "soft_pin_action",
+        "soft_pin_ttl_ms",
+        "with_hard_pin",
+        "preferred_segments",
+        "preferred_segment",
+        "preferred_nof_segments",
+        "prefer_alloc_in_same_node",
+        "data_type",
+        "group_ids",
+    )
+
+    def __init__(self) -> None:
+        self.replica_num: int = 1
+        self.nof_replica_num: int = 0
+        self.dfs_replica_num: int = 0
+        self.soft_pin_action: SoftPinAction = SoftPinAction.PRESERVE
+        self.soft_pin_ttl_ms: Optional[int] = None
+        self.with_hard_pin: bool = False
+        self.preferred_segments: List[str] = []
+        self.preferred_segment: str = ""
+        self.preferred_nof_segments: List[str] = []
+        self.prefer_alloc_in_same_node: bool = False
+        self.data_type: ObjectDataType = ObjectDataType.UNKNOWN
+        self.group_ids: Optional[List[str]] = None
+
+    @property
+    def with_soft_pin(self) -> bool:
+        return self.soft_pin_action == SoftPinAction.ENABLE
+
+    @with_soft_pin.setter
+    def with_soft_pin(self, value: bool) -> None:
+        self.soft_pin_action = SoftPinAction.ENABLE if value else SoftPinAction.PRESERVE
+
+    def __str__(self) -> str:
+        def name(v: Any, cls: type) -> str:
+            try:
+                return cls(enum_value(v, cls)).name
+            except (TypeError, ValueError):
+                return str(v)
+
+        def lst(v: Any) -> str:
+            return "[" + ", ".join(str(x) for x in (v or [])) + "]"
+
+        ttl = "default" if self.soft_pin_ttl_ms is None else str(self.soft_pin_ttl_ms)
+        text = (
+            f"ReplicateConfig: {{ replica_num: {self.replica_num}, "
+            f"nof_replica_num: {self.nof_replica_num}, "
+            f"dfs_replica_num: {self.dfs_replica_num}, "
+            f"soft_pin_action: {name(self.soft_pin_action, SoftPinAction)}, "
+            f"soft_pin_ttl_ms: {ttl}, with_hard_pin: {int(bool(self.with_hard_pin))}, "
+            f"preferred_segments: {lst(self.preferred_segments)}, "
+            f"preferred_nof_segments: {lst(self.preferred_nof_segments)}, "
+            f"prefer_alloc_in_same_node: {int(bool(self.prefer_alloc_in_same_node))}, "
+            f"data_type: {name(self.data_type, ObjectDataType)}"
+        )
+        if self.group_ids is not None:
+            text += f", group_ids: {lst(self.group_ids)}"
+        return text + " }"
+
+    def _to_json(self) -> bytes:
+        def strs(v: Any, what: str) -> List[str]:
+            if v is None:
+                return []
+            if isinstance(v, str):
+                raise TypeError(f"{what} must be a list of str")
+            return [str(x) for x in v]
+
+        doc = {
+            "replica_num": int(self.replica_num),
+            "nof_replica_num": int(self.nof_replica_num),
+            "dfs_replica_num": int(self.dfs_replica_num),
+            "soft_pin_action": enum_value(self.soft_pin_action, SoftPinAction),
+            "soft_pin_ttl_ms": None if self.soft_pin_ttl_ms is None else int(self.soft_pin_ttl_ms),
+            "with_hard_pin": bool(self.with_hard_pin),
+            "preferred_segments": strs(self.preferred_segments, "preferred_segments"),
+            "preferred_segment": str(self.preferred_segment or ""),
+            "preferred_nof_segments": strs(self.preferred_nof_segments, "preferred_nof_segments"),
+            "prefer_alloc_in_same_node": bool(self.prefer_alloc_in_same_node),
+            "data_type": enum_value(self.data_type, ObjectDataType),
+            "group_ids": None if self.group_ids is None else strs(self.group_ids, "group_ids"),
+        }
+        if doc["replica_num"] < 0:
+            raise TypeError("replica_num must not be negative")
+        return json.dumps(doc).encode()
+
+
+_DEFAULT_JSON = ReplicateConfig()._to_json()
+
+
+def config_json(config: Optional[ReplicateConfig]) -> Optional[bytes]:
+    """The config as the C extensions take it (None: upstream's defaults)."""
+    if config is None:
+        return None
+    if not isinstance(config, ReplicateConfig):
+        raise TypeError(f"config must be a ReplicateConfig, not {type(config).__name__}")
+    text = config._to_json()
+    return None if text == _DEFAULT_JSON else text
+
+
+class Descriptor:
+    """A memory replica's buffer: ``buffer_address`` in its owner's process, ``size``,
+    and the ``transport_endpoint`` (TE segment name) it is reached through."""
+
+    def __init__(self) -> None:
+        self.size: int = 0
+        self.buffer_address: int = 0
+        self.transport_endpoint: str = ""
+        self.protocol: str = ""
+
+    def __repr__(self) -> str:
+        return (
+            f"<Descriptor size={self.size} buffer_address={self.buffer_address} "
+            f"transport_endpoint={self.transport_endpoint}>"
+        )
+
+
+class MemoryDescriptor:
+    """The descriptor of a memory replica (``buffer_descriptor``)."""
+
+    def __init__(self, buffer_descriptor: Optional[Descriptor] = None) -> None:
+        self.buffer_descriptor: Descriptor = buffer_descriptor or Descriptor()
+
+
+class DiskDescriptor:
+    """The descriptor of a disk replica."""
+
+    def __init__(self, file_path: str = "", object_size: int = 0) -> None:
+        self.file_path = file_path
+        self.object_size = object_size
+
+
+class ReplicaDescriptor:
+    """One replica of an object, as ``get_replica_desc`` reports it."""
+
+    def __init__(self, doc: Dict[str, Any]) -> None:
+        self._doc = doc
+        self._type: str = doc.get("type", "")
+        try:
+            self._status = ReplicaStatus(int(doc.get("status", 0)))
+        except ValueError:
+            self._status = ReplicaStatus.UNDEFINED
+
+    @property
+    def status(self) -> ReplicaStatus:
+        return self._status
+
+    def is_memory_replica(self) -> bool:
+        return self._type == "memory"
+
+    def is_disk_replica(self) -> bool:
+        return self._type == "disk"
+
+    def is_local_disk_replica(self) -> bool:
+        return self._type == "local_disk"
+
+    def get_memory_descriptor(self) -> MemoryDescriptor:
+        if self._type != "memory":
+            raise RuntimeError("Expected MemoryDescriptor")
+        d = Descriptor()
+        d.size = int(self._doc.get("size", 0))
+        d.buffer_address = int(self._doc.get("buffer_address", 0))
+        d.transport_endpoint = str(self._doc.get("transport_endpoint", ""))
+        d.protocol = str(self._doc.get("protocol", ""))
+        return MemoryDescriptor(d)
+
+    def get_disk_descriptor(self) -> DiskDescriptor:
+        if self._type != "disk":
+            raise RuntimeError("Expected DiskDescriptor")
+        return DiskDescriptor(str(self._doc.get("file_path", "")), int(self._doc.get("object_size", 0)))
+
+    def __repr__(self) -> str:
+        return f"<ReplicaDescriptor type={self._type or 'unknown'} status={self._status}>"
+
+
+class BufferHandle(bytearray):
+    """A fetched object (``get_buffer``): ``ptr()`` and ``size()`` of its bytes, which
+    also support the buffer protocol (``memoryview(handle)``). The memory is owned by
+    the handle and stays at ``ptr()`` while it lives."""
+
+    def __init__(self, addr: int, size: int) -> None:
+        super().__init__(size)
+        self._view = (ctypes.c_char * size).from_buffer(self)  # pins the storage
+        if size:
+            ctypes.memmove(self._view, addr, size)
+
+    def ptr(self) -> int:
+        return ctypes.addressof(self._view)
+
+    def size(self) -> int:
+        return len(self)
+
+    def __repr__(self) -> str:
+        return f"<mooncake.store.BufferHandle size={len(self)} ptr={self.ptr():#x}>"
+
+    __str__ = __repr__
+
+
+class MooncakeHostMemAllocator:
+    """Page-aligned host memory for buffers to register (``alloc(size) -> address``,
+    ``free(address) -> 0``)."""
+
+    _libc = ctypes.CDLL(None, use_errno=True)
+    _libc.posix_memalign.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_size_t]
+    _libc.posix_memalign.restype = ctypes.c_int
+    _libc.free.argtypes = [ctypes.c_void_p]
+    _libc.free.restype = None
+
+    def __init__(self) -> None:
+        self._live: Dict[int, int] = {}
+        self._lock = threading.Lock()
+
+    def alloc(self, size: int) -> int:
+        size = ffi.size(size)
+        out = ctypes.c_void_p()
+        if self._libc.posix_memalign(ctypes.byref(out), 4096, max(size, 1)) != 0 or not out.value:
+            return 0
+        with self._lock:
+            self._live[out.value] = size
+        return out.value
+
+    def free(self, ptr: int) -> int:
+        ptr = ffi.address(ptr)
+        with self._lock:
+            if self._live.pop(ptr, None) is None:
+                return -1
+        self._libc.free(ptr)
+        return 0
+
+
+SETUP_DICT_KEYS = {
+    "local_hostname",
+    "metadata_server",
+    "global_segment_size",
+    "local_buffer_size",
+    "protocol",
+    "rdma_devices",
+    "master_server_addr",
+    "ipc_socket_path",
+    "enable_ssd_offload",
+    "ssd_offload_path",
+    "tenant_id",
+    "enable_client_http_server",
+    "client_http_port",
+}
+
+MIN_DICT_SIZE = 1024
+MAX_DICT_SIZE = 1 << 40
+
+
+def setup_args(
+    local_hostname: str,
+    metadata_server: str,
+    global_segment_size: int,
+    local_buffer_size: int,
+    protocol: str,
+    rdma_devices: str,
+    master_server_addr: str,
+    engine: Any = None,
+    enable_ssd_offload: bool = False,
+    ssd_offload_path: str = "",
+    tenant_id: str = "default",
+    enable_client_http_server: bool = False,
+    client_http_port: int = 9300,
+) -> Dict[str, Any]:
+    return dict(locals())
+
+
+def warn_unsupported(what: str) -> None:
+    """Warns, attributing the warning to the first caller outside this package."""
+    package = os.path.dirname(os.path.abspath(__file__))
+    frame, level = sys._getframe(0), 1
+    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == package:
+        frame, level = frame.f_back, level + 1
+    warnings.warn(f"mooncake.store: {what} is not supported by mooncake-rs; ignored", stacklevel=level)
+
+
+# Shown (repr, help) as members of mooncake.store, where they are exported.
+for _cls in (
+    SoftPinAction,
+    ReplicaStatus,
+    ObjectDataType,
+    ReplicateConfig,
+    Descriptor,
+    MemoryDescriptor,
+    DiskDescriptor,
+    ReplicaDescriptor,
+    BufferHandle,
+    MooncakeHostMemAllocator,
+):
+    _cls.__module__ = "mooncake.store"
+del _cls

@@ -1,0 +1,44 @@
+"""Console entry points: run the native binaries bundled with the package.
+
+``mooncake_master`` and ``mooncake_http_metadata_server`` (installed by pip as
+scripts) replace themselves with the bundled executable of the same name, passing
+the command line through. Outside an installed package they fall back to the
+repository's ``target/release`` or ``target/debug`` build.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import List, Optional
+
+from ._lib import BUNDLE_DIR, binary_path
+
+
+def _exec(name: str, argv: Optional[List[str]] = None) -> int:
+    path = binary_path(name)
+    if path is None:
+        print(
+            f"{name}: executable not found in {BUNDLE_DIR} or the repository's target/ "
+            "directory; reinstall the package with `pip install ./python` or run "
+            f"`cargo build --release --bin {name}`",
+            file=sys.stderr,
+        )
+        return 127
+    args = sys.argv[1:] if argv is None else argv
+    os.execv(str(path), [name, *args])
+    return 0  # not reached
+
+
+def main() -> int:
+    """``mooncake_master``: the Store master (coro_rpc service, metadata, HTTP)."""
+    return _exec("mooncake_master")
+
+
+def http_metadata_server_main() -> int:
+    """``mooncake_http_metadata_server``: the HTTP metadata server for the TE."""
+    return _exec("mooncake_http_metadata_server")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

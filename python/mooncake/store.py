@@ -1,0 +1,511 @@
+"""Mooncake Store client with upstream's Python API (``mooncake.store`` of the
+``mooncake-transfer-engine`` wheel), in pure Python over ``libmooncake.so``.
+
+``MooncakeDistributedStore`` has upstream's methods with their argument order,
+defaults and return values. Failures are upstream's integer codes (0 OK, -600
+INVALID_PARAMS, -704 OBJECT_NOT_FOUND, -706 OBJECT_HAS_LEASE, -200 no space, ...),
+``b""`` from bytes getters and ``None`` from buffer getters, never exceptions; only
+arguments of the wrong type raise ``TypeError``, as upstream's bindings do.
+
+Differences from upstream: calls on a closed (or never set-up) store return -600
+(``b""``, ``None``, ``[]``) instead of crashing; ``get_batch([])`` is ``[]``;
+``batch_get_into_multi_buffers`` fills buffers larger than the object instead of
+failing. Not supported (options accepted and ignored with a warning): a shared
+``engine``, SSD offload, tenants other than ``"default"``, the client HTTP server,
+``ipc_socket_path``; ``setup_dummy`` returns -1012 (NOT_SUPPORTED). Tensor helpers,
+sessions, tasks and segment management are not provided. Only TCP exists.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import threading
+from typing import Any, Dict, List, Optional, Sequence
+
+from . import _store_ffi as ffi
+from ._store_types import (
+    MAX_DICT_SIZE,
+    MIN_DICT_SIZE,
+    BufferHandle,
+    Descriptor,
+    DiskDescriptor,
+    MemoryDescriptor,
+    MooncakeHostMemAllocator,
+    ObjectDataType,
+    ReplicaDescriptor,
+    ReplicaStatus,
+    ReplicateConfig,
+    SoftPinAction,
+    config_json,
+    setup_args,
+    warn_unsupported,
+)
+
+__all__ = [
+    "BufferHandle",
+    "Descriptor",
+    "DiskDescriptor",
+    "MemoryDescriptor",
+    "MooncakeDistributedStore",
+    "MooncakeHostMemAllocator",
+    "ObjectDataType",
+    "ReplicaDescriptor",
+    "ReplicaStatus",
+    "ReplicateConfig",
+    "SoftPinAction",
+]
+
+# Upstream's module also exports these enums' members at module level.
+globals().update({m.name: m for m in ReplicaStatus})
+globals().update({m.name: m for m in ObjectDataType})
+
+_INVALID = ffi.INVALID_PARAMS
+_NOT_SUPPORTED = -1012
+_DEFAULT_MASTER = "127.0.0.1:50051"
+
+
+def _str_arg(value: Any, name: str) -> bytes:
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be str, not {type(value).__name__}")
+    return value.encode("utf-8")
+
+
+def _int_arg(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be int, not {type(value).__name__}")
+    if value < 0:
+        raise TypeError(f"{name} must not be negative")
+    return value
+
+
+def _first_error(results: Sequence[int]) -> int:
+    return next((r for r in results if r != 0), 0)
+
+
+class MooncakeDistributedStore:
+    """A Mooncake Store client (upstream's ``MooncakeDistributedStore``)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._h: Optional[int] = ffi.L().mooncake_store_create()
+        self._set_up = False
+
+    def __del__(self) -> None:
+        h, self._h = getattr(self, "_h", None), None
+        if h:
+            try:
+                ffi.L().mooncake_store_destroy(h)
+            except Exception:
+                pass
+
+    # --- lifecycle -------------------------------------------------------------
+
+    def setup(self, *args: Any, **kwargs: Any) -> int:
+        """``setup(local_hostname, metadata_server, global_segment_size,
+        local_buffer_size, protocol, rdma_devices, master_server_addr, engine=None,
+        enable_ssd_offload=False, ssd_offload_path="", tenant_id="default",
+        enable_client_http_server=False, client_http_port=9300) -> int``, or
+        ``setup(config: dict) -> int``. 0 on success. Setting up a store that is set
+        up replaces its client."""
+        if len(args) == 1 and not kwargs and isinstance(args[0], dict):
+            return self._setup_dict(args[0])
+        if not args and list(kwargs) == ["config"] and isinstance(kwargs["config"], dict):
+            return self._setup_dict(kwargs["config"])
+        a = setup_args(*args, **kwargs)
+        strings = [
+            _str_arg(a[k], k)
+            for k in ("local_hostname", "metadata_server", "protocol", "rdma_devices", "master_server_addr")
+        ]
+        sizes = [_int_arg(a[k], k) for k in ("global_segment_size", "local_buffer_size")]
+        self._warn_options(a)
+        host, meta, protocol, devices, master = strings
+        return self._do_setup(host, meta, sizes[0], sizes[1], protocol, devices, master)
+
+    def _setup_dict(self, config: Dict[str, Any]) -> int:
+        def text(key: str, default: Optional[str]) -> Optional[bytes]:
+            value = config.get(key, default)
+            return value.encode("utf-8") if isinstance(value, str) else None
+
+        def number(key: str, default: int) -> Optional[int]:
+            value = config.get(key, default)
+            if isinstance(value, bool) or not isinstance(value, int):
+                return None
+            if value != 0 and not MIN_DICT_SIZE <= value <= MAX_DICT_SIZE:
+                return None
+            return value
+
+        host, meta = text("local_hostname", None), text("metadata_server", None)
+        protocol, devices = text("protocol", "tcp"), text("rdma_devices", "")
+        master = text("master_server_addr", _DEFAULT_MASTER)
+        seg, buf = number("global_segment_size", 16 << 20), number("local_buffer_size", 16 << 20)
+        if None in (host, meta, protocol, devices, master, seg, buf) or not host or not meta:
+            return _INVALID
+        if config.get("ipc_socket_path"):
+            warn_unsupported("ipc_socket_path")
+        self._warn_options(config)
+        return self._do_setup(host, meta, seg, buf, protocol, devices, master)
+
+    @staticmethod
+    def _warn_options(a: Dict[str, Any]) -> None:
+        if a.get("engine") is not None:
+            warn_unsupported("a shared transfer engine (engine=)")
+        if a.get("enable_ssd_offload"):
+            warn_unsupported("SSD offload")
+        if a.get("tenant_id", "default") not in ("default", "", None):
+            warn_unsupported(f"tenant {a.get('tenant_id')!r} (the default tenant is used)")
+        if a.get("enable_client_http_server"):
+            warn_unsupported("the client HTTP server")
+
+    def _do_setup(
+        self,
+        host: bytes,
+        meta: bytes,
+        seg: int,
+        buf: int,
+        protocol: bytes,
+        devices: bytes,
+        master: bytes,
+    ) -> int:
+        with self._lock:
+            if self._set_up:
+                self._replace_handle()
+            rc = ffi.L().mooncake_store_setup(self._h, host, meta, seg, buf, protocol, devices, master)
+            self._set_up = rc == 0
+            return rc
+
+    def setup_dummy(self, mem_pool_size: int, local_buffer_size: int, server_address: str) -> int:
+        """Dummy clients (forwarding to a ``mooncake_client`` process) are not
+        supported: returns -1012 (NOT_SUPPORTED)."""
+        warn_unsupported("setup_dummy (dummy clients)")
+        return _NOT_SUPPORTED
+
+    def init_all(self, protocol: str, device_name: str, mount_segment_size: int) -> int:
+        """Legacy setup (hostname ``localhost:12345``, etcd metadata at
+        ``127.0.0.1:2379``, master ``127.0.0.1:50051``); -600 when already set up."""
+        p, d = _str_arg(protocol, "protocol"), _str_arg(device_name, "device_name")
+        size = _int_arg(mount_segment_size, "mount_segment_size")
+        with self._lock:
+            rc = ffi.L().mooncake_store_init_all(self._h, p, d, size)
+            self._set_up = self._set_up or rc == 0
+            return rc
+
+    def _replace_handle(self) -> None:
+        old, self._h = self._h, ffi.L().mooncake_store_create()
+        self._set_up = False
+        if old:
+            ffi.L().mooncake_store_destroy(old)
+
+    def close(self) -> int:
+        """Unmounts this client's segment and frees its memory; returns 0. Afterwards
+        the store behaves as never set up (and can be set up again)."""
+        with self._lock:
+            self._replace_handle()
+        return 0
+
+    def health_check(self) -> int:
+        """0 healthy, 1 not set up or closed, 2 master unreachable."""
+        return ffi.L().mooncake_store_health_check(self._h)
+
+    def get_hostname(self) -> str:
+        """This client's name, ``host:port`` (its segment name); ``""`` before setup."""
+        return ffi.hostname(self._h)
+
+    # --- bytes API -------------------------------------------------------------
+
+    def put(self, key: str, value: Any, config: Optional[ReplicateConfig] = None) -> int:
+        """Stores a copy of ``value`` (a bytes-like object) under ``key``. 0 on success,
+        also when the key exists (the old value is kept); -600 when empty or larger
+        than the local buffer."""
+        k, v, c = ffi.key_bytes(key), ffi.Bytes(value), config_json(config)
+        return ffi.L().mooncake_store_put_with_config(self._h, k, v.addr or None, v.size, c)
+
+    def put_parts(self, key: str, *parts: Any, config: Optional[ReplicateConfig] = None) -> int:
+        """Stores the concatenation of ``parts`` as one object (no parts: 0, nothing
+        stored)."""
+        data = ffi.concat(parts)
+        if not data:
+            return 0
+        return self.put(key, data, config)
+
+    def put_batch(self, keys: Sequence[str], values: Sequence[Any], config: Optional[ReplicateConfig] = None) -> int:
+        """Stores several values; 0, or the first failing key's code (-600 when the
+        lists differ in length)."""
+        return self._write_values("mooncake_store_batch_put_from_with_config", keys, values, config)
+
+    def get(self, key: str) -> bytes:
+        """The object's bytes, ``b""`` when missing or on any error."""
+        return self._get_buffers([key], ctypes.string_at)[0] or b""
+
+    def get_batch(self, keys: Sequence[str]) -> List[bytes]:
+        """``get`` for several keys in one master call."""
+        return [b or b"" for b in self._get_buffers(keys, ctypes.string_at)]
+
+    def get_buffer(self, key: str) -> Optional[BufferHandle]:
+        """The object in a :class:`BufferHandle`, or None."""
+        return self._get_buffers([key], BufferHandle)[0]
+
+    def batch_get_buffer(self, keys: Sequence[str]) -> List[Optional[BufferHandle]]:
+        """``get_buffer`` for several keys in one master call."""
+        return self._get_buffers(keys, BufferHandle)
+
+    def _get_buffers(self, keys: Sequence[str], convert: Any) -> List[Any]:
+        n = len(keys)
+        if n == 0:
+            return []
+        karr = ffi.keys_array(keys)
+        ptrs, results = (ctypes.c_void_p * n)(), ffi.int64_results(n)
+        if ffi.L().mooncake_store_batch_get_buffers(self._h, karr, n, ptrs, results) != 0:
+            return [None] * n
+        return ffi.take_buffers(ptrs, results, convert)
+
+    # --- zero-copy API ---------------------------------------------------------
+
+    def register_buffer(self, buffer_ptr: int, size: int) -> int:
+        """Registers memory for zero-copy transfers (required by RDMA, optional on
+        TCP). 0, or -600 (NULL, zero size, overlap with a registered buffer)."""
+        ptr, n = ffi.address(buffer_ptr), ffi.size(size)
+        if ptr == 0 or n == 0:
+            return _INVALID
+        return ffi.L().mooncake_store_register_buffer(self._h, ptr, n)
+
+    def unregister_buffer(self, buffer_ptr: int) -> int:
+        """Unregisters a buffer by its base address; -600 when not registered."""
+        return ffi.L().mooncake_store_unregister_buffer(self._h, ffi.address(buffer_ptr) or None)
+
+    def put_from(self, key: str, buffer_ptr: int, size: int, config: Optional[ReplicateConfig] = None) -> int:
+        """Stores ``size`` bytes at ``buffer_ptr`` without copying them first. Size 0:
+        0, nothing stored."""
+        return self._write_one("mooncake_store_put_from_with_config", key, buffer_ptr, size, config)
+
+    def batch_put_from(
+        self,
+        keys: Sequence[str],
+        buffer_ptrs: Sequence[int],
+        sizes: Sequence[int],
+        config: Optional[ReplicateConfig] = None,
+    ) -> List[int]:
+        """Zero-copy puts; one code per key (0 also for existing keys)."""
+        return self._write_batch("mooncake_store_batch_put_from_with_config", keys, buffer_ptrs, sizes, config)
+
+    def get_into(self, key: str, buffer_ptr: int, size: int) -> int:
+        """Reads the object into ``size`` bytes at ``buffer_ptr``: its size, -600 when
+        the buffer is too small, -704 when missing."""
+        k, ptr, n = ffi.key_bytes(key), ffi.address(buffer_ptr), ffi.size(size)
+        if ptr == 0 and n > 0:
+            return _INVALID
+        return ffi.L().mooncake_store_get_into(self._h, k, ptr or None, n)
+
+    def batch_get_into(self, keys: Sequence[str], buffer_ptrs: Sequence[int], sizes: Sequence[int]) -> List[int]:
+        """``get_into`` for several keys in one master call."""
+        n = len(keys)
+        if len(buffer_ptrs) != n or len(sizes) != n:
+            return [_INVALID] * n
+        if n == 0:
+            return []
+        karr, parr, sarr = ffi.keys_array(keys), ffi.ptr_array(buffer_ptrs), ffi.size_array(sizes)
+        if any(not parr[i] and sarr[i] for i in range(n)):
+            return [_INVALID] * n
+        out = ffi.int64_results(n)
+        rc = ffi.L().mooncake_store_batch_get_into(self._h, karr, parr, sarr, n, out)
+        return list(out) if rc == 0 else [rc] * n
+
+    def batch_put_from_multi_buffers(
+        self,
+        keys: Sequence[str],
+        all_buffer_ptrs: Sequence[Sequence[int]],
+        all_sizes: Sequence[Sequence[int]],
+        config: Optional[ReplicateConfig] = None,
+    ) -> List[int]:
+        """Zero-copy puts of objects made of several buffers each (concatenated in
+        order); one code per key. Mismatched lists: -600 for every key."""
+        n = len(keys)
+        if len(all_buffer_ptrs) != n or len(all_sizes) != n:
+            return [_INVALID] * n
+        if any(len(p) != len(s) for p, s in zip(all_buffer_ptrs, all_sizes)):
+            return [_INVALID] * n
+        if n == 0:
+            return []
+        karr = ffi.keys_array(keys)
+        parr, sarr, carr = self._flatten(all_buffer_ptrs, all_sizes)
+        if any(not parr[i] and sarr[i] for i in range(len(parr))):
+            return [_INVALID] * n
+        out = ffi.int_results(n)
+        rc = ffi.L().mooncake_store_batch_put_from_multi_buffers(
+            self._h, karr, parr, sarr, carr, n, config_json(config), out
+        )
+        return list(out) if rc == 0 else [rc] * n
+
+    def batch_get_into_multi_buffers(
+        self,
+        keys: Sequence[str],
+        all_buffer_ptrs: Sequence[Sequence[int]],
+        all_sizes: Sequence[Sequence[int]],
+        prefer_alloc_in_same_node: bool = False,
+    ) -> List[int]:
+        """Reads objects scattered over several buffers each, in order; per key the
+        object's size, -600 when its buffers are too small, -704 missing. As upstream,
+        a key's pointers and sizes are paired up to the shorter list."""
+        n = len(keys)
+        if len(all_buffer_ptrs) != n or len(all_sizes) != n:
+            return [_INVALID] * n
+        results = [_INVALID] * n
+        pairs = [list(zip(all_buffer_ptrs[i], all_sizes[i])) for i in range(n)]
+        good = [i for i in range(n) if all(ffi.address(p) or not ffi.size(s) for p, s in pairs[i])]
+        if not good:
+            return results
+        karr = ffi.keys_array([keys[i] for i in good])
+        parr, sarr, carr = self._flatten(
+            [[p for p, _ in pairs[i]] for i in good], [[s for _, s in pairs[i]] for i in good]
+        )
+        out = ffi.int64_results(len(good))
+        rc = ffi.L().mooncake_store_batch_get_into_multi_buffers(
+            self._h, karr, parr, sarr, carr, len(good), int(bool(prefer_alloc_in_same_node)), out
+        )
+        for j, i in enumerate(good):
+            results[i] = out[j] if rc == 0 else rc
+        return results
+
+    @staticmethod
+    def _flatten(ptrss: Sequence[Sequence[int]], sizess: Sequence[Sequence[int]]):
+        flat_p = [p for ptrs in ptrss for p in ptrs]
+        flat_s = [s for sizes in sizess for s in sizes]
+        counts = (ctypes.c_size_t * len(ptrss))(*[len(p) for p in ptrss])
+        return ffi.ptr_array(flat_p), ffi.size_array(flat_s), counts
+
+    # --- upsert ------------------------------------------------------------------
+
+    def upsert(self, key: str, value: Any, config: Optional[ReplicateConfig] = None) -> int:
+        """Stores ``value`` under ``key``, replacing an existing object."""
+        k, v, c = ffi.key_bytes(key), ffi.Bytes(value), config_json(config)
+        return ffi.L().mooncake_store_upsert(self._h, k, v.addr or None, v.size, c)
+
+    def upsert_from(self, key: str, buffer_ptr: int, size: int, config: Optional[ReplicateConfig] = None) -> int:
+        """Zero-copy upsert (size 0: 0, nothing stored)."""
+        return self._write_one("mooncake_store_upsert_from", key, buffer_ptr, size, config)
+
+    def batch_upsert_from(
+        self,
+        keys: Sequence[str],
+        buffer_ptrs: Sequence[int],
+        sizes: Sequence[int],
+        config: Optional[ReplicateConfig] = None,
+    ) -> List[int]:
+        """Zero-copy upserts; one code per key."""
+        return self._write_batch("mooncake_store_batch_upsert_from", keys, buffer_ptrs, sizes, config)
+
+    def upsert_parts(self, key: str, *parts: Any, config: Optional[ReplicateConfig] = None) -> int:
+        """Upserts the concatenation of ``parts`` (no parts: 0, nothing stored)."""
+        data = ffi.concat(parts)
+        if not data:
+            return 0
+        return self.upsert(key, data, config)
+
+    def upsert_batch(self, keys: Sequence[str], values: Sequence[Any], config: Optional[ReplicateConfig] = None) -> int:
+        """Upserts several values; 0 or the first failing key's code."""
+        return self._write_values("mooncake_store_batch_upsert_from", keys, values, config)
+
+    # --- shared write paths ------------------------------------------------------
+
+    def _write_one(self, fn: str, key: str, buffer_ptr: int, size: int, config: Optional[ReplicateConfig]) -> int:
+        k, ptr, n = ffi.key_bytes(key), ffi.address(buffer_ptr), ffi.size(size)
+        if ptr == 0 and n > 0:
+            return _INVALID
+        return getattr(ffi.L(), fn)(self._h, k, ptr or None, n, config_json(config))
+
+    def _write_batch(
+        self,
+        fn: str,
+        keys: Sequence[str],
+        buffer_ptrs: Sequence[int],
+        sizes: Sequence[int],
+        config: Optional[ReplicateConfig],
+    ) -> List[int]:
+        n = len(keys)
+        if len(buffer_ptrs) != n or len(sizes) != n:
+            return [_INVALID] * n
+        if n == 0:
+            return []
+        karr, parr, sarr = ffi.keys_array(keys), ffi.ptr_array(buffer_ptrs), ffi.size_array(sizes)
+        if any(not parr[i] and sarr[i] for i in range(n)):
+            return [_INVALID] * n
+        out = ffi.int_results(n)
+        rc = getattr(ffi.L(), fn)(self._h, karr, parr, sarr, n, config_json(config), out)
+        return list(out) if rc == 0 else [rc] * n
+
+    def _write_values(
+        self, fn: str, keys: Sequence[str], values: Sequence[Any], config: Optional[ReplicateConfig]
+    ) -> int:
+        if len(keys) != len(values):
+            return _INVALID
+        if not keys:
+            return 0
+        views = [ffi.Bytes(v) for v in values]
+        results = self._write_batch(fn, keys, [v.addr for v in views], [v.size for v in views], config)
+        del views  # the values stay pinned until the call returned
+        return _first_error(results)
+
+    # --- queries and removal -----------------------------------------------------
+
+    def is_exist(self, key: str) -> int:
+        """1 exists, 0 not, negative on error. Grants a short read lease."""
+        return ffi.L().mooncake_store_is_exist(self._h, ffi.key_bytes(key))
+
+    def batch_is_exist(self, keys: Sequence[str]) -> List[int]:
+        """``is_exist`` for several keys in one master call."""
+        n = len(keys)
+        if n == 0:
+            return []
+        out = ffi.int_results(n)
+        rc = ffi.L().mooncake_store_batch_is_exist(self._h, ffi.keys_array(keys), n, out)
+        return list(out) if rc == 0 else [rc] * n
+
+    def get_size(self, key: str) -> int:
+        """The object's size, or a negative code (-704 missing)."""
+        return ffi.L().mooncake_store_get_size(self._h, ffi.key_bytes(key))
+
+    def remove(self, key: str, force: bool = False) -> int:
+        """0, -704 missing, -706 under a read lease unless ``force``."""
+        return ffi.L().mooncake_store_remove(self._h, ffi.key_bytes(key), int(bool(force)))
+
+    def remove_by_regex(self, regex_pattern: str, force: bool = False) -> int:
+        """Removes the keys the pattern matches (search semantics); returns how many,
+        -600 for an invalid pattern."""
+        return ffi.L().mooncake_store_remove_by_regex(self._h, _str_arg(regex_pattern, "regex_pattern"), int(bool(force)))
+
+    def remove_all(self, force: bool = False) -> int:
+        """Removes every removable object; returns how many."""
+        return ffi.L().mooncake_store_remove_all(self._h, int(bool(force)))
+
+    def batch_remove(self, keys: Sequence[str], force: bool = False) -> List[int]:
+        """``remove`` for several keys in one master call."""
+        n = len(keys)
+        if n == 0:
+            return []
+        out = ffi.int_results(n)
+        rc = ffi.L().mooncake_store_batch_remove(self._h, ffi.keys_array(keys), n, int(bool(force)), out)
+        return list(out) if rc == 0 else [rc] * n
+
+    def get_replica_desc(self, key: str) -> List[ReplicaDescriptor]:
+        """The object's replicas (``[]`` when missing or on error)."""
+        k = ffi.key_bytes(key)
+        _, text = ffi.read_json(lambda buf, n: ffi.L().mooncake_store_get_replica_desc(self._h, k, buf, n))
+        return [ReplicaDescriptor(d) for d in json.loads(text)] if text else []
+
+    def batch_get_replica_desc(self, keys: Sequence[str]) -> Dict[str, List[ReplicaDescriptor]]:
+        """key -> replicas, for the keys that exist."""
+        if not keys:
+            return {}
+        karr = ffi.keys_array(keys)
+        n = len(keys)
+        _, text = ffi.read_json(
+            lambda buf, size: ffi.L().mooncake_store_batch_get_replica_desc(self._h, karr, n, buf, size),
+            initial=max(4096, 512 * n),
+        )
+        if not text:
+            return {}
+        out: Dict[str, List[ReplicaDescriptor]] = {}
+        for key, entry in zip(keys, json.loads(text)):
+            if isinstance(entry, list):
+                out[key] = [ReplicaDescriptor(d) for d in entry]
+        return out

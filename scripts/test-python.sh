@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Runs the Python package tests (python/tests) against this repository's library, then
+# the same modules against upstream's wheel (proving the mooncake.engine and
+# mooncake.store APIs match). The upstream run needs the peer venv:
+# $MOONCAKE_PEER_VENV, else ~/.cache/mooncake-peer/venv; it is skipped when absent.
+# pytest is installed into a venv under target/ if python3 lacks it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cargo build --lib --bins
+
+py=python3
+if ! "$py" -c 'import pytest' 2>/dev/null; then
+  venv=target/py-test-venv
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  "$venv/bin/python" -c 'import pytest' 2>/dev/null || "$venv/bin/python" -m pip install -q pytest
+  py="$venv/bin/python"
+fi
+
+status=0
+echo "== python tests: mooncake-rs"
+env -u PYTHONPATH MOONCAKE_PY_IMPL=ours "$py" -m pytest -q -p no:cacheprovider python/tests || status=$?
+
+peer="${MOONCAKE_PEER_VENV:-$HOME/.cache/mooncake-peer/venv}"
+if [ -x "$peer/bin/python" ]; then
+  "$peer/bin/python" -c 'import pytest' 2>/dev/null || "$peer/bin/python" -m pip install -q pytest
+  echo "== python tests: upstream wheel ($peer)"
+  env -u PYTHONPATH MOONCAKE_PY_IMPL=upstream MOONCAKE_PEER_VENV="$peer" \
+    "$peer/bin/python" -m pytest -q -p no:cacheprovider python/tests || status=$?
+else
+  echo "== python tests: upstream wheel skipped (no peer venv at $peer)"
+fi
+exit "$status"
