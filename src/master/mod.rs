@@ -257,6 +257,9 @@ impl MasterApi for MasterService {
 
     fn remount_segment(&self, segments: &[Segment], client: Uuid) -> MasterResult<()> {
         let r = (|| {
+            // Start (or restart) the client's liveness clock, as a mount does: a client
+            // that remounts and dies before its next ping must still expire.
+            self.clients.touch(client, self.now(), self.client_ttl_ns);
             for s in segments {
                 self.segments.validate_remount(s, client)?;
             }
