@@ -1,0 +1,71 @@
+//! `store_bench`: Mooncake Store benchmarks and helper processes (spec store.md §5).
+//!
+//! Modes (`--mode=`):
+//! * `serve`: sets up a store client that mounts a `--global_segment_size` segment,
+//!   prints `store_bench serving segment <hostname>` on stderr, and keeps it mounted
+//!   until SIGINT/SIGTERM (then closes cleanly). Benchmarks and fault tests use it as
+//!   a separate segment-owner process.
+//! * `client`: the client-operations benchmark (`put`, `get`, `put_from`, `get_into`,
+//!   `batch_put_from`, `batch_get_into`) at each of `--value_sizes`. With the default
+//!   `--global_segment_size=0` every value lands in another process's segment (a
+//!   `serve` process), so every byte crosses the Transfer Engine over TCP, like
+//!   upstream's two-process baseline (spec §5.3). Prints an aligned table and one
+//!   `ROW op=<op> size=<n> ops=<ops/s> mbps=<MB/s> p50=<us> p99=<us> errors=<n>` line
+//!   per row.
+//! * `master_load`: a metadata load generator speaking coro_rpc to a master (ours or
+//!   upstream's) through [`MasterRpcClient`]: it mounts a fake segment (the master
+//!   never touches segment memory), then `--threads` threads, each with its own
+//!   connection, run `PutStart`+`PutEnd` of new keys, `GetReplicaList` and `ExistKey`
+//!   of existing keys, and a mix of the three, `--duration` seconds each.
+//! * `master_fill`: puts `--objects` small objects (pipelined across `--threads`
+//!   connections, `--fill_batch` keys per `BatchPutStart`/`BatchPutEnd`), prints
+//!   `filled <N> objects`, then (with `--hold`, the default) keeps its fake client
+//!   alive until SIGINT/SIGTERM so the master's memory can be measured.
+//!
+//! The load modes ping the master every second from a side thread and remount the
+//! fake segment when the master answers NEED_REMOUNT, so the fake client never
+//! expires.
+//!
+//! [`MasterRpcClient`]: mooncake::wire::rpc_client::MasterRpcClient
+
+#[path = "store_bench/client_ops.rs"]
+mod client_ops;
+#[path = "store_bench/master_load.rs"]
+mod master_load;
+#[path = "store_bench/settings.rs"]
+mod settings;
+#[path = "store_bench/stats.rs"]
+mod stats;
+
+use mooncake::util::{logger, signals};
+use settings::{Mode, Settings};
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    logger::install();
+    let settings = match Settings::from_args(std::env::args().skip(1)) {
+        Ok(Some(s)) => s,
+        Ok(None) => {
+            println!("{}", settings::USAGE);
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("store_bench: {e}\n\n{}", settings::USAGE);
+            return ExitCode::from(2);
+        }
+    };
+    signals::install_stop_handlers();
+    let result = match settings.mode {
+        Mode::Serve => client_ops::serve(&settings),
+        Mode::Client => client_ops::run(&settings),
+        Mode::MasterLoad => master_load::load(&settings),
+        Mode::MasterFill => master_load::fill(&settings),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("store_bench: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

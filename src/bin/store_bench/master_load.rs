@@ -1,0 +1,510 @@
+//! `--mode=master_load` and `--mode=master_fill`: metadata load on a master (ours or
+//! upstream's) over coro_rpc, with no data plane at all.
+//!
+//! A fake client mounts fake segments (made-up base addresses; the master only
+//! allocates ranges in them, it never touches their memory), pings every second from a
+//! side thread (remounting when the master answers NEED_REMOUNT, as real clients do),
+//! and unmounts them at the end. Each load thread owns one [`MasterRpcClient`] with a
+//! single connection.
+
+use crate::settings::Settings;
+use crate::stats::{report, Row, Samples};
+use mooncake::te::net::random_u64;
+use mooncake::util::signals;
+use mooncake::wire::master_api::{
+    ClientStatus, ErrorCode, MasterApi, ObjectMeta, ReplicaType, ReplicateConfig, Segment, Uuid,
+    DEFAULT_TENANT,
+};
+use mooncake::wire::rpc_client::MasterRpcClient;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Where the first fake segment "lives" in the fake owner's address space.
+const FAKE_BASE: u64 = 0x7f00_0000_0000;
+/// Ping period (upstream's heartbeat period).
+const PING_PERIOD: Duration = Duration::from_secs(1);
+/// Progress report period of the fill.
+const PROGRESS_PERIOD: Duration = Duration::from_secs(5);
+
+fn random_uuid() -> Uuid {
+    Uuid {
+        first: random_u64(),
+        second: random_u64(),
+    }
+}
+
+/// A connection of its own to the master (one lane), version-checked.
+fn connect(s: &Settings) -> Result<MasterRpcClient, String> {
+    let connect_timeout = s.rpc_timeout.min(Duration::from_secs(5));
+    MasterRpcClient::connect_with_pool(&s.master_server_addr, s.rpc_timeout, connect_timeout, 1)
+        .map_err(|e| format!("connecting to the master at {}: {e}", s.master_server_addr))
+}
+
+/// Collects the first error of a worker for the log.
+fn note(first: &mut Option<String>, what: impl FnOnce() -> String) {
+    if first.is_none() {
+        *first = Some(what());
+    }
+}
+
+/// The fake segment owner: its id, segments, and heartbeat thread.
+struct FakeClient {
+    master: Arc<MasterRpcClient>,
+    id: Uuid,
+    segments: Vec<Segment>,
+    stop: Arc<AtomicBool>,
+    pinger: Option<JoinHandle<()>>,
+}
+
+impl FakeClient {
+    /// Mounts `--fake_segments` fake segments of `--fake_segment_size` bytes and
+    /// starts pinging.
+    fn mount(s: &Settings) -> Result<FakeClient, String> {
+        let master = Arc::new(connect(s)?);
+        let id = random_uuid();
+        let tag = random_u64() as u32;
+        let segments: Vec<Segment> = (0..s.fake_segments)
+            .map(|i| {
+                let name = format!("store-bench-fake-{tag:08x}-{i}");
+                Segment {
+                    id: random_uuid(),
+                    name: name.clone(),
+                    base: FAKE_BASE + i as u64 * s.fake_segment_size,
+                    size: s.fake_segment_size,
+                    te_endpoint: name,
+                    protocol: "tcp".into(),
+                    host_id: "127.0.0.1".into(),
+                }
+            })
+            .collect();
+        for seg in &segments {
+            master
+                .mount_segment(seg, id)
+                .map_err(|e| format!("MountSegment {}: {e}", seg.name))?;
+        }
+        // The first ping answers NEED_REMOUNT; remount right away like a real client.
+        heartbeat(&*master, id, &segments);
+        let stop = Arc::new(AtomicBool::new(false));
+        let pinger = {
+            let (master, segments, stop) = (master.clone(), segments.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name("store-bench-ping".into())
+                .spawn(move || {
+                    let mut next = Instant::now() + PING_PERIOD;
+                    while !stop.load(Ordering::SeqCst) {
+                        if Instant::now() >= next {
+                            next += PING_PERIOD;
+                            heartbeat(&*master, id, &segments);
+                        }
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
+                })
+                .map_err(|e| format!("starting the ping thread: {e}"))?
+        };
+        eprintln!(
+            "store_bench: fake client {id} mounted {} x {} bytes on {}",
+            segments.len(),
+            s.fake_segment_size,
+            s.master_server_addr
+        );
+        Ok(FakeClient {
+            master,
+            id,
+            segments,
+            stop,
+            pinger: Some(pinger),
+        })
+    }
+
+    /// Stops pinging and unmounts the segments.
+    fn close(mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.pinger.take() {
+            let _ = t.join();
+        }
+        for seg in &self.segments {
+            if let Err(e) = self.master.unmount_segment(seg.id, self.id) {
+                log::warn!("UnmountSegment {}: {e}", seg.name);
+            }
+        }
+    }
+}
+
+/// One ping; remounts every segment when the master asks.
+fn heartbeat(master: &dyn MasterApi, id: Uuid, segments: &[Segment]) {
+    match master.ping(id) {
+        Ok(r) if r.client_status == ClientStatus::NeedRemount => {
+            if let Err(e) = master.remount_segment(segments, id) {
+                log::warn!("ReMountSegment: {e}");
+            }
+        }
+        Ok(_) => {}
+        Err(e) => log::warn!("Ping: {e}"),
+    }
+}
+
+/// `PutStart` + `PutEnd` of one key.
+fn put_one(m: &dyn MasterApi, id: Uuid, key: &str, len: u64) -> Result<(), ErrorCode> {
+    m.put_start(id, key, len, &ReplicateConfig::default(), DEFAULT_TENANT)?;
+    let meta = ObjectMeta {
+        key: key.to_string(),
+        checksum: None,
+    };
+    m.put_end(id, &meta, ReplicaType::All, DEFAULT_TENANT)
+}
+
+/// `BatchPutStart` + `BatchPutEnd` of `keys`; returns how many were stored and the
+/// first error.
+fn put_batch(m: &dyn MasterApi, id: Uuid, keys: &[String], len: u64) -> (u64, Option<ErrorCode>) {
+    let lens = vec![len; keys.len()];
+    let starts =
+        match m.batch_put_start(id, keys, &lens, &ReplicateConfig::default(), DEFAULT_TENANT) {
+            Ok(r) => r,
+            Err(e) => return (0, Some(e)),
+        };
+    let mut first = None;
+    let mut metas = Vec::with_capacity(keys.len());
+    for (k, r) in keys.iter().zip(starts) {
+        match r {
+            Ok(_) => metas.push(ObjectMeta {
+                key: k.clone(),
+                checksum: None,
+            }),
+            Err(e) => {
+                first.get_or_insert(e);
+            }
+        }
+    }
+    if metas.is_empty() {
+        return (0, first);
+    }
+    match m.batch_put_end(id, &metas, ReplicaType::All, DEFAULT_TENANT) {
+        Ok(ends) => {
+            let mut ok = 0;
+            for r in ends {
+                match r {
+                    Ok(()) => ok += 1,
+                    Err(e) => {
+                        first.get_or_insert(e);
+                    }
+                }
+            }
+            (ok, first)
+        }
+        Err(e) => (0, Some(e)),
+    }
+}
+
+/// A load phase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// `PutStart` + `PutEnd` of new keys (one op = both calls).
+    Put,
+    /// `GetReplicaList` of existing keys.
+    GetReplicaList,
+    /// `ExistKey` of existing keys.
+    ExistKey,
+    /// The three above in turn.
+    Mixed,
+}
+
+impl Phase {
+    const ALL: [Phase; 4] = [
+        Phase::Put,
+        Phase::GetReplicaList,
+        Phase::ExistKey,
+        Phase::Mixed,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Phase::Put => "put_start_end",
+            Phase::GetReplicaList => "get_replica_list",
+            Phase::ExistKey => "exist_key",
+            Phase::Mixed => "mixed",
+        }
+    }
+}
+
+/// What one load thread did in a phase.
+#[derive(Default)]
+struct Work {
+    samples: Samples,
+    ops: u64,
+    errors: u64,
+    first_error: Option<String>,
+    new_keys: Vec<String>,
+}
+
+/// A tiny xorshift generator for picking keys.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n.max(1) as u64) as usize
+    }
+}
+
+struct PhaseCtx<'a> {
+    s: &'a Settings,
+    id: Uuid,
+    keys: &'a [String],
+    deadline: Instant,
+}
+
+/// One load thread of one phase.
+fn worker(ctx: &PhaseCtx<'_>, phase: Phase, tid: usize, m: &MasterRpcClient) -> Work {
+    let mut w = Work::default();
+    let mut rng = Rng(random_u64() | 1);
+    let len = ctx.s.object_size;
+    let mut k: u64 = 0;
+    while Instant::now() < ctx.deadline && !signals::stop_requested() {
+        let op = match phase {
+            Phase::Mixed => Phase::ALL[(k % 3) as usize],
+            p => p,
+        };
+        let t = Instant::now();
+        let r: Result<(), String> = match op {
+            Phase::Put => {
+                let key = format!("{}-{}-t{tid}-{k}", ctx.s.key_prefix, phase.name());
+                match put_one(m, ctx.id, &key, len) {
+                    Ok(()) => {
+                        if phase == Phase::Put {
+                            w.new_keys.push(key);
+                        }
+                        Ok(())
+                    }
+                    Err(e) => Err(format!("put {key}: {e}")),
+                }
+            }
+            Phase::GetReplicaList => {
+                let key = &ctx.keys[rng.below(ctx.keys.len())];
+                m.get_replica_list(key, DEFAULT_TENANT)
+                    .map(|_| ())
+                    .map_err(|e| format!("GetReplicaList {key}: {e}"))
+            }
+            Phase::ExistKey | Phase::Mixed => {
+                let key = &ctx.keys[rng.below(ctx.keys.len())];
+                match m.exist_key(key, DEFAULT_TENANT) {
+                    Ok(true) => Ok(()),
+                    Ok(false) => Err(format!("ExistKey {key}: false")),
+                    Err(e) => Err(format!("ExistKey {key}: {e}")),
+                }
+            }
+        };
+        w.samples.push(t.elapsed());
+        w.ops += 1;
+        if let Err(e) = r {
+            w.errors += 1;
+            note(&mut w.first_error, || e);
+        }
+        k += 1;
+    }
+    w
+}
+
+/// Runs one phase on every connection; returns its row and the keys it stored.
+fn run_phase(
+    s: &Settings,
+    fake: &FakeClient,
+    conns: &[MasterRpcClient],
+    keys: &[String],
+    phase: Phase,
+) -> (Row, Vec<String>) {
+    let start = Instant::now();
+    let ctx = PhaseCtx {
+        s,
+        id: fake.id,
+        keys,
+        deadline: start + s.duration,
+    };
+    let works: Vec<Work> = std::thread::scope(|scope| {
+        let handles: Vec<_> = conns
+            .iter()
+            .enumerate()
+            .map(|(tid, m)| {
+                let ctx = &ctx;
+                scope.spawn(move || worker(ctx, phase, tid, m))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_default())
+            .collect()
+    });
+    let elapsed = start.elapsed().as_secs_f64();
+    let mut samples = Samples::default();
+    let (mut ops, mut errors, mut new_keys) = (0, 0, Vec::new());
+    for w in works {
+        ops += w.ops;
+        errors += w.errors;
+        if let Some(e) = w.first_error {
+            log::warn!("{}: first error: {e}", phase.name());
+        }
+        samples.extend(w.samples);
+        new_keys.extend(w.new_keys);
+    }
+    let size = match phase {
+        Phase::Put | Phase::Mixed => s.object_size,
+        _ => 0,
+    };
+    let row = Row::new(
+        phase.name(),
+        size,
+        ops as f64 / elapsed,
+        &mut samples,
+        errors,
+    );
+    (row, new_keys)
+}
+
+/// `--mode=master_load`.
+pub fn load(s: &Settings) -> Result<(), String> {
+    let fake = FakeClient::mount(s)?;
+    let result = load_with(s, &fake);
+    fake.close();
+    let rows = result?;
+    report(
+        &format!(
+            "store_bench master_load on {} ({} threads, {} s per phase, {} B objects)",
+            s.master_server_addr,
+            s.threads,
+            s.duration.as_secs(),
+            s.object_size
+        ),
+        &rows,
+    );
+    Ok(())
+}
+
+fn load_with(s: &Settings, fake: &FakeClient) -> Result<Vec<Row>, String> {
+    let conns = (0..s.threads)
+        .map(|_| connect(s))
+        .collect::<Result<Vec<_>, String>>()?;
+    let mut keys: Vec<String> = (0..s.prefill)
+        .map(|i| format!("{}-pre-{i}", s.key_prefix))
+        .collect();
+    let mut stored = 0;
+    for chunk in keys.chunks(256) {
+        let (ok, err) = put_batch(&*fake.master, fake.id, chunk, s.object_size);
+        stored += ok;
+        if let Some(e) = err {
+            log::warn!("prefill: {e}");
+        }
+    }
+    if stored < keys.len() as u64 {
+        return Err(format!("prefill stored {stored} of {} keys", keys.len()));
+    }
+    let mut rows = Vec::new();
+    for phase in Phase::ALL {
+        if signals::stop_requested() {
+            break;
+        }
+        if phase != Phase::Put && keys.is_empty() {
+            log::warn!("{}: skipped, no keys (use --prefill)", phase.name());
+            continue;
+        }
+        let (row, new) = run_phase(s, fake, &conns, &keys, phase);
+        eprintln!("{}", row.row_line());
+        rows.push(row);
+        keys.extend(new);
+    }
+    Ok(rows)
+}
+
+/// The key of fill object `i` (31 bytes with the default prefix).
+fn fill_key(prefix: &str, i: u64) -> String {
+    format!("{prefix}-obj-{i:016}")
+}
+
+/// `--mode=master_fill`.
+pub fn fill(s: &Settings) -> Result<(), String> {
+    let fake = FakeClient::mount(s)?;
+    let result = fill_with(s, &fake);
+    if result.is_ok() && s.hold {
+        eprintln!("store_bench: holding the fake client until SIGINT/SIGTERM");
+        while !signals::stop_requested() {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    fake.close();
+    result
+}
+
+fn fill_with(s: &Settings, fake: &FakeClient) -> Result<(), String> {
+    let conns = (0..s.threads)
+        .map(|_| connect(s))
+        .collect::<Result<Vec<_>, String>>()?;
+    let next = AtomicU64::new(0);
+    let filled = AtomicU64::new(0);
+    let failed = AtomicU64::new(0);
+    let start = Instant::now();
+    let (n, step) = (s.objects, s.fill_batch as u64);
+    let first_errors: Vec<Option<String>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = conns
+            .iter()
+            .map(|m| {
+                let (next, filled, failed) = (&next, &filled, &failed);
+                scope.spawn(move || {
+                    let mut first = None;
+                    while !signals::stop_requested() {
+                        let lo = next.fetch_add(step, Ordering::Relaxed);
+                        if lo >= n {
+                            break;
+                        }
+                        let hi = (lo + step).min(n);
+                        let keys: Vec<String> =
+                            (lo..hi).map(|i| fill_key(&s.key_prefix, i)).collect();
+                        let (ok, err) = if keys.len() == 1 {
+                            match put_one(m, fake.id, &keys[0], s.object_size) {
+                                Ok(()) => (1, None),
+                                Err(e) => (0, Some(e)),
+                            }
+                        } else {
+                            put_batch(m, fake.id, &keys, s.object_size)
+                        };
+                        filled.fetch_add(ok, Ordering::Relaxed);
+                        failed.fetch_add(keys.len() as u64 - ok, Ordering::Relaxed);
+                        if let Some(e) = err {
+                            note(&mut first, || format!("{}: {e}", keys[0]));
+                        }
+                    }
+                    first
+                })
+            })
+            .collect();
+        let mut last = Instant::now();
+        while handles.iter().any(|h| !h.is_finished()) {
+            std::thread::sleep(Duration::from_millis(50));
+            if last.elapsed() >= PROGRESS_PERIOD {
+                last = Instant::now();
+                eprintln!(
+                    "store_bench: {} / {n} objects",
+                    filled.load(Ordering::Relaxed)
+                );
+            }
+        }
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or(None))
+            .collect()
+    });
+    for e in first_errors.into_iter().flatten() {
+        log::warn!("fill: first error of a thread: {e}");
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let (ok, bad) = (filled.into_inner(), failed.into_inner());
+    println!(
+        "filled {ok} objects in {secs:.1} s ({:.0} objects/s), {bad} failed",
+        ok as f64 / secs
+    );
+    if ok == 0 && n > 0 {
+        return Err("no object could be stored".into());
+    }
+    Ok(())
+}

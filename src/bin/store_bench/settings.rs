@@ -1,0 +1,417 @@
+//! Command-line flags (gflags-style, via [`Flags`]) and their validated form.
+
+use mooncake::te::net::random_u64;
+use mooncake::util::flags::{parse_bool, FlagKind, Flags};
+use std::time::Duration;
+
+/// `--help` text.
+pub const USAGE: &str = "\
+Usage: store_bench --mode=serve|client|master_load|master_fill [--flag=value ...]
+
+Mooncake Store benchmarks (flags are gflags-style: --flag=value, --flag value).
+
+Store client (serve, client):
+  --master_server_addr   master host:port (default 127.0.0.1:50051)
+  --metadata_server      P2PHANDSHAKE or http://host:port/metadata (default P2PHANDSHAKE)
+  --local_hostname       this client's host, optionally host:port (default 127.0.0.1)
+  --protocol             transport (default tcp)
+  --global_segment_size  bytes of segment to mount (serve: 1GiB, client: 0)
+  --local_buffer_size    bytes of put staging buffer (serve: 16MiB, client: 64MiB)
+client:
+  --value_sizes          comma-separated value sizes (default 4096,1048576)
+  --ops                  operations (items) per op, size and round
+                         (default 200 for values >= 512 KiB, 2000 below)
+  --batch                items per batch_put_from/batch_get_into call (default 16)
+  --rounds               rounds; ops/s is the median round (default 3)
+  --operations           subset of put,get,put_from,get_into,batch_put_from,
+                         batch_get_into (default all)
+  --key_prefix           key prefix (default a random one per run)
+master_load, master_fill:
+  --master_server_addr   master host:port (default 127.0.0.1:50051)
+  --threads              client threads, one connection each (default 4)
+  --duration             seconds per load phase (default 5)
+  --prefill              keys put before the load phases (default 1000)
+  --object_size          bytes per object (master_load 1024, master_fill 64)
+  --objects              master_fill: objects to put (default 1000000)
+  --fill_batch           master_fill: keys per BatchPutStart/BatchPutEnd; 1 = PutStart/
+                         PutEnd per key (default 256)
+  --hold                 master_fill: stay alive (pinging) until SIGINT/SIGTERM
+                         after filling (default true)
+  --fake_segment_size    bytes per fake segment (default 64GiB)
+  --fake_segments        fake segments mounted by the fake client (default 1)
+  --key_prefix           key prefix (default a random one per run)
+  --rpc_timeout_ms       per-RPC deadline (default 30000)
+Sizes accept K/M/G (powers of 1024) suffixes, e.g. 1GiB, 64M, 4096.
+Log level: MC_LOG_LEVEL=trace|debug|info|warn|error|off (default info).";
+
+/// Every flag, and whether it is a boolean.
+const FLAGS: &[(&str, bool)] = &[
+    ("mode", false),
+    ("master_server_addr", false),
+    ("metadata_server", false),
+    ("local_hostname", false),
+    ("protocol", false),
+    ("global_segment_size", false),
+    ("local_buffer_size", false),
+    ("value_sizes", false),
+    ("ops", false),
+    ("batch", false),
+    ("rounds", false),
+    ("operations", false),
+    ("key_prefix", false),
+    ("threads", false),
+    ("duration", false),
+    ("prefill", false),
+    ("object_size", false),
+    ("objects", false),
+    ("fill_batch", false),
+    ("hold", true),
+    ("fake_segment_size", false),
+    ("fake_segments", false),
+    ("rpc_timeout_ms", false),
+    ("help", true),
+];
+
+/// What the process does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Own a segment until signalled.
+    Serve,
+    /// Client-operations benchmark.
+    Client,
+    /// Master metadata load.
+    MasterLoad,
+    /// Fill the master with small objects.
+    MasterFill,
+}
+
+/// One benchmarked client operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientOp {
+    /// `put` of a byte slice (staged through the local buffer).
+    Put,
+    /// `get` returning an owned value (`get_size` + `get_into`).
+    Get,
+    /// Zero-copy `put_from` of a registered buffer.
+    PutFrom,
+    /// `get_into` a registered buffer.
+    GetInto,
+    /// `batch_put_from` of `--batch` items per call.
+    BatchPutFrom,
+    /// `batch_get_into` of `--batch` items per call.
+    BatchGetInto,
+}
+
+impl ClientOp {
+    /// Every operation, in benchmark order.
+    pub const ALL: [ClientOp; 6] = [
+        ClientOp::Put,
+        ClientOp::Get,
+        ClientOp::PutFrom,
+        ClientOp::GetInto,
+        ClientOp::BatchPutFrom,
+        ClientOp::BatchGetInto,
+    ];
+
+    /// The name used in tables and `ROW` lines.
+    pub fn name(self) -> &'static str {
+        match self {
+            ClientOp::Put => "put",
+            ClientOp::Get => "get",
+            ClientOp::PutFrom => "put_from",
+            ClientOp::GetInto => "get_into",
+            ClientOp::BatchPutFrom => "batch_put_from",
+            ClientOp::BatchGetInto => "batch_get_into",
+        }
+    }
+
+    fn parse(s: &str) -> Option<ClientOp> {
+        ClientOp::ALL.into_iter().find(|op| op.name() == s)
+    }
+}
+
+/// The validated settings of one run.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// What to run.
+    pub mode: Mode,
+    /// Master `host:port`.
+    pub master_server_addr: String,
+    /// TE metadata (`P2PHANDSHAKE` or an HTTP URL).
+    pub metadata_server: String,
+    /// This client's host name.
+    pub local_hostname: String,
+    /// Transport protocol.
+    pub protocol: String,
+    /// Segment bytes to mount.
+    pub global_segment_size: u64,
+    /// Staging buffer bytes.
+    pub local_buffer_size: u64,
+    /// Value sizes (client mode).
+    pub value_sizes: Vec<u64>,
+    /// Items per op, size and round (`None`: by size).
+    pub ops: Option<usize>,
+    /// Items per batch call.
+    pub batch: usize,
+    /// Rounds per op and size.
+    pub rounds: usize,
+    /// Operations to report.
+    pub operations: Vec<ClientOp>,
+    /// Key prefix, unique per run unless given.
+    pub key_prefix: String,
+    /// Load threads.
+    pub threads: usize,
+    /// Seconds per load phase.
+    pub duration: Duration,
+    /// Keys put before the load phases.
+    pub prefill: usize,
+    /// Object size of the load modes.
+    pub object_size: u64,
+    /// Objects to fill.
+    pub objects: u64,
+    /// Keys per fill batch.
+    pub fill_batch: usize,
+    /// Keep the fill client alive until signalled.
+    pub hold: bool,
+    /// Size of each fake segment of the load modes.
+    pub fake_segment_size: u64,
+    /// Fake segments mounted by the load modes.
+    pub fake_segments: usize,
+    /// Per-RPC deadline of the load modes.
+    pub rpc_timeout: Duration,
+}
+
+/// Parses a byte size: a decimal number with an optional `K`/`M`/`G`/`T` suffix
+/// (powers of 1024; `KB`, `KiB`, `k` spellings all accepted).
+pub fn parse_size(name: &str, v: &str) -> Result<u64, String> {
+    let t = v.trim();
+    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, suffix) = t.split_at(digits);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("--{name}: '{v}' is not a size"))?;
+    let shift = match suffix.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        _ => return Err(format!("--{name}: '{v}' has an unknown suffix")),
+    };
+    n.checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("--{name}: '{v}' is too large"))
+}
+
+/// Parses an unsigned integer within `lo..=hi`.
+fn parse_num(name: &str, v: &str, lo: u64, hi: u64) -> Result<u64, String> {
+    let n: u64 = v
+        .trim()
+        .parse()
+        .map_err(|_| format!("--{name}: '{v}' is not a number"))?;
+    if !(lo..=hi).contains(&n) {
+        return Err(format!("--{name}: {n} is not in {lo}..={hi}"));
+    }
+    Ok(n)
+}
+
+fn kind_of(name: &str) -> Option<FlagKind> {
+    FLAGS.iter().find(|(n, _)| *n == name).map(
+        |(_, b)| {
+            if *b {
+                FlagKind::Bool
+            } else {
+                FlagKind::Value
+            }
+        },
+    )
+}
+
+impl Settings {
+    /// Parses the command line (without the program name). `Ok(None)` for `--help`.
+    pub fn from_args(args: impl IntoIterator<Item = String>) -> Result<Option<Settings>, String> {
+        let flags = Flags::parse(args, kind_of)?;
+        if flags.get("help") == Some("true") {
+            return Ok(None);
+        }
+        if let Some(name) = flags.unknown.first() {
+            return Err(format!("unknown flag --{name}"));
+        }
+        if let Some(arg) = flags.positional.first() {
+            return Err(format!("unexpected argument '{arg}'"));
+        }
+        Self::from_flags(&flags).map(Some)
+    }
+
+    fn from_flags(f: &Flags) -> Result<Settings, String> {
+        let mode = match f.get("mode") {
+            Some("serve") => Mode::Serve,
+            Some("client") => Mode::Client,
+            Some("master_load") => Mode::MasterLoad,
+            Some("master_fill") => Mode::MasterFill,
+            Some(m) => {
+                return Err(format!(
+                    "--mode: '{m}' is not serve|client|master_load|master_fill"
+                ))
+            }
+            None => return Err("--mode is required".into()),
+        };
+        let string = |name: &str, default: &str| f.get(name).unwrap_or(default).to_string();
+        let size = |name: &str, default: u64| match f.get(name) {
+            Some(v) => parse_size(name, v),
+            None => Ok(default),
+        };
+        let num = |name: &str, default: u64, lo: u64, hi: u64| match f.get(name) {
+            Some(v) => parse_num(name, v, lo, hi),
+            None => Ok(default),
+        };
+        let serve = mode == Mode::Serve;
+        let value_sizes = f
+            .get("value_sizes")
+            .unwrap_or("4096,1048576")
+            .split(',')
+            .map(|s| parse_size("value_sizes", s))
+            .collect::<Result<Vec<u64>, String>>()?;
+        if value_sizes.iter().any(|&s| s == 0 || s > 1 << 30) {
+            return Err("--value_sizes: every size must be in 1..=1GiB".into());
+        }
+        let operations = match f.get("operations") {
+            None | Some("") | Some("all") => ClientOp::ALL.to_vec(),
+            Some(list) => list
+                .split(',')
+                .map(|s| ClientOp::parse(s.trim()).ok_or(format!("--operations: unknown '{s}'")))
+                .collect::<Result<Vec<_>, String>>()?,
+        };
+        let key_prefix = match f.get("key_prefix") {
+            Some(p) if !p.is_empty() => p.to_string(),
+            _ => format!("sb{:08x}", random_u64() as u32),
+        };
+        let default_object = if mode == Mode::MasterFill { 64 } else { 1024 };
+        let settings = Settings {
+            mode,
+            master_server_addr: string("master_server_addr", "127.0.0.1:50051"),
+            metadata_server: string("metadata_server", "P2PHANDSHAKE"),
+            local_hostname: string("local_hostname", "127.0.0.1"),
+            protocol: string("protocol", "tcp"),
+            global_segment_size: size("global_segment_size", if serve { 1 << 30 } else { 0 })?,
+            local_buffer_size: size("local_buffer_size", if serve { 16 << 20 } else { 64 << 20 })?,
+            value_sizes,
+            ops: match f.get("ops") {
+                Some(v) => Some(parse_num("ops", v, 1, 100_000_000)? as usize),
+                None => None,
+            },
+            batch: num("batch", 16, 1, 4096)? as usize,
+            rounds: num("rounds", 3, 1, 1000)? as usize,
+            operations,
+            key_prefix,
+            threads: num("threads", 4, 1, 1024)? as usize,
+            duration: Duration::from_secs(num("duration", 5, 1, 86_400)?),
+            prefill: num("prefill", 1000, 0, 100_000_000)? as usize,
+            object_size: size("object_size", default_object)?,
+            objects: num("objects", 1_000_000, 0, 1_000_000_000)?,
+            fill_batch: num("fill_batch", 256, 1, 65_536)? as usize,
+            hold: match f.get("hold") {
+                Some(v) => parse_bool("hold", v)?,
+                None => true,
+            },
+            fake_segment_size: size("fake_segment_size", 64 << 30)?,
+            fake_segments: num("fake_segments", 1, 1, 1024)? as usize,
+            rpc_timeout: Duration::from_millis(num("rpc_timeout_ms", 30_000, 1, 3_600_000)?),
+        };
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if self.mode == Mode::Client {
+            let max = self.value_sizes.iter().copied().max().unwrap_or(0);
+            let wants_put = self.operations.contains(&ClientOp::Put)
+                || self.operations.contains(&ClientOp::Get);
+            if wants_put && self.local_buffer_size < max {
+                return Err(format!(
+                    "--local_buffer_size {} is smaller than the largest value ({max}); \
+                     put needs to stage a whole value",
+                    self.local_buffer_size
+                ));
+            }
+        }
+        if self.mode == Mode::Serve && self.global_segment_size == 0 {
+            return Err("--mode=serve needs --global_segment_size > 0".into());
+        }
+        if self.object_size == 0 {
+            return Err("--object_size must be positive".into());
+        }
+        if matches!(self.mode, Mode::MasterLoad | Mode::MasterFill) {
+            let span = self
+                .fake_segment_size
+                .checked_mul(self.fake_segments as u64);
+            if self.fake_segment_size < 1 << 20 || span.map_or(true, |s| s > 1 << 46) {
+                return Err(
+                    "--fake_segment_size must be at least 1MiB, and all fake segments \
+                     together at most 64TiB"
+                        .into(),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Items per op, size and round for values of `size` bytes.
+    pub fn ops_for(&self, size: u64) -> usize {
+        self.ops
+            .unwrap_or(if size >= 512 << 10 { 200 } else { 2000 })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Option<Settings>, String> {
+        Settings::from_args(args.iter().map(|s| s.to_string()))
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("x", "4096"), Ok(4096));
+        assert_eq!(parse_size("x", "1GiB"), Ok(1 << 30));
+        assert_eq!(parse_size("x", "64M"), Ok(64 << 20));
+        assert!(parse_size("x", "12Q").is_err());
+        assert!(parse_size("x", "").is_err());
+        assert!(parse_size("x", "99999999999T").is_err());
+    }
+
+    #[test]
+    fn modes_and_defaults() {
+        let s = parse(&["--mode=serve"]).unwrap().unwrap();
+        assert_eq!(s.global_segment_size, 1 << 30);
+        let s = parse(&["--mode", "client", "--value_sizes=4K,1M"])
+            .unwrap()
+            .unwrap();
+        assert_eq!(s.global_segment_size, 0);
+        assert_eq!(s.value_sizes, vec![4096, 1 << 20]);
+        assert_eq!((s.ops_for(4096), s.ops_for(1 << 20)), (2000, 200));
+        assert_eq!(s.operations.len(), 6);
+        let s = parse(&["--mode=master_fill"]).unwrap().unwrap();
+        assert_eq!((s.object_size, s.objects, s.hold), (64, 1_000_000, true));
+        assert!(parse(&["--help"]).unwrap().is_none());
+    }
+
+    #[test]
+    fn bad_flags_are_errors() {
+        for bad in [
+            &["--mode=nope"][..],
+            &[][..],
+            &["--mode=client", "--ops=0"],
+            &["--mode=client", "--ops=x"],
+            &["--mode=client", "--value_sizes=0"],
+            &["--mode=client", "--operations=put,nope"],
+            &["--mode=client", "--bogus=1"],
+            &["--mode=client", "stray"],
+            &["--mode=client", "--local_buffer_size=1K"],
+            &["--mode=master_fill", "--hold=maybe"],
+            &["--mode=master_load", "--threads=0"],
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?}");
+        }
+    }
+}
