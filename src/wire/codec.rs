@@ -274,9 +274,9 @@ pub trait Rpc {
     /// Which method.
     const METHOD: Method;
     /// The argument tuple (`()` for none: an empty request body).
-    type Args: Pack;
+    type Args: Pack + 'static;
     /// The return type.
-    type Ret: Pack;
+    type Ret: Pack + 'static;
 }
 
 /// `expected<T, ErrorCode>`.
@@ -375,7 +375,7 @@ fn args_literal<A: Pack>() -> Option<Vec<u8>> {
 }
 
 /// The request body of an argument tuple: empty for `()`, else its struct_pack message.
-pub fn encode_args<A: Pack>(args: &A) -> Vec<u8> {
+pub fn encode_args<A: Pack + 'static>(args: &A) -> Vec<u8> {
     if A::IS_VOID {
         Vec::new()
     } else {
@@ -385,7 +385,7 @@ pub fn encode_args<A: Pack>(args: &A) -> Vec<u8> {
 
 /// Decodes a request body into an argument tuple; for `()` any body is accepted and
 /// ignored (as upstream does for zero-argument methods).
-pub fn decode_args<A: Pack>(body: &[u8]) -> DecodeResult<A> {
+pub fn decode_args<A: Pack + 'static>(body: &[u8]) -> DecodeResult<A> {
     if A::IS_VOID {
         A::unpack(&mut Reader::new(&[], 1))
     } else {

@@ -252,7 +252,7 @@ fn task() -> impl Strategy<Value = TaskAssignment> {
 
 /// Round trip with and without type info; decoding a truncated or corrupted copy never
 /// panics; the re-encoding through the method table is stable.
-fn check<T: Pack + PartialEq + Debug>(v: &T, flip: usize) {
+fn check<T: Pack + PartialEq + Debug + 'static>(v: &T, flip: usize) {
     let plain = struct_pack::serialize(v);
     assert_eq!(&struct_pack::deserialize::<T>(&plain).unwrap(), v);
     let rich = struct_pack::serialize_with_type_info(v);

@@ -216,8 +216,20 @@ impl MasterRpcClient {
         Err(last.unwrap_or(ErrorCode::RPC_FAIL))
     }
 
+    /// The socket write timeout: the RPC timeout, or none when it is zero (calls time
+    /// out before writing) or too large to be a deadline.
+    fn write_timeout(&self) -> Option<Duration> {
+        let t = self.rpc_timeout;
+        (!t.is_zero() && Instant::now().checked_add(t).is_some()).then_some(t)
+    }
+
     fn start_lane(&self, s: TcpStream) -> Result<Arc<Lane>, ErrorCode> {
         let _ = s.set_nodelay(true);
+        // One write timeout for the connection's life (a syscall per call would cost
+        // more than it buys): a write stalled for a whole RPC timeout is a failure.
+        if s.set_write_timeout(self.write_timeout()).is_err() {
+            return Err(ErrorCode::RPC_FAIL);
+        }
         let (control, read) = match (s.try_clone(), s.try_clone()) {
             (Ok(c), Ok(r)) => (c, r),
             _ => return Err(ErrorCode::RPC_FAIL),
@@ -322,10 +334,7 @@ impl MasterRpcClient {
                 .try_lock_until(d)
                 .ok_or(ErrorCode::RPC_TIMEOUT)?,
         };
-        let left = remaining(deadline)?;
-        if w.set_write_timeout(left).is_err() {
-            return Err(ErrorCode::RPC_FAIL);
-        }
+        remaining(deadline)?;
         w.write_all(&frame).map_err(|e| match e.kind() {
             io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => ErrorCode::RPC_TIMEOUT,
             _ => ErrorCode::RPC_FAIL,

@@ -21,7 +21,11 @@
 //! bytes that remain before anything is allocated.
 
 use md5::{Digest, Md5};
+use parking_lot::RwLock;
+use std::any::TypeId;
+use std::collections::HashMap;
 use std::fmt;
+use std::sync::OnceLock;
 
 /// Type-literal code of `i32`.
 pub const T_I32: u8 = 0x01;
@@ -487,9 +491,17 @@ pub fn literal_hash(literal: &[u8]) -> u32 {
     u32::from_be_bytes([d[0], d[1], d[2], d[3]]) & !1
 }
 
-/// The type hash of `T`.
-pub fn type_hash<T: Pack>() -> u32 {
-    literal_hash(&literal::<T>())
+/// The type hash of `T`, computed once per type (an MD5 per message would show up in
+/// profiles of both the master and the client).
+pub fn type_hash<T: Pack + 'static>() -> u32 {
+    static HASHES: OnceLock<RwLock<HashMap<TypeId, u32>>> = OnceLock::new();
+    let hashes = HASHES.get_or_init(Default::default);
+    if let Some(h) = hashes.read().get(&TypeId::of::<T>()) {
+        return *h;
+    }
+    let h = literal_hash(&literal::<T>());
+    hashes.write().insert(TypeId::of::<T>(), h);
+    h
 }
 
 /// The narrowest length width (1/2/4/8) that holds `max_len`.
@@ -521,7 +533,7 @@ fn payload<T: Pack>(v: &T) -> (usize, Vec<u8>) {
 
 /// Encodes `v` as upstream's release builds do: the hash, a metainfo byte only when a
 /// container needs length prefixes wider than one byte, then the payload.
-pub fn serialize<T: Pack>(v: &T) -> Vec<u8> {
+pub fn serialize<T: Pack + 'static>(v: &T) -> Vec<u8> {
     let (width, body) = payload(v);
     let mut out = Vec::with_capacity(body.len() + 5);
     if width == 1 {
@@ -598,10 +610,9 @@ pub fn split(buf: &[u8]) -> DecodeResult<Header<'_>> {
 
 /// Decodes a whole message as a `T`: checks the hash, and the type literal when one
 /// is embedded; accepts messages with or without metainfo; rejects trailing bytes.
-pub fn deserialize<T: Pack>(buf: &[u8]) -> DecodeResult<T> {
+pub fn deserialize<T: Pack + 'static>(buf: &[u8]) -> DecodeResult<T> {
     let h = split(buf)?;
-    let lit = literal::<T>();
-    let expected = literal_hash(&lit);
+    let expected = type_hash::<T>();
     if h.hash != expected {
         return Err(DecodeError::HashMismatch {
             expected,
@@ -609,7 +620,7 @@ pub fn deserialize<T: Pack>(buf: &[u8]) -> DecodeResult<T> {
         });
     }
     if let Some(t) = h.type_literal {
-        if t != lit.as_slice() {
+        if t != literal::<T>().as_slice() {
             return Err(DecodeError::TypeInfoMismatch);
         }
     }

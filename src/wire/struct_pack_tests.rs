@@ -4,7 +4,7 @@ use super::struct_pack::*;
 use proptest::prelude::*;
 use std::fmt;
 
-fn rt<T: Pack + PartialEq + fmt::Debug>(v: T) {
+fn rt<T: Pack + PartialEq + fmt::Debug + 'static>(v: T) {
     assert_eq!(deserialize::<T>(&serialize(&v)).unwrap(), v);
     assert_eq!(deserialize::<T>(&serialize_with_type_info(&v)).unwrap(), v);
 }
