@@ -15,6 +15,7 @@ use crate::te::memory::MemoryRegistry;
 use lane::{Lane, LaneConfig, Slice};
 use parking_lot::RwLock;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use target::TcpTarget;
@@ -48,16 +49,31 @@ pub struct Endpoint {
     pub v2: bool,
 }
 
+/// Bytes a lane may have queued before new slices go to the least loaded lane: small
+/// requests stay together on one lane and leave in one `sendmsg`, large ones spread.
+const STICKY_LANE_BYTES: u64 = 256 << 10;
+
 struct Peer {
     lanes: Vec<Lane>,
+    current: AtomicUsize,
 }
 
 impl Peer {
-    fn least_loaded(&self) -> &Lane {
-        self.lanes
+    /// The lane for the next slice: the current one while it is lightly loaded, else
+    /// the least loaded one (which becomes current).
+    fn pick(&self) -> &Lane {
+        let current = self.current.load(Ordering::Relaxed) % self.lanes.len();
+        if self.lanes[current].load() < STICKY_LANE_BYTES {
+            return &self.lanes[current];
+        }
+        let (index, lane) = self
+            .lanes
             .iter()
-            .min_by_key(|l| l.load())
-            .expect("a peer always has at least one lane")
+            .enumerate()
+            .min_by_key(|(_, l)| l.load())
+            .expect("a peer always has at least one lane");
+        self.current.store(index, Ordering::Relaxed);
+        lane
     }
 }
 
@@ -118,7 +134,10 @@ impl TcpTransport {
             .map(|_| Lane::start(config.clone()))
             .collect::<std::io::Result<Vec<_>>>()
             .map_err(|e| Error::socket("starting tcp lanes", e))?;
-        let peer = Arc::new(Peer { lanes });
+        let peer = Arc::new(Peer {
+            lanes,
+            current: AtomicUsize::new(0),
+        });
         peers.insert(endpoint.clone(), peer.clone());
         Ok(peer)
     }
@@ -144,7 +163,7 @@ impl TcpTransport {
         let pieces = split(req.len, peer.lanes.len());
         let task = Task::new(req.len, pieces.len() as u32, signal);
         for (offset, len) in pieces {
-            peer.least_loaded().submit(Slice {
+            peer.pick().submit(Slice {
                 op: req.op,
                 local: req.local + offset,
                 remote: req.remote + offset,
