@@ -9,10 +9,16 @@
 //! block that is large enough, so a free block of sufficient size is always found.
 //! Blocks keep address-order neighbour links: `free` merges with free neighbours in
 //! O(1), so freeing everything restores a single block of the full size.
-
-use std::collections::HashMap;
+//!
+//! An allocation is identified by its address and its block index ([`Allocation`]);
+//! the caller keeps both and hands them back to `free`, so the allocator needs no
+//! address index (32 bytes of state per live allocation in all). `free` checks that
+//! the block is live and starts at that address, so a stale, forged or repeated free
+//! changes nothing.
 
 const NONE: u32 = u32::MAX;
+/// `next_free` of a block that is handed out (free blocks hold a list link or `NONE`).
+const USED: u32 = u32::MAX - 1;
 const NUM_CLASSES: usize = 496;
 const BITMAP_WORDS: usize = NUM_CLASSES.div_ceil(64);
 
@@ -46,6 +52,8 @@ fn class_ceil(size: u64) -> usize {
     }
 }
 
+/// A block: a handed-out range (`next_free == USED`), a free range (on a free list),
+/// or a spare slot (free, on no list, reused by the next split).
 #[derive(Debug, Clone)]
 struct Block {
     offset: u64,
@@ -54,22 +62,37 @@ struct Block {
     next_phys: u32,
     prev_free: u32,
     next_free: u32,
-    free: bool,
 }
 
-/// A range allocator: `allocate(size)` returns the absolute start of a free contiguous
-/// range of `size` bytes, `free(addr)` gives it back. Not thread-safe by itself; the
-/// master keeps one per mounted segment behind the segment table's lock.
+impl Block {
+    fn is_used(&self) -> bool {
+        self.next_free == USED
+    }
+}
+
+/// A live allocation: its absolute address and the allocator's block index, both
+/// needed to free it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Allocation {
+    /// Absolute start address.
+    pub addr: u64,
+    /// Block index inside the allocator.
+    pub block: u32,
+}
+
+/// A range allocator: `allocate(size)` returns a free contiguous range of `size`
+/// bytes, `free(addr, block)` gives it back. Not thread-safe by itself; the master
+/// keeps one per mounted segment behind the segment table's lock.
 #[derive(Debug, Clone)]
 pub struct RangeAllocator {
     base: u64,
     size: u64,
     used: u64,
+    live: usize,
     blocks: Vec<Block>,
     spare: Vec<u32>,
     heads: Vec<u32>,
     bitmap: [u64; BITMAP_WORDS],
-    allocated: HashMap<u64, u32>,
 }
 
 impl RangeAllocator {
@@ -81,11 +104,11 @@ impl RangeAllocator {
             base,
             size,
             used: 0,
+            live: 0,
             blocks: Vec::new(),
             spare: Vec::new(),
             heads: vec![NONE; NUM_CLASSES],
             bitmap: [0; BITMAP_WORDS],
-            allocated: HashMap::new(),
         };
         if size > 0 {
             let b = a.new_block(0, size);
@@ -111,12 +134,12 @@ impl RangeAllocator {
 
     /// Number of live allocations.
     pub fn allocation_count(&self) -> usize {
-        self.allocated.len()
+        self.live
     }
 
     /// Allocates `size` contiguous bytes; `None` when `size` is 0 or no free range of
     /// that size exists.
-    pub fn allocate(&mut self, size: u64) -> Option<u64> {
+    pub fn allocate(&mut self, size: u64) -> Option<Allocation> {
         if size == 0 || size > self.size - self.used {
             return None;
         }
@@ -145,30 +168,33 @@ impl RangeAllocator {
             b.len = size;
             self.push_free(rest);
         }
-        self.blocks[idx as usize].free = false;
-        self.allocated.insert(offset, idx);
+        self.blocks[idx as usize].next_free = USED;
+        self.live += 1;
         self.used += size;
-        Some(self.base + offset)
+        Some(Allocation {
+            addr: self.base + offset,
+            block: idx,
+        })
     }
 
-    /// Frees the allocation starting at `addr`, merging it with free neighbours.
-    /// Returns the number of bytes released, or `None` if `addr` is not the start of a
+    /// Frees the allocation `block` starting at `addr`, merging it with free
+    /// neighbours. Returns the number of bytes released, or `None` if that is not a
     /// live allocation (nothing changes then).
-    pub fn free(&mut self, addr: u64) -> Option<u64> {
-        let offset = addr.checked_sub(self.base)?;
-        let mut idx = self.allocated.remove(&offset)?;
+    pub fn free(&mut self, addr: u64, block: u32) -> Option<u64> {
+        let mut idx = self.live_block(addr, block)?;
         let len = self.blocks[idx as usize].len;
         self.used -= len;
-        self.blocks[idx as usize].free = true;
+        self.live -= 1;
+        self.blocks[idx as usize].next_free = NONE;
 
         let prev = self.blocks[idx as usize].prev_phys;
-        if prev != NONE && self.blocks[prev as usize].free {
+        if prev != NONE && !self.blocks[prev as usize].is_used() {
             self.unlink_free(prev);
             self.absorb_next(prev, idx);
             idx = prev;
         }
         let next = self.blocks[idx as usize].next_phys;
-        if next != NONE && self.blocks[next as usize].free {
+        if next != NONE && !self.blocks[next as usize].is_used() {
             self.unlink_free(next);
             self.absorb_next(idx, next);
         }
@@ -176,11 +202,17 @@ impl RangeAllocator {
         Some(len)
     }
 
-    /// Size of the live allocation starting at `addr`, if any.
-    pub fn allocation_size(&self, addr: u64) -> Option<u64> {
-        let offset = addr.checked_sub(self.base)?;
-        let idx = *self.allocated.get(&offset)?;
+    /// Size of the live allocation `block` starting at `addr`, if it is one.
+    pub fn allocation_size(&self, addr: u64, block: u32) -> Option<u64> {
+        let idx = self.live_block(addr, block)?;
         Some(self.blocks[idx as usize].len)
+    }
+
+    /// `block` when it is a handed-out block starting at `addr`.
+    fn live_block(&self, addr: u64, block: u32) -> Option<u32> {
+        let offset = addr.checked_sub(self.base)?;
+        let b = self.blocks.get(block as usize)?;
+        (b.is_used() && b.offset == offset).then_some(block)
     }
 
     /// Length of the largest free range (linear in the number of non-empty classes'
@@ -202,13 +234,16 @@ impl RangeAllocator {
 
     /// Number of free ranges (for tests: 1 after everything has been freed).
     pub fn free_range_count(&self) -> usize {
-        self.blocks.len() - self.spare.len() - self.allocated.len()
+        self.blocks.len() - self.spare.len() - self.live
     }
 
-    /// Merges block `b` (physically after `a`) into `a`; `b` must be off the free lists.
+    /// Merges block `b` (physically after `a`) into `a`; both must be off the free
+    /// lists. `b` becomes a spare slot.
     fn absorb_next(&mut self, a: u32, b: u32) {
         let (blen, bnext) = {
-            let bb = &self.blocks[b as usize];
+            let bb = &mut self.blocks[b as usize];
+            bb.prev_free = NONE;
+            bb.next_free = NONE;
             (bb.len, bb.next_phys)
         };
         {
@@ -230,7 +265,6 @@ impl RangeAllocator {
             next_phys: NONE,
             prev_free: NONE,
             next_free: NONE,
-            free: true,
         };
         match self.spare.pop() {
             Some(i) => {
@@ -238,6 +272,11 @@ impl RangeAllocator {
                 i
             }
             None => {
+                // Indexes up to USED - 1: far beyond any segment's allocation count.
+                assert!(
+                    self.blocks.len() < USED as usize,
+                    "allocator block overflow"
+                );
                 self.blocks.push(block);
                 (self.blocks.len() - 1) as u32
             }
@@ -249,7 +288,6 @@ impl RangeAllocator {
         let head = self.heads[c];
         {
             let b = &mut self.blocks[idx as usize];
-            b.free = true;
             b.prev_free = NONE;
             b.next_free = head;
         }
@@ -354,19 +392,22 @@ mod tests {
     #[test]
     fn exact_fill_and_refill() {
         let mut a = RangeAllocator::new(0x1000, 1000);
-        let mut addrs = Vec::new();
+        let mut allocs = Vec::new();
         for i in 0..10 {
             let p = a.allocate(100).expect("fits");
-            assert_eq!(p, 0x1000 + i * 100);
-            addrs.push(p);
+            assert_eq!(p.addr, 0x1000 + i * 100);
+            assert_eq!(a.allocation_size(p.addr, p.block), Some(100));
+            allocs.push(p);
         }
         assert_eq!(a.allocate(1), None);
         assert_eq!(a.used(), 1000);
-        for p in addrs.drain(..) {
-            assert_eq!(a.free(p), Some(100));
+        assert_eq!(a.allocation_count(), 10);
+        for p in allocs.drain(..) {
+            assert_eq!(a.free(p.addr, p.block), Some(100));
         }
+        assert_eq!(a.allocation_count(), 0);
         assert_eq!(a.free_range_count(), 1);
-        assert_eq!(a.allocate(1000), Some(0x1000));
+        assert_eq!(a.allocate(1000).map(|p| p.addr), Some(0x1000));
         assert_eq!(a.allocate(0), None);
     }
 
@@ -374,18 +415,35 @@ mod tests {
     fn bad_frees_are_ignored() {
         let mut a = RangeAllocator::new(100, 1 << 20);
         let p = a.allocate(4096).unwrap();
-        assert_eq!(a.free(p + 1), None);
-        assert_eq!(a.free(0), None);
-        assert_eq!(a.free(p), Some(4096));
-        assert_eq!(a.free(p), None);
+        let q = a.allocate(100).unwrap();
+        assert_eq!(a.free(p.addr + 1, p.block), None);
+        assert_eq!(a.free(0, p.block), None);
+        assert_eq!(a.free(q.addr, p.block), None);
+        assert_eq!(a.free(p.addr, q.block), None);
+        assert_eq!(a.free(p.addr, 1000), None);
+        assert_eq!(a.free(p.addr, u32::MAX), None);
+        assert_eq!(a.free(p.addr, p.block), Some(4096));
+        assert_eq!(a.free(p.addr, p.block), None);
+        assert_eq!(a.allocation_size(p.addr, p.block), None);
+        // The free tail block and the spare slots left by merging are not live either.
+        for b in 0..8 {
+            if b != q.block {
+                assert_eq!(a.free(q.addr + 100, b), None);
+                assert_eq!(a.free(p.addr, b), None);
+            }
+        }
+        assert_eq!(a.used(), 100);
+        assert_eq!(a.free(q.addr, q.block), Some(100));
+        assert_eq!(a.free(q.addr, q.block), None);
         assert_eq!(a.used(), 0);
+        assert_eq!(a.free_range_count(), 1);
     }
 
     #[test]
     fn huge_ranges_do_not_overflow() {
         let mut a = RangeAllocator::new(u64::MAX - 10, 100);
         assert_eq!(a.capacity(), 10);
-        assert_eq!(a.allocate(10), Some(u64::MAX - 10));
+        assert_eq!(a.allocate(10).map(|p| p.addr), Some(u64::MAX - 10));
         let mut b = RangeAllocator::new(1, u64::MAX - 1);
         assert!(b.allocate(1 << 62).is_some());
         assert!(b.allocate(u64::MAX).is_none());
@@ -397,7 +455,7 @@ mod tests {
             let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ seed);
             let cap = 1 << 20;
             let mut a = RangeAllocator::new(4096, cap);
-            let mut live: BTreeMap<u64, u64> = BTreeMap::new();
+            let mut live: BTreeMap<u64, (u64, u32)> = BTreeMap::new();
             for _ in 0..20_000 {
                 if live.is_empty() || rng.below(100) < 55 {
                     let size = match rng.below(4) {
@@ -406,34 +464,36 @@ mod tests {
                         2 => 1 + rng.below(65536),
                         _ => 1 + rng.below(cap / 8),
                     };
-                    if let Some(p) = a.allocate(size) {
+                    if let Some(Allocation { addr: p, block }) = a.allocate(size) {
                         assert!(p >= 4096 && p + size <= 4096 + cap);
-                        if let Some((&q, &qs)) = live.range(..=p).next_back() {
+                        if let Some((&q, &(qs, _))) = live.range(..=p).next_back() {
                             assert!(q + qs <= p, "overlap with previous");
                         }
                         if let Some((&q, _)) = live.range(p..).next() {
                             assert!(p + size <= q, "overlap with next");
                         }
-                        live.insert(p, size);
+                        live.insert(p, (size, block));
                     } else {
                         // Nothing fits: no free range may be large enough.
                         assert!(a.largest_free() < size);
                     }
                 } else {
                     let n = rng.below(live.len() as u64) as usize;
-                    let (&p, &s) = live.iter().nth(n).unwrap();
-                    assert_eq!(a.free(p), Some(s));
+                    let (&p, &(s, b)) = live.iter().nth(n).unwrap();
+                    assert_eq!(a.free(p, b), Some(s));
+                    assert_eq!(a.free(p, b), None);
                     live.remove(&p);
                 }
-                assert_eq!(a.used(), live.values().sum::<u64>());
+                assert_eq!(a.used(), live.values().map(|v| v.0).sum::<u64>());
+                assert_eq!(a.allocation_count(), live.len());
             }
-            for (p, s) in std::mem::take(&mut live) {
-                assert_eq!(a.free(p), Some(s));
+            for (p, (s, b)) in std::mem::take(&mut live) {
+                assert_eq!(a.free(p, b), Some(s));
             }
             assert_eq!(a.used(), 0);
             assert_eq!(a.free_range_count(), 1);
             assert_eq!(a.largest_free(), cap);
-            assert_eq!(a.allocate(cap), Some(4096));
+            assert_eq!(a.allocate(cap).map(|p| p.addr), Some(4096));
         }
     }
 
@@ -442,9 +502,9 @@ mod tests {
         // Free every other block; a request equal to a hole must be satisfied even
         // though it is not a class boundary.
         let mut a = RangeAllocator::new(0, 1000 * 100);
-        let ps: Vec<u64> = (0..1000).map(|_| a.allocate(100).unwrap()).collect();
+        let ps: Vec<Allocation> = (0..1000).map(|_| a.allocate(100).unwrap()).collect();
         for p in ps.iter().step_by(2) {
-            a.free(*p);
+            assert_eq!(a.free(p.addr, p.block), Some(100));
         }
         for _ in 0..500 {
             assert!(a.allocate(100).is_some());

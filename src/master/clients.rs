@@ -134,8 +134,8 @@ impl MasterService {
             shard.retain(
                 None,
                 |_, _, obj| {
-                    if obj.replicas.iter().any(|r| !r.buf.seg.is_alive()) {
-                        obj.replicas.retain(|r| r.buf.seg.is_alive());
+                    if obj.replicas.iter().any(|r| !r.seg.is_alive()) {
+                        obj.replicas.retain(|r| r.seg.is_alive());
                     }
                     !obj.replicas.is_empty()
                 },

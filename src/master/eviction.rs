@@ -84,7 +84,7 @@ impl MasterService {
             let mut shard = self.objects.lock(i);
             self.discard_expired_processing(&mut shard, now);
             shard.for_each(|t, k, o| {
-                if o.hard_pin || !o.has_readable() {
+                if o.hard_pin() || !o.has_readable() {
                     return;
                 }
                 base += 1;
@@ -170,8 +170,8 @@ impl MasterService {
         if !evictable(o, allow_soft, now) {
             return 0;
         }
-        if !o.group_id.is_empty() {
-            let group = o.group_id.clone();
+        if !o.group_id().is_empty() {
+            let group = o.group_id().to_string();
             drop(shard);
             return self.evict_group(&c.tenant, &group, allow_soft, now);
         }
@@ -223,7 +223,7 @@ impl MasterService {
                     let bufs = o.take_replicas(|r| r.status == ReplicaStatus::Processing);
                     zombies.push((bufs, due));
                     if o.replicas.is_empty() {
-                        o.pending_pin = None;
+                        o.set_pending_pin(None);
                     }
                 }
                 !o.replicas.is_empty()
@@ -263,5 +263,5 @@ impl MasterService {
 
 /// Whether `o` may be evicted now.
 fn evictable(o: &Object, allow_soft: bool, now: u64) -> bool {
-    !o.hard_pin && o.lease_expired(now) && (allow_soft || !o.soft_pinned(now)) && o.has_readable()
+    !o.hard_pin() && o.lease_expired(now) && (allow_soft || !o.soft_pinned(now)) && o.has_readable()
 }

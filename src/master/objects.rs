@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use parking_lot::{Mutex, MutexGuard};
 
-use super::segments::Buffer;
+use super::segments::{Buffer, SegRef};
 use crate::wire::master_api::{
     ErrorCode, ReplicaDescriptor, ReplicaLocation, ReplicaStatus, SoftPinAction, Uuid,
 };
@@ -20,29 +20,149 @@ use crate::wire::master_api::{
 /// Number of shards.
 pub(crate) const NUM_SHARDS: usize = 1024;
 
-/// One memory replica.
+/// One memory replica: its buffer's fields are inline so that a replica is 40 bytes.
 #[derive(Debug, Clone)]
 pub(crate) struct Replica {
     /// Global replica id.
     pub id: u64,
+    /// The mount its buffer lives in.
+    pub seg: SegRef,
+    /// Buffer address.
+    pub addr: u64,
+    /// Buffer size.
+    pub size: u64,
+    /// The allocator's block index of the buffer.
+    pub block: u32,
     /// PROCESSING or COMPLETE.
     pub status: ReplicaStatus,
-    /// Its buffer.
-    pub buf: Buffer,
 }
 
 impl Replica {
+    /// A replica on `buf`.
+    pub fn new(id: u64, status: ReplicaStatus, buf: Buffer) -> Replica {
+        Replica {
+            id,
+            seg: buf.seg,
+            addr: buf.addr,
+            size: buf.size,
+            block: buf.block,
+            status,
+        }
+    }
+
     /// Whether it can be read: complete and its segment still mounted.
     pub fn is_readable(&self) -> bool {
-        self.status == ReplicaStatus::Complete && self.buf.seg.is_alive()
+        self.status == ReplicaStatus::Complete && self.seg.is_alive()
     }
 
     /// The wire descriptor.
     pub fn descriptor(&self) -> ReplicaDescriptor {
         ReplicaDescriptor {
             id: self.id,
-            location: ReplicaLocation::Memory(self.buf.descriptor()),
+            location: ReplicaLocation::Memory(self.seg.descriptor(self.addr, self.size)),
             status: self.status,
+        }
+    }
+
+    /// A handle to its buffer.
+    pub fn buffer(&self) -> Buffer {
+        Buffer {
+            seg: self.seg.clone(),
+            addr: self.addr,
+            size: self.size,
+            block: self.block,
+        }
+    }
+
+    /// Its buffer.
+    pub fn into_buffer(self) -> Buffer {
+        Buffer {
+            seg: self.seg,
+            addr: self.addr,
+            size: self.size,
+            block: self.block,
+        }
+    }
+}
+
+/// An object's replicas, a slice of [`Replica`]: a single replica (the common case) is
+/// stored inline, more on the heap.
+#[derive(Debug, Clone)]
+pub(crate) struct Replicas(ReplicasRepr);
+
+#[derive(Debug, Clone)]
+enum ReplicasRepr {
+    One(Replica),
+    Many(Vec<Replica>),
+}
+
+impl Default for Replicas {
+    fn default() -> Replicas {
+        Replicas(ReplicasRepr::Many(Vec::new()))
+    }
+}
+
+impl Replicas {
+    fn from_vec(mut v: Vec<Replica>) -> Replicas {
+        match v.len() {
+            0 => Replicas::default(),
+            1 => Replicas(ReplicasRepr::One(v.pop().expect("one replica"))),
+            _ => Replicas(ReplicasRepr::Many(v)),
+        }
+    }
+
+    /// Keeps the replicas for which `keep` returns true, in order.
+    pub fn retain(&mut self, mut keep: impl FnMut(&Replica) -> bool) {
+        match &mut self.0 {
+            ReplicasRepr::One(r) => {
+                if !keep(r) {
+                    *self = Replicas::default();
+                }
+            }
+            ReplicasRepr::Many(v) => {
+                v.retain(|r| keep(r));
+                if v.len() <= 1 {
+                    *self = Replicas::from_vec(std::mem::take(v));
+                }
+            }
+        }
+    }
+}
+
+impl std::ops::Deref for Replicas {
+    type Target = [Replica];
+
+    fn deref(&self) -> &[Replica] {
+        match &self.0 {
+            ReplicasRepr::One(r) => std::slice::from_ref(r),
+            ReplicasRepr::Many(v) => v,
+        }
+    }
+}
+
+impl std::ops::DerefMut for Replicas {
+    fn deref_mut(&mut self) -> &mut [Replica] {
+        match &mut self.0 {
+            ReplicasRepr::One(r) => std::slice::from_mut(r),
+            ReplicasRepr::Many(v) => v,
+        }
+    }
+}
+
+impl FromIterator<Replica> for Replicas {
+    fn from_iter<I: IntoIterator<Item = Replica>>(iter: I) -> Replicas {
+        Replicas::from_vec(iter.into_iter().collect())
+    }
+}
+
+impl IntoIterator for Replicas {
+    type Item = Replica;
+    type IntoIter = std::iter::Chain<std::option::IntoIter<Replica>, std::vec::IntoIter<Replica>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        match self.0 {
+            ReplicasRepr::One(r) => Some(r).into_iter().chain(Vec::new()),
+            ReplicasRepr::Many(v) => None.into_iter().chain(v),
         }
     }
 }
@@ -56,8 +176,30 @@ pub(crate) struct PendingPin {
     pub ttl_ns: u64,
 }
 
+/// The attributes most objects do not have, boxed behind one pointer (absent while all
+/// are unset).
+#[derive(Debug, Clone, Default)]
+struct Extra {
+    soft_pin: Option<u64>,
+    pending_pin: Option<PendingPin>,
+    checksum: Option<u64>,
+    group_id: Box<str>,
+    hard_pin: bool,
+}
+
+impl Extra {
+    fn is_unset(&self) -> bool {
+        self.soft_pin.is_none()
+            && self.pending_pin.is_none()
+            && self.checksum.is_none()
+            && self.group_id.is_empty()
+            && !self.hard_pin
+    }
+}
+
 /// Object metadata. Times are nanoseconds on the service clock; a lease of 0 is "never
-/// read" (evicted first).
+/// read" (evicted first). Pins, the group, the checksum and a pending soft-pin action
+/// are set on few objects and live in a separate box (see the accessors).
 #[derive(Debug, Clone)]
 pub(crate) struct Object {
     /// Writer of the current put.
@@ -66,23 +208,93 @@ pub(crate) struct Object {
     pub put_start: u64,
     /// Value size.
     pub size: u64,
-    /// Checksum given at PutEnd.
-    pub checksum: Option<u64>,
     /// Read lease deadline.
     pub lease_timeout: u64,
-    /// Soft-pin deadline.
-    pub soft_pin: Option<u64>,
-    /// Soft-pin action to apply when the put completes.
-    pub pending_pin: Option<PendingPin>,
-    /// Never evicted.
-    pub hard_pin: bool,
-    /// Group id ("" when none).
-    pub group_id: String,
     /// Replicas.
-    pub replicas: Vec<Replica>,
+    pub replicas: Replicas,
+    extra: Option<Box<Extra>>,
 }
 
 impl Object {
+    /// A new object; `pending_pin` is applied when the first replica completes.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        client: Uuid,
+        put_start: u64,
+        size: u64,
+        replicas: Replicas,
+        hard_pin: bool,
+        soft_pin: Option<u64>,
+        pending_pin: PendingPin,
+        group_id: &str,
+    ) -> Object {
+        let mut o = Object {
+            client,
+            put_start,
+            size,
+            lease_timeout: 0,
+            replicas,
+            extra: None,
+        };
+        let extra = Extra {
+            soft_pin,
+            pending_pin: None,
+            checksum: None,
+            group_id: group_id.into(),
+            hard_pin,
+        };
+        if !extra.is_unset() {
+            o.extra = Some(Box::new(extra));
+        }
+        o.set_pending_pin(Some(pending_pin));
+        o
+    }
+
+    /// Applies `f` to the extra attributes, dropping the box when all end up unset.
+    fn update_extra(&mut self, f: impl FnOnce(&mut Extra)) {
+        let e = self.extra.get_or_insert_with(Box::default);
+        f(e);
+        if e.is_unset() {
+            self.extra = None;
+        }
+    }
+
+    /// Never evicted.
+    pub fn hard_pin(&self) -> bool {
+        self.extra.as_ref().is_some_and(|e| e.hard_pin)
+    }
+
+    /// Soft-pin deadline.
+    pub fn soft_pin(&self) -> Option<u64> {
+        self.extra.as_ref().and_then(|e| e.soft_pin)
+    }
+
+    /// Checksum given at PutEnd.
+    pub fn checksum(&self) -> Option<u64> {
+        self.extra.as_ref().and_then(|e| e.checksum)
+    }
+
+    /// Sets the checksum.
+    pub fn set_checksum(&mut self, checksum: Option<u64>) {
+        if checksum.is_some() || self.extra.is_some() {
+            self.update_extra(|e| e.checksum = checksum);
+        }
+    }
+
+    /// Group id ("" when none).
+    pub fn group_id(&self) -> &str {
+        self.extra.as_ref().map_or("", |e| &e.group_id)
+    }
+
+    /// Sets (or clears) the soft-pin action to apply when the put completes.
+    pub fn set_pending_pin(&mut self, pin: Option<PendingPin>) {
+        // `Preserve` does nothing when applied: the same as no pending action.
+        let pin = pin.filter(|p| p.action != SoftPinAction::Preserve);
+        if pin.is_some() || self.extra.is_some() {
+            self.update_extra(|e| e.pending_pin = pin);
+        }
+    }
+
     /// Whether some replica is readable.
     pub fn has_readable(&self) -> bool {
         self.replicas.iter().any(Replica::is_readable)
@@ -109,7 +321,7 @@ impl Object {
 
     /// Whether an unexpired soft pin is set.
     pub fn soft_pinned(&self, now: u64) -> bool {
-        self.soft_pin.is_some_and(|d| now < d)
+        self.soft_pin().is_some_and(|d| now < d)
     }
 
     /// Extends the read lease to at least `now + ttl`.
@@ -120,7 +332,7 @@ impl Object {
     /// Why nothing can be read: -704 when no replica is left on a mounted segment
     /// (the object is as good as gone), -703 while a write is still in progress.
     pub fn unreadable_error(&self) -> ErrorCode {
-        if self.replicas.iter().any(|r| r.buf.seg.is_alive()) {
+        if self.replicas.iter().any(|r| r.seg.is_alive()) {
             ErrorCode::REPLICA_IS_NOT_READY
         } else {
             ErrorCode::OBJECT_NOT_FOUND
@@ -138,18 +350,23 @@ impl Object {
 
     /// Applies the pending soft-pin action (when the first replica completes).
     pub fn commit_pending_pin(&mut self, now: u64) {
-        if self.soft_pin.is_some_and(|d| now >= d) {
-            self.soft_pin = None;
-        }
-        let Some(p) = self.pending_pin.take() else {
+        if self.extra.is_none() {
             return;
-        };
-        match p.action {
-            SoftPinAction::Preserve => {}
-            SoftPinAction::Enable if p.ttl_ns == 0 => self.soft_pin = None,
-            SoftPinAction::Enable => self.soft_pin = Some(now.saturating_add(p.ttl_ns)),
-            SoftPinAction::Disable => self.soft_pin = None,
         }
+        self.update_extra(|e| {
+            if e.soft_pin.is_some_and(|d| now >= d) {
+                e.soft_pin = None;
+            }
+            let Some(p) = e.pending_pin.take() else {
+                return;
+            };
+            match p.action {
+                SoftPinAction::Preserve => {}
+                SoftPinAction::Enable if p.ttl_ns == 0 => e.soft_pin = None,
+                SoftPinAction::Enable => e.soft_pin = Some(now.saturating_add(p.ttl_ns)),
+                SoftPinAction::Disable => e.soft_pin = None,
+            }
+        });
     }
 
     /// Removes the replicas matching `pred` and returns their buffers.
@@ -157,7 +374,7 @@ impl Object {
         let mut out = Vec::new();
         self.replicas.retain(|r| {
             if pred(r) {
-                out.push(r.buf.clone());
+                out.push(r.buffer());
                 false
             } else {
                 true
@@ -167,17 +384,21 @@ impl Object {
     }
 }
 
-/// One shard: tenant -> key -> object.
+/// One shard: tenant -> key -> object. Objects are boxed: the maps' buckets (half of
+/// them empty right after a resize) then cost 24 bytes each, not an object's size.
 #[derive(Default)]
 pub(crate) struct Shard {
-    tenants: HashMap<String, HashMap<String, Object>>,
+    tenants: HashMap<String, HashMap<Box<str>, Box<Object>>>,
 }
+
+/// (tenant, group id) -> member keys.
+type GroupIndex = HashMap<(String, String), HashSet<Box<str>>>;
 
 /// The sharded table.
 pub(crate) struct ObjectTable {
     shards: Vec<Mutex<Shard>>,
     count: AtomicUsize,
-    groups: Mutex<HashMap<(String, String), HashSet<String>>>,
+    groups: Mutex<GroupIndex>,
 }
 
 impl ObjectTable {
@@ -223,7 +444,7 @@ impl ObjectTable {
         let groups = self.groups.lock();
         groups
             .get(&(tenant.to_string(), group.to_string()))
-            .map(|s| s.iter().cloned().collect())
+            .map(|s| s.iter().map(|k| k.to_string()).collect())
             .unwrap_or_default()
     }
 
@@ -235,7 +456,7 @@ impl ObjectTable {
             .lock()
             .entry((tenant.to_string(), group.to_string()))
             .or_default()
-            .insert(key.to_string());
+            .insert(key.into());
     }
 
     fn group_remove(&self, tenant: &str, group: &str, key: &str) {
@@ -263,25 +484,29 @@ pub(crate) struct ShardGuard<'a> {
 impl ShardGuard<'_> {
     /// The object at (tenant, key).
     pub fn get(&self, tenant: &str, key: &str) -> Option<&Object> {
-        self.shard.tenants.get(tenant)?.get(key)
+        self.shard.tenants.get(tenant)?.get(key).map(|o| &**o)
     }
 
     /// The object at (tenant, key), mutably.
     pub fn get_mut(&mut self, tenant: &str, key: &str) -> Option<&mut Object> {
-        self.shard.tenants.get_mut(tenant)?.get_mut(key)
+        self.shard
+            .tenants
+            .get_mut(tenant)?
+            .get_mut(key)
+            .map(|o| &mut **o)
     }
 
     /// Inserts a new object (the caller checked the key is free).
     pub fn insert(&mut self, tenant: &str, key: &str, obj: Object) {
-        self.table.group_add(tenant, &obj.group_id, key);
+        self.table.group_add(tenant, obj.group_id(), key);
         let old = self
             .shard
             .tenants
             .entry(tenant.to_string())
             .or_default()
-            .insert(key.to_string(), obj);
+            .insert(key.into(), Box::new(obj));
         match old {
-            Some(o) => self.table.group_remove(tenant, &o.group_id, key),
+            Some(o) => self.table.group_remove(tenant, o.group_id(), key),
             None => {
                 self.table.count.fetch_add(1, Ordering::Relaxed);
             }
@@ -296,8 +521,8 @@ impl ShardGuard<'_> {
             self.shard.tenants.remove(tenant);
         }
         self.table.count.fetch_sub(1, Ordering::Relaxed);
-        self.table.group_remove(tenant, &obj.group_id, key);
-        Some(obj)
+        self.table.group_remove(tenant, obj.group_id(), key);
+        Some(*obj)
     }
 
     /// Removes the object if it has no replica left; returns whether it did.
@@ -329,9 +554,13 @@ impl ShardGuard<'_> {
                 if f(t, k, obj) {
                     return true;
                 }
-                freed.extend(obj.replicas.drain(..).map(|r| r.buf));
-                if !obj.group_id.is_empty() {
-                    groups_gone.push((t.clone(), std::mem::take(&mut obj.group_id), k.clone()));
+                freed.extend(
+                    std::mem::take(&mut obj.replicas)
+                        .into_iter()
+                        .map(Replica::into_buffer),
+                );
+                if !obj.group_id().is_empty() {
+                    groups_gone.push((t.clone(), obj.group_id().to_string(), k.to_string()));
                 }
                 removed += 1;
                 false
@@ -352,5 +581,155 @@ impl ShardGuard<'_> {
                 f(t, k, obj);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::size_of;
+
+    /// The per-object footprint this layout is built for: a bucket of 24 bytes (boxed
+    /// key and object) and an 88-byte object (a 96-byte malloc chunk) with one inline
+    /// replica.
+    #[test]
+    fn layout_sizes() {
+        assert_eq!(size_of::<Replica>(), 40);
+        assert_eq!(size_of::<Replicas>(), 40);
+        assert!(size_of::<Object>() <= 88, "{}", size_of::<Object>());
+        assert_eq!(size_of::<(Box<str>, Box<Object>)>(), 24);
+    }
+
+    fn buffers(n: usize) -> (super::super::segments::Segments, Vec<Buffer>) {
+        use crate::wire::master_api::Segment;
+        let segs = super::super::segments::Segments::new(false);
+        let seg = Segment {
+            id: Uuid {
+                first: 1,
+                second: 2,
+            },
+            name: "seg".into(),
+            base: 0x1000,
+            size: 1 << 20,
+            ..Default::default()
+        };
+        segs.mount(&seg, Uuid::default()).unwrap();
+        let bufs = segs.with_view(|v| (0..n).map(|_| v.try_alloc("seg", 64, 0).unwrap()).collect());
+        (segs, bufs)
+    }
+
+    fn ids(r: &Replicas) -> Vec<u64> {
+        r.iter().map(|r| r.id).collect()
+    }
+
+    #[test]
+    fn replicas_inline_and_vector() {
+        let (_segs, bufs) = buffers(3);
+        let make = |n: usize| -> Replicas {
+            bufs[..n]
+                .iter()
+                .enumerate()
+                .map(|(i, b)| Replica::new(i as u64, ReplicaStatus::Processing, b.clone()))
+                .collect()
+        };
+        let empty = make(0);
+        assert!(empty.is_empty());
+        let mut one = make(1);
+        assert_eq!(ids(&one), [0]);
+        one[0].status = ReplicaStatus::Complete;
+        assert_eq!(one.iter().next().unwrap().status, ReplicaStatus::Complete);
+        one.retain(|_| true);
+        assert_eq!(ids(&one), [0]);
+        one.retain(|_| false);
+        assert!(one.is_empty());
+
+        let mut three = make(3);
+        assert_eq!(ids(&three), [0, 1, 2]);
+        three.retain(|r| r.id != 1);
+        assert_eq!(ids(&three), [0, 2]);
+        let back: Vec<u64> = three.clone().into_iter().map(|r| r.id).collect();
+        assert_eq!(back, [0, 2]);
+        three.retain(|r| r.id == 2);
+        assert!(matches!(three.0, ReplicasRepr::One(_)));
+        assert_eq!(ids(&three), [2]);
+        let buf = three.into_iter().next().unwrap().into_buffer();
+        assert_eq!((buf.addr, buf.block), (bufs[2].addr, bufs[2].block));
+
+        let mut o = Object::new(
+            Uuid::default(),
+            1,
+            64,
+            make(2),
+            false,
+            None,
+            PendingPin {
+                action: SoftPinAction::Preserve,
+                ttl_ns: 0,
+            },
+            "",
+        );
+        let taken = o.take_replicas(|r| r.id == 0);
+        assert_eq!(taken.len(), 1);
+        assert_eq!(taken[0].addr, bufs[0].addr);
+        assert_eq!(ids(&o.replicas), [1]);
+    }
+
+    #[test]
+    fn rare_attributes_box_only_while_set() {
+        let pin = |action, ttl_ns| PendingPin { action, ttl_ns };
+        let new = |hard, soft, p, g: &str| {
+            Object::new(
+                Uuid::default(),
+                1,
+                64,
+                Replicas::default(),
+                hard,
+                soft,
+                p,
+                g,
+            )
+        };
+        let mut o = new(false, None, pin(SoftPinAction::Preserve, 0), "");
+        assert!(o.extra.is_none());
+        assert_eq!(
+            (o.hard_pin(), o.soft_pin(), o.checksum(), o.group_id()),
+            (false, None, None, "")
+        );
+        o.set_checksum(None);
+        o.set_pending_pin(None);
+        o.commit_pending_pin(5);
+        assert!(o.extra.is_none());
+        o.set_checksum(Some(7));
+        assert_eq!(o.checksum(), Some(7));
+        o.set_checksum(None);
+        assert!(o.extra.is_none());
+
+        // Enable: pinned from the first completion on, for the TTL.
+        let mut o = new(false, None, pin(SoftPinAction::Enable, 10), "");
+        assert!(o.extra.is_some() && o.soft_pin().is_none());
+        o.commit_pending_pin(100);
+        assert_eq!(o.soft_pin(), Some(110));
+        assert!(o.soft_pinned(109) && !o.soft_pinned(110));
+        // Expired at the next commit: dropped, and the box with it.
+        o.set_pending_pin(Some(pin(SoftPinAction::Preserve, 0)));
+        o.commit_pending_pin(200);
+        assert_eq!(o.soft_pin(), None);
+        assert!(o.extra.is_none());
+        // Disable and Enable(0) clear a live pin; Preserve keeps it.
+        for (action, kept) in [
+            (SoftPinAction::Disable, None),
+            (SoftPinAction::Enable, None),
+            (SoftPinAction::Preserve, Some(500)),
+        ] {
+            let mut o = new(false, Some(500), pin(action, 0), "");
+            o.commit_pending_pin(300);
+            assert_eq!(o.soft_pin(), kept, "{action:?}");
+            assert_eq!(o.extra.is_some(), kept.is_some());
+        }
+        let mut o = new(true, None, pin(SoftPinAction::Disable, 0), "g");
+        o.set_pending_pin(None);
+        o.commit_pending_pin(1);
+        assert!(o.hard_pin());
+        assert_eq!(o.group_id(), "g");
     }
 }

@@ -20,9 +20,9 @@ impl MasterService {
     fn lease(&self, o: &mut Object, now: u64) -> Option<String> {
         let ttl = self.lease_ns;
         let refresh_group =
-            !o.group_id.is_empty() && o.lease_timeout <= now.saturating_add(ttl / 2);
+            !o.group_id().is_empty() && o.lease_timeout <= now.saturating_add(ttl / 2);
         o.grant_lease(now, ttl);
-        refresh_group.then(|| o.group_id.clone())
+        refresh_group.then(|| o.group_id().to_string())
     }
 
     /// Extends the lease of every member of `group` (none of their shard locks held).
@@ -70,7 +70,7 @@ impl MasterService {
         if replicas.is_empty() {
             return Err(o.unreadable_error());
         }
-        let checksum = o.checksum;
+        let checksum = o.checksum();
         let group = self.lease(o, now);
         drop(shard);
         if let Some(g) = group {

@@ -2,7 +2,7 @@
 //! BatchRemove and BatchReplicaClear. An active lease blocks a non-forced removal; an
 //! object still being written is never removed, forced or not.
 
-use super::objects::NUM_SHARDS;
+use super::objects::{Replica, NUM_SHARDS};
 use super::read::compile_regex;
 use super::MasterService;
 use crate::wire::master_api::{ErrorCode, MasterResult, ReplicaStatus, Uuid};
@@ -23,7 +23,8 @@ impl MasterService {
         let removed = shard.remove(tenant, key);
         drop(shard);
         if let Some(o) = removed {
-            self.segments.release(o.replicas.into_iter().map(|r| r.buf));
+            self.segments
+                .release(o.replicas.into_iter().map(Replica::into_buffer));
         }
         Ok(())
     }
@@ -97,8 +98,8 @@ impl MasterService {
                 }
                 o.take_replicas(|_| true)
             } else {
-                let on_segment = |r: &super::objects::Replica| {
-                    r.status == ReplicaStatus::Complete && r.buf.seg.segment.name == segment_name
+                let on_segment = |r: &Replica| {
+                    r.status == ReplicaStatus::Complete && r.seg.segment.name == segment_name
                 };
                 if !o.replicas.iter().any(on_segment) {
                     continue;

@@ -53,6 +53,16 @@ impl SegInfo {
             &self.segment.protocol
         }
     }
+
+    /// The wire descriptor of a buffer of `size` bytes at `addr` in this mount.
+    pub fn descriptor(&self, addr: u64, size: u64) -> BufferDescriptor {
+        BufferDescriptor {
+            size,
+            buffer_address: addr,
+            protocol: self.protocol().to_string(),
+            transport_endpoint: self.endpoint().to_string(),
+        }
+    }
 }
 
 /// Shared handle to a mount.
@@ -67,18 +77,8 @@ pub(crate) struct Buffer {
     pub addr: u64,
     /// Size in bytes.
     pub size: u64,
-}
-
-impl Buffer {
-    /// The wire descriptor of this buffer.
-    pub fn descriptor(&self) -> BufferDescriptor {
-        BufferDescriptor {
-            size: self.size,
-            buffer_address: self.addr,
-            protocol: self.seg.protocol().to_string(),
-            transport_endpoint: self.seg.endpoint().to_string(),
-        }
-    }
+    /// The allocator's block index (freeing needs it with `addr`).
+    pub block: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -305,7 +305,7 @@ impl Segments {
                 continue;
             }
             if let Some(m) = inner.mounts.get_mut(&b.seg.mount_id) {
-                if let Some(n) = m.alloc.free(b.addr) {
+                if let Some(n) = m.alloc.free(b.addr, b.block) {
                     self.allocated.fetch_sub(n, Ordering::Relaxed);
                 }
             }
@@ -405,12 +405,13 @@ impl AllocView for View<'_> {
             let Some(m) = self.inner.mounts.get_mut(&mid) else {
                 continue;
             };
-            if let Some(addr) = m.alloc.allocate(size) {
+            if let Some(a) = m.alloc.allocate(size) {
                 self.allocated.fetch_add(size, Ordering::Relaxed);
                 return Some(Buffer {
                     seg: m.info.clone(),
-                    addr,
+                    addr: a.addr,
                     size,
+                    block: a.block,
                 });
             }
         }

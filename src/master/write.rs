@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering;
 
 use super::config::{MemoryAllocator, CACHELIB_MAX_OBJECT_SIZE};
-use super::objects::{Object, PendingPin, Replica, ShardGuard};
+use super::objects::{Object, PendingPin, Replica, Replicas, ShardGuard};
 use super::placement::{place, random_index};
 use super::MasterService;
 use crate::wire::master_api::{
@@ -85,7 +85,7 @@ impl MasterService {
         key: &str,
         len: u64,
         c: &ReplicateConfig,
-    ) -> MasterResult<Vec<Replica>> {
+    ) -> MasterResult<Replicas> {
         let mut preferred: Vec<String> = Vec::new();
         if !c.preferred_segment.is_empty() {
             preferred.push(c.preferred_segment.clone());
@@ -137,10 +137,12 @@ impl MasterService {
         }
         Ok(bufs
             .into_iter()
-            .map(|buf| Replica {
-                id: self.next_replica_id.fetch_add(1, Ordering::Relaxed),
-                status: ReplicaStatus::Processing,
-                buf,
+            .map(|buf| {
+                Replica::new(
+                    self.next_replica_id.fetch_add(1, Ordering::Relaxed),
+                    ReplicaStatus::Processing,
+                    buf,
+                )
             })
             .collect())
     }
@@ -164,18 +166,16 @@ impl MasterService {
         shard.insert(
             tenant,
             key,
-            Object {
+            Object::new(
                 client,
-                put_start: now,
-                size: len,
-                checksum: None,
-                lease_timeout: 0,
-                soft_pin,
-                pending_pin: Some(args.pin),
-                hard_pin: c.with_hard_pin,
-                group_id: args.group,
+                now,
+                len,
                 replicas,
-            },
+                c.with_hard_pin,
+                soft_pin,
+                args.pin,
+                &args.group,
+            ),
         );
         Ok(descs)
     }
@@ -207,7 +207,7 @@ impl MasterService {
             let release_at = o.put_start.saturating_add(self.release_ns);
             let mut bufs = o.take_replicas(|_| true);
             if let Some(old) = shard.remove(tenant, key) {
-                bufs.extend(old.replicas.into_iter().map(|r| r.buf));
+                bufs.extend(old.replicas.into_iter().map(Replica::into_buffer));
             }
             self.discard(bufs, release_at);
         }
@@ -232,7 +232,7 @@ impl MasterService {
             return Err(ErrorCode::ILLEGAL_CLIENT);
         }
         let memory = matches!(kind, ReplicaType::Memory | ReplicaType::All);
-        let target = |r: &Replica| memory && r.buf.seg.is_alive();
+        let target = |r: &Replica| memory && r.seg.is_alive();
         if !o.any_processing() {
             let mut targets = o.replicas.iter().filter(|r| target(r)).peekable();
             let has_target = targets.peek().is_some();
@@ -263,7 +263,7 @@ impl MasterService {
                 ReplicaType::All | ReplicaType::Memory | ReplicaType::NofSsd
             )
         {
-            o.checksum = meta.checksum;
+            o.set_checksum(meta.checksum);
         }
         o.grant_lease(now, 0);
         Ok(())
@@ -298,7 +298,7 @@ impl MasterService {
         }
         let bufs = o.take_replicas(|r| memory && r.status == ReplicaStatus::Processing);
         if o.replicas.is_empty() {
-            o.pending_pin = None;
+            o.set_pending_pin(None);
         }
         shard.remove_if_empty(tenant, key);
         drop(shard);
@@ -323,25 +323,25 @@ impl MasterService {
         drop_dead_replicas(&mut shard, tenant, key);
         let mut kept_pin = None;
         if let Some(o) = shard.get_mut(tenant, key) {
-            if c.group_ids.is_some() && o.group_id != args.group {
+            if c.group_ids.is_some() && o.group_id() != args.group {
                 return Err(ErrorCode::INVALID_PARAMS);
             }
             if o.any_processing() {
                 // Preempt an in-flight put/upsert at once.
                 let bufs = o.take_replicas(|r| r.status == ReplicaStatus::Processing);
-                o.pending_pin = None;
+                o.set_pending_pin(None);
                 let complete = o
                     .replicas
                     .iter()
                     .any(|r| r.status == ReplicaStatus::Complete);
                 if !complete {
-                    kept_pin = o.soft_pin.filter(|d| *d > now);
+                    kept_pin = o.soft_pin().filter(|d| *d > now);
                 }
                 self.discard(bufs, release_at);
                 if !complete {
                     if let Some(old) = shard.remove(tenant, key) {
                         self.discard(
-                            old.replicas.into_iter().map(|r| r.buf).collect(),
+                            old.replicas.into_iter().map(Replica::into_buffer).collect(),
                             release_at,
                         );
                     }
@@ -360,21 +360,21 @@ impl MasterService {
                     r.status = ReplicaStatus::Processing;
                 }
             }
-            o.pending_pin = Some(args.pin);
+            o.set_pending_pin(Some(args.pin));
             return Ok(o.replicas.iter().map(Replica::descriptor).collect());
         }
         // Different size: park the old buffers (readers may still hold them), then
         // allocate afresh, keeping the pins and the group.
         let mut merged = c.clone();
-        merged.with_hard_pin = c.with_hard_pin || o.hard_pin;
-        let pin = o.soft_pin.filter(|d| *d > now);
+        merged.with_hard_pin = c.with_hard_pin || o.hard_pin();
+        let pin = o.soft_pin().filter(|d| *d > now);
         let args = StartArgs {
             pin: args.pin,
-            group: o.group_id.clone(),
+            group: o.group_id().to_string(),
         };
         if let Some(old) = shard.remove(tenant, key) {
             self.discard(
-                old.replicas.into_iter().map(|r| r.buf).collect(),
+                old.replicas.into_iter().map(Replica::into_buffer).collect(),
                 release_at,
             );
         }
@@ -432,8 +432,8 @@ impl MasterService {
 /// can be written again before the background sweep gets to it.
 fn drop_dead_replicas(shard: &mut ShardGuard<'_>, tenant: &str, key: &str) {
     if let Some(o) = shard.get_mut(tenant, key) {
-        if o.replicas.iter().any(|r| !r.buf.seg.is_alive()) {
-            o.replicas.retain(|r| r.buf.seg.is_alive());
+        if o.replicas.iter().any(|r| !r.seg.is_alive()) {
+            o.replicas.retain(|r| r.seg.is_alive());
             shard.remove_if_empty(tenant, key);
         }
     }
