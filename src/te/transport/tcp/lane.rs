@@ -7,6 +7,7 @@ use super::io::send_all;
 use super::reader::SocketReader;
 use super::wire::{decode_status, Header, Op, HEADER_LEN, STATUS_LEN, STATUS_OK};
 use crate::te::batch::Task;
+use crossbeam_channel::{Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
 use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
@@ -47,24 +48,20 @@ pub struct LaneConfig {
     pub io_timeout: Duration,
 }
 
-/// A FIFO of slices with blocking pop that parks at once (a futex wait) rather than
-/// spinning first: on a small machine, spinning pollers steal the cores the I/O
-/// threads need. Used for a lane's work queue and for a connection's requests whose
-/// replies are still to be read, in order.
-struct SliceQueue {
+/// Requests sent on one connection whose replies are still to be read, in order.
+struct InFlight {
     state: Mutex<(VecDeque<Slice>, bool)>,
     ready: Condvar,
 }
 
-impl SliceQueue {
-    fn new() -> SliceQueue {
-        SliceQueue {
+impl InFlight {
+    fn new() -> InFlight {
+        InFlight {
             state: Mutex::new((VecDeque::new(), false)),
             ready: Condvar::new(),
         }
     }
 
-    /// Appends a slice; hands it back once the queue is closed.
     fn push(&self, slice: Slice) -> Result<(), Slice> {
         let mut s = self.state.lock();
         if s.1 {
@@ -75,7 +72,6 @@ impl SliceQueue {
         Ok(())
     }
 
-    /// The oldest slice, waiting for one; `None` once closed and empty.
     fn pop(&self) -> Option<Slice> {
         let mut s = self.state.lock();
         loop {
@@ -89,18 +85,6 @@ impl SliceQueue {
         }
     }
 
-    /// Moves up to `max` more queued slices into `batch` without waiting.
-    fn drain_into(&self, batch: &mut Vec<Slice>, max: usize) {
-        let mut s = self.state.lock();
-        while batch.len() < max {
-            match s.0.pop_front() {
-                Some(slice) => batch.push(slice),
-                None => break,
-            }
-        }
-    }
-
-    /// Refuses further pushes and returns what was still queued.
     fn close(&self) -> Vec<Slice> {
         let mut s = self.state.lock();
         s.1 = true;
@@ -111,7 +95,7 @@ impl SliceQueue {
 
 struct Connection {
     stream: TcpStream,
-    in_flight: Arc<SliceQueue>,
+    in_flight: Arc<InFlight>,
     broken: Arc<AtomicBool>,
     receiver: JoinHandle<()>,
 }
@@ -128,7 +112,7 @@ impl Connection {
 
 /// One pipelined connection slot to a peer.
 pub struct Lane {
-    queue: Arc<SliceQueue>,
+    queue: Option<Sender<Slice>>,
     queued_bytes: Arc<AtomicU64>,
     stopping: Arc<AtomicBool>,
     sender: Option<JoinHandle<()>>,
@@ -137,12 +121,13 @@ pub struct Lane {
 impl Lane {
     /// Starts a lane; it connects on first use and reconnects after failures.
     pub fn start(config: LaneConfig) -> std::io::Result<Lane> {
-        let queue = Arc::new(SliceQueue::new());
+        let (tx, rx) = crossbeam_channel::unbounded();
         let queued_bytes = Arc::new(AtomicU64::new(0));
         let stopping = Arc::new(AtomicBool::new(false));
         let ctx = SenderCtx {
             config,
-            queue: queue.clone(),
+            queue: rx,
+            requeue: tx.clone(),
             queued_bytes: queued_bytes.clone(),
             stopping: stopping.clone(),
         };
@@ -150,7 +135,7 @@ impl Lane {
             .name("mc-tcp-lane".into())
             .spawn(move || ctx.run())?;
         Ok(Lane {
-            queue,
+            queue: Some(tx),
             queued_bytes,
             stopping,
             sender: Some(sender),
@@ -165,9 +150,12 @@ impl Lane {
     /// Queues a slice; it fails at once if the lane is shutting down.
     pub fn submit(&self, slice: Slice) {
         self.queued_bytes.fetch_add(slice.len, Ordering::Relaxed);
-        if let Err(slice) = self.queue.push(slice) {
-            self.queued_bytes.fetch_sub(slice.len, Ordering::Relaxed);
+        let Some(queue) = &self.queue else {
             slice.task.finish_slice(false);
+            return;
+        };
+        if let Err(e) = queue.send(slice) {
+            e.0.task.finish_slice(false);
         }
     }
 }
@@ -175,9 +163,7 @@ impl Lane {
 impl Drop for Lane {
     fn drop(&mut self) {
         self.stopping.store(true, Ordering::SeqCst);
-        for slice in self.queue.close() {
-            slice.task.finish_slice(false);
-        }
+        self.queue = None;
         if let Some(sender) = self.sender.take() {
             let _ = sender.join();
         }
@@ -186,7 +172,8 @@ impl Drop for Lane {
 
 struct SenderCtx {
     config: LaneConfig,
-    queue: Arc<SliceQueue>,
+    queue: Receiver<Slice>,
+    requeue: Sender<Slice>,
     queued_bytes: Arc<AtomicU64>,
     stopping: Arc<AtomicBool>,
 }
@@ -196,13 +183,28 @@ const MAX_PIPELINED_PER_SEND: usize = 32;
 impl SenderCtx {
     fn run(self) {
         let mut conn: Option<Connection> = None;
-        while let Some(first) = self.queue.pop() {
+        loop {
+            let first = match self.queue.recv_timeout(Duration::from_millis(200)) {
+                Ok(s) => s,
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                    if self.stopping.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    continue;
+                }
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
+            };
             if self.stopping.load(Ordering::SeqCst) {
                 self.fail(first);
                 continue;
             }
             let mut batch = vec![first];
-            self.queue.drain_into(&mut batch, MAX_PIPELINED_PER_SEND);
+            while batch.len() < MAX_PIPELINED_PER_SEND {
+                match self.queue.try_recv() {
+                    Ok(s) => batch.push(s),
+                    Err(_) => break,
+                }
+            }
             if conn
                 .as_ref()
                 .is_some_and(|c| c.broken.load(Ordering::SeqCst))
@@ -232,8 +234,8 @@ impl SenderCtx {
         if let Some(c) = conn.take() {
             c.shut();
         }
-        for slice in self.queue.close() {
-            self.fail(slice);
+        while let Ok(s) = self.queue.try_recv() {
+            self.fail(s);
         }
     }
 
@@ -260,13 +262,13 @@ impl SenderCtx {
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(self.config.io_timeout))?;
         stream.set_write_timeout(Some(self.config.io_timeout))?;
-        let in_flight = Arc::new(SliceQueue::new());
+        let in_flight = Arc::new(InFlight::new());
         let broken = Arc::new(AtomicBool::new(false));
         let rx = ReceiverCtx {
             stream: stream.try_clone()?,
             in_flight: in_flight.clone(),
             broken: broken.clone(),
-            requeue: self.queue.clone(),
+            requeue: self.requeue.clone(),
             queued_bytes: self.queued_bytes.clone(),
             stopping: self.stopping.clone(),
             v2: self.config.v2,
@@ -313,9 +315,7 @@ impl SenderCtx {
             }
             plan.push((op, local, len));
             if let Err(slice) = conn.in_flight.push(slice) {
-                if let Err(slice) = self.queue.push(slice) {
-                    self.fail(slice);
-                }
+                let _ = self.requeue.send(slice);
                 plan.pop();
                 headers.truncate(headers.len() - if op == Op::Write && !v2 { 2 } else { 1 });
             }
@@ -351,9 +351,9 @@ impl SenderCtx {
 
 struct ReceiverCtx {
     stream: TcpStream,
-    in_flight: Arc<SliceQueue>,
+    in_flight: Arc<InFlight>,
     broken: Arc<AtomicBool>,
-    requeue: Arc<SliceQueue>,
+    requeue: Sender<Slice>,
     queued_bytes: Arc<AtomicU64>,
     stopping: Arc<AtomicBool>,
     v2: bool,
@@ -401,8 +401,8 @@ impl ReceiverCtx {
             return;
         }
         slice.retries_left -= 1;
-        if let Err(slice) = self.requeue.push(slice) {
-            self.finish(slice, false);
+        if let Err(e) = self.requeue.send(slice) {
+            self.finish(e.0, false);
         }
     }
 
