@@ -188,3 +188,43 @@ fn notify_reaches_the_peer() {
     assert_eq!((got[0].name.as_str(), got[0].msg.as_str()), ("n1", "hello"));
     a.probe(b.segment_name()).unwrap();
 }
+
+#[test]
+fn many_rejections_in_one_pipelined_batch_fail_only_themselves() {
+    let target = engine();
+    let initiator = engine();
+    let mut remote = vec![0u8; 1 << 20];
+    let local = pattern(1 << 20, 11);
+    let raddr = remote.as_mut_ptr() as u64;
+    target
+        .register_memory(raddr, remote.len() as u64, "cpu:0", true)
+        .unwrap();
+    let id = initiator.open_segment(target.segment_name()).unwrap();
+    let bad = |i: u64| i % 3 == 1;
+    let reqs: Vec<_> = (0..24u64)
+        .map(|i| TransferRequest {
+            op: Op::Write,
+            source: local.as_ptr() as u64 + i * 1024,
+            target_id: id,
+            target_offset: if bad(i) { 0x10 } else { raddr + i * 1024 },
+            length: 1024,
+        })
+        .collect();
+    let batch = initiator.allocate_batch(reqs.len());
+    initiator.submit(batch, &reqs).unwrap();
+    for (i, s) in wait(&initiator, batch, reqs.len()).iter().enumerate() {
+        let expected = if bad(i as u64) {
+            TaskStatus::Failed
+        } else {
+            TaskStatus::Completed
+        };
+        assert_eq!(*s, expected, "task {i}");
+    }
+    for i in (0..24usize).filter(|i| !bad(*i as u64)) {
+        assert_eq!(
+            &remote[i * 1024..(i + 1) * 1024],
+            &local[i * 1024..(i + 1) * 1024]
+        );
+    }
+    initiator.free_batch(batch).unwrap();
+}

@@ -379,12 +379,15 @@ impl ReceiverCtx {
                         slice.remote
                     );
                     self.finish(slice, false);
-                    self.break_connection();
+                    // The slices behind it are not at fault: the peer closes after a
+                    // rejection, so they go again without spending a retry (each
+                    // rejection fails its own slice, so this always makes progress).
+                    self.break_connection(false);
                 }
                 Outcome::Broken(e) => {
                     log::debug!("tcp data connection broke: {e}");
-                    self.retry_or_fail(slice);
-                    self.break_connection();
+                    self.retry_or_fail(slice, true);
+                    self.break_connection(true);
                 }
             }
         }
@@ -395,22 +398,26 @@ impl ReceiverCtx {
         slice.task.finish_slice(ok);
     }
 
-    fn retry_or_fail(&self, mut slice: Slice) {
-        if slice.retries_left == 0 || self.stopping.load(Ordering::SeqCst) {
+    /// Queues the slice again on this lane, spending one of its retries when `charge`.
+    fn retry_or_fail(&self, mut slice: Slice, charge: bool) {
+        if (charge && slice.retries_left == 0) || self.stopping.load(Ordering::SeqCst) {
             self.finish(slice, false);
             return;
         }
-        slice.retries_left -= 1;
+        if charge {
+            slice.retries_left -= 1;
+        }
         if let Err(e) = self.requeue.send(slice) {
             self.finish(e.0, false);
         }
     }
 
-    fn break_connection(&self) {
+    /// Closes the connection and re-queues everything still in flight on it.
+    fn break_connection(&self, charge_retries: bool) {
         self.broken.store(true, Ordering::SeqCst);
         let _ = self.stream.shutdown(Shutdown::Both);
         for slice in self.in_flight.close() {
-            self.retry_or_fail(slice);
+            self.retry_or_fail(slice, charge_retries);
         }
     }
 
