@@ -45,7 +45,7 @@ static int run_batch(struct worker *w, transfer_request_t *reqs, size_t n) {
     WCHECK(w, rc == 0);
     int ok = rc == 0;
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        transfer_status_t st;
+        transfer_status_t st = {0, 0}; /* wait_task leaves it untouched on error */
         int status = wait_task(e, b, i, &st);
         WCHECK(w, status == STATUS_COMPLETED);
         WCHECK(w, st.transferred_bytes == reqs[i].length);

@@ -3,6 +3,13 @@
 //! on), runs it, and fails with its output unless it exits as expected.
 //!
 //! Needs `gcc` and `g++`. The C programs only use 127.0.0.1 (`MC_TCP_BIND_ADDRESS`).
+//!
+//! Two switches for the sanitizer runs (`scripts/check-sanitizers.sh`):
+//! * `MOONCAKE_C_ABI_LIBRARY=<path>` tests that library instead of this build's (e.g. one
+//!   built with `-Zsanitizer=address`, so the Rust code is instrumented too);
+//! * `MOONCAKE_C_ABI_VALGRIND=1` builds the programs without sanitizers and runs each
+//!   under `valgrind` (memcheck, leak check on), failing on any error it reports
+//!   (suppressions: `tests/c/valgrind.supp`).
 
 use mooncake::metadata::http_server::HttpMetadataServer;
 use std::path::{Path, PathBuf};
@@ -38,6 +45,15 @@ fn newest_library(profile: &Path) -> Option<PathBuf> {
 /// The cdylib. `cargo test` builds it next to the rlib (`deps/libmooncake.so`); if it
 /// is missing, build it with the cargo that runs this test.
 fn library() -> PathBuf {
+    if let Some(lib) = std::env::var_os("MOONCAKE_C_ABI_LIBRARY") {
+        let lib = PathBuf::from(lib);
+        assert!(
+            lib.is_file(),
+            "MOONCAKE_C_ABI_LIBRARY={} is not a file",
+            lib.display()
+        );
+        return lib;
+    }
     let profile = profile_dir();
     if let Some(lib) = newest_library(&profile) {
         return lib;
@@ -51,6 +67,11 @@ fn library() -> PathBuf {
     let status = cmd.status().expect("running cargo build --lib");
     assert!(status.success(), "cargo build --lib failed");
     newest_library(&profile).expect("libmooncake.so after cargo build --lib")
+}
+
+/// `MOONCAKE_C_ABI_VALGRIND=1`: no sanitizers in the programs, each run under valgrind.
+fn valgrind() -> bool {
+    std::env::var_os("MOONCAKE_C_ABI_VALGRIND").is_some_and(|v| v != "0" && !v.is_empty())
 }
 
 struct Setup {
@@ -72,7 +93,15 @@ fn setup() -> &'static Setup {
     static SETUP: OnceLock<Setup> = OnceLock::new();
     SETUP.get_or_init(|| {
         let lib = library();
-        let base = profile_dir().join("c-abi");
+        // Separate directories, so runs against other libraries never share links.
+        let mut name = String::from("c-abi");
+        if std::env::var_os("MOONCAKE_C_ABI_LIBRARY").is_some() {
+            name.push_str("-custom");
+        }
+        if valgrind() {
+            name.push_str("-valgrind");
+        }
+        let base = profile_dir().join(name);
         let lib_dir = base.join("lib");
         let bin_dir = base.join("bin");
         std::fs::create_dir_all(&lib_dir).expect("create lib dir");
@@ -105,23 +134,18 @@ fn compile(source: &str) -> PathBuf {
     let cxx = source.ends_with(".cpp");
     let mut cmd = Command::new(if cxx { "g++" } else { "gcc" });
     if cxx {
-        cmd.args([
-            "-std=c++17",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            "-fsanitize=address",
-        ]);
+        cmd.args(["-std=c++17", "-Wall", "-Wextra", "-Werror"]);
+        if !valgrind() {
+            cmd.arg("-fsanitize=address");
+        }
     } else {
-        cmd.args([
-            "-std=c11",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            "-pedantic",
-            "-fsanitize=address,undefined",
-            "-fno-sanitize-recover=undefined",
-        ]);
+        cmd.args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic"]);
+        if !valgrind() {
+            cmd.args([
+                "-fsanitize=address,undefined",
+                "-fno-sanitize-recover=undefined",
+            ]);
+        }
     }
     cmd.args(["-fno-omit-frame-pointer", "-g", "-O1", "-pthread"])
         .arg("-I")
@@ -151,7 +175,25 @@ fn compile(source: &str) -> PathBuf {
 fn run(exe: &Path, extra_env: &[(&str, String)]) -> (Option<i32>, String) {
     let s = setup();
     let supp = root().join("tests/c/lsan.supp");
-    let mut cmd = Command::new(exe);
+    let mut cmd = if valgrind() {
+        let mut c = Command::new("valgrind");
+        c.args([
+            "--error-exitcode=99",
+            "--leak-check=full",
+            "--show-leak-kinds=definite,indirect",
+            "--errors-for-leak-kinds=definite,indirect",
+            "--fair-sched=yes",
+            "--num-callers=30",
+        ])
+        .arg(format!(
+            "--suppressions={}",
+            root().join("tests/c/valgrind.supp").display()
+        ))
+        .arg(exe);
+        c
+    } else {
+        Command::new(exe)
+    };
     cmd.env("LD_LIBRARY_PATH", &s.lib_dir)
         .env(
             "ASAN_OPTIONS",
@@ -303,8 +345,34 @@ fn graceful_shutdown_destroys_engines_and_exits() {
     server.stop();
 }
 
-/// Upstream's 27 functions are exported under their exact names, extensions only as
-/// `mooncake_*`, and no Rust-mangled symbol leaks into the dynamic symbol table.
+/// Functions declared in a cbindgen-generated header: declarations start at column 0
+/// with the return type, and the name is the identifier before the first `(`.
+fn declared_functions(header: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(root().join("include/mooncake").join(header))
+        .unwrap_or_else(|e| panic!("reading {header}: {e}"));
+    text.lines()
+        .filter(|l| {
+            l.starts_with(|c: char| c.is_ascii_alphabetic())
+                && !l.starts_with("typedef")
+                && !l.starts_with("struct")
+                && !l.starts_with("extern")
+                && l.contains('(')
+        })
+        .map(|l| {
+            let before = &l[..l.find('(').unwrap()];
+            before
+                .rsplit(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .next()
+                .unwrap()
+                .to_string()
+        })
+        .collect()
+}
+
+/// The dynamic symbol table is exactly the C API: upstream's 27 Transfer Engine
+/// functions and 19 Store functions under their exact names, plus the `mooncake_*`
+/// extensions declared in `mooncake_ext.h`; nothing else (no data symbols, no
+/// Rust-mangled or dependency symbols). Also checks the headers declare exactly that.
 #[test]
 fn exports_upstream_symbols() {
     const UPSTREAM: [&str; 27] = [
@@ -336,36 +404,6 @@ fn exports_upstream_symbols() {
         "enableGracefulShutdown",
         "showLinks",
     ];
-    let lib = library();
-    let out = Command::new("nm")
-        .args(["-D", "--defined-only"])
-        .arg(&lib)
-        .output()
-        .expect("running nm");
-    assert!(out.status.success(), "nm failed\n{}", output_text(&out));
-    let text = String::from_utf8_lossy(&out.stdout);
-    let symbols: Vec<&str> = text
-        .lines()
-        .filter_map(|l| {
-            let mut f = l.split_whitespace();
-            let kind = f.nth(1)?;
-            let name = f.next()?;
-            (kind == "T" || kind == "t").then_some(name)
-        })
-        .collect();
-    for f in UPSTREAM {
-        assert!(
-            symbols.contains(&f),
-            "{f} is not exported by {}",
-            lib.display()
-        );
-    }
-    for s in &symbols {
-        assert!(
-            !s.starts_with("_ZN") && !s.starts_with("_R"),
-            "Rust symbol exported: {s}"
-        );
-    }
     const STORE: [&str; 19] = [
         "mooncake_store_create",
         "mooncake_store_destroy",
@@ -387,14 +425,131 @@ fn exports_upstream_symbols() {
         "mooncake_store_register_buffer",
         "mooncake_store_unregister_buffer",
     ];
-    for f in STORE {
+    let te = declared_functions("transfer_engine_c.h");
+    let st = declared_functions("store_c.h");
+    let ext = declared_functions("mooncake_ext.h");
+    let mut te_sorted = te.clone();
+    te_sorted.sort();
+    let mut want_te: Vec<String> = UPSTREAM.iter().map(|s| s.to_string()).collect();
+    want_te.sort();
+    assert_eq!(
+        te_sorted, want_te,
+        "transfer_engine_c.h declares other functions"
+    );
+    let mut st_sorted = st.clone();
+    st_sorted.sort();
+    let mut want_st: Vec<String> = STORE.iter().map(|s| s.to_string()).collect();
+    want_st.sort();
+    assert_eq!(st_sorted, want_st, "store_c.h declares other functions");
+    for f in &ext {
         assert!(
-            symbols.contains(&f),
-            "{f} is not exported by {}",
+            f.starts_with("mooncake_"),
+            "extension {f} lacks the mooncake_ prefix"
+        );
+    }
+    for f in ["mooncake_last_error_message", "mooncake_version"] {
+        assert!(
+            ext.iter().any(|e| e == f),
+            "{f} is not declared in mooncake_ext.h"
+        );
+    }
+    let mut expected: Vec<String> = te.into_iter().chain(st).chain(ext).collect();
+    expected.sort();
+    let before = expected.len();
+    expected.dedup();
+    assert_eq!(before, expected.len(), "a function is declared twice");
+
+    let lib = library();
+    let out = Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(&lib)
+        .output()
+        .expect("running nm");
+    assert!(out.status.success(), "nm failed\n{}", output_text(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut exported: Vec<String> = Vec::new();
+    for line in text.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let (kind, name) = match fields.as_slice() {
+            [_addr, kind, name] => (*kind, *name),
+            [kind, name] => (*kind, *name),
+            _ => continue,
+        };
+        assert_eq!(kind, "T", "non-function symbol exported: {line}");
+        assert!(
+            !name.starts_with("_ZN") && !name.starts_with("_R"),
+            "Rust symbol exported: {name}"
+        );
+        // Symbol versions, if any, are not part of the name.
+        exported.push(name.split('@').next().unwrap().to_string());
+    }
+    exported.sort();
+    let missing: Vec<_> = expected.iter().filter(|f| !exported.contains(f)).collect();
+    let extra: Vec<_> = exported.iter().filter(|f| !expected.contains(f)).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "{}: exported symbols differ from the headers\nmissing: {missing:?}\nextra: {extra:?}",
+        lib.display()
+    );
+    println!(
+        "{} exports exactly {} functions ({} Transfer Engine, {} Store, {} extensions)",
+        lib.display(),
+        exported.len(),
+        UPSTREAM.len(),
+        STORE.len(),
+        exported.len() - UPSTREAM.len() - STORE.len()
+    );
+}
+
+/// `readelf -d`: the SONAME is `libmooncake.so.0` (build.rs) and the library needs
+/// nothing beyond the C runtime (libc, libgcc_s, libm, libdl, libpthread, the loader):
+/// RDMA and CUDA are loaded at run time, never linked.
+#[test]
+fn soname_and_needed_libraries() {
+    const ALLOWED: [&str; 7] = [
+        "libc.so.6",
+        "libgcc_s.so.1",
+        "libm.so.6",
+        "libdl.so.2",
+        "libpthread.so.0",
+        "ld-linux-x86-64.so.2",
+        "ld-linux-aarch64.so.1",
+    ];
+    let lib = library();
+    let out = Command::new("readelf")
+        .arg("-d")
+        .arg(&lib)
+        .output()
+        .expect("running readelf");
+    assert!(
+        out.status.success(),
+        "readelf failed\n{}",
+        output_text(&out)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let value = |line: &str| -> String {
+        let start = line.find('[').expect("[") + 1;
+        let end = line.rfind(']').expect("]");
+        line[start..end].to_string()
+    };
+    let needed: Vec<String> = text
+        .lines()
+        .filter(|l| l.contains("(NEEDED)"))
+        .map(value)
+        .collect();
+    let soname: Vec<String> = text
+        .lines()
+        .filter(|l| l.contains("(SONAME)"))
+        .map(value)
+        .collect();
+    assert!(!needed.is_empty(), "no NEEDED entries?\n{text}");
+    for n in &needed {
+        assert!(
+            ALLOWED.contains(&n.as_str()),
+            "{} needs {n}, beyond the C runtime\n{text}",
             lib.display()
         );
     }
-    for ext in ["mooncake_last_error_message", "mooncake_version"] {
-        assert!(symbols.contains(&ext), "{ext} is not exported");
-    }
+    assert_eq!(soname, ["libmooncake.so.0"], "SONAME\n{text}");
+    println!("{}: SONAME {soname:?}, NEEDED {needed:?}", lib.display());
 }
