@@ -6,16 +6,10 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use mooncake::metadata::http_server::HttpMetadataServer;
-
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_sig: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
-}
+use mooncake::util::signals;
 
 const USAGE: &str = "\
 Usage: mooncake_http_metadata_server [--host ADDR] [--port PORT]
@@ -106,12 +100,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let handler = on_signal as extern "C" fn(libc::c_int);
-    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-    unsafe {
-        libc::signal(libc::SIGINT, handler as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, handler as libc::sighandler_t);
-    }
+    signals::install_stop_handlers();
     let server = match HttpMetadataServer::start(bind) {
         Ok(s) => s,
         Err(e) => {
@@ -120,7 +109,7 @@ fn main() -> ExitCode {
         }
     };
     eprintln!("listening on {}", server.local_addr());
-    while !STOP.load(Ordering::SeqCst) {
+    while !signals::stop_requested() {
         std::thread::sleep(Duration::from_millis(100));
     }
     eprintln!("shutting down");

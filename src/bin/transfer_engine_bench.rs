@@ -25,13 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use mooncake::te::{Op, TaskStatus, TransferEngine, TransferRequest};
-
-/// Set by SIGINT/SIGTERM; the target polls it.
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_sig: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
-}
+use mooncake::util::{logger, signals};
 
 /// Rate units accepted by `--report_unit` and their size in bytes (upstream's table).
 const UNITS: &[(&str, f64)] = &[
@@ -478,48 +472,6 @@ fn hostname() -> String {
     String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
-/// Minimal stderr logger; level from `MC_LOG_LEVEL` (default info).
-struct StderrLogger;
-
-impl log::Log for StderrLogger {
-    fn enabled(&self, metadata: &log::Metadata) -> bool {
-        metadata.level() <= log::max_level()
-    }
-
-    fn log(&self, record: &log::Record) {
-        if self.enabled(record.metadata()) {
-            eprintln!(
-                "[{}] {}: {}",
-                record.level(),
-                record.target(),
-                record.args()
-            );
-        }
-    }
-
-    fn flush(&self) {}
-}
-
-static LOGGER: StderrLogger = StderrLogger;
-
-fn init_logger() {
-    let level = match std::env::var("MC_LOG_LEVEL")
-        .unwrap_or_default()
-        .to_ascii_lowercase()
-        .as_str()
-    {
-        "trace" => log::LevelFilter::Trace,
-        "debug" => log::LevelFilter::Debug,
-        "warn" | "warning" => log::LevelFilter::Warn,
-        "error" => log::LevelFilter::Error,
-        "off" | "none" => log::LevelFilter::Off,
-        _ => log::LevelFilter::Info,
-    };
-    if log::set_logger(&LOGGER).is_ok() {
-        log::set_max_level(level);
-    }
-}
-
 /// A zeroed, page-aligned heap buffer; freed on drop.
 struct Buffer {
     ptr: NonNull<u8>,
@@ -715,7 +667,7 @@ fn check_protocol(s: &Settings) -> Result<(), Fatal> {
 fn run_target(s: &Settings) -> Result<(), String> {
     let node = Node::start(s, &s.local_server_name)?;
     node.announce(s);
-    while !STOP.load(Ordering::SeqCst) {
+    while !signals::stop_requested() {
         std::thread::sleep(Duration::from_millis(100));
     }
     log::info!("target stopping");
@@ -750,7 +702,7 @@ fn run_loopback(s: &Settings) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
-    init_logger();
+    logger::install();
     let (raw, mut warnings) = match parse_flags(std::env::args().skip(1)) {
         Ok(Parsed::Run(raw, warnings)) => (raw, warnings),
         Ok(Parsed::Help) => {
@@ -775,12 +727,7 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    let handler = on_signal as extern "C" fn(libc::c_int);
-    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-    unsafe {
-        libc::signal(libc::SIGINT, handler as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, handler as libc::sighandler_t);
-    }
+    signals::install_stop_handlers();
     let result = match settings.mode {
         Mode::Target => run_target(&settings),
         Mode::Initiator => run_initiator(&settings),

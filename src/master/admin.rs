@@ -205,11 +205,7 @@ fn prometheus(master: &MasterService) -> String {
     let _ = writeln!(out, "# TYPE master_eviction_runs_total counter");
     let _ = writeln!(out, "master_eviction_runs_total {}", metrics.eviction_runs);
     let _ = writeln!(out, "# TYPE master_evicted_key_count counter");
-    let _ = writeln!(
-        out,
-        "master_evicted_key_count {}",
-        metrics.evicted_objects
-    );
+    let _ = writeln!(out, "master_evicted_key_count {}", metrics.evicted_objects);
     out
 }
 

@@ -42,7 +42,9 @@ impl Heartbeat {
                         Err(RecvTimeoutError::Timeout) => {}
                         _ => return,
                     }
-                    tick(&*master, client, &segments, &publisher, &healthy, &mut state);
+                    tick(
+                        &*master, client, &segments, &publisher, &healthy, &mut state,
+                    );
                 }
             })?;
         Ok(Heartbeat {
