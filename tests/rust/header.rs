@@ -54,7 +54,11 @@ fn ext_header() -> String {
     config.export.include.clear();
     generate(
         config,
-        &["src/ffi/ext.rs", "src/ffi/ext_te.rs", "src/ffi/ext_store.rs"],
+        &[
+            "src/ffi/ext.rs",
+            "src/ffi/ext_te.rs",
+            "src/ffi/ext_store.rs",
+        ],
     )
 }
 
