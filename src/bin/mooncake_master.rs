@@ -40,6 +40,7 @@ const SERVER_FLAGS: &[(&str, bool)] = &[
     ("http_metadata_server_port", false),
     ("http_metadata_server_host", false),
     ("config_path", false),
+    ("rpc_conn_timeout_seconds", false),
     ("help", true),
 ];
 
@@ -76,6 +77,7 @@ fn kind_of(name: &str) -> Option<FlagKind> {
 /// Everything the binary needs, resolved from the config file and the command line.
 struct Settings {
     rpc: SocketAddr,
+    idle_timeout: Option<Duration>,
     metrics: SocketAddr,
     metadata: Option<SocketAddr>,
     master: MasterConfig,
@@ -139,8 +141,12 @@ fn settings(flags: &Flags) -> Result<Settings, String> {
         "enable_http_metadata_server",
         &get("enable_http_metadata_server", "false"),
     )?;
+    let idle_secs: u64 = get("rpc_conn_timeout_seconds", "0")
+        .parse()
+        .map_err(|_| "--rpc_conn_timeout_seconds: not a non-negative integer".to_string())?;
     Ok(Settings {
         rpc: socket(&get("rpc_address", "0.0.0.0"), &rpc_port, "rpc_address")?,
+        idle_timeout: (idle_secs > 0).then(|| Duration::from_secs(idle_secs)),
         metrics: socket(
             &get("metrics_host", "0.0.0.0"),
             &get("metrics_port", "9003"),
@@ -177,7 +183,7 @@ fn run(s: Settings) -> Result<(), String> {
         Arc::new(AdminHandler(master.clone())),
     )
     .map_err(|e| format!("admin HTTP on {}: {e}", s.metrics))?;
-    let rpc = RpcServer::start(s.rpc, master.clone())
+    let rpc = RpcServer::start(s.rpc, master.clone(), s.idle_timeout)
         .map_err(|e| format!("master RPC on {}: {e}", s.rpc))?;
     eprintln!(
         "mooncake_master listening on {} (rpc), metrics on {}",
@@ -261,6 +267,13 @@ mod tests {
             parse(&["--rpc_port=7000", "--port=1"]).unwrap().rpc.port(),
             7000
         );
+        assert_eq!(
+            parse(&["--rpc_conn_timeout_seconds=30"])
+                .unwrap()
+                .idle_timeout,
+            Some(Duration::from_secs(30))
+        );
+        assert_eq!(parse(&[]).unwrap().idle_timeout, None);
         assert!(parse(&["--eviction_ratio=2"]).is_err());
         assert!(parse(&["--rpc_address=not-an-ip"]).is_err());
     }

@@ -18,6 +18,7 @@ pub const MAX_CONNECTIONS: usize = 4096;
 
 struct Shared {
     api: Arc<dyn MasterApi>,
+    idle_timeout: Option<Duration>,
     stopping: AtomicBool,
     next_id: AtomicU64,
     connections: Mutex<HashMap<u64, (TcpStream, JoinHandle<()>)>>,
@@ -31,12 +32,19 @@ pub struct RpcServer {
 }
 
 impl RpcServer {
-    /// Binds `bind` (port 0 picks a free port) and serves `api`.
-    pub fn start(bind: SocketAddr, api: Arc<dyn MasterApi>) -> io::Result<RpcServer> {
+    /// Binds `bind` (port 0 picks a free port) and serves `api`. A connection that sends
+    /// nothing for `idle_timeout` (upstream's `--rpc_conn_timeout_seconds`; `None` = never)
+    /// is closed; clients reconnect on their next call.
+    pub fn start(
+        bind: SocketAddr,
+        api: Arc<dyn MasterApi>,
+        idle_timeout: Option<Duration>,
+    ) -> io::Result<RpcServer> {
         let listener = TcpListener::bind(bind)?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             api,
+            idle_timeout,
             stopping: AtomicBool::new(false),
             next_id: AtomicU64::new(0),
             connections: Mutex::new(HashMap::new()),
@@ -101,6 +109,9 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         connections.retain(|_, (_, handle)| !handle.is_finished());
         if connections.len() >= MAX_CONNECTIONS {
             log::warn!("master rpc: {MAX_CONNECTIONS} connections open; refusing {peer}");
+            continue;
+        }
+        if stream.set_read_timeout(shared.idle_timeout).is_err() {
             continue;
         }
         let Ok(control) = stream.try_clone() else {
