@@ -4,79 +4,11 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// The master RPCs, in [`RPC_NAMES`] order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[allow(missing_docs)]
-pub(crate) enum Rpc {
-    ServiceReady = 0,
-    GetStorageConfig,
-    GetFsdir,
-    MountSegment,
-    ReMountSegment,
-    UnmountSegment,
-    GracefulUnmountSegment,
-    Ping,
-    FetchTasks,
-    ExistKey,
-    BatchExistKey,
-    GetReplicaList,
-    BatchGetReplicaList,
-    GetReplicaListByRegex,
-    PutStart,
-    PutEnd,
-    PutRevoke,
-    BatchPutStart,
-    BatchPutEnd,
-    BatchPutRevoke,
-    UpsertStart,
-    UpsertEnd,
-    UpsertRevoke,
-    BatchUpsertStart,
-    BatchUpsertEnd,
-    BatchUpsertRevoke,
-    Remove,
-    RemoveByRegex,
-    RemoveAll,
-    BatchRemove,
-    BatchQueryIp,
-    BatchReplicaClear,
-}
+/// The master RPCs, counted by their position in `Method::ALL`.
+pub(crate) use crate::wire::coro_rpc::Method as Rpc;
 
-/// Upstream's method names, in the order [`MasterMetrics::rpcs`] lists them.
-pub const RPC_NAMES: [&str; 32] = [
-    "ServiceReady",
-    "GetStorageConfig",
-    "GetFsdir",
-    "MountSegment",
-    "ReMountSegment",
-    "UnmountSegment",
-    "GracefulUnmountSegment",
-    "Ping",
-    "FetchTasks",
-    "ExistKey",
-    "BatchExistKey",
-    "GetReplicaList",
-    "BatchGetReplicaList",
-    "GetReplicaListByRegex",
-    "PutStart",
-    "PutEnd",
-    "PutRevoke",
-    "BatchPutStart",
-    "BatchPutEnd",
-    "BatchPutRevoke",
-    "UpsertStart",
-    "UpsertEnd",
-    "UpsertRevoke",
-    "BatchUpsertStart",
-    "BatchUpsertEnd",
-    "BatchUpsertRevoke",
-    "Remove",
-    "RemoveByRegex",
-    "RemoveAll",
-    "BatchRemove",
-    "BatchQueryIp",
-    "BatchReplicaClear",
-];
+/// How many RPCs are counted.
+const RPC_COUNT: usize = Rpc::ALL.len();
 
 /// Counters of one RPC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,8 +44,8 @@ impl MasterMetrics {
 /// The live counters.
 #[derive(Default)]
 pub(crate) struct Metrics {
-    requests: [AtomicU64; 32],
-    failures: [AtomicU64; 32],
+    requests: [AtomicU64; RPC_COUNT],
+    failures: [AtomicU64; RPC_COUNT],
     pub eviction_runs: AtomicU64,
     pub evicted_objects: AtomicU64,
     pub alloc_failures: AtomicU64,
@@ -136,11 +68,11 @@ impl Metrics {
     /// A snapshot.
     pub fn snapshot(&self) -> MasterMetrics {
         MasterMetrics {
-            rpcs: RPC_NAMES
+            rpcs: Rpc::ALL
                 .iter()
                 .enumerate()
-                .map(|(i, name)| RpcMetric {
-                    name,
+                .map(|(i, rpc)| RpcMetric {
+                    name: rpc.name(),
                     requests: self.requests[i].load(Ordering::Relaxed),
                     failures: self.failures[i].load(Ordering::Relaxed),
                 })

@@ -31,7 +31,7 @@ use crossbeam_channel::{RecvTimeoutError, Sender};
 use parking_lot::Mutex;
 
 pub use config::{AllocationStrategy, MasterConfig, MemoryAllocator, MASTER_CONFIG_FLAGS};
-pub use metrics::{MasterMetrics, RpcMetric, RPC_NAMES};
+pub use metrics::{MasterMetrics, RpcMetric};
 pub use segments::SegmentSummary;
 
 use crate::wire::master_api::{
