@@ -1633,7 +1633,19 @@ fn master_survives_mutated_upstream_requests() {
     ] {
         assert_eq!(master.http(path).0, 200, "{path}");
     }
-    let client = Client::setup(&config(&master.addr(), "127.0.0.1", 16 * MIB, 16 * MIB))
+    // The mutants mounted fake segments named 127.0.0.1:<port in the store clients'
+    // range>; an explicit port from the OS's ephemeral range keeps the new client's name
+    // distinct from them.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("ephemeral port")
+        .port();
+    let name = format!("127.0.0.1:{port}");
+    assert!(
+        !master.segments().contains(&name),
+        "{name} is already a segment"
+    );
+    let client = Client::setup(&config(&master.addr(), &name, 16 * MIB, 16 * MIB))
         .expect("client setup after the mutants");
     let v = pattern(300_000, 77);
     client
