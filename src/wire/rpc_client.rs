@@ -1,25 +1,29 @@
 //! [`MasterRpcClient`]: the [`MasterApi`] over coro_rpc/TCP to a master (ours or
 //! upstream's).
 //!
-//! A small pool of persistent connections ("lanes"), each with a reader thread that
-//! matches responses to waiting callers by sequence number, so concurrent calls are
-//! pipelined. Every call has a deadline (`rpc_timeout`, like `MC_RPC_TIMEOUT_MS`):
-//! past it the call returns `RPC_TIMEOUT` (-901) and the lane is closed, as upstream's
-//! client does. Connect and I/O failures and undecodable or transport-error replies are
-//! `RPC_FAIL` (-900). A dead lane is reconnected by the next call that picks it.
+//! A small pool of persistent connections ("lanes"). Calls on a lane are pipelined and
+//! there is no reader thread: the first waiting caller becomes the lane's reader, reads
+//! replies (busy-polling briefly, as a reply usually comes within microseconds), hands
+//! each one to the caller it belongs to, and passes the reader role on to another
+//! waiting caller once its own reply is in. A lone caller thus reads its own reply and
+//! no thread is ever woken just to relay it. Every call has a deadline (`rpc_timeout`,
+//! like `MC_RPC_TIMEOUT_MS`): past it the call returns `RPC_TIMEOUT` (-901) and the
+//! lane is closed, as upstream's client does. Connect and I/O failures and
+//! undecodable or transport-error replies are `RPC_FAIL` (-900). A dead lane, or one
+//! the master closed while idle, is reconnected by the next call that picks it.
 
 use super::codec::{self, rpc, Expected, Rpc};
 use super::coro_rpc;
 use super::master_api::*;
 use super::struct_pack;
-use crossbeam_channel::{bounded, RecvTimeoutError, Sender};
-use parking_lot::Mutex;
+use crate::util::busy_poll;
+use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::collections::HashMap;
 use std::io::{self, BufReader, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::thread;
 use std::time::{Duration, Instant};
 
 /// Connections per client unless told otherwise (upstream's client keeps two).
@@ -28,65 +32,178 @@ pub const DEFAULT_POOL_SIZE: usize = 2;
 /// A reply: transport `err_code` and body.
 type Reply = (u8, Vec<u8>);
 
-/// State shared between a lane and its reader thread.
-struct Shared {
-    pending: Mutex<HashMap<u32, Sender<Reply>>>,
-    dead: AtomicBool,
+/// A call waiting on a lane: its reply once some reader has delivered it.
+struct Waiter {
+    reply: Mutex<Option<Result<Reply, ErrorCode>>>,
+    wake: Condvar,
 }
 
-impl Shared {
-    /// Marks the lane dead and fails every waiting caller (their senders drop).
-    fn kill(&self) {
-        let mut p = self.pending.lock();
-        self.dead.store(true, Ordering::SeqCst);
-        p.clear();
+impl Waiter {
+    fn new() -> Arc<Waiter> {
+        Arc::new(Waiter {
+            reply: Mutex::new(None),
+            wake: Condvar::new(),
+        })
+    }
+
+    fn deliver(&self, reply: Result<Reply, ErrorCode>) {
+        *self.reply.lock() = Some(reply);
+        self.wake.notify_one();
+    }
+
+    /// Wakes the waiter without a reply, so it tries to become the reader.
+    fn nudge(&self) {
+        let _guard = self.reply.lock();
+        self.wake.notify_one();
     }
 }
 
 /// One persistent connection.
 struct Lane {
     writer: Mutex<TcpStream>,
+    reader: Mutex<BufReader<TcpStream>>,
     control: TcpStream,
-    shared: Arc<Shared>,
+    pending: Mutex<HashMap<u32, Arc<Waiter>>>,
+    dead: AtomicBool,
     next_seq: AtomicU32,
+    max_frame: usize,
 }
 
 impl Lane {
     fn is_dead(&self) -> bool {
-        self.shared.dead.load(Ordering::SeqCst)
+        self.dead.load(Ordering::SeqCst)
     }
 
+    /// Marks the lane dead, fails every waiting caller and closes the socket.
     fn kill(&self) {
-        self.shared.kill();
+        let waiters: Vec<Arc<Waiter>> = {
+            let mut p = self.pending.lock();
+            self.dead.store(true, Ordering::SeqCst);
+            p.drain().map(|(_, w)| w).collect()
+        };
+        for w in waiters {
+            w.deliver(Err(ErrorCode::RPC_FAIL));
+        }
         let _ = self.control.shutdown(Shutdown::Both);
+    }
+
+    /// Whether an idle lane was closed by the master: with nothing in flight the
+    /// master sends nothing, so anything readable is EOF or an error.
+    fn closed_while_idle(&self) -> bool {
+        if !self.pending.lock().is_empty() {
+            return false;
+        }
+        let Some(reader) = self.reader.try_lock() else {
+            return false;
+        };
+        reader.buffer().is_empty()
+            && busy_poll::wait_readable(
+                reader.get_ref().as_raw_fd(),
+                Duration::ZERO,
+                Some(Instant::now()),
+            )
+            .unwrap_or(true)
+    }
+
+    /// Waits for the reply to `seq`, reading the connection itself whenever no other
+    /// caller is.
+    fn await_reply(
+        &self,
+        seq: u32,
+        me: &Waiter,
+        deadline: Option<Instant>,
+    ) -> Result<Reply, ErrorCode> {
+        loop {
+            let mut slot = me.reply.lock();
+            if let Some(reply) = slot.take() {
+                return reply;
+            }
+            if let Some(reader) = self.reader.try_lock() {
+                drop(slot);
+                let got = self.lead(reader, seq, me, deadline);
+                self.pass_reader_role();
+                return got;
+            }
+            let timed_out = match deadline {
+                None => {
+                    me.wake.wait(&mut slot);
+                    false
+                }
+                Some(d) => me.wake.wait_until(&mut slot, d).timed_out(),
+            };
+            if timed_out && slot.is_none() {
+                drop(slot);
+                self.pending.lock().remove(&seq);
+                return Err(ErrorCode::RPC_TIMEOUT);
+            }
+        }
+    }
+
+    /// Reads replies, delivering other callers', until `seq`'s arrives.
+    fn lead(
+        &self,
+        mut reader: MutexGuard<'_, BufReader<TcpStream>>,
+        seq: u32,
+        me: &Waiter,
+        deadline: Option<Instant>,
+    ) -> Result<Reply, ErrorCode> {
+        let spin = busy_poll::budget();
+        loop {
+            if let Some(reply) = me.reply.lock().take() {
+                return reply;
+            }
+            if reader.buffer().is_empty() {
+                let fd = reader.get_ref().as_raw_fd();
+                match busy_poll::wait_readable(fd, spin, deadline) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        self.pending.lock().remove(&seq);
+                        return Err(ErrorCode::RPC_TIMEOUT);
+                    }
+                    Err(e) => {
+                        log::debug!("master rpc: poll failed: {e}");
+                        self.kill();
+                        return Err(ErrorCode::RPC_FAIL);
+                    }
+                }
+            }
+            match coro_rpc::read_response(&mut *reader, self.max_frame) {
+                Ok(Some((h, body))) => {
+                    let waiter = self.pending.lock().remove(&h.seq);
+                    if h.seq == seq {
+                        return Ok((h.err_code, body));
+                    }
+                    if let Some(w) = waiter {
+                        w.deliver(Ok((h.err_code, body)));
+                    }
+                }
+                Ok(None) => {
+                    log::debug!("master rpc: connection closed by the master");
+                    self.kill();
+                    return Err(ErrorCode::RPC_FAIL);
+                }
+                Err(e) => {
+                    log::debug!("master rpc: connection lost: {e}");
+                    self.kill();
+                    return Err(ErrorCode::RPC_FAIL);
+                }
+            }
+        }
+    }
+
+    /// After a reader is done: another waiting caller takes over reading.
+    fn pass_reader_role(&self) {
+        let next = self.pending.lock().values().next().cloned();
+        if let Some(w) = next {
+            w.nudge();
+        }
     }
 }
 
 impl Drop for Lane {
     fn drop(&mut self) {
-        // Unblocks the reader thread, which then exits.
         let _ = self.control.shutdown(Shutdown::Both);
     }
-}
-
-fn reader_loop(stream: TcpStream, shared: Arc<Shared>, max_frame: usize) {
-    let mut r = BufReader::with_capacity(64 << 10, stream);
-    loop {
-        match coro_rpc::read_response(&mut r, max_frame) {
-            Ok(Some((h, body))) => {
-                if let Some(tx) = shared.pending.lock().remove(&h.seq) {
-                    let _ = tx.try_send((h.err_code, body));
-                }
-            }
-            Ok(None) => break,
-            Err(e) => {
-                log::debug!("master rpc: connection lost: {e}");
-                break;
-            }
-        }
-    }
-    shared.kill();
-    let _ = r.get_ref().shutdown(Shutdown::Both);
 }
 
 /// Time left before `deadline` (`None`: no deadline); `Err` once it has passed.
@@ -225,29 +342,25 @@ impl MasterRpcClient {
 
     fn start_lane(&self, s: TcpStream) -> Result<Arc<Lane>, ErrorCode> {
         let _ = s.set_nodelay(true);
-        // One write timeout for the connection's life (a syscall per call would cost
-        // more than it buys): a write stalled for a whole RPC timeout is a failure.
-        if s.set_write_timeout(self.write_timeout()).is_err() {
+        // One timeout for the connection's life (a syscall per call would cost more
+        // than it buys): a write, or the rest of a reply that has started to arrive,
+        // stalled for a whole RPC timeout is a failure.
+        let io_timeout = self.write_timeout();
+        if s.set_write_timeout(io_timeout).is_err() || s.set_read_timeout(io_timeout).is_err() {
             return Err(ErrorCode::RPC_FAIL);
         }
         let (control, read) = match (s.try_clone(), s.try_clone()) {
             (Ok(c), Ok(r)) => (c, r),
             _ => return Err(ErrorCode::RPC_FAIL),
         };
-        let shared = Arc::new(Shared {
-            pending: Mutex::new(HashMap::new()),
-            dead: AtomicBool::new(false),
-        });
-        let (sh, max) = (shared.clone(), self.max_frame);
-        thread::Builder::new()
-            .name("mc-master-rpc".into())
-            .spawn(move || reader_loop(read, sh, max))
-            .map_err(|_| ErrorCode::RPC_FAIL)?;
         Ok(Arc::new(Lane {
             writer: Mutex::new(s),
+            reader: Mutex::new(BufReader::with_capacity(64 << 10, read)),
             control,
-            shared,
+            pending: Mutex::new(HashMap::new()),
+            dead: AtomicBool::new(false),
             next_seq: AtomicU32::new(0),
+            max_frame: self.max_frame,
         }))
     }
 
@@ -260,8 +373,11 @@ impl MasterRpcClient {
                 .try_lock_until(d)
                 .ok_or(ErrorCode::RPC_TIMEOUT)?,
         };
-        if let Some(l) = slot.as_ref().filter(|l| !l.is_dead()) {
-            return Ok((l.clone(), false));
+        if let Some(l) = slot.as_ref() {
+            if !l.is_dead() && !l.closed_while_idle() {
+                return Ok((l.clone(), false));
+            }
+            l.kill();
         }
         let lane = self.open(deadline)?;
         *slot = Some(lane.clone());
@@ -275,9 +391,9 @@ impl MasterRpcClient {
         loop {
             let (lane, fresh) = self.lane(deadline)?;
             let seq = lane.next_seq.fetch_add(1, Ordering::Relaxed);
-            let (tx, rx) = bounded(1);
+            let me = Waiter::new();
             {
-                let mut p = lane.shared.pending.lock();
+                let mut p = lane.pending.lock();
                 if lane.is_dead() {
                     drop(p);
                     if fresh || retried {
@@ -286,7 +402,7 @@ impl MasterRpcClient {
                     retried = true;
                     continue;
                 }
-                p.insert(seq, tx);
+                p.insert(seq, me.clone());
             }
             if let Err(e) = self.send(&lane, seq, function_id, body, deadline) {
                 lane.kill();
@@ -298,23 +414,19 @@ impl MasterRpcClient {
                 }
                 return Err(e);
             }
-            let got = match deadline {
-                None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
-                Some(d) => rx.recv_deadline(d),
-            };
-            return match got {
-                Ok(reply) => Ok(reply),
-                Err(RecvTimeoutError::Timeout) => {
+            let got = lane.await_reply(seq, &me, deadline);
+            match got {
+                Err(ErrorCode::RPC_TIMEOUT) => {
                     log::warn!(
                         "master rpc: call {function_id:#010x} to {} timed out",
                         self.addr
                     );
-                    lane.shared.pending.lock().remove(&seq);
                     lane.kill();
-                    Err(ErrorCode::RPC_TIMEOUT)
                 }
-                Err(RecvTimeoutError::Disconnected) => Err(ErrorCode::RPC_FAIL),
-            };
+                Err(_) => lane.kill(),
+                Ok(_) => {}
+            }
+            return got;
         }
     }
 

@@ -1,0 +1,110 @@
+//! Waiting for a socket to become readable by busy-polling it for a short budget
+//! before sleeping in `poll(2)`. A thread that expects a reply within microseconds
+//! then never pays for being put to sleep and woken again, which on a VM costs as
+//! much as the round trip itself.
+
+use std::io;
+use std::os::fd::RawFd;
+use std::time::{Duration, Instant};
+
+/// The process-wide busy-poll budget (`MC_BUSY_POLL_US`).
+pub fn budget() -> Duration {
+    Duration::from_micros(crate::config::Config::global().busy_poll_us)
+}
+
+/// Waits until `fd` is readable (data, EOF or an error pending), busy-polling for up
+/// to `spin` first. `Ok(false)` when `deadline` passes first; `None` waits forever.
+pub fn wait_readable(fd: RawFd, spin: Duration, deadline: Option<Instant>) -> io::Result<bool> {
+    if !spin.is_zero() {
+        let start = Instant::now();
+        loop {
+            if peek_ready(fd)? {
+                return Ok(true);
+            }
+            let now = Instant::now();
+            if now.duration_since(start) >= spin || deadline.is_some_and(|d| now >= d) {
+                break;
+            }
+            std::hint::spin_loop();
+        }
+    }
+    loop {
+        // Round up so a sub-millisecond remainder still waits; a passed deadline
+        // still checks once.
+        let timeout_ms = deadline.map_or(-1, |d| {
+            let left = d.saturating_duration_since(Instant::now());
+            left.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32
+        });
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: `p` is one valid pollfd for the duration of the call.
+        let n = unsafe { libc::poll(&mut p, 1, timeout_ms) };
+        if n > 0 {
+            return Ok(true);
+        }
+        if n == 0 && timeout_ms >= 0 && deadline.is_some_and(|d| Instant::now() >= d) {
+            return Ok(false);
+        }
+        if n < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() != io::ErrorKind::Interrupted {
+                return Err(err);
+            }
+        }
+    }
+}
+
+/// Whether a read on `fd` would not block, without consuming anything.
+fn peek_ready(fd: RawFd) -> io::Result<bool> {
+    let mut byte = 0u8;
+    // SAFETY: one writable byte; MSG_PEEK leaves the data queued.
+    let n = unsafe {
+        libc::recv(
+            fd,
+            (&mut byte as *mut u8).cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    if n >= 0 {
+        return Ok(true);
+    }
+    let err = io::Error::last_os_error();
+    match err.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(false),
+        // A pending error: the read reports it.
+        _ => Ok(true),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::net::{TcpListener, TcpStream};
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn ready_on_data_and_eof_times_out_otherwise() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut tx = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (rx, _) = l.accept().unwrap();
+        let fd = rx.as_raw_fd();
+        let soon = || Some(Instant::now() + Duration::from_millis(20));
+        assert!(!wait_readable(fd, Duration::from_micros(50), soon()).unwrap());
+        assert!(!wait_readable(fd, Duration::ZERO, soon()).unwrap());
+        tx.write_all(b"x").unwrap();
+        assert!(wait_readable(fd, Duration::from_micros(50), None).unwrap());
+        assert!(wait_readable(fd, Duration::ZERO, None).unwrap());
+        drop(tx);
+        let other = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (rx2, _) = l.accept().unwrap();
+        other.shutdown(std::net::Shutdown::Write).unwrap();
+        assert!(wait_readable(rx2.as_raw_fd(), Duration::ZERO, soon()).unwrap());
+        let passed = Some(Instant::now());
+        assert!(wait_readable(rx2.as_raw_fd(), Duration::ZERO, passed).unwrap());
+    }
+}
