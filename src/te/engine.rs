@@ -313,8 +313,9 @@ impl TransferEngine {
             .collect::<Result<Vec<_>>>()?;
         let mut reservation = batch.reserve(requests.len())?;
         let signal = batch.signal();
+        let alone = requests.len() == 1;
         for (req, route) in requests.iter().zip(routes) {
-            reservation.push(self.inner.start(req, route, &signal));
+            reservation.push(self.inner.start(req, route, &signal, alone));
         }
         Ok(())
     }
@@ -647,11 +648,13 @@ impl Inner {
         }))
     }
 
+    /// Starts one request on its route; `alone`: it is the whole submission.
     fn start(
         &self,
         req: &TransferRequest,
         route: Route,
         signal: &Arc<CompletionSignal>,
+        alone: bool,
     ) -> Arc<Task> {
         match route {
             Route::Local => {
@@ -685,7 +688,7 @@ impl Inner {
                     remote: req.target_offset,
                     len: req.length,
                 };
-                tcp.submit(&endpoint, &request, Some(signal.clone()))
+                tcp.submit(&endpoint, &request, Some(signal.clone()), alone)
             }
         }
     }

@@ -15,18 +15,8 @@ pub fn budget() -> Duration {
 /// Waits until `fd` is readable (data, EOF or an error pending), busy-polling for up
 /// to `spin` first. `Ok(false)` when `deadline` passes first; `None` waits forever.
 pub fn wait_readable(fd: RawFd, spin: Duration, deadline: Option<Instant>) -> io::Result<bool> {
-    if !spin.is_zero() {
-        let start = Instant::now();
-        loop {
-            if peek_ready(fd)? {
-                return Ok(true);
-            }
-            let now = Instant::now();
-            if now.duration_since(start) >= spin || deadline.is_some_and(|d| now >= d) {
-                break;
-            }
-            std::hint::spin_loop();
-        }
+    if spin_until_readable(fd, spin, deadline)? {
+        return Ok(true);
     }
     loop {
         // Round up so a sub-millisecond remainder still waits; a passed deadline
@@ -54,6 +44,29 @@ pub fn wait_readable(fd: RawFd, spin: Duration, deadline: Option<Instant>) -> io
                 return Err(err);
             }
         }
+    }
+}
+
+/// Busy-polls `fd` for up to `spin` (or until `deadline`); whether it became readable.
+/// A blocking read after a `false` keeps the socket's own receive timeout.
+pub fn spin_until_readable(
+    fd: RawFd,
+    spin: Duration,
+    deadline: Option<Instant>,
+) -> io::Result<bool> {
+    if spin.is_zero() {
+        return Ok(false);
+    }
+    let start = Instant::now();
+    loop {
+        if peek_ready(fd)? {
+            return Ok(true);
+        }
+        let now = Instant::now();
+        if now.duration_since(start) >= spin || deadline.is_some_and(|d| now >= d) {
+            return Ok(false);
+        }
+        std::hint::spin_loop();
     }
 }
 

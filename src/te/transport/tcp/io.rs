@@ -52,6 +52,31 @@ pub unsafe fn send_all(fd: RawFd, pieces: &mut [(*const u8, usize)]) -> io::Resu
     Ok(())
 }
 
+/// Receives exactly `len` bytes into `ptr` (the socket's receive timeout applies).
+///
+/// # Safety
+/// `[ptr, ptr+len)` must be valid for writes for the duration of the call.
+pub unsafe fn recv_exact(fd: RawFd, ptr: *mut u8, len: usize) -> io::Result<()> {
+    let mut done = 0;
+    while done < len {
+        let n = libc::recv(fd, ptr.add(done).cast(), len - done, 0);
+        if n > 0 {
+            done += n as usize;
+        } else if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "peer closed mid-reply",
+            ));
+        } else {
+            let err = io::Error::last_os_error();
+            if err.kind() != io::ErrorKind::Interrupted {
+                return Err(err);
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Sends an owned buffer completely.
 pub fn send_buf(fd: RawFd, buf: &[u8]) -> io::Result<()> {
     // SAFETY: `buf` is a live slice.

@@ -3,19 +3,27 @@
 //! order. A broken connection fails only the slice it was rejected for; the other
 //! slices in flight are retried once on a fresh connection.
 
-use super::io::send_all;
+use super::io::{recv_exact, send_all};
 use super::reader::SocketReader;
 use super::wire::{decode_status, Header, Op, HEADER_LEN, STATUS_LEN, STATUS_OK};
 use crate::te::batch::Task;
+use crate::util::busy_poll;
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
 use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// Largest slice a submitting thread moves itself (see [`Lane::try_inline`]).
+pub const INLINE_MAX_BYTES: u64 = 64 << 10;
+
+/// How long an inline exchange waits for its reply (after busy-polling) before the
+/// lane's receiver thread takes the slice over.
+const INLINE_WAIT: Duration = Duration::from_millis(2);
 
 /// One contiguous piece of a task, moved by one request on the wire.
 pub struct Slice {
@@ -93,20 +101,33 @@ impl InFlight {
     }
 }
 
+/// One live connection: requests are pushed to `in_flight` and sent under
+/// `exclusive`, and the receiver thread reads their replies in order.
 struct Connection {
     stream: TcpStream,
     in_flight: Arc<InFlight>,
     broken: Arc<AtomicBool>,
-    receiver: JoinHandle<()>,
+    /// Held while pushing and sending, and for a whole inline exchange.
+    exclusive: Mutex<()>,
+    /// Slices sent whose reply the receiver thread has not finished reading.
+    outstanding: Arc<AtomicUsize>,
+    receiver: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Connection {
-    fn shut(self) {
+    fn break_now(&self) {
+        self.broken.store(true, Ordering::SeqCst);
+        let _ = self.stream.shutdown(Shutdown::Both);
+    }
+
+    fn shut(&self) {
         let _ = self.stream.shutdown(Shutdown::Both);
         for slice in self.in_flight.close() {
             slice.task.finish_slice(false);
         }
-        let _ = self.receiver.join();
+        if let Some(receiver) = self.receiver.lock().take() {
+            let _ = receiver.join();
+        }
     }
 }
 
@@ -115,6 +136,8 @@ pub struct Lane {
     queue: Option<Sender<Slice>>,
     queued_bytes: Arc<AtomicU64>,
     stopping: Arc<AtomicBool>,
+    current: Arc<Mutex<Option<Arc<Connection>>>>,
+    v2: bool,
     sender: Option<JoinHandle<()>>,
 }
 
@@ -124,8 +147,11 @@ impl Lane {
         let (tx, rx) = crossbeam_channel::unbounded();
         let queued_bytes = Arc::new(AtomicU64::new(0));
         let stopping = Arc::new(AtomicBool::new(false));
+        let current = Arc::new(Mutex::new(None));
+        let v2 = config.v2;
         let ctx = SenderCtx {
             config,
+            current: current.clone(),
             queue: rx,
             requeue: tx.clone(),
             queued_bytes: queued_bytes.clone(),
@@ -138,6 +164,8 @@ impl Lane {
             queue: Some(tx),
             queued_bytes,
             stopping,
+            current,
+            v2,
             sender: Some(sender),
         })
     }
@@ -158,6 +186,129 @@ impl Lane {
             e.0.task.finish_slice(false);
         }
     }
+
+    /// Moves a small slice on the calling thread when the lane is idle: it sends the
+    /// request, busy-polls for the reply and reads it itself, so no other thread is
+    /// woken on the way. Returns the slice untouched when the lane is busy, not yet
+    /// connected, or not v2; the caller then [`submit`](Lane::submit)s it. A reply
+    /// slower than [`INLINE_WAIT`] is left to the receiver thread (the slice stays
+    /// asynchronous), and a failure is retried through the lane as usual.
+    pub fn try_inline(&self, slice: Slice) -> Option<Slice> {
+        if !self.v2 || slice.len > INLINE_MAX_BYTES || self.load() != 0 {
+            return Some(slice);
+        }
+        let Some(conn) = self.current.lock().clone() else {
+            return Some(slice);
+        };
+        let Some(exclusive) = conn.exclusive.try_lock() else {
+            return Some(slice);
+        };
+        if conn.broken.load(Ordering::SeqCst) || conn.outstanding.load(Ordering::SeqCst) != 0 {
+            return Some(slice);
+        }
+        self.queued_bytes.fetch_add(slice.len, Ordering::Relaxed);
+        let fd = conn.stream.as_raw_fd();
+        let header = Header {
+            size: slice.len,
+            addr: slice.remote,
+            op: slice.op,
+            v2: true,
+        }
+        .encode();
+        let mut pieces = vec![(header.as_ptr(), HEADER_LEN)];
+        if slice.op == Op::Write {
+            pieces.push((slice.local as usize as *const u8, slice.len as usize));
+        }
+        // SAFETY: the header lives until the call returns; a write's source is the
+        // caller's buffer, valid until its task completes (upstream contract).
+        if let Err(e) = unsafe { send_all(fd, &mut pieces) } {
+            log::debug!("tcp inline send failed: {e}");
+            conn.break_now();
+            drop(exclusive);
+            self.requeue(slice);
+            return None;
+        }
+        let deadline = Instant::now() + busy_poll::budget() + INLINE_WAIT;
+        if !matches!(
+            busy_poll::wait_readable(fd, busy_poll::budget(), Some(deadline)),
+            Ok(true)
+        ) {
+            // Slow reply: the receiver thread reads it, in order, like any other.
+            conn.outstanding.fetch_add(1, Ordering::SeqCst);
+            if let Err(slice) = conn.in_flight.push(slice) {
+                conn.outstanding.fetch_sub(1, Ordering::SeqCst);
+                drop(exclusive);
+                self.requeue(slice);
+            }
+            return None;
+        }
+        let outcome = receive_inline(fd, &slice);
+        match outcome {
+            Outcome::Done => {
+                drop(exclusive);
+                self.finish(slice, true);
+            }
+            Outcome::Rejected => {
+                log::warn!(
+                    "peer rejected {:?} of {} bytes at {:#x}",
+                    slice.op,
+                    slice.len,
+                    slice.remote
+                );
+                conn.break_now();
+                drop(exclusive);
+                self.finish(slice, false);
+            }
+            Outcome::Broken(e) => {
+                log::debug!("tcp data connection broke: {e}");
+                conn.break_now();
+                drop(exclusive);
+                self.requeue(slice);
+            }
+        }
+        None
+    }
+
+    fn finish(&self, slice: Slice, ok: bool) {
+        self.queued_bytes.fetch_sub(slice.len, Ordering::Relaxed);
+        slice.task.finish_slice(ok);
+    }
+
+    /// Sends a slice whose inline exchange broke through the lane's thread, spending
+    /// one of its retries.
+    fn requeue(&self, mut slice: Slice) {
+        if slice.retries_left == 0 || self.stopping.load(Ordering::SeqCst) {
+            self.finish(slice, false);
+            return;
+        }
+        slice.retries_left -= 1;
+        self.queued_bytes.fetch_sub(slice.len, Ordering::Relaxed);
+        self.submit(slice);
+    }
+}
+
+/// Reads the v2 reply to `slice` straight from the socket (nothing else is in flight).
+fn receive_inline(fd: std::os::fd::RawFd, slice: &Slice) -> Outcome {
+    let mut status = [0u8; STATUS_LEN];
+    // SAFETY: `status` is a live local buffer.
+    if let Err(e) = unsafe { recv_exact(fd, status.as_mut_ptr(), STATUS_LEN) } {
+        return Outcome::Broken(e);
+    }
+    match decode_status(&status) {
+        Some(STATUS_OK) => {}
+        Some(_) => return Outcome::Rejected,
+        None => return Outcome::Broken(std::io::Error::other("bad status magic")),
+    }
+    if slice.op == Op::Read {
+        // SAFETY: the destination is the caller's buffer, valid until the task
+        // completes (upstream contract).
+        if let Err(e) =
+            unsafe { recv_exact(fd, slice.local as usize as *mut u8, slice.len as usize) }
+        {
+            return Outcome::Broken(e);
+        }
+    }
+    Outcome::Done
 }
 
 impl Drop for Lane {
@@ -172,6 +323,7 @@ impl Drop for Lane {
 
 struct SenderCtx {
     config: LaneConfig,
+    current: Arc<Mutex<Option<Arc<Connection>>>>,
     queue: Receiver<Slice>,
     requeue: Sender<Slice>,
     queued_bytes: Arc<AtomicU64>,
@@ -182,7 +334,7 @@ const MAX_PIPELINED_PER_SEND: usize = 32;
 
 impl SenderCtx {
     fn run(self) {
-        let mut conn: Option<Connection> = None;
+        let mut conn: Option<Arc<Connection>> = None;
         loop {
             let first = match self.queue.recv_timeout(Duration::from_millis(200)) {
                 Ok(s) => s,
@@ -210,12 +362,16 @@ impl SenderCtx {
                 .is_some_and(|c| c.broken.load(Ordering::SeqCst))
             {
                 if let Some(c) = conn.take() {
-                    c.shut();
+                    self.retire(&c);
                 }
             }
             if conn.is_none() {
                 match self.connect() {
-                    Ok(c) => conn = Some(c),
+                    Ok(c) => {
+                        let c = Arc::new(c);
+                        *self.current.lock() = Some(c.clone());
+                        conn = Some(c);
+                    }
                     Err(e) => {
                         log::warn!(
                             "tcp connect to {}:{} failed: {e}",
@@ -232,7 +388,7 @@ impl SenderCtx {
             }
         }
         if let Some(c) = conn.take() {
-            c.shut();
+            self.retire(&c);
         }
         while let Ok(s) = self.queue.try_recv() {
             self.fail(s);
@@ -242,6 +398,15 @@ impl SenderCtx {
     fn fail(&self, slice: Slice) {
         self.queued_bytes.fetch_sub(slice.len, Ordering::Relaxed);
         slice.task.finish_slice(false);
+    }
+
+    /// Stops offering `conn` to inline callers, waits out any exchange in progress,
+    /// then closes it.
+    fn retire(&self, conn: &Connection) {
+        *self.current.lock() = None;
+        conn.break_now();
+        drop(conn.exclusive.lock());
+        conn.shut();
     }
 
     fn connect(&self) -> std::io::Result<Connection> {
@@ -264,10 +429,12 @@ impl SenderCtx {
         stream.set_write_timeout(Some(self.config.io_timeout))?;
         let in_flight = Arc::new(InFlight::new());
         let broken = Arc::new(AtomicBool::new(false));
+        let outstanding = Arc::new(AtomicUsize::new(0));
         let rx = ReceiverCtx {
             stream: stream.try_clone()?,
             in_flight: in_flight.clone(),
             broken: broken.clone(),
+            outstanding: outstanding.clone(),
             requeue: self.requeue.clone(),
             queued_bytes: self.queued_bytes.clone(),
             stopping: self.stopping.clone(),
@@ -280,12 +447,15 @@ impl SenderCtx {
             stream,
             in_flight,
             broken,
-            receiver,
+            exclusive: Mutex::new(()),
+            outstanding,
+            receiver: Mutex::new(Some(receiver)),
         })
     }
 
     fn send_batch(&self, conn: &Connection, batch: Vec<Slice>) {
         let v2 = self.config.v2;
+        let _exclusive = conn.exclusive.lock();
         let mut headers: Vec<[u8; HEADER_LEN]> = Vec::with_capacity(batch.len() * 2);
         let mut plan: Vec<(Op, u64, u64)> = Vec::with_capacity(batch.len());
         for slice in batch {
@@ -314,7 +484,9 @@ impl SenderCtx {
                 );
             }
             plan.push((op, local, len));
+            conn.outstanding.fetch_add(1, Ordering::SeqCst);
             if let Err(slice) = conn.in_flight.push(slice) {
+                conn.outstanding.fetch_sub(1, Ordering::SeqCst);
                 let _ = self.requeue.send(slice);
                 plan.pop();
                 headers.truncate(headers.len() - if op == Op::Write && !v2 { 2 } else { 1 });
@@ -353,6 +525,7 @@ struct ReceiverCtx {
     stream: TcpStream,
     in_flight: Arc<InFlight>,
     broken: Arc<AtomicBool>,
+    outstanding: Arc<AtomicUsize>,
     requeue: Sender<Slice>,
     queued_bytes: Arc<AtomicU64>,
     stopping: Arc<AtomicBool>,
@@ -369,7 +542,9 @@ impl ReceiverCtx {
     fn run(self) {
         let mut reader = SocketReader::new(self.stream.as_raw_fd());
         while let Some(slice) = self.in_flight.pop() {
-            match self.receive(&mut reader, &slice) {
+            let outcome = self.receive(&mut reader, &slice);
+            self.outstanding.fetch_sub(1, Ordering::SeqCst);
+            match outcome {
                 Outcome::Done => self.finish(slice, true),
                 Outcome::Rejected => {
                     log::warn!(
@@ -449,5 +624,188 @@ impl ReceiverCtx {
             }
             Err(e) => Outcome::Broken(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::wire::{encode_status, STATUS_REJECTED};
+    use super::*;
+    use crate::te::batch::TaskStatus;
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+    use std::sync::mpsc;
+
+    /// What the fake peer does with the next request it reads.
+    #[derive(Clone, Copy)]
+    enum Answer {
+        Ok,
+        /// Answers once the test releases the gate.
+        OkWhenReleased,
+        Reject,
+        Hangup,
+    }
+
+    /// A v2 target that answers requests per the script, one connection at a time,
+    /// and reports every write payload it received.
+    fn fake_peer(script: Vec<Answer>) -> (u16, mpsc::Receiver<Vec<u8>>, mpsc::Sender<()>) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let (tx, rx) = mpsc::channel();
+        let (release, gate) = mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            let mut script = script.into_iter();
+            'conns: for conn in l.incoming() {
+                let Ok(mut s) = conn else { return };
+                loop {
+                    let mut h = [0u8; HEADER_LEN];
+                    if s.read_exact(&mut h).is_err() {
+                        continue 'conns;
+                    }
+                    let header = Header::decode(&h);
+                    let mut payload = vec![0u8; header.size as usize];
+                    if header.op == Op::Write && s.read_exact(&mut payload).is_err() {
+                        continue 'conns;
+                    }
+                    let answer = script.next().unwrap_or(Answer::Ok);
+                    let _ = tx.send(payload.clone());
+                    match answer {
+                        Answer::Ok | Answer::OkWhenReleased => {
+                            if let Answer::OkWhenReleased = answer {
+                                let _ = gate.recv();
+                            }
+                            let mut reply = encode_status(STATUS_OK).to_vec();
+                            if header.op == Op::Read {
+                                reply.extend((0..header.size).map(|i| i as u8));
+                            }
+                            let _ = s.write_all(&reply);
+                        }
+                        Answer::Reject => {
+                            let _ = s.write_all(&encode_status(STATUS_REJECTED));
+                            continue 'conns;
+                        }
+                        Answer::Hangup => continue 'conns,
+                    }
+                }
+            }
+        });
+        (port, rx, release)
+    }
+
+    fn lane_to(port: u16) -> Lane {
+        Lane::start(LaneConfig {
+            host: "127.0.0.1".into(),
+            port,
+            v2: true,
+            connect_timeout: Duration::from_secs(5),
+            io_timeout: Duration::from_secs(5),
+        })
+        .unwrap()
+    }
+
+    fn slice(op: Op, buf: &mut [u8]) -> (Slice, Arc<Task>) {
+        let task = Task::new(buf.len() as u64, 1, None);
+        let s = Slice {
+            op,
+            local: buf.as_mut_ptr() as u64,
+            remote: 0x1000,
+            len: buf.len() as u64,
+            task: task.clone(),
+            retries_left: 1,
+        };
+        (s, task)
+    }
+
+    fn wait_terminal(task: &Task) -> TaskStatus {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let status = task.status().0;
+            if status.is_terminal() || Instant::now() > deadline {
+                return status;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Connects the lane through the normal path and waits until it is idle.
+    fn warm_up(lane: &Lane) {
+        let mut buf = [7u8; 16];
+        let (s, task) = slice(Op::Write, &mut buf);
+        lane.submit(s);
+        assert_eq!(wait_terminal(&task), TaskStatus::Completed);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while lane.load() != 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    #[test]
+    fn inline_write_and_read_complete_before_returning() {
+        let (port, payloads, _) = fake_peer(vec![]);
+        let lane = lane_to(port);
+        let mut buf = [1u8; 8];
+        let (s, _) = slice(Op::Write, &mut buf);
+        assert!(lane.try_inline(s).is_some(), "not connected yet: declined");
+        warm_up(&lane);
+        payloads.recv().unwrap();
+
+        let mut data: Vec<u8> = (0..4096u32).map(|i| (i * 7) as u8).collect();
+        let (s, task) = slice(Op::Write, &mut data);
+        assert!(lane.try_inline(s).is_none());
+        assert_eq!(task.status().0, TaskStatus::Completed);
+        assert_eq!(payloads.recv().unwrap(), data);
+
+        let mut out = vec![0u8; 1000];
+        let (s, task) = slice(Op::Read, &mut out);
+        assert!(lane.try_inline(s).is_none());
+        assert_eq!(task.status(), (TaskStatus::Completed, 1000));
+        assert!(out.iter().enumerate().all(|(i, b)| *b == i as u8));
+
+        let mut big = vec![0u8; INLINE_MAX_BYTES as usize + 1];
+        let (s, _) = slice(Op::Read, &mut big);
+        assert!(lane.try_inline(s).is_some(), "too large: declined");
+    }
+
+    #[test]
+    fn slow_reply_is_handed_to_the_receiver_thread() {
+        let (port, _payloads, release) = fake_peer(vec![Answer::Ok, Answer::OkWhenReleased]);
+        let lane = lane_to(port);
+        warm_up(&lane);
+        let mut out = vec![0u8; 512];
+        let (s, task) = slice(Op::Read, &mut out);
+        assert!(lane.try_inline(s).is_none());
+        assert_eq!(task.status().0, TaskStatus::Waiting, "left in flight");
+        release.send(()).unwrap();
+        assert_eq!(wait_terminal(&task), TaskStatus::Completed);
+        assert!(out.iter().enumerate().all(|(i, b)| *b == i as u8));
+        // The lane is usable inline again afterwards.
+        let mut buf = [3u8; 64];
+        let (s, task) = slice(Op::Write, &mut buf);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while lane.load() != 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(lane.try_inline(s).is_none());
+        assert_eq!(wait_terminal(&task), TaskStatus::Completed);
+    }
+
+    #[test]
+    fn rejection_fails_only_that_slice_and_a_hangup_is_retried() {
+        let (port, _payloads, _) =
+            fake_peer(vec![Answer::Ok, Answer::Reject, Answer::Ok, Answer::Hangup]);
+        let lane = lane_to(port);
+        warm_up(&lane);
+        let mut buf = [5u8; 100];
+        let (s, task) = slice(Op::Write, &mut buf);
+        assert!(lane.try_inline(s).is_none());
+        assert_eq!(wait_terminal(&task), TaskStatus::Failed);
+
+        // The next slice goes through the lane (reconnect), then inline; the peer
+        // hangs up on it and the retry on a fresh connection succeeds.
+        warm_up(&lane);
+        let (s, task) = slice(Op::Write, &mut buf);
+        assert!(lane.try_inline(s).is_none());
+        assert_eq!(wait_terminal(&task), TaskStatus::Completed);
+        assert_eq!(lane.load(), 0);
     }
 }

@@ -143,12 +143,15 @@ impl TcpTransport {
     }
 
     /// Starts moving one request; `task` completes when every slice finished.
-    /// Returns the task (already failed if the peer could not be set up).
+    /// Returns the task (already failed if the peer could not be set up). With
+    /// `alone` (the request is a whole submission) a small request may be moved on
+    /// the calling thread ([`Lane::try_inline`]), so the task can be complete on return.
     pub fn submit(
         &self,
         endpoint: &Endpoint,
         req: &TcpRequest,
         signal: Option<Arc<CompletionSignal>>,
+        alone: bool,
     ) -> Arc<Task> {
         if req.len == 0 {
             return Task::new(0, 0, signal);
@@ -162,15 +165,25 @@ impl TcpTransport {
         };
         let pieces = split(req.len, peer.lanes.len());
         let task = Task::new(req.len, pieces.len() as u32, signal);
+        let inline = alone && pieces.len() == 1;
         for (offset, len) in pieces {
-            peer.pick().submit(Slice {
+            let lane = peer.pick();
+            let slice = Slice {
                 op: req.op,
                 local: req.local + offset,
                 remote: req.remote + offset,
                 len,
                 task: task.clone(),
                 retries_left: 1,
-            });
+            };
+            let slice = if inline {
+                lane.try_inline(slice)
+            } else {
+                Some(slice)
+            };
+            if let Some(slice) = slice {
+                lane.submit(slice);
+            }
         }
         task
     }
