@@ -9,7 +9,7 @@ use crate::te::memory::{MemoryRegistry, Range};
 use crate::te::rpc::{RpcClient, RpcServer};
 use crate::te::segment::{SegmentCache, LOCAL_SEGMENT_ID};
 use crate::te::transport::local;
-use crate::te::transport::tcp::{Endpoint, Op, TcpRequest, TcpTransport};
+use crate::te::transport::tcp::{Endpoint, Op, TcpRequest, TcpTransport, INLINE_MAX_BYTES};
 use crate::util::{join_host_port, parse_host_port};
 use parking_lot::Mutex;
 use serde_json::{json, Value};
@@ -313,6 +313,10 @@ impl TransferEngine {
             .collect::<Result<Vec<_>>>()?;
         let mut reservation = batch.reserve(requests.len())?;
         let signal = batch.signal();
+        if let Some(tasks) = self.inner.start_small_batch(requests, &routes, &signal) {
+            tasks.into_iter().for_each(|t| reservation.push(t));
+            return Ok(());
+        }
         let alone = requests.len() == 1;
         for (req, route) in requests.iter().zip(routes) {
             reservation.push(self.inner.start(req, route, &signal, alone));
@@ -646,6 +650,39 @@ impl Inner {
             port: desc.tcp_data_port,
             v2,
         }))
+    }
+
+    /// Starts several requests that all go to one TCP peer and are small enough to be
+    /// moved together on the calling thread; `None` when they are not.
+    fn start_small_batch(
+        &self,
+        requests: &[TransferRequest],
+        routes: &[Route],
+        signal: &Arc<CompletionSignal>,
+    ) -> Option<Vec<Arc<Task>>> {
+        let Some(Route::Tcp(endpoint)) = routes.first() else {
+            return None;
+        };
+        let total: u64 = requests.iter().map(|r| r.length).sum();
+        if requests.len() < 2
+            || total > INLINE_MAX_BYTES
+            || routes
+                .iter()
+                .any(|r| !matches!(r, Route::Tcp(e) if e == endpoint))
+        {
+            return None;
+        }
+        let tcp = self.local.tcp.read().clone()?;
+        let batch: Vec<TcpRequest> = requests
+            .iter()
+            .map(|r| TcpRequest {
+                op: r.op,
+                local: r.source,
+                remote: r.target_offset,
+                len: r.length,
+            })
+            .collect();
+        Some(tcp.submit_small_batch(endpoint, &batch, signal))
     }
 
     /// Starts one request on its route; `alone`: it is the whole submission.

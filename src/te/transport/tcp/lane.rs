@@ -18,8 +18,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// Largest slice a submitting thread moves itself (see [`Lane::try_inline`]).
-pub const INLINE_MAX_BYTES: u64 = 64 << 10;
+/// Most bytes a submitting thread moves itself in one go (see [`Lane::try_inline`]).
+pub const INLINE_MAX_BYTES: u64 = 256 << 10;
 
 /// How long an inline exchange waits for its reply (after busy-polling) before the
 /// lane's receiver thread takes the slice over.
@@ -187,86 +187,99 @@ impl Lane {
         }
     }
 
-    /// Moves a small slice on the calling thread when the lane is idle: it sends the
-    /// request, busy-polls for the reply and reads it itself, so no other thread is
-    /// woken on the way. Returns the slice untouched when the lane is busy, not yet
-    /// connected, or not v2; the caller then [`submit`](Lane::submit)s it. A reply
-    /// slower than [`INLINE_WAIT`] is left to the receiver thread (the slice stays
-    /// asynchronous), and a failure is retried through the lane as usual.
-    pub fn try_inline(&self, slice: Slice) -> Option<Slice> {
-        if !self.v2 || slice.len > INLINE_MAX_BYTES || self.load() != 0 {
-            return Some(slice);
+    /// Moves small slices on the calling thread when the lane is idle: it sends the
+    /// requests back to back, busy-polls for the replies and reads them itself, so no
+    /// other thread is woken on the way. Returns the slices untouched when the lane is
+    /// busy, not yet connected, not v2, or they are too large (more than
+    /// [`INLINE_MAX_BYTES`] in all); the caller then [`submit`](Lane::submit)s them.
+    /// Replies slower than [`INLINE_WAIT`] are left to the receiver thread (those
+    /// slices stay asynchronous), and failures are retried through the lane as usual.
+    pub fn try_inline(&self, slices: Vec<Slice>) -> Vec<Slice> {
+        let total: u64 = slices.iter().map(|s| s.len).sum();
+        if !self.v2 || slices.is_empty() || total > INLINE_MAX_BYTES || self.load() != 0 {
+            return slices;
         }
         let Some(conn) = self.current.lock().clone() else {
-            return Some(slice);
+            return slices;
         };
         let Some(exclusive) = conn.exclusive.try_lock() else {
-            return Some(slice);
+            return slices;
         };
         if conn.broken.load(Ordering::SeqCst) || conn.outstanding.load(Ordering::SeqCst) != 0 {
-            return Some(slice);
+            return slices;
         }
-        self.queued_bytes.fetch_add(slice.len, Ordering::Relaxed);
+        self.queued_bytes.fetch_add(total, Ordering::Relaxed);
         let fd = conn.stream.as_raw_fd();
-        let header = Header {
-            size: slice.len,
-            addr: slice.remote,
-            op: slice.op,
-            v2: true,
+        let headers: Vec<[u8; HEADER_LEN]> = slices
+            .iter()
+            .map(|s| {
+                Header {
+                    size: s.len,
+                    addr: s.remote,
+                    op: s.op,
+                    v2: true,
+                }
+                .encode()
+            })
+            .collect();
+        let mut pieces = Vec::with_capacity(slices.len() * 2);
+        for (slice, header) in slices.iter().zip(&headers) {
+            pieces.push((header.as_ptr(), HEADER_LEN));
+            if slice.op == Op::Write {
+                pieces.push((slice.local as usize as *const u8, slice.len as usize));
+            }
         }
-        .encode();
-        let mut pieces = vec![(header.as_ptr(), HEADER_LEN)];
-        if slice.op == Op::Write {
-            pieces.push((slice.local as usize as *const u8, slice.len as usize));
-        }
-        // SAFETY: the header lives until the call returns; a write's source is the
-        // caller's buffer, valid until its task completes (upstream contract).
+        // SAFETY: the headers live until the call returns; write sources are the
+        // caller's buffers, valid until their tasks complete (upstream contract).
         if let Err(e) = unsafe { send_all(fd, &mut pieces) } {
             log::debug!("tcp inline send failed: {e}");
             conn.break_now();
             drop(exclusive);
-            self.requeue(slice);
-            return None;
+            slices.into_iter().for_each(|s| self.requeue(s));
+            return Vec::new();
         }
-        let deadline = Instant::now() + busy_poll::budget() + INLINE_WAIT;
-        if !matches!(
-            busy_poll::wait_readable(fd, busy_poll::budget(), Some(deadline)),
-            Ok(true)
-        ) {
-            // Slow reply: the receiver thread reads it, in order, like any other.
-            conn.outstanding.fetch_add(1, Ordering::SeqCst);
-            if let Err(slice) = conn.in_flight.push(slice) {
-                conn.outstanding.fetch_sub(1, Ordering::SeqCst);
-                drop(exclusive);
-                self.requeue(slice);
+        let spin = busy_poll::budget();
+        let mut left = slices.into_iter();
+        while let Some(slice) = left.next() {
+            let deadline = Instant::now() + spin + INLINE_WAIT;
+            if !matches!(busy_poll::wait_readable(fd, spin, Some(deadline)), Ok(true)) {
+                // Slow replies: the receiver thread reads them, in order, like any other.
+                for slice in std::iter::once(slice).chain(left) {
+                    conn.outstanding.fetch_add(1, Ordering::SeqCst);
+                    if let Err(slice) = conn.in_flight.push(slice) {
+                        conn.outstanding.fetch_sub(1, Ordering::SeqCst);
+                        self.requeue(slice);
+                    }
+                }
+                return Vec::new();
             }
-            return None;
+            match receive_inline(fd, &slice) {
+                Outcome::Done => self.finish(slice, true),
+                Outcome::Rejected => {
+                    log::warn!(
+                        "peer rejected {:?} of {} bytes at {:#x}",
+                        slice.op,
+                        slice.len,
+                        slice.remote
+                    );
+                    conn.break_now();
+                    drop(exclusive);
+                    self.finish(slice, false);
+                    // The peer closes after a rejection: the rest go again, uncharged.
+                    left.for_each(|s| self.resend(s));
+                    return Vec::new();
+                }
+                Outcome::Broken(e) => {
+                    log::debug!("tcp data connection broke: {e}");
+                    conn.break_now();
+                    drop(exclusive);
+                    self.requeue(slice);
+                    left.for_each(|s| self.requeue(s));
+                    return Vec::new();
+                }
+            }
         }
-        let outcome = receive_inline(fd, &slice);
-        match outcome {
-            Outcome::Done => {
-                drop(exclusive);
-                self.finish(slice, true);
-            }
-            Outcome::Rejected => {
-                log::warn!(
-                    "peer rejected {:?} of {} bytes at {:#x}",
-                    slice.op,
-                    slice.len,
-                    slice.remote
-                );
-                conn.break_now();
-                drop(exclusive);
-                self.finish(slice, false);
-            }
-            Outcome::Broken(e) => {
-                log::debug!("tcp data connection broke: {e}");
-                conn.break_now();
-                drop(exclusive);
-                self.requeue(slice);
-            }
-        }
-        None
+        Vec::new()
     }
 
     fn finish(&self, slice: Slice, ok: bool) {
@@ -282,6 +295,11 @@ impl Lane {
             return;
         }
         slice.retries_left -= 1;
+        self.resend(slice);
+    }
+
+    /// Sends an inline slice through the lane's thread instead.
+    fn resend(&self, slice: Slice) {
         self.queued_bytes.fetch_sub(slice.len, Ordering::Relaxed);
         self.submit(slice);
     }
@@ -745,25 +763,29 @@ mod tests {
         let lane = lane_to(port);
         let mut buf = [1u8; 8];
         let (s, _) = slice(Op::Write, &mut buf);
-        assert!(lane.try_inline(s).is_some(), "not connected yet: declined");
+        assert_eq!(
+            lane.try_inline(vec![s]).len(),
+            1,
+            "not connected yet: declined"
+        );
         warm_up(&lane);
         payloads.recv().unwrap();
 
         let mut data: Vec<u8> = (0..4096u32).map(|i| (i * 7) as u8).collect();
         let (s, task) = slice(Op::Write, &mut data);
-        assert!(lane.try_inline(s).is_none());
+        assert!(lane.try_inline(vec![s]).is_empty());
         assert_eq!(task.status().0, TaskStatus::Completed);
         assert_eq!(payloads.recv().unwrap(), data);
 
         let mut out = vec![0u8; 1000];
         let (s, task) = slice(Op::Read, &mut out);
-        assert!(lane.try_inline(s).is_none());
+        assert!(lane.try_inline(vec![s]).is_empty());
         assert_eq!(task.status(), (TaskStatus::Completed, 1000));
         assert!(out.iter().enumerate().all(|(i, b)| *b == i as u8));
 
         let mut big = vec![0u8; INLINE_MAX_BYTES as usize + 1];
         let (s, _) = slice(Op::Read, &mut big);
-        assert!(lane.try_inline(s).is_some(), "too large: declined");
+        assert_eq!(lane.try_inline(vec![s]).len(), 1, "too large: declined");
     }
 
     #[test]
@@ -773,7 +795,7 @@ mod tests {
         warm_up(&lane);
         let mut out = vec![0u8; 512];
         let (s, task) = slice(Op::Read, &mut out);
-        assert!(lane.try_inline(s).is_none());
+        assert!(lane.try_inline(vec![s]).is_empty());
         assert_eq!(task.status().0, TaskStatus::Waiting, "left in flight");
         release.send(()).unwrap();
         assert_eq!(wait_terminal(&task), TaskStatus::Completed);
@@ -785,8 +807,40 @@ mod tests {
         while lane.load() != 0 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(1));
         }
-        assert!(lane.try_inline(s).is_none());
+        assert!(lane.try_inline(vec![s]).is_empty());
         assert_eq!(wait_terminal(&task), TaskStatus::Completed);
+    }
+
+    #[test]
+    fn a_run_of_slices_is_read_inline_until_a_reply_is_slow() {
+        let (port, payloads, release) = fake_peer(vec![
+            Answer::Ok,
+            Answer::Ok,
+            Answer::OkWhenReleased,
+            Answer::Ok,
+        ]);
+        let lane = lane_to(port);
+        warm_up(&lane);
+        payloads.recv().unwrap();
+        let mut a = vec![1u8; 300];
+        let mut b = vec![0u8; 200];
+        let mut c = vec![0u8; 100];
+        let (sa, ta) = slice(Op::Write, &mut a);
+        let (sb, tb) = slice(Op::Read, &mut b);
+        let (sc, tc) = slice(Op::Read, &mut c);
+        assert!(lane.try_inline(vec![sa, sb, sc]).is_empty());
+        assert_eq!(
+            ta.status().0,
+            TaskStatus::Completed,
+            "first reply read inline"
+        );
+        assert_eq!(tb.status().0, TaskStatus::Waiting, "second left in flight");
+        release.send(()).unwrap();
+        assert_eq!(wait_terminal(&tb), TaskStatus::Completed);
+        assert_eq!(wait_terminal(&tc), TaskStatus::Completed);
+        assert!(b.iter().enumerate().all(|(i, x)| *x == i as u8));
+        assert!(c.iter().enumerate().all(|(i, x)| *x == i as u8));
+        assert_eq!(payloads.recv().unwrap(), a);
     }
 
     #[test]
@@ -797,14 +851,14 @@ mod tests {
         warm_up(&lane);
         let mut buf = [5u8; 100];
         let (s, task) = slice(Op::Write, &mut buf);
-        assert!(lane.try_inline(s).is_none());
+        assert!(lane.try_inline(vec![s]).is_empty());
         assert_eq!(wait_terminal(&task), TaskStatus::Failed);
 
         // The next slice goes through the lane (reconnect), then inline; the peer
         // hangs up on it and the retry on a fresh connection succeeds.
         warm_up(&lane);
         let (s, task) = slice(Op::Write, &mut buf);
-        assert!(lane.try_inline(s).is_none());
+        assert!(lane.try_inline(vec![s]).is_empty());
         assert_eq!(wait_terminal(&task), TaskStatus::Completed);
         assert_eq!(lane.load(), 0);
     }

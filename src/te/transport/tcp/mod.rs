@@ -12,6 +12,7 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::te::batch::{CompletionSignal, Task};
 use crate::te::memory::MemoryRegistry;
+pub use lane::INLINE_MAX_BYTES;
 use lane::{Lane, LaneConfig, Slice};
 use parking_lot::RwLock;
 use std::collections::HashMap;
@@ -176,16 +177,56 @@ impl TcpTransport {
                 task: task.clone(),
                 retries_left: 1,
             };
-            let slice = if inline {
-                lane.try_inline(slice)
+            if inline {
+                lane.try_inline(vec![slice])
+                    .into_iter()
+                    .for_each(|s| lane.submit(s));
             } else {
-                Some(slice)
-            };
-            if let Some(slice) = slice {
                 lane.submit(slice);
             }
         }
         task
+    }
+
+    /// Starts a whole submission of small requests (at most [`INLINE_MAX_BYTES`] in
+    /// all) to one peer as one pipelined run on one lane, moved on the calling thread
+    /// when that lane is idle ([`Lane::try_inline`]). One task per request, in order.
+    pub fn submit_small_batch(
+        &self,
+        endpoint: &Endpoint,
+        reqs: &[TcpRequest],
+        signal: &Arc<CompletionSignal>,
+    ) -> Vec<Arc<Task>> {
+        let peer = match self.peer(endpoint) {
+            Ok(p) => p,
+            Err(e) => {
+                log::warn!("tcp peer {}:{}: {e}", endpoint.host, endpoint.port);
+                return reqs.iter().map(|r| Task::failed(r.len)).collect();
+            }
+        };
+        let mut tasks = Vec::with_capacity(reqs.len());
+        let mut slices = Vec::with_capacity(reqs.len());
+        for r in reqs {
+            if r.len == 0 {
+                tasks.push(Task::new(0, 0, Some(signal.clone())));
+                continue;
+            }
+            let task = Task::new(r.len, 1, Some(signal.clone()));
+            slices.push(Slice {
+                op: r.op,
+                local: r.local,
+                remote: r.remote,
+                len: r.len,
+                task: task.clone(),
+                retries_left: 1,
+            });
+            tasks.push(task);
+        }
+        let lane = peer.pick();
+        lane.try_inline(slices)
+            .into_iter()
+            .for_each(|s| lane.submit(s));
+        tasks
     }
 
     /// Stops the data listener and every lane.
