@@ -32,6 +32,8 @@
 mod client_ops;
 #[path = "store_bench/master_load.rs"]
 mod master_load;
+#[path = "store_bench/pipeline.rs"]
+mod pipeline;
 #[path = "store_bench/settings.rs"]
 mod settings;
 #[path = "store_bench/stats.rs"]

@@ -2,10 +2,50 @@
 //! before sleeping in `poll(2)`. A thread that expects a reply within microseconds
 //! then never pays for being put to sleep and woken again, which on a VM costs as
 //! much as the round trip itself.
+//!
+//! Busy-polling only pays while a CPU is free for the thread that will send the
+//! reply, so at most half the CPUs (at least one) busy-poll at a time per process;
+//! other waiters sleep at once.
 
 use std::io;
 use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+
+/// Threads of this process busy-polling right now.
+static SPINNING: AtomicUsize = AtomicUsize::new(0);
+
+/// How many threads may busy-poll at once: half the CPUs, at least one.
+fn max_spinning() -> usize {
+    static MAX: OnceLock<usize> = OnceLock::new();
+    *MAX.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map_or(1, |n| n.get() / 2)
+            .max(1)
+    })
+}
+
+/// A busy-poll slot, released on drop; `None` when enough threads already spin.
+struct SpinSlot;
+
+impl SpinSlot {
+    fn take() -> Option<SpinSlot> {
+        let max = max_spinning();
+        SPINNING
+            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| SpinSlot)
+    }
+}
+
+impl Drop for SpinSlot {
+    fn drop(&mut self) {
+        SPINNING.fetch_sub(1, Ordering::AcqRel);
+    }
+}
 
 /// The process-wide busy-poll budget (`MC_BUSY_POLL_US`).
 pub fn budget() -> Duration {
@@ -48,7 +88,8 @@ pub fn wait_readable(fd: RawFd, spin: Duration, deadline: Option<Instant>) -> io
 }
 
 /// Busy-polls `fd` for up to `spin` (or until `deadline`); whether it became readable.
-/// A blocking read after a `false` keeps the socket's own receive timeout.
+/// Returns `false` at once when too many threads already busy-poll. A blocking read
+/// after a `false` keeps the socket's own receive timeout.
 pub fn spin_until_readable(
     fd: RawFd,
     spin: Duration,
@@ -57,6 +98,9 @@ pub fn spin_until_readable(
     if spin.is_zero() {
         return Ok(false);
     }
+    let Some(_slot) = SpinSlot::take() else {
+        return Ok(false);
+    };
     let start = Instant::now();
     loop {
         if peek_ready(fd)? {

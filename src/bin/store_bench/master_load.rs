@@ -5,12 +5,15 @@
 //! allocates ranges in them, it never touches their memory), pings every second from a
 //! side thread (remounting when the master answers NEED_REMOUNT, as real clients do),
 //! and unmounts them at the end. Each load thread owns one [`MasterRpcClient`] with a
-//! single connection.
+//! single connection and makes one call at a time, or, with `--pipeline=N`, one raw
+//! connection ([`Pipe`]) on which it keeps rounds of N operations in flight.
 
+use crate::pipeline::{decode, Pipe};
 use crate::settings::Settings;
 use crate::stats::{report, Row, Samples};
 use mooncake::te::net::random_u64;
 use mooncake::util::signals;
+use mooncake::wire::codec::rpc;
 use mooncake::wire::master_api::{
     ClientStatus, ErrorCode, MasterApi, ObjectMeta, ReplicaType, ReplicateConfig, Segment, Uuid,
     DEFAULT_TENANT,
@@ -308,6 +311,104 @@ fn worker(ctx: &PhaseCtx<'_>, phase: Phase, tid: usize, m: &MasterRpcClient) -> 
     w
 }
 
+/// One load thread of one phase with `--pipeline` operations per round on a raw
+/// connection of its own; each operation of a round counts one latency sample of the
+/// whole round.
+fn pipelined_worker(ctx: &PhaseCtx<'_>, phase: Phase, tid: usize) -> Work {
+    let mut w = Work::default();
+    let mut pipe = match Pipe::connect(&ctx.s.master_server_addr, ctx.s.rpc_timeout) {
+        Ok(p) => p,
+        Err(e) => {
+            w.errors += 1;
+            note(&mut w.first_error, || e);
+            return w;
+        }
+    };
+    let mut rng = Rng(random_u64() | 1);
+    let len = ctx.s.object_size;
+    let tenant = DEFAULT_TENANT.to_string();
+    let mut k: u64 = 0;
+    while Instant::now() < ctx.deadline && !signals::stop_requested() {
+        let t = Instant::now();
+        let mut ops = Vec::with_capacity(ctx.s.pipeline);
+        for _ in 0..ctx.s.pipeline {
+            let op = match phase {
+                Phase::Mixed => Phase::ALL[(k % 3) as usize],
+                p => p,
+            };
+            match op {
+                Phase::Put => {
+                    let key = format!("{}-{}-p{tid}-{k}", ctx.s.key_prefix, phase.name());
+                    let config = ReplicateConfig::default();
+                    pipe.push::<rpc::PutStart>(&(ctx.id, key.clone(), len, config, tenant.clone()));
+                    let meta = ObjectMeta {
+                        key: key.clone(),
+                        checksum: None,
+                    };
+                    pipe.push::<rpc::PutEnd>(&(ctx.id, meta, ReplicaType::All, tenant.clone()));
+                    ops.push((op, Some(key)));
+                }
+                Phase::GetReplicaList => {
+                    let key = ctx.keys[rng.below(ctx.keys.len())].clone();
+                    pipe.push::<rpc::GetReplicaList>(&(key, tenant.clone()));
+                    ops.push((op, None));
+                }
+                Phase::ExistKey | Phase::Mixed => {
+                    let key = ctx.keys[rng.below(ctx.keys.len())].clone();
+                    pipe.push::<rpc::ExistKey>(&(key, tenant.clone()));
+                    ops.push((op, None));
+                }
+            }
+            k += 1;
+        }
+        let replies = match pipe.round() {
+            Ok(r) => r,
+            Err(e) => {
+                w.errors += ops.len() as u64;
+                note(&mut w.first_error, || e);
+                break;
+            }
+        };
+        let elapsed = t.elapsed();
+        let mut bodies = replies.iter();
+        for (op, key) in ops {
+            let checked = match op {
+                Phase::Put => {
+                    let start = bodies.next().map(|b| decode::<rpc::PutStart>(b));
+                    let end = bodies.next().map(|b| decode::<rpc::PutEnd>(b));
+                    match (start, end) {
+                        (Some(Ok(Ok(_))), Some(Ok(Ok(())))) => Ok(()),
+                        other => Err(format!("put: {other:?}")),
+                    }
+                }
+                Phase::GetReplicaList => {
+                    match bodies.next().map(|b| decode::<rpc::GetReplicaList>(b)) {
+                        Some(Ok(Ok(_))) => Ok(()),
+                        other => Err(format!("GetReplicaList: {other:?}")),
+                    }
+                }
+                Phase::ExistKey | Phase::Mixed => {
+                    match bodies.next().map(|b| decode::<rpc::ExistKey>(b)) {
+                        Some(Ok(Ok(true))) => Ok(()),
+                        other => Err(format!("ExistKey: {other:?}")),
+                    }
+                }
+            };
+            w.samples.push(elapsed);
+            w.ops += 1;
+            match checked {
+                Ok(()) if phase == Phase::Put => w.new_keys.extend(key),
+                Ok(()) => {}
+                Err(e) => {
+                    w.errors += 1;
+                    note(&mut w.first_error, || e);
+                }
+            }
+        }
+    }
+    w
+}
+
 /// Runs one phase on every connection; returns its row and the keys it stored.
 fn run_phase(
     s: &Settings,
@@ -329,7 +430,13 @@ fn run_phase(
             .enumerate()
             .map(|(tid, m)| {
                 let ctx = &ctx;
-                scope.spawn(move || worker(ctx, phase, tid, m))
+                scope.spawn(move || {
+                    if s.pipeline > 1 {
+                        pipelined_worker(ctx, phase, tid)
+                    } else {
+                        worker(ctx, phase, tid, m)
+                    }
+                })
             })
             .collect();
         handles

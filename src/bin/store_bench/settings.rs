@@ -30,6 +30,8 @@ master_load, master_fill:
   --master_server_addr   master host:port (default 127.0.0.1:50051)
   --threads              client threads, one connection each (default 4)
   --duration             seconds per load phase (default 5)
+  --pipeline             master_load: calls in flight per connection, sent back to
+                         back and answered in order (default 1: one call at a time)
   --prefill              keys put before the load phases (default 1000)
   --object_size          bytes per object (master_load 1024, master_fill 64)
   --objects              master_fill: objects to put (default 1000000)
@@ -61,6 +63,7 @@ const FLAGS: &[(&str, bool)] = &[
     ("key_prefix", false),
     ("threads", false),
     ("duration", false),
+    ("pipeline", false),
     ("prefill", false),
     ("object_size", false),
     ("objects", false),
@@ -163,6 +166,8 @@ pub struct Settings {
     pub threads: usize,
     /// Seconds per load phase.
     pub duration: Duration,
+    /// Calls in flight per load connection.
+    pub pipeline: usize,
     /// Keys put before the load phases.
     pub prefill: usize,
     /// Object size of the load modes.
@@ -305,6 +310,7 @@ impl Settings {
             key_prefix,
             threads: num("threads", 4, 1, 1024)? as usize,
             duration: Duration::from_secs(num("duration", 5, 1, 86_400)?),
+            pipeline: num("pipeline", 1, 1, 1024)? as usize,
             prefill: num("prefill", 1000, 0, 100_000_000)? as usize,
             object_size: size("object_size", default_object)?,
             objects: num("objects", 1_000_000, 0, 1_000_000_000)?,
