@@ -129,25 +129,28 @@ impl Inner {
 }
 
 impl Client {
-    /// Stores a copy of `value` under `key` (staged through the local buffer).
-    /// -600 when `value` is empty or larger than the free local buffer; an existing
-    /// key is a success that keeps the old value.
+    /// Stores a copy of `value` under `key`. Like upstream, the value's size is
+    /// reserved in the local buffer for the duration of the put: -600 when `value` is
+    /// empty or larger than the free local buffer; an existing key is a success that
+    /// keeps the old value.
     pub fn put(&self, key: &str, value: &[u8], config: &ReplicateConfig) -> Result<(), ErrorCode> {
         let inner = self.inner()?;
-        let staged = inner
+        let reserved = inner
             .staging
             .as_ref()
             .and_then(|s| s.allocate(value.len() as u64));
-        let Some(mut staged) = staged else {
+        let Some(_reserved) = reserved else {
             log::error!(
                 "store: put('{key}'): {} bytes do not fit the free local buffer (or are empty)",
                 value.len()
             );
             return Err(ErrorCode::INVALID_PARAMS);
         };
-        staged.fill(value);
-        // SAFETY: the staging allocation stays alive until the put returns.
-        unsafe { inner.put_raw(key, staged.addr(), staged.len(), config) }
+        // The bytes go straight from `value`: upstream copies them into the local
+        // buffer first because RDMA can only send from registered memory, which TCP
+        // and the local copy do not need (an RDMA transport would stage here).
+        // SAFETY: `value` is readable until the put returns.
+        unsafe { inner.put_raw(key, value.as_ptr() as u64, value.len() as u64, config) }
     }
 
     /// Stores `buf` under `key` without copying it first (zero-copy). An empty `buf`
