@@ -454,6 +454,13 @@ impl Client {
         results
     }
 
+    /// Reads a whole object into a new vector, with one master call.
+    pub fn get(&self, key: &str) -> Result<Vec<u8>, ErrorCode> {
+        self.batch_get(&[key])
+            .pop()
+            .unwrap_or(Err(ErrorCode::INTERNAL_ERROR))
+    }
+
     /// Reads whole objects into new vectors; see [`Client::batch_get_alloc_raw`].
     pub fn batch_get(&self, keys: &[&str]) -> Vec<Result<Vec<u8>, ErrorCode>> {
         let alloc = |n: u64| usize::try_from(n).ok().map(|n| vec![0u8; n]);

@@ -58,14 +58,10 @@ fn payload(size: usize) -> Vec<u8> {
         .collect()
 }
 
-/// `get` as a user without a preallocated buffer does it: size, then a read into a
-/// fresh buffer of that size.
+/// `get` as a user without a preallocated buffer does it: one call that returns the
+/// object in a fresh buffer (like the Python `get`).
 fn get_owned(client: &Client, key: &str) -> Result<Vec<u8>, ErrorCode> {
-    let size = client.get_size(key)?;
-    let mut v = vec![0u8; size as usize];
-    let got = client.get_into(key, &mut v)?;
-    v.truncate(got as usize);
-    Ok(v)
+    client.get(key)
 }
 
 /// What one operation accumulated over its rounds.
