@@ -83,6 +83,12 @@ fn put_and_get_across_two_clients() {
     let mut out = vec![0u8; value.len()];
     assert_eq!(b.get_into("k1", &mut out).unwrap(), value.len() as u64);
     assert!(out == value, "own-segment read differs");
+    assert!(a.get("k1").unwrap() == value, "owned remote read differs");
+    assert!(
+        b.get("k1").unwrap() == value,
+        "owned own-segment read differs"
+    );
+    assert_eq!(a.get("missing"), Err(ErrorCode::OBJECT_NOT_FOUND));
 
     // Zero-copy put larger than one 16 MiB slice, written over TCP, both directions.
     let big = pattern((40 * MIB + 5) as usize, 9);
