@@ -21,9 +21,9 @@ use std::time::{Duration, Instant};
 /// Most bytes a submitting thread moves itself in one go (see [`Lane::try_inline`]).
 pub const INLINE_MAX_BYTES: u64 = 256 << 10;
 
-/// How long an inline exchange waits for its reply (after busy-polling) before the
-/// lane's receiver thread takes the slice over.
-const INLINE_WAIT: Duration = Duration::from_millis(2);
+/// How long an inline exchange waits for a reply (after busy-polling) before the
+/// lane's receiver thread takes the slice over, unless configured otherwise.
+pub const INLINE_WAIT: Duration = Duration::from_millis(2);
 
 /// One contiguous piece of a task, moved by one request on the wire.
 pub struct Slice {
@@ -54,6 +54,9 @@ pub struct LaneConfig {
     pub connect_timeout: Duration,
     /// Deadline for each reply read and each send.
     pub io_timeout: Duration,
+    /// How long an inline exchange waits for a reply before handing it over
+    /// ([`INLINE_WAIT`] in production).
+    pub inline_wait: Duration,
 }
 
 /// Requests sent on one connection whose replies are still to be read, in order.
@@ -138,6 +141,7 @@ pub struct Lane {
     stopping: Arc<AtomicBool>,
     current: Arc<Mutex<Option<Arc<Connection>>>>,
     v2: bool,
+    inline_wait: Duration,
     sender: Option<JoinHandle<()>>,
 }
 
@@ -148,7 +152,7 @@ impl Lane {
         let queued_bytes = Arc::new(AtomicU64::new(0));
         let stopping = Arc::new(AtomicBool::new(false));
         let current = Arc::new(Mutex::new(None));
-        let v2 = config.v2;
+        let (v2, inline_wait) = (config.v2, config.inline_wait);
         let ctx = SenderCtx {
             config,
             current: current.clone(),
@@ -166,6 +170,7 @@ impl Lane {
             stopping,
             current,
             v2,
+            inline_wait,
             sender: Some(sender),
         })
     }
@@ -192,7 +197,7 @@ impl Lane {
     /// other thread is woken on the way. Returns the slices untouched when the lane is
     /// busy, not yet connected, not v2, or they are too large (more than
     /// [`INLINE_MAX_BYTES`] in all); the caller then [`submit`](Lane::submit)s them.
-    /// Replies slower than [`INLINE_WAIT`] are left to the receiver thread (those
+    /// Replies slower than the lane's `inline_wait` are left to the receiver thread (those
     /// slices stay asynchronous), and failures are retried through the lane as usual.
     pub fn try_inline(&self, slices: Vec<Slice>) -> Vec<Slice> {
         let total: u64 = slices.iter().map(|s| s.len).sum();
@@ -241,7 +246,7 @@ impl Lane {
         let spin = busy_poll::budget();
         let mut left = slices.into_iter();
         while let Some(slice) = left.next() {
-            let deadline = Instant::now() + spin + INLINE_WAIT;
+            let deadline = Instant::now() + spin + self.inline_wait;
             if !matches!(busy_poll::wait_readable(fd, spin, Some(deadline)), Ok(true)) {
                 // Slow replies: the receiver thread reads them, in order, like any other.
                 for slice in std::iter::once(slice).chain(left) {
@@ -710,15 +715,36 @@ mod tests {
         (port, rx, release)
     }
 
-    fn lane_to(port: u16) -> Lane {
+    /// A lane whose inline exchanges wait `inline_wait` for a reply: long where a test
+    /// needs the reply read inline, short where it holds the reply back on purpose.
+    fn lane_to(port: u16, inline_wait: Duration) -> Lane {
         Lane::start(LaneConfig {
             host: "127.0.0.1".into(),
             port,
             v2: true,
             connect_timeout: Duration::from_secs(5),
-            io_timeout: Duration::from_secs(5),
+            io_timeout: Duration::from_secs(30),
+            inline_wait,
         })
         .unwrap()
+    }
+
+    /// Long enough that a reply the fake peer sends at once is always read inline.
+    const PATIENT: Duration = Duration::from_secs(30);
+
+    /// Moves `slices` inline, retrying while the lane declines them: right after the
+    /// lane's own threads finished a slice, the sender may still hold the connection
+    /// for a moment.
+    fn inline(lane: &Lane, mut slices: Vec<Slice>) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            slices = lane.try_inline(slices);
+            if slices.is_empty() {
+                return;
+            }
+            assert!(Instant::now() < deadline, "the lane kept declining");
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 
     fn slice(op: Op, buf: &mut [u8]) -> (Slice, Arc<Task>) {
@@ -760,7 +786,7 @@ mod tests {
     #[test]
     fn inline_write_and_read_complete_before_returning() {
         let (port, payloads, _) = fake_peer(vec![]);
-        let lane = lane_to(port);
+        let lane = lane_to(port, PATIENT);
         let mut buf = [1u8; 8];
         let (s, _) = slice(Op::Write, &mut buf);
         assert_eq!(
@@ -773,13 +799,13 @@ mod tests {
 
         let mut data: Vec<u8> = (0..4096u32).map(|i| (i * 7) as u8).collect();
         let (s, task) = slice(Op::Write, &mut data);
-        assert!(lane.try_inline(vec![s]).is_empty());
+        inline(&lane, vec![s]);
         assert_eq!(task.status().0, TaskStatus::Completed);
         assert_eq!(payloads.recv().unwrap(), data);
 
         let mut out = vec![0u8; 1000];
         let (s, task) = slice(Op::Read, &mut out);
-        assert!(lane.try_inline(vec![s]).is_empty());
+        inline(&lane, vec![s]);
         assert_eq!(task.status(), (TaskStatus::Completed, 1000));
         assert!(out.iter().enumerate().all(|(i, b)| *b == i as u8));
 
@@ -791,11 +817,11 @@ mod tests {
     #[test]
     fn slow_reply_is_handed_to_the_receiver_thread() {
         let (port, _payloads, release) = fake_peer(vec![Answer::Ok, Answer::OkWhenReleased]);
-        let lane = lane_to(port);
+        let lane = lane_to(port, Duration::from_millis(20));
         warm_up(&lane);
         let mut out = vec![0u8; 512];
         let (s, task) = slice(Op::Read, &mut out);
-        assert!(lane.try_inline(vec![s]).is_empty());
+        inline(&lane, vec![s]);
         assert_eq!(task.status().0, TaskStatus::Waiting, "left in flight");
         release.send(()).unwrap();
         assert_eq!(wait_terminal(&task), TaskStatus::Completed);
@@ -803,11 +829,7 @@ mod tests {
         // The lane is usable inline again afterwards.
         let mut buf = [3u8; 64];
         let (s, task) = slice(Op::Write, &mut buf);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while lane.load() != 0 && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        assert!(lane.try_inline(vec![s]).is_empty());
+        inline(&lane, vec![s]);
         assert_eq!(wait_terminal(&task), TaskStatus::Completed);
     }
 
@@ -819,7 +841,9 @@ mod tests {
             Answer::OkWhenReleased,
             Answer::Ok,
         ]);
-        let lane = lane_to(port);
+        // Patient enough for the first reply, which the peer sends at once; the second
+        // is held back until after the call, so it is always handed over.
+        let lane = lane_to(port, Duration::from_secs(3));
         warm_up(&lane);
         payloads.recv().unwrap();
         let mut a = vec![1u8; 300];
@@ -828,7 +852,7 @@ mod tests {
         let (sa, ta) = slice(Op::Write, &mut a);
         let (sb, tb) = slice(Op::Read, &mut b);
         let (sc, tc) = slice(Op::Read, &mut c);
-        assert!(lane.try_inline(vec![sa, sb, sc]).is_empty());
+        inline(&lane, vec![sa, sb, sc]);
         assert_eq!(
             ta.status().0,
             TaskStatus::Completed,
@@ -847,18 +871,18 @@ mod tests {
     fn rejection_fails_only_that_slice_and_a_hangup_is_retried() {
         let (port, _payloads, _) =
             fake_peer(vec![Answer::Ok, Answer::Reject, Answer::Ok, Answer::Hangup]);
-        let lane = lane_to(port);
+        let lane = lane_to(port, PATIENT);
         warm_up(&lane);
         let mut buf = [5u8; 100];
         let (s, task) = slice(Op::Write, &mut buf);
-        assert!(lane.try_inline(vec![s]).is_empty());
+        inline(&lane, vec![s]);
         assert_eq!(wait_terminal(&task), TaskStatus::Failed);
 
         // The next slice goes through the lane (reconnect), then inline; the peer
         // hangs up on it and the retry on a fresh connection succeeds.
         warm_up(&lane);
         let (s, task) = slice(Op::Write, &mut buf);
-        assert!(lane.try_inline(vec![s]).is_empty());
+        inline(&lane, vec![s]);
         assert_eq!(wait_terminal(&task), TaskStatus::Completed);
         assert_eq!(lane.load(), 0);
     }

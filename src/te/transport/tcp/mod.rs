@@ -130,6 +130,7 @@ impl TcpTransport {
             v2: endpoint.v2,
             connect_timeout: self.connect_timeout,
             io_timeout: self.io_timeout,
+            inline_wait: lane::INLINE_WAIT,
         };
         let lanes = (0..self.lanes_per_peer.max(1))
             .map(|_| Lane::start(config.clone()))
