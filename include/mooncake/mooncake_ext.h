@@ -265,7 +265,9 @@ int mooncake_store_batch_get_buffers(mooncake_store_t store,
                                      int64_t *results_out);
 
 /**
- * Frees a buffer from `mooncake_store_batch_get_buffers`; NULL is ignored.
+ * Frees a buffer from `mooncake_store_batch_get_buffers`; NULL is ignored. A buffer
+ * freed a second time is detected (while its memory is still ours) and ignored, with
+ * the thread's last error set.
  *
  * # Safety
  * `buffer` must be NULL or a buffer from `mooncake_store_batch_get_buffers` not yet

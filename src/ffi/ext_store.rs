@@ -18,6 +18,7 @@
 //! `with_soft_pin` (true means ENABLE) is accepted too. Unknown fields are ignored.
 //! NULL means upstream's defaults.
 
+mod buffers;
 mod support;
 
 use super::boundary::{c_slice, ffi_boundary, invalid, FfiError};
@@ -420,19 +421,9 @@ pub unsafe extern "C" fn mooncake_store_batch_get_into_multi_buffers(
     })
 }
 
-/// Memory from `malloc`, freed on drop unless handed out.
-struct Malloced(*mut c_void);
-
-impl ReadTarget for Malloced {
+impl ReadTarget for buffers::Buffer {
     fn addr(&mut self) -> u64 {
-        self.0 as u64
-    }
-}
-
-impl Drop for Malloced {
-    fn drop(&mut self) {
-        // SAFETY: a pointer from malloc, not yet freed nor handed out.
-        unsafe { libc::free(self.0) };
+        buffers::Buffer::addr(self)
     }
 }
 
@@ -462,14 +453,9 @@ pub unsafe extern "C" fn mooncake_store_batch_get_buffers(
         // SAFETY: per the contract.
         let keys = unsafe { keys_arg(keys, count) }?;
         let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-        let alloc = |n: u64| {
-            let n = usize::try_from(n).ok()?;
-            // SAFETY: plain allocation (at least one byte, so never NULL for 0).
-            let p = unsafe { libc::malloc(n.max(1)) };
-            (!p.is_null()).then_some(Malloced(p))
-        };
+        let alloc = |n: u64| buffers::Buffer::new(usize::try_from(n).ok()?);
         let results = match h {
-            // SAFETY: a Malloced target is writable for the size it was allocated with.
+            // SAFETY: a Buffer is writable for the size it was allocated with.
             Some(c) => unsafe { c.batch_get_alloc_raw(&refs, alloc) },
             None => {
                 code(
@@ -481,11 +467,7 @@ pub unsafe extern "C" fn mooncake_store_batch_get_buffers(
         };
         for (i, r) in results.into_iter().enumerate().take(count) {
             let (ptr, res) = match r {
-                Ok((target, n)) => {
-                    let p = target.0;
-                    std::mem::forget(target);
-                    (p, n as i64)
-                }
+                Ok((target, n)) => (target.into_raw(), n as i64),
                 Err(e) => (std::ptr::null_mut(), i64::from(e.0)),
             };
             // SAFETY: both arrays hold `count` entries.
@@ -498,7 +480,9 @@ pub unsafe extern "C" fn mooncake_store_batch_get_buffers(
     })
 }
 
-/// Frees a buffer from `mooncake_store_batch_get_buffers`; NULL is ignored.
+/// Frees a buffer from `mooncake_store_batch_get_buffers`; NULL is ignored. A buffer
+/// freed a second time is detected (while its memory is still ours) and ignored, with
+/// the thread's last error set.
 ///
 /// # Safety
 /// `buffer` must be NULL or a buffer from `mooncake_store_batch_get_buffers` not yet
@@ -506,9 +490,12 @@ pub unsafe extern "C" fn mooncake_store_batch_get_buffers(
 #[no_mangle]
 pub unsafe extern "C" fn mooncake_store_free_buffer(buffer: *mut c_void) {
     ffi_boundary!("mooncake_store_free_buffer", fail = (), {
-        // SAFETY: per the contract, NULL or a live malloc'd buffer.
-        unsafe { libc::free(buffer) };
-        Ok(())
+        // SAFETY: per the contract, NULL or a buffer from batch_get_buffers.
+        if unsafe { buffers::release(buffer) } {
+            Ok(())
+        } else {
+            Err(invalid("buffer was already freed"))
+        }
     })
 }
 
