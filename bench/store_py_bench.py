@@ -129,8 +129,25 @@ class OursStore:
             f = getattr(lib, fn)
             f.argtypes = args
             f.restype = ret
-        # Extension (mooncake_ext.h): whole objects into library-allocated memory in one
-        # master call. Without it, get falls back to get_size + get_into (two calls).
+        # Extensions (mooncake_ext.h), as the mooncake package uses them: a whole object
+        # read straight into a new bytes object (one master call, no copy), else into
+        # library-allocated memory (one call, one copy). Without either, get falls back
+        # to get_size + get_into (two calls).
+        self.get_with = getattr(lib, "mooncake_store_get_with_allocator", None)
+        if self.get_with is not None:
+            self.alloc_fn = ctypes.CFUNCTYPE(vp, vp, ctypes.c_uint64)
+            self.get_with.argtypes = [vp, cp, self.alloc_fn, vp]
+            self.get_with.restype = ctypes.c_int64
+            new_bytes = ctypes.pythonapi.PyBytes_FromStringAndSize
+            new_bytes.restype = ctypes.py_object
+            new_bytes.argtypes = [vp, ctypes.c_ssize_t]
+            self.read_into = None
+
+            def allocate(_ctx, size):
+                self.read_into = new_bytes(None, size)
+                return ctypes.cast(ctypes.c_char_p(self.read_into), vp).value
+
+            self.allocate = self.alloc_fn(allocate)
         self.get_buffers = getattr(lib, "mooncake_store_batch_get_buffers", None)
         if self.get_buffers is not None:
             self.get_buffers.argtypes = [vp, vp, sz, vp, vp]
@@ -157,6 +174,11 @@ class OursStore:
 
     def get(self, key):
         k = key.encode()
+        if self.get_with is not None:
+            self.read_into = None
+            n = self.get_with(self.h, k, self.allocate, None)
+            value, self.read_into = self.read_into, None
+            return value if n >= 0 and value is not None else b""
         if self.get_buffers is not None:
             keys = (ctypes.c_char_p * 1)(k)
             ptr = (ctypes.c_void_p * 1)()

@@ -11,6 +11,13 @@
 #include "transfer_engine_c.h"
 #include "store_c.h"
 
+/**
+ * The allocator of [`mooncake_store_get_with_allocator`]: given its `ctx` and the
+ * object's size, returns that many writable bytes (valid until the call returns), or
+ * NULL to skip the read.
+ */
+typedef void *(*mooncake_store_alloc_fn)(void *ctx, uint64_t size);
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -263,6 +270,23 @@ int mooncake_store_batch_get_buffers(mooncake_store_t store,
                                      size_t count,
                                      void **buffers_out,
                                      int64_t *results_out);
+
+/**
+ * Reads the whole object `key` into memory from the caller's allocator, with one
+ * master call and no copy: `alloc(ctx, size)` is called once, on the calling thread,
+ * when the object's size is known and before any byte moves. Returns the object's
+ * size, or an error code: -704 missing, -703 not complete, -707 lease expired during
+ * the read, -800 transfer failure, -600 before setup or when `alloc` returned NULL;
+ * -1 for a bad handle, a NULL key or a NULL allocator.
+ *
+ * # Safety
+ * `key` is NUL-terminated; `alloc` returns NULL or `size` bytes writable until this
+ * call returns, and does not unwind.
+ */
+int64_t mooncake_store_get_with_allocator(mooncake_store_t store,
+                                          const char *key,
+                                          mooncake_store_alloc_fn alloc,
+                                          void *ctx);
 
 /**
  * Frees a buffer from `mooncake_store_batch_get_buffers`; NULL is ignored. A buffer

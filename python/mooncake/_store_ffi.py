@@ -8,6 +8,7 @@ Everything here is private; the public API is :mod:`mooncake.store`.
 from __future__ import annotations
 
 import ctypes
+import threading
 from ctypes import POINTER, c_char, c_char_p, c_int, c_int64, c_size_t, c_uint64, c_void_p
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -22,6 +23,9 @@ _h = c_void_p
 _keys = POINTER(c_char_p)
 _ptrs = POINTER(c_void_p)
 _sizes = POINTER(c_size_t)
+
+#: ``mooncake_store_alloc_fn``: (ctx, size) -> writable memory or NULL.
+ALLOC_FN = ctypes.CFUNCTYPE(c_void_p, c_void_p, c_uint64)
 
 #: name -> (restype, argtypes) of every Store function this package calls.
 STORE_PROTOTYPES: Dict[str, Tuple[Any, Sequence[Any]]] = {
@@ -83,6 +87,7 @@ STORE_PROTOTYPES: Dict[str, Tuple[Any, Sequence[Any]]] = {
         [_h, _keys, c_size_t, _ptrs, POINTER(c_int64)],
     ),
     "mooncake_store_free_buffer": (None, [c_void_p]),
+    "mooncake_store_get_with_allocator": (c_int64, [_h, c_char_p, ALLOC_FN, c_void_p]),
     "mooncake_store_batch_remove": (c_int, [_h, _keys, c_size_t, c_int, POINTER(c_int)]),
     "mooncake_store_batch_get_size": (c_int, [_h, _keys, c_size_t, POINTER(c_int64)]),
     "mooncake_store_get_replica_desc": (c_int64, [_h, c_char_p, c_void_p, c_size_t]),
@@ -241,6 +246,47 @@ def read_json(call, initial: int = 4096) -> Tuple[int, Optional[str]]:
             return n, buf.raw[:n].decode("utf-8", "replace")
         size_hint = n + 1
     return INTERNAL_ERROR, None
+
+
+def _bytes_constructor() -> Any:
+    """CPython's ``PyBytes_FromStringAndSize``, or None on another interpreter."""
+    try:
+        new = ctypes.pythonapi.PyBytes_FromStringAndSize
+    except AttributeError:
+        return None
+    new.restype = ctypes.py_object
+    new.argtypes = [c_void_p, ctypes.c_ssize_t]
+    return new
+
+
+_new_bytes = _bytes_constructor()
+_read_into = threading.local()
+
+
+@ALLOC_FN
+def _allocate_bytes(_ctx: Any, size: int) -> Optional[int]:
+    # A fresh bytes object, referenced only here until the read has filled it, so
+    # writing its storage is what C code building a bytes object does.
+    value = _new_bytes(None, size)
+    _read_into.value = value
+    return ctypes.cast(c_char_p(value), c_void_p).value
+
+
+def get_bytes(h: Any, key: Any) -> Optional[bytes]:
+    """The whole object as bytes, read straight into the bytes object (one master
+    call, no copy); ``b""`` on any error; None where the interpreter offers no way to
+    build bytes in place (the caller then reads into a library buffer)."""
+    if _new_bytes is None:
+        return None
+    _read_into.value = None
+    try:
+        n = L().mooncake_store_get_with_allocator(h, key_bytes(key), _allocate_bytes, None)
+        value = _read_into.value
+    finally:
+        _read_into.value = None
+    if n < 0 or value is None or n != len(value):
+        return b""
+    return value
 
 
 def take_buffers(ptrs: "ctypes.Array[c_void_p]", results: "ctypes.Array[c_int64]", convert) -> List[Any]:

@@ -235,6 +235,9 @@ class MooncakeDistributedStore:
 
     def get(self, key: str) -> bytes:
         """The object's bytes, ``b""`` when missing or on any error."""
+        value = ffi.get_bytes(self._h, key)
+        if value is not None:
+            return value
         return self._get_buffers([key], ctypes.string_at)[0] or b""
 
     def get_batch(self, keys: Sequence[str]) -> List[bytes]:

@@ -480,6 +480,68 @@ pub unsafe extern "C" fn mooncake_store_batch_get_buffers(
     })
 }
 
+/// The allocator of [`mooncake_store_get_with_allocator`]: given its `ctx` and the
+/// object's size, returns that many writable bytes (valid until the call returns), or
+/// NULL to skip the read.
+#[allow(non_camel_case_types)]
+pub type mooncake_store_alloc_fn =
+    Option<unsafe extern "C" fn(ctx: *mut c_void, size: u64) -> *mut c_void>;
+
+/// Memory the caller's allocator provided.
+struct CallerMemory(*mut c_void);
+
+impl ReadTarget for CallerMemory {
+    fn addr(&mut self) -> u64 {
+        self.0 as u64
+    }
+}
+
+/// Reads the whole object `key` into memory from the caller's allocator, with one
+/// master call and no copy: `alloc(ctx, size)` is called once, on the calling thread,
+/// when the object's size is known and before any byte moves. Returns the object's
+/// size, or an error code: -704 missing, -703 not complete, -707 lease expired during
+/// the read, -800 transfer failure, -600 before setup or when `alloc` returned NULL;
+/// -1 for a bad handle, a NULL key or a NULL allocator.
+///
+/// # Safety
+/// `key` is NUL-terminated; `alloc` returns NULL or `size` bytes writable until this
+/// call returns, and does not unwind.
+#[no_mangle]
+pub unsafe extern "C" fn mooncake_store_get_with_allocator(
+    store: mooncake_store_t,
+    key: *const c_char,
+    alloc: mooncake_store_alloc_fn,
+    ctx: *mut c_void,
+) -> i64 {
+    ffi_boundary!("mooncake_store_get_with_allocator", fail = -1, {
+        let h = client(store)?;
+        // SAFETY: per the contract.
+        let key = unsafe { key_arg(key) }?;
+        let Some(alloc) = alloc else {
+            return Err(invalid("alloc is NULL"));
+        };
+        let Some(c) = h else {
+            return Ok(i64::from(code(
+                "mooncake_store_get_with_allocator",
+                ErrorCode::INVALID_PARAMS,
+            )));
+        };
+        let provide = |n: u64| {
+            // SAFETY: the caller's allocator, per the contract.
+            let p = unsafe { alloc(ctx, n) };
+            (!p.is_null()).then_some(CallerMemory(p))
+        };
+        // SAFETY: the allocator's memory is writable for the size it was asked for.
+        let result = unsafe { c.batch_get_alloc_raw(&[key.as_str()], provide) }
+            .pop()
+            .unwrap_or(Err(ErrorCode::INTERNAL_ERROR));
+        Ok(rc64(
+            "mooncake_store_get_with_allocator",
+            result.map(|(_, n)| n),
+        ))
+    })
+}
+
 /// Frees a buffer from `mooncake_store_batch_get_buffers`; NULL is ignored. A buffer
 /// freed a second time is detected (while its memory is still ours) and ignored, with
 /// the thread's last error set.

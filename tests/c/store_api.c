@@ -145,6 +145,62 @@ static void test_setup_failures(mooncake_store_t s) {
     test_not_set_up(s);
 }
 
+/* Allocator for mooncake_store_get_with_allocator: malloc, remembering the request. */
+struct alloc_log {
+    uint64_t asked;
+    void *given;
+    int calls;
+};
+
+static void *log_malloc(void *ctx, uint64_t size) {
+    struct alloc_log *log = ctx;
+    log->calls++;
+    log->asked = size;
+    log->given = malloc(size ? size : 1);
+    return log->given;
+}
+
+static void *refuse(void *ctx, uint64_t size) {
+    (void)size;
+    ((struct alloc_log *)ctx)->calls++;
+    return NULL;
+}
+
+/* mooncake_ext.h whole-object reads: into the caller's memory and into library
+ * buffers (reused across calls, double free refused). `obj` holds `n` bytes of `src`. */
+static void test_whole_object_reads(mooncake_store_t s, const unsigned char *src, size_t n) {
+    struct alloc_log log = {0, NULL, 0};
+    CHECK_EQ(mooncake_store_get_with_allocator(s, "obj", log_malloc, &log), (int64_t)n);
+    CHECK_EQ(log.calls, 1);
+    CHECK_EQ(log.asked, (uint64_t)n);
+    CHECK(log.given && memcmp(log.given, src, n) == 0);
+    free(log.given);
+    log.calls = 0;
+    CHECK_EQ(mooncake_store_get_with_allocator(s, "missing", log_malloc, &log), -704);
+    CHECK_EQ(log.calls, 0);
+    CHECK_EQ(mooncake_store_get_with_allocator(s, "obj", refuse, &log), -600);
+    CHECK_EQ(log.calls, 1);
+    CHECK_EQ(mooncake_store_get_with_allocator(s, "obj", NULL, NULL), -1);
+    CHECK_EQ(mooncake_store_get_with_allocator(s, NULL, log_malloc, &log), -1);
+    CHECK_EQ(mooncake_store_get_with_allocator(NULL, "obj", log_malloc, &log), -1);
+
+    const char *keys[2] = {"obj", "missing"};
+    void *bufs[2] = {(void *)1, (void *)1};
+    int64_t res[2] = {7, 7};
+    CHECK_EQ(mooncake_store_batch_get_buffers(s, keys, 2, bufs, res), 0);
+    CHECK_EQ(res[0], (int64_t)n);
+    CHECK(bufs[0] && memcmp(bufs[0], src, n) == 0);
+    CHECK_EQ(res[1], -704);
+    CHECK(bufs[1] == NULL);
+    void *first = bufs[0];
+    mooncake_store_free_buffer(first);
+    mooncake_store_free_buffer(NULL);
+    CHECK_EQ(mooncake_store_batch_get_buffers(s, keys, 1, bufs, res), 0);
+    CHECK_EQ(res[0], (int64_t)n);
+    CHECK(bufs[0] && memcmp(bufs[0], src, n) == 0);
+    mooncake_store_free_buffer(bufs[0]);
+}
+
 static mooncake_store_t setup_store(const char *master, uint64_t segment) {
     mooncake_store_t s = mooncake_store_create();
     REQUIRE(s != NULL);
@@ -188,6 +244,8 @@ static void test_with_master(const char *master) {
     CHECK_EQ(mooncake_store_is_exist(b, "missing"), 0);
     CHECK_EQ(mooncake_store_get_into(b, "missing", dst, n), -704);
     CHECK_EQ(mooncake_store_get_size(b, "missing"), -704);
+    test_whole_object_reads(a, src, n);
+    test_whole_object_reads(b, src, n);
     /* Existing key: success, old value kept. */
     fill_pattern(dst, n, 9);
     CHECK_EQ(mooncake_store_put_from(b, "obj", dst, n, NULL), 0);
