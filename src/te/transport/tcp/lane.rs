@@ -134,11 +134,60 @@ impl Connection {
     }
 }
 
-/// One pipelined connection slot to a peer.
-pub struct Lane {
-    queue: Option<Sender<Slice>>,
+/// The accounting every side of a lane shares: its load, whether it is stopping, and
+/// the way back into the sender thread's queue.
+#[derive(Clone)]
+struct Ledger {
     queued_bytes: Arc<AtomicU64>,
     stopping: Arc<AtomicBool>,
+    queue: Sender<Slice>,
+}
+
+impl Ledger {
+    /// Records a slice's outcome: it leaves the lane's load and counts for its task.
+    fn settle(&self, slice: Slice, ok: bool) {
+        self.queued_bytes.fetch_sub(slice.len, Ordering::Relaxed);
+        slice.task.finish_slice(ok);
+    }
+
+    /// Queues a slice on the sender thread again, spending one of its retries when
+    /// `charge`; fails it when none is left or the lane is stopping.
+    fn send_again(&self, mut slice: Slice, charge: bool) {
+        if (charge && slice.retries_left == 0) || self.stopping.load(Ordering::SeqCst) {
+            self.settle(slice, false);
+            return;
+        }
+        if charge {
+            slice.retries_left -= 1;
+        }
+        if let Err(e) = self.queue.send(slice) {
+            self.settle(e.0, false);
+        }
+    }
+}
+
+/// Logs a request the peer refused.
+fn log_rejected(slice: &Slice) {
+    log::warn!(
+        "peer rejected {:?} of {} bytes at {:#x}",
+        slice.op,
+        slice.len,
+        slice.remote
+    );
+}
+
+/// What a v2 status frame means for its slice: `None` when accepted.
+fn status_outcome(status: &[u8; STATUS_LEN]) -> Option<Outcome> {
+    match decode_status(status) {
+        Some(STATUS_OK) => None,
+        Some(_) => Some(Outcome::Rejected),
+        None => Some(Outcome::Broken(std::io::Error::other("bad status magic"))),
+    }
+}
+
+/// One pipelined connection slot to a peer.
+pub struct Lane {
+    ledger: Ledger,
     current: Arc<Mutex<Option<Arc<Connection>>>>,
     v2: bool,
     inline_wait: Duration,
@@ -149,25 +198,24 @@ impl Lane {
     /// Starts a lane; it connects on first use and reconnects after failures.
     pub fn start(config: LaneConfig) -> std::io::Result<Lane> {
         let (tx, rx) = crossbeam_channel::unbounded();
-        let queued_bytes = Arc::new(AtomicU64::new(0));
-        let stopping = Arc::new(AtomicBool::new(false));
+        let ledger = Ledger {
+            queued_bytes: Arc::new(AtomicU64::new(0)),
+            stopping: Arc::new(AtomicBool::new(false)),
+            queue: tx,
+        };
         let current = Arc::new(Mutex::new(None));
         let (v2, inline_wait) = (config.v2, config.inline_wait);
         let ctx = SenderCtx {
             config,
             current: current.clone(),
             queue: rx,
-            requeue: tx.clone(),
-            queued_bytes: queued_bytes.clone(),
-            stopping: stopping.clone(),
+            ledger: ledger.clone(),
         };
         let sender = std::thread::Builder::new()
             .name("mc-tcp-lane".into())
             .spawn(move || ctx.run())?;
         Ok(Lane {
-            queue: Some(tx),
-            queued_bytes,
-            stopping,
+            ledger,
             current,
             v2,
             inline_wait,
@@ -177,18 +225,16 @@ impl Lane {
 
     /// Bytes queued or in flight on this lane (for load balancing).
     pub fn load(&self) -> u64 {
-        self.queued_bytes.load(Ordering::Relaxed)
+        self.ledger.queued_bytes.load(Ordering::Relaxed)
     }
 
-    /// Queues a slice; it fails at once if the lane is shutting down.
+    /// Queues a slice for the lane's sender thread.
     pub fn submit(&self, slice: Slice) {
-        self.queued_bytes.fetch_add(slice.len, Ordering::Relaxed);
-        let Some(queue) = &self.queue else {
-            slice.task.finish_slice(false);
-            return;
-        };
-        if let Err(e) = queue.send(slice) {
-            e.0.task.finish_slice(false);
+        self.ledger
+            .queued_bytes
+            .fetch_add(slice.len, Ordering::Relaxed);
+        if let Err(e) = self.ledger.queue.send(slice) {
+            self.ledger.settle(e.0, false);
         }
     }
 
@@ -213,7 +259,7 @@ impl Lane {
         if conn.broken.load(Ordering::SeqCst) || conn.outstanding.load(Ordering::SeqCst) != 0 {
             return slices;
         }
-        self.queued_bytes.fetch_add(total, Ordering::Relaxed);
+        self.ledger.queued_bytes.fetch_add(total, Ordering::Relaxed);
         let fd = conn.stream.as_raw_fd();
         let headers: Vec<[u8; HEADER_LEN]> = slices
             .iter()
@@ -240,7 +286,9 @@ impl Lane {
             log::debug!("tcp inline send failed: {e}");
             conn.break_now();
             drop(exclusive);
-            slices.into_iter().for_each(|s| self.requeue(s));
+            slices
+                .into_iter()
+                .for_each(|s| self.ledger.send_again(s, true));
             return Vec::new();
         }
         let spin = busy_poll::budget();
@@ -253,60 +301,34 @@ impl Lane {
                     conn.outstanding.fetch_add(1, Ordering::SeqCst);
                     if let Err(slice) = conn.in_flight.push(slice) {
                         conn.outstanding.fetch_sub(1, Ordering::SeqCst);
-                        self.requeue(slice);
+                        self.ledger.send_again(slice, true);
                     }
                 }
                 return Vec::new();
             }
             match receive_inline(fd, &slice) {
-                Outcome::Done => self.finish(slice, true),
+                Outcome::Done => self.ledger.settle(slice, true),
                 Outcome::Rejected => {
-                    log::warn!(
-                        "peer rejected {:?} of {} bytes at {:#x}",
-                        slice.op,
-                        slice.len,
-                        slice.remote
-                    );
+                    log_rejected(&slice);
                     conn.break_now();
                     drop(exclusive);
-                    self.finish(slice, false);
+                    self.ledger.settle(slice, false);
                     // The peer closes after a rejection: the rest go again, uncharged.
-                    left.for_each(|s| self.resend(s));
+                    left.for_each(|s| self.ledger.send_again(s, false));
                     return Vec::new();
                 }
                 Outcome::Broken(e) => {
                     log::debug!("tcp data connection broke: {e}");
                     conn.break_now();
                     drop(exclusive);
-                    self.requeue(slice);
-                    left.for_each(|s| self.requeue(s));
+                    std::iter::once(slice)
+                        .chain(left)
+                        .for_each(|s| self.ledger.send_again(s, true));
                     return Vec::new();
                 }
             }
         }
         Vec::new()
-    }
-
-    fn finish(&self, slice: Slice, ok: bool) {
-        self.queued_bytes.fetch_sub(slice.len, Ordering::Relaxed);
-        slice.task.finish_slice(ok);
-    }
-
-    /// Sends a slice whose inline exchange broke through the lane's thread, spending
-    /// one of its retries.
-    fn requeue(&self, mut slice: Slice) {
-        if slice.retries_left == 0 || self.stopping.load(Ordering::SeqCst) {
-            self.finish(slice, false);
-            return;
-        }
-        slice.retries_left -= 1;
-        self.resend(slice);
-    }
-
-    /// Sends an inline slice through the lane's thread instead.
-    fn resend(&self, slice: Slice) {
-        self.queued_bytes.fetch_sub(slice.len, Ordering::Relaxed);
-        self.submit(slice);
     }
 }
 
@@ -317,10 +339,8 @@ fn receive_inline(fd: std::os::fd::RawFd, slice: &Slice) -> Outcome {
     if let Err(e) = unsafe { recv_exact(fd, status.as_mut_ptr(), STATUS_LEN) } {
         return Outcome::Broken(e);
     }
-    match decode_status(&status) {
-        Some(STATUS_OK) => {}
-        Some(_) => return Outcome::Rejected,
-        None => return Outcome::Broken(std::io::Error::other("bad status magic")),
+    if let Some(refused) = status_outcome(&status) {
+        return refused;
     }
     if slice.op == Op::Read {
         // SAFETY: the destination is the caller's buffer, valid until the task
@@ -336,8 +356,7 @@ fn receive_inline(fd: std::os::fd::RawFd, slice: &Slice) -> Outcome {
 
 impl Drop for Lane {
     fn drop(&mut self) {
-        self.stopping.store(true, Ordering::SeqCst);
-        self.queue = None;
+        self.ledger.stopping.store(true, Ordering::SeqCst);
         if let Some(sender) = self.sender.take() {
             let _ = sender.join();
         }
@@ -348,9 +367,7 @@ struct SenderCtx {
     config: LaneConfig,
     current: Arc<Mutex<Option<Arc<Connection>>>>,
     queue: Receiver<Slice>,
-    requeue: Sender<Slice>,
-    queued_bytes: Arc<AtomicU64>,
-    stopping: Arc<AtomicBool>,
+    ledger: Ledger,
 }
 
 const MAX_PIPELINED_PER_SEND: usize = 32;
@@ -362,14 +379,14 @@ impl SenderCtx {
             let first = match self.queue.recv_timeout(Duration::from_millis(200)) {
                 Ok(s) => s,
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
-                    if self.stopping.load(Ordering::SeqCst) {
+                    if self.ledger.stopping.load(Ordering::SeqCst) {
                         break;
                     }
                     continue;
                 }
                 Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
             };
-            if self.stopping.load(Ordering::SeqCst) {
+            if self.ledger.stopping.load(Ordering::SeqCst) {
                 self.fail(first);
                 continue;
             }
@@ -419,8 +436,7 @@ impl SenderCtx {
     }
 
     fn fail(&self, slice: Slice) {
-        self.queued_bytes.fetch_sub(slice.len, Ordering::Relaxed);
-        slice.task.finish_slice(false);
+        self.ledger.settle(slice, false);
     }
 
     /// Stops offering `conn` to inline callers, waits out any exchange in progress,
@@ -458,9 +474,7 @@ impl SenderCtx {
             in_flight: in_flight.clone(),
             broken: broken.clone(),
             outstanding: outstanding.clone(),
-            requeue: self.requeue.clone(),
-            queued_bytes: self.queued_bytes.clone(),
-            stopping: self.stopping.clone(),
+            ledger: self.ledger.clone(),
             v2: self.config.v2,
         };
         let receiver = std::thread::Builder::new()
@@ -510,7 +524,7 @@ impl SenderCtx {
             conn.outstanding.fetch_add(1, Ordering::SeqCst);
             if let Err(slice) = conn.in_flight.push(slice) {
                 conn.outstanding.fetch_sub(1, Ordering::SeqCst);
-                let _ = self.requeue.send(slice);
+                self.ledger.send_again(slice, false);
                 plan.pop();
                 headers.truncate(headers.len() - if op == Op::Write && !v2 { 2 } else { 1 });
             }
@@ -549,9 +563,7 @@ struct ReceiverCtx {
     in_flight: Arc<InFlight>,
     broken: Arc<AtomicBool>,
     outstanding: Arc<AtomicUsize>,
-    requeue: Sender<Slice>,
-    queued_bytes: Arc<AtomicU64>,
-    stopping: Arc<AtomicBool>,
+    ledger: Ledger,
     v2: bool,
 }
 
@@ -568,15 +580,10 @@ impl ReceiverCtx {
             let outcome = self.receive(&mut reader, &slice);
             self.outstanding.fetch_sub(1, Ordering::SeqCst);
             match outcome {
-                Outcome::Done => self.finish(slice, true),
+                Outcome::Done => self.ledger.settle(slice, true),
                 Outcome::Rejected => {
-                    log::warn!(
-                        "peer rejected {:?} of {} bytes at {:#x}",
-                        slice.op,
-                        slice.len,
-                        slice.remote
-                    );
-                    self.finish(slice, false);
+                    log_rejected(&slice);
+                    self.ledger.settle(slice, false);
                     // The slices behind it are not at fault: the peer closes after a
                     // rejection, so they go again without spending a retry (each
                     // rejection fails its own slice, so this always makes progress).
@@ -584,29 +591,10 @@ impl ReceiverCtx {
                 }
                 Outcome::Broken(e) => {
                     log::debug!("tcp data connection broke: {e}");
-                    self.retry_or_fail(slice, true);
+                    self.ledger.send_again(slice, true);
                     self.break_connection(true);
                 }
             }
-        }
-    }
-
-    fn finish(&self, slice: Slice, ok: bool) {
-        self.queued_bytes.fetch_sub(slice.len, Ordering::Relaxed);
-        slice.task.finish_slice(ok);
-    }
-
-    /// Queues the slice again on this lane, spending one of its retries when `charge`.
-    fn retry_or_fail(&self, mut slice: Slice, charge: bool) {
-        if (charge && slice.retries_left == 0) || self.stopping.load(Ordering::SeqCst) {
-            self.finish(slice, false);
-            return;
-        }
-        if charge {
-            slice.retries_left -= 1;
-        }
-        if let Err(e) = self.requeue.send(slice) {
-            self.finish(e.0, false);
         }
     }
 
@@ -615,7 +603,7 @@ impl ReceiverCtx {
         self.broken.store(true, Ordering::SeqCst);
         let _ = self.stream.shutdown(Shutdown::Both);
         for slice in self.in_flight.close() {
-            self.retry_or_fail(slice, charge_retries);
+            self.ledger.send_again(slice, charge_retries);
         }
     }
 
@@ -625,10 +613,8 @@ impl ReceiverCtx {
                 Ok(status) => status,
                 Err(e) => return Outcome::Broken(e),
             };
-            match decode_status(&status) {
-                Some(STATUS_OK) => {}
-                Some(_) => return Outcome::Rejected,
-                None => return Outcome::Broken(std::io::Error::other("bad status magic")),
+            if let Some(refused) = status_outcome(&status) {
+                return refused;
             }
         }
         let received = match (slice.op, self.v2) {
