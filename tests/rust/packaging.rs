@@ -286,3 +286,67 @@ fn install_layouts_match_and_examples_run() {
     }
     let _ = std::fs::remove_dir_all(script_prefix.parent().unwrap());
 }
+
+/// A program linked against the build tree, as upstream's Rust crate and Go bindings
+/// link (`-L target/<profile> -ltransfer_engine`, or `-lmooncake`), runs with only
+/// `LD_LIBRARY_PATH=target/<profile>`: the SONAME link `libmooncake.so.0` and
+/// upstream's names sit beside `libmooncake.so` after a plain `cargo build` (build.rs).
+#[test]
+fn build_tree_is_linkable() {
+    if skip() {
+        return;
+    }
+    let dir = profile_dir();
+    let mut build = Command::new(cargo());
+    build.current_dir(root()).args(["build", "--lib"]);
+    if profile() == "release" {
+        build.arg("--release");
+    }
+    run("cargo build --lib", &mut build);
+    for name in [
+        "libmooncake.so.0",
+        "libtransfer_engine.so",
+        "libmooncake_store.so",
+    ] {
+        let link = dir.join(name);
+        assert_eq!(
+            std::fs::read_link(&link).ok(),
+            Some(PathBuf::from("libmooncake.so")),
+            "{} is not a link to libmooncake.so",
+            link.display()
+        );
+        assert!(link.is_file(), "{} dangles", link.display());
+    }
+    let work = fresh_dir("build-tree");
+    for (lib, exe) in [
+        ("transfer_engine", "te_upstream_name"),
+        ("mooncake", "te_own_name"),
+    ] {
+        let bin = work.join(exe);
+        run(
+            &format!("cc -L {} -l{lib}", dir.display()),
+            Command::new("cc")
+                .arg("-I")
+                .arg(root().join("include/mooncake"))
+                .arg(root().join("ffi-examples/c/te_loopback.c"))
+                .arg("-L")
+                .arg(&dir)
+                .arg(format!("-l{lib}"))
+                .arg("-ldl")
+                .arg("-o")
+                .arg(&bin),
+        );
+        let needed = run("readelf -d", Command::new("readelf").arg("-d").arg(&bin));
+        assert!(
+            needed.contains("[libmooncake.so.0]"),
+            "{exe} does not record NEEDED libmooncake.so.0\n{needed}"
+        );
+        run(
+            &format!("{exe} with LD_LIBRARY_PATH={}", dir.display()),
+            Command::new(&bin)
+                .env("LD_LIBRARY_PATH", &dir)
+                .env_remove("LD_PRELOAD"),
+        );
+    }
+    let _ = std::fs::remove_dir_all(work.parent().unwrap());
+}
