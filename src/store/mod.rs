@@ -15,7 +15,9 @@ mod connect;
 mod heartbeat;
 pub mod memory;
 mod ops;
+mod ops_clear;
 mod ops_ext;
+mod ops_ranges;
 mod transfer;
 
 pub use crate::wire::master_api::{ErrorCode, ReplicateConfig, SoftPinAction};
@@ -23,4 +25,5 @@ pub use client::{Client, Health};
 pub use config::SetupConfig;
 pub use connect::connect_master;
 pub use ops_ext::{Pieces, ReadTarget, WriteMode};
+pub use ops_ranges::{Range, RangedRead, RangedResults};
 pub use transfer::MAX_SLICE;
