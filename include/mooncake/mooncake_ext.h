@@ -18,6 +18,30 @@
  */
 typedef void *(*mooncake_store_alloc_fn)(void *ctx, uint64_t size);
 
+/**
+ * One fragment of `mooncake_store_get_into_ranges`: `size` bytes at `src_offset` of
+ * the object, written at `dst_offset` of the destination buffer.
+ */
+struct mooncake_range {
+    /**
+     * Offset in the destination buffer.
+     */
+    uint64_t dst_offset;
+    /**
+     * Offset in the object.
+     */
+    uint64_t src_offset;
+    /**
+     * Bytes to read.
+     */
+    uint64_t size;
+};
+
+/**
+ * Typedef of struct mooncake_range.
+ */
+typedef struct mooncake_range mooncake_range_t;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -358,6 +382,51 @@ int64_t mooncake_store_batch_get_replica_desc(mooncake_store_t store,
                                               size_t count,
                                               char *buf_out,
                                               size_t buf_len);
+
+/**
+ * Reads byte ranges of objects into `buffer_count` destination buffers. Buffer `i`
+ * takes the next `key_counts[i]` entries of `keys` (and of `range_counts`); key
+ * entry `e` takes the next `range_counts[e]` entries of `ranges`; `results_out` gets
+ * one value per range, in order: the bytes read, or -600 when the range does not fit
+ * its buffer or the object, -704 missing object, -703 not complete, -707 read lease
+ * expired during the read, -800 transfer failure. As upstream, a buffer's capacity
+ * is what remains of the registered region (`mooncake_store_register_buffer`) it
+ * points into; a NULL or unregistered buffer fails all its ranges with -600. Before
+ * setup every range gets -600. Returns 0, or -1 (writing nothing) for a bad handle,
+ * a NULL array with a non-zero count, a NULL key, or counts that overflow.
+ *
+ * # Safety
+ * `buffers` and `key_counts` hold `buffer_count` entries; `keys` and `range_counts`
+ * the sum of `key_counts`; `ranges` and `results_out` the sum of `range_counts`;
+ * keys are NUL-terminated; registered memory stays writable during the call.
+ */
+int mooncake_store_get_into_ranges(mooncake_store_t store,
+                                   void *const *buffers,
+                                   const size_t *key_counts,
+                                   size_t buffer_count,
+                                   const char *const *keys,
+                                   const size_t *range_counts,
+                                   const mooncake_range_t *ranges,
+                                   int64_t *results_out);
+
+/**
+ * Drops this client's objects among `keys` whose read leases have expired: their
+ * replicas on `segment_name` (a segment name, i.e. a client's hostname), or every
+ * replica when it is NULL or empty. Per key, `cleared_out[i]` is 1 when it was
+ * cleared, 0 when it was left alone (missing, leased, being written, another
+ * client's, no replica there). Returns 0, -600 when the store is not set up, another
+ * negative code when the master call fails (`cleared_out` all 0 then), or -1 for a
+ * bad handle, a NULL array or a NULL key.
+ *
+ * # Safety
+ * `keys` and `cleared_out` hold `count` entries; keys and `segment_name` (when not
+ * NULL) are NUL-terminated.
+ */
+int mooncake_store_batch_replica_clear(mooncake_store_t store,
+                                       const char *const *keys,
+                                       size_t count,
+                                       const char *segment_name,
+                                       int *cleared_out);
 
 #ifdef __cplusplus
 }  // extern "C"

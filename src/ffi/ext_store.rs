@@ -2,7 +2,8 @@
 //! `mooncake_ext.h`), used by the Python package: puts with upstream's full
 //! `ReplicateConfig`, upsert, puts and gets of objects scattered over several
 //! buffers, whole-object gets into library memory, batch remove and size, and
-//! replica descriptors as JSON.
+//! replica descriptors as JSON; ranged reads (`ranges`) and replica clearing
+//! (`clear`).
 //!
 //! Conventions are those of `store_c.h`: -1 for shim failures (bad handle, NULL
 //! arrays or keys, NULL buffers with a non-zero size, a malformed config, a panic),
@@ -19,6 +20,8 @@
 //! NULL means upstream's defaults.
 
 mod buffers;
+pub mod clear;
+pub mod ranges;
 mod support;
 
 use super::boundary::{c_slice, ffi_boundary, invalid, FfiError};

@@ -46,6 +46,12 @@ static void test_bad_handles(mooncake_store_t h) {
     CHECK_EQ(mooncake_store_remove_all(h, 1), -1);
     CHECK_EQ(mooncake_store_register_buffer(h, buf, sizeof buf), -1);
     CHECK_EQ(mooncake_store_unregister_buffer(h, buf), -1);
+    size_t one = 1;
+    mooncake_range_t range = {0, 0, 1};
+    CHECK_EQ(mooncake_store_get_into_ranges(h, bufs, &one, 1, KEYS2, &one, &range, lres), -1);
+    CHECK(lres[0] == 7 && lres[1] == 7);
+    CHECK_EQ(mooncake_store_batch_replica_clear(h, KEYS2, 2, NULL, ires), -1);
+    CHECK(ires[0] == 7 && ires[1] == 7);
 }
 
 /* A created handle that is not (or could not be) set up. */
@@ -76,6 +82,14 @@ static void test_not_set_up(mooncake_store_t s) {
     CHECK_EQ(mooncake_store_get_hostname(s, buf, sizeof buf), 0);
     CHECK_EQ(buf[0], '\0');
     CHECK_EQ(mooncake_store_get_hostname(s, buf, 1), 0);
+    size_t two = 2, counts[2] = {1, 1};
+    mooncake_range_t ranges[2] = {{0, 0, 1}, {1, 0, 1}};
+    lres[0] = lres[1] = 7;
+    CHECK_EQ(mooncake_store_get_into_ranges(s, bufs, &two, 1, KEYS2, counts, ranges, lres), 0);
+    CHECK(lres[0] == -600 && lres[1] == -600);
+    ires[0] = ires[1] = 7;
+    CHECK_EQ(mooncake_store_batch_replica_clear(s, KEYS2, 2, "", ires), -600);
+    CHECK(ires[0] == 0 && ires[1] == 0);
 }
 
 /* Shim validation: -1 before anything else, whatever the handle's state. */
@@ -118,6 +132,24 @@ static void test_argument_checks(mooncake_store_t s) {
     CHECK_EQ(mooncake_store_register_buffer(s, NULL, 16), -1);
     CHECK_EQ(mooncake_store_register_buffer(s, buf, 0), -1);
     CHECK(strstr(mooncake_last_error_message(), "mooncake_store_register_buffer") != NULL);
+    size_t one = 1, two = 2, huge[2] = {SIZE_MAX, 2};
+    mooncake_range_t range = {0, 0, 1};
+    CHECK_EQ(mooncake_store_get_into_ranges(s, NULL, &one, 1, KEYS2, &one, &range, lres), -1);
+    CHECK_EQ(mooncake_store_get_into_ranges(s, bufs, NULL, 1, KEYS2, &one, &range, lres), -1);
+    CHECK_EQ(mooncake_store_get_into_ranges(s, bufs, &one, 1, NULL, &one, &range, lres), -1);
+    CHECK_EQ(mooncake_store_get_into_ranges(s, bufs, &one, 1, null_keys + 1, &one, &range, lres),
+             -1);
+    CHECK_EQ(mooncake_store_get_into_ranges(s, bufs, &one, 1, KEYS2, NULL, &range, lres), -1);
+    CHECK_EQ(mooncake_store_get_into_ranges(s, bufs, &one, 1, KEYS2, &one, NULL, lres), -1);
+    CHECK_EQ(mooncake_store_get_into_ranges(s, bufs, &one, 1, KEYS2, &one, &range, NULL), -1);
+    CHECK_EQ(mooncake_store_get_into_ranges(s, bufs, huge, 2, KEYS2, &two, &range, lres), -1);
+    CHECK(lres[0] == 7 && lres[1] == 7);
+    /* Nothing to read: no array is needed. */
+    CHECK_EQ(mooncake_store_get_into_ranges(s, NULL, NULL, 0, NULL, NULL, NULL, NULL), 0);
+    CHECK_EQ(mooncake_store_batch_replica_clear(s, NULL, 2, NULL, ires), -1);
+    CHECK_EQ(mooncake_store_batch_replica_clear(s, null_keys, 2, NULL, ires), -1);
+    CHECK_EQ(mooncake_store_batch_replica_clear(s, KEYS2, 2, NULL, NULL), -1);
+    CHECK(ires[0] == 7 && ires[1] == 7);
 }
 
 /* Setup failures return promptly with upstream's codes and leave the handle usable. */
@@ -201,6 +233,57 @@ static void test_whole_object_reads(mooncake_store_t s, const unsigned char *src
     mooncake_store_free_buffer(bufs[0]);
 }
 
+/* mooncake_ext.h ranged reads into registered buffers, and replica clearing (only
+ * the caller's objects whose read leases expired). `obj` holds the first
+ * (3 << 20) + 17 bytes of `src`; `a` is named `name_a`. */
+static void test_ranges_and_replica_clear(mooncake_store_t a, mooncake_store_t b,
+                                          const char *name_a, const unsigned char *src) {
+    unsigned char x[64], y[64];
+    memset(x, 0, sizeof x);
+    memset(y, 0, sizeof y);
+    REQUIRE(mooncake_store_register_buffer(b, x, sizeof x) == 0);
+    /* x: two ranges of obj and one of a missing key; y (not registered): one range. */
+    void *bufs[2] = {x, y};
+    size_t key_counts[2] = {2, 1};
+    const char *keys[3] = {"obj", "missing", "obj"};
+    size_t range_counts[3] = {2, 1, 1};
+    mooncake_range_t ranges[4] = {
+        {0, 1000, 16}, {32, (3 << 20) + 1, 16}, {16, 0, 4}, {0, 0, 8}};
+    int64_t res[4] = {7, 7, 7, 7};
+    CHECK_EQ(mooncake_store_get_into_ranges(b, bufs, key_counts, 2, keys, range_counts, ranges,
+                                            res),
+             0);
+    CHECK_EQ(res[0], 16);
+    CHECK_EQ(res[1], 16);
+    CHECK_EQ(res[2], -704);
+    CHECK_EQ(res[3], -600);
+    CHECK(memcmp(x, src + 1000, 16) == 0 && memcmp(x + 32, src + (3 << 20) + 1, 16) == 0);
+    /* Past the buffer, past the object. */
+    mooncake_range_t bad[2] = {{60, 0, 8}, {0, (3 << 20) + 10, 8}};
+    size_t two = 2, one = 1;
+    CHECK_EQ(mooncake_store_get_into_ranges(b, bufs, &one, 1, keys, &two, bad, res), 0);
+    CHECK(res[0] == -600 && res[1] == -600);
+    CHECK_EQ(mooncake_store_unregister_buffer(b, x), 0);
+
+    /* a's own objects whose read leases have expired (none was read). */
+    const char *pref[1] = {name_a};
+    mooncake_replicate_config_t own = {1, 0, 0, pref, 1};
+    CHECK_EQ(mooncake_store_put(a, "rc1", src, 100, &own), 0);
+    CHECK_EQ(mooncake_store_put(a, "rc2", src, 100, &own), 0);
+    CHECK_EQ(mooncake_store_put(b, "rcb", src, 100, &own), 0); /* b's, on a's segment */
+    const char *ckeys[4] = {"rc1", "rcb", "nope", "rc1"};
+    int cleared[4] = {7, 7, 7, 7};
+    CHECK_EQ(mooncake_store_batch_replica_clear(a, ckeys, 4, NULL, cleared), 0);
+    CHECK(cleared[0] == 1 && cleared[1] == 0 && cleared[2] == 0 && cleared[3] == 0);
+    CHECK_EQ(mooncake_store_is_exist(a, "rc1"), 0);
+    const char *rc2[1] = {"rc2"};
+    CHECK_EQ(mooncake_store_batch_replica_clear(a, rc2, 1, "elsewhere:1", cleared), 0);
+    CHECK_EQ(cleared[0], 0);
+    CHECK_EQ(mooncake_store_batch_replica_clear(a, rc2, 1, name_a, cleared), 0);
+    CHECK_EQ(cleared[0], 1);
+    CHECK_EQ(mooncake_store_remove(b, "rcb", 1), 0);
+}
+
 static mooncake_store_t setup_store(const char *master, uint64_t segment) {
     mooncake_store_t s = mooncake_store_create();
     REQUIRE(s != NULL);
@@ -280,6 +363,8 @@ static void test_with_master(const char *master) {
     CHECK_EQ(lres[2], -704);
     CHECK_EQ(mooncake_store_batch_is_exist(b, gkeys, 3, ires), 0);
     CHECK(ires[0] == 1 && ires[1] == 1 && ires[2] == 0);
+
+    test_ranges_and_replica_clear(a, b, name_a, src);
 
     /* Removal: leased objects need force. */
     CHECK_EQ(mooncake_store_remove(a, "b2", 0), -706);

@@ -58,6 +58,8 @@ fn ext_header() -> String {
             "src/ffi/ext.rs",
             "src/ffi/ext_te.rs",
             "src/ffi/ext_store.rs",
+            "src/ffi/ext_store/ranges.rs",
+            "src/ffi/ext_store/clear.rs",
         ],
     )
 }
