@@ -27,6 +27,13 @@ _sizes = POINTER(c_size_t)
 #: ``mooncake_store_alloc_fn``: (ctx, size) -> writable memory or NULL.
 ALLOC_FN = ctypes.CFUNCTYPE(c_void_p, c_void_p, c_uint64)
 
+
+class Range(ctypes.Structure):
+    """``mooncake_range_t``: one fragment of ``mooncake_store_get_into_ranges``."""
+
+    _fields_ = [("dst_offset", c_uint64), ("src_offset", c_uint64), ("size", c_uint64)]
+
+
 #: name -> (restype, argtypes) of every Store function this package calls.
 STORE_PROTOTYPES: Dict[str, Tuple[Any, Sequence[Any]]] = {
     # store_c.h (upstream's 19)
@@ -95,6 +102,11 @@ STORE_PROTOTYPES: Dict[str, Tuple[Any, Sequence[Any]]] = {
         c_int64,
         [_h, _keys, c_size_t, c_void_p, c_size_t],
     ),
+    "mooncake_store_get_into_ranges": (
+        c_int,
+        [_h, _ptrs, _sizes, c_size_t, _keys, _sizes, POINTER(Range), POINTER(c_int64)],
+    ),
+    "mooncake_store_batch_replica_clear": (c_int, [_h, _keys, c_size_t, c_char_p, POINTER(c_int)]),
 }
 
 _declared: Optional[ctypes.CDLL] = None
@@ -125,6 +137,13 @@ def key_bytes(key: Any) -> bytes:
     if isinstance(key, (bytes, bytearray)):
         return bytes(key)
     raise TypeError(f"key must be str, not {type(key).__name__}")
+
+
+def text_arg(value: Any, name: str) -> bytes:
+    """A str argument as UTF-8 (``TypeError`` for anything else, as pybind11)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be str, not {type(value).__name__}")
+    return value.encode("utf-8")
 
 
 def keys_array(keys: Sequence[Any]) -> "ctypes.Array[c_char_p]":

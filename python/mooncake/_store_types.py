@@ -1,18 +1,16 @@
 """The value types of :mod:`mooncake.store` (upstream's ``ReplicateConfig``, enums,
-replica descriptors, ``BufferHandle``, ``MooncakeHostMemAllocator``) and the setup
-argument rules. Import them from :mod:`mooncake.store`."""
+replica descriptors, ``BufferHandle``, ``MooncakeHostMemAllocator``). Import them
+from :mod:`mooncake.store`."""
 
 from __future__ import annotations
 
 import ctypes
 import enum
 import json
-import os
-import sys
 import threading
-import warnings
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Optional
 
+from . import _store_fields as F
 from . import _store_ffi as ffi
 
 
@@ -64,14 +62,6 @@ class ObjectDataType(_Enum):
     GENERAL = 9
 
 
-def enum_value(value: Any, cls: type) -> int:
-    if isinstance(value, cls):
-        return value.value
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"expected {cls.__name__}, not {type(value).__name__}")
-    return cls(value).value
-
-
 class ReplicateConfig:
     """Replication options of a put (upstream's ``ReplicateConfig``).
 
@@ -83,36 +73,56 @@ class ReplicateConfig:
     ``prefer_alloc_in_same_node``; ``data_type``; ``nof_replica_num``,
     ``dfs_replica_num``, ``preferred_nof_segments`` (accepted, no NVMe-oF/DFS here).
     ``with_soft_pin`` is the older boolean spelling of ``soft_pin_action``.
+
+    Assignments are checked as upstream's binding checks them: integers must lie in
+    [0, 2**64 - 1], enums must be members of their enum, lists must hold strings;
+    anything else raises ``TypeError``.
     """
 
-    __slots__ = (
-        "replica_num",
-        "nof_replica_num",
-        "dfs_replica_num",
-        "soft_pin_action",
-        "soft_pin_ttl_ms",
-        "with_hard_pin",
-        "preferred_segments",
-        "preferred_segment",
-        "preferred_nof_segments",
-        "prefer_alloc_in_same_node",
-        "data_type",
-        "group_ids",
+    replica_num = F.Field(F.u64, "Memory replicas wanted (>= 1).")
+    nof_replica_num = F.Field(F.u64, "NVMe-oF replicas (not supported here).")
+    dfs_replica_num = F.Field(F.u64, "DFS replicas (not supported here).")
+    soft_pin_action = F.Field(F.member_of(SoftPinAction), "What the put does to the soft pin.")
+    soft_pin_ttl_ms = F.Field(F.optional_u64, "Soft pin TTL in ms (None: the master's default).")
+    with_hard_pin = F.Field(F.boolean, "Never evict the object.")
+    preferred_segments = F.Field(F.text_list, "Segments tried first, in order.")
+    preferred_segment = F.Field(F.text, "One preferred segment (older spelling).")
+    preferred_nof_segments = F.Field(F.text_list, "Preferred NVMe-oF segments.")
+    prefer_alloc_in_same_node = F.Field(F.boolean, "Prefer segments on this node.")
+    data_type = F.Field(F.member_of(ObjectDataType), "What the object holds.")
+    group_ids = F.Field(F.optional_text_list, "None, or one group id per key of a batch put.")
+
+    __slots__ = tuple(
+        "_" + name
+        for name in (
+            "replica_num",
+            "nof_replica_num",
+            "dfs_replica_num",
+            "soft_pin_action",
+            "soft_pin_ttl_ms",
+            "with_hard_pin",
+            "preferred_segments",
+            "preferred_segment",
+            "preferred_nof_segments",
+            "prefer_alloc_in_same_node",
+            "data_type",
+            "group_ids",
+        )
     )
 
     def __init__(self) -> None:
-        self.replica_num: int = 1
-        self.nof_replica_num: int = 0
-        self.dfs_replica_num: int = 0
-        self.soft_pin_action: SoftPinAction = SoftPinAction.PRESERVE
-        self.soft_pin_ttl_ms: Optional[int] = None
-        self.with_hard_pin: bool = False
-        self.preferred_segments: List[str] = []
-        self.preferred_segment: str = ""
-        self.preferred_nof_segments: List[str] = []
-        self.prefer_alloc_in_same_node: bool = False
-        self.data_type: ObjectDataType = ObjectDataType.UNKNOWN
-        self.group_ids: Optional[List[str]] = None
+        self.replica_num = 1
+        self.nof_replica_num = 0
+        self.dfs_replica_num = 0
+        self.soft_pin_action = SoftPinAction.PRESERVE
+        self.soft_pin_ttl_ms = None
+        self.with_hard_pin = False
+        self.preferred_segments = []
+        self.preferred_segment = ""
+        self.preferred_nof_segments = []
+        self.prefer_alloc_in_same_node = False
+        self.data_type = ObjectDataType.UNKNOWN
+        self.group_ids = None
 
     @property
     def with_soft_pin(self) -> bool:
@@ -123,12 +133,6 @@ class ReplicateConfig:
         self.soft_pin_action = SoftPinAction.ENABLE if value else SoftPinAction.PRESERVE
 
     def __str__(self) -> str:
-        def name(v: Any, cls: type) -> str:
-            try:
-                return cls(enum_value(v, cls)).name
-            except (TypeError, ValueError):
-                return str(v)
-
         def lst(v: Any) -> str:
             return "[" + ", ".join(str(x) for x in (v or [])) + "]"
 
@@ -137,41 +141,32 @@ class ReplicateConfig:
             f"ReplicateConfig: {{ replica_num: {self.replica_num}, "
             f"nof_replica_num: {self.nof_replica_num}, "
             f"dfs_replica_num: {self.dfs_replica_num}, "
-            f"soft_pin_action: {name(self.soft_pin_action, SoftPinAction)}, "
-            f"soft_pin_ttl_ms: {ttl}, with_hard_pin: {int(bool(self.with_hard_pin))}, "
+            f"soft_pin_action: {self.soft_pin_action.name}, "
+            f"soft_pin_ttl_ms: {ttl}, with_hard_pin: {int(self.with_hard_pin)}, "
             f"preferred_segments: {lst(self.preferred_segments)}, "
             f"preferred_nof_segments: {lst(self.preferred_nof_segments)}, "
-            f"prefer_alloc_in_same_node: {int(bool(self.prefer_alloc_in_same_node))}, "
-            f"data_type: {name(self.data_type, ObjectDataType)}"
+            f"prefer_alloc_in_same_node: {int(self.prefer_alloc_in_same_node)}, "
+            f"data_type: {self.data_type.name}"
         )
         if self.group_ids is not None:
             text += f", group_ids: {lst(self.group_ids)}"
         return text + " }"
 
     def _to_json(self) -> bytes:
-        def strs(v: Any, what: str) -> List[str]:
-            if v is None:
-                return []
-            if isinstance(v, str):
-                raise TypeError(f"{what} must be a list of str")
-            return [str(x) for x in v]
-
         doc = {
-            "replica_num": int(self.replica_num),
-            "nof_replica_num": int(self.nof_replica_num),
-            "dfs_replica_num": int(self.dfs_replica_num),
-            "soft_pin_action": enum_value(self.soft_pin_action, SoftPinAction),
-            "soft_pin_ttl_ms": None if self.soft_pin_ttl_ms is None else int(self.soft_pin_ttl_ms),
-            "with_hard_pin": bool(self.with_hard_pin),
-            "preferred_segments": strs(self.preferred_segments, "preferred_segments"),
-            "preferred_segment": str(self.preferred_segment or ""),
-            "preferred_nof_segments": strs(self.preferred_nof_segments, "preferred_nof_segments"),
-            "prefer_alloc_in_same_node": bool(self.prefer_alloc_in_same_node),
-            "data_type": enum_value(self.data_type, ObjectDataType),
-            "group_ids": None if self.group_ids is None else strs(self.group_ids, "group_ids"),
+            "replica_num": self.replica_num,
+            "nof_replica_num": self.nof_replica_num,
+            "dfs_replica_num": self.dfs_replica_num,
+            "soft_pin_action": self.soft_pin_action.value,
+            "soft_pin_ttl_ms": self.soft_pin_ttl_ms,
+            "with_hard_pin": self.with_hard_pin,
+            "preferred_segments": self.preferred_segments,
+            "preferred_segment": self.preferred_segment,
+            "preferred_nof_segments": self.preferred_nof_segments,
+            "prefer_alloc_in_same_node": self.prefer_alloc_in_same_node,
+            "data_type": self.data_type.value,
+            "group_ids": self.group_ids,
         }
-        if doc["replica_num"] < 0:
-            raise TypeError("replica_num must not be negative")
         return json.dumps(doc).encode()
 
 
@@ -316,53 +311,6 @@ class MooncakeHostMemAllocator:
                 return -1
         self._libc.free(ptr)
         return 0
-
-
-SETUP_DICT_KEYS = {
-    "local_hostname",
-    "metadata_server",
-    "global_segment_size",
-    "local_buffer_size",
-    "protocol",
-    "rdma_devices",
-    "master_server_addr",
-    "ipc_socket_path",
-    "enable_ssd_offload",
-    "ssd_offload_path",
-    "tenant_id",
-    "enable_client_http_server",
-    "client_http_port",
-}
-
-MIN_DICT_SIZE = 1024
-MAX_DICT_SIZE = 1 << 40
-
-
-def setup_args(
-    local_hostname: str,
-    metadata_server: str,
-    global_segment_size: int,
-    local_buffer_size: int,
-    protocol: str,
-    rdma_devices: str,
-    master_server_addr: str,
-    engine: Any = None,
-    enable_ssd_offload: bool = False,
-    ssd_offload_path: str = "",
-    tenant_id: str = "default",
-    enable_client_http_server: bool = False,
-    client_http_port: int = 9300,
-) -> Dict[str, Any]:
-    return dict(locals())
-
-
-def warn_unsupported(what: str) -> None:
-    """Warns, attributing the warning to the first caller outside this package."""
-    package = os.path.dirname(os.path.abspath(__file__))
-    frame, level = sys._getframe(0), 1
-    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == package:
-        frame, level = frame.f_back, level + 1
-    warnings.warn(f"mooncake.store: {what} is not supported by mooncake-rs; ignored", stacklevel=level)
 
 
 # Shown (repr, help) as members of mooncake.store, where they are exported.

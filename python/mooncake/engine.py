@@ -31,6 +31,15 @@ from ctypes import byref, c_int, c_uint64, c_void_p
 from typing import Dict, List, Optional, Tuple
 
 from . import _lib
+from ._engine_unsupported import (
+    CoroRPCInterface,
+    ReceivedData,
+    ReceivedTensor,
+    RpcInterface,
+    SharedSegment,
+    create_rpc_client,
+    create_rpc_server,
+)
 from ._lib import (
     STATUS_COMPLETED,
     STATUS_FAILED,
@@ -54,6 +63,14 @@ __all__ = [
     "SUPPORT_INTRA_NVLINK",
     "SUPPORT_MNNVL",
     "SUPPORT_MUSA",
+    # Not supported (raise NotImplementedError): _engine_unsupported.
+    "CoroRPCInterface",
+    "ReceivedData",
+    "ReceivedTensor",
+    "RpcInterface",
+    "SharedSegment",
+    "create_rpc_client",
+    "create_rpc_server",
 ]
 
 log = logging.getLogger("mooncake.engine")

@@ -13,20 +13,46 @@ Differences from upstream: calls on a closed (or never set-up) store return -600
 failing. Not supported (options accepted and ignored with a warning): a shared
 ``engine``, SSD offload, tenants other than ``"default"``, the client HTTP server,
 ``ipc_socket_path``; ``setup_dummy`` returns -1012 (NOT_SUPPORTED). Tensor helpers,
-sessions, tasks and segment management are not provided. Only TCP exists.
+sessions, tasks and run-time segment management exist but raise
+``NotImplementedError`` (``_store_unsupported``). Only TCP exists. ``python/README.md``
+lists every upstream name and its status.
 """
 
 from __future__ import annotations
 
 import ctypes
-import json
 import threading
 from typing import Any, Dict, List, Optional, Sequence
 
 from . import _store_ffi as ffi
+from ._buffer_pool import (
+    BufferLease,
+    BufferLeaseView,
+    BufferPool,
+    RegisteredBufferLease,
+    RegisteredBufferLeaseView,
+    RegisteredBufferPool,
+)
+from ._numa import bind_to_numa_node
+from ._store_queries import StoreQueries
+from ._store_ranges import get_into_ranges as _get_into_ranges
+from ._store_setup import dict_setup, setup_args, warn_unsupported
+from . import _store_unsupported as _unsupported
+from ._store_unsupported import (
+    EngramStore,
+    EngramStoreConfig,
+    MooncakeDistributedNoFRegister,
+    ParallelAxis,
+    QueryTaskResponse,
+    ReadTarget,
+    TaskStatus,
+    TaskType,
+    TensorParallelism,
+    UnsupportedStoreMethods,
+    get_alloc_func_addr,
+    get_free_func_addr,
+)
 from ._store_types import (
-    MAX_DICT_SIZE,
-    MIN_DICT_SIZE,
     BufferHandle,
     Descriptor,
     DiskDescriptor,
@@ -38,37 +64,56 @@ from ._store_types import (
     ReplicateConfig,
     SoftPinAction,
     config_json,
-    setup_args,
-    warn_unsupported,
 )
 
 __all__ = [
     "BufferHandle",
+    "BufferLease",
+    "BufferLeaseView",
+    "BufferPool",
     "Descriptor",
     "DiskDescriptor",
+    "EngramStore",
+    "EngramStoreConfig",
     "MemoryDescriptor",
+    "MooncakeDistributedNoFRegister",
     "MooncakeDistributedStore",
     "MooncakeHostMemAllocator",
     "ObjectDataType",
+    "ParallelAxis",
+    "QueryTaskResponse",
+    "ReadTarget",
+    "RegisteredBufferLease",
+    "RegisteredBufferLeaseView",
+    "RegisteredBufferPool",
     "ReplicaDescriptor",
     "ReplicaStatus",
     "ReplicateConfig",
     "SoftPinAction",
+    "TaskStatus",
+    "TaskType",
+    "TensorParallelism",
+    "bind_to_numa_node",
+    "get_alloc_func_addr",
+    "get_free_func_addr",
 ]
 
-# Upstream's module also exports these enums' members at module level.
-globals().update({m.name: m for m in ReplicaStatus})
-globals().update({m.name: m for m in ObjectDataType})
+# Upstream's private module functions (not supported here either).
+_serialize_tensor = _unsupported._serialize_tensor
+_deserialize_tensor = _unsupported._deserialize_tensor
+_tensor_metadata_size = _unsupported._tensor_metadata_size
+_get_pyclient_from_wrapper = _unsupported._get_pyclient_from_wrapper
+
+# Upstream's module also exports these enums' members at module level (in this
+# order: TaskStatus.PROCESSING and .FAILED shadow ReplicaStatus's, as upstream's do).
+for _enum in (ReplicaStatus, ObjectDataType, TaskStatus, TaskType):
+    globals().update({m.name: m for m in _enum})
+del _enum
 
 _INVALID = ffi.INVALID_PARAMS
 _NOT_SUPPORTED = -1012
-_DEFAULT_MASTER = "127.0.0.1:50051"
-
-
-def _str_arg(value: Any, name: str) -> bytes:
-    if not isinstance(value, str):
-        raise TypeError(f"{name} must be str, not {type(value).__name__}")
-    return value.encode("utf-8")
+# init_all's local buffer (upstream's and libmooncake's).
+_INIT_ALL_LOCAL_BUFFER = 1 << 30
 
 
 def _int_arg(value: Any, name: str) -> int:
@@ -83,13 +128,14 @@ def _first_error(results: Sequence[int]) -> int:
     return next((r for r in results if r != 0), 0)
 
 
-class MooncakeDistributedStore:
+class MooncakeDistributedStore(StoreQueries, UnsupportedStoreMethods):
     """A Mooncake Store client (upstream's ``MooncakeDistributedStore``)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._h: Optional[int] = ffi.L().mooncake_store_create()
         self._set_up = False
+        self._local_buffer = 0
 
     def __del__(self) -> None:
         h, self._h = getattr(self, "_h", None), None
@@ -114,7 +160,7 @@ class MooncakeDistributedStore:
             return self._setup_dict(kwargs["config"])
         a = setup_args(*args, **kwargs)
         strings = [
-            _str_arg(a[k], k)
+            ffi.text_arg(a[k], k)
             for k in ("local_hostname", "metadata_server", "protocol", "rdma_devices", "master_server_addr")
         ]
         sizes = [_int_arg(a[k], k) for k in ("global_segment_size", "local_buffer_size")]
@@ -123,28 +169,13 @@ class MooncakeDistributedStore:
         return self._do_setup(host, meta, sizes[0], sizes[1], protocol, devices, master)
 
     def _setup_dict(self, config: Dict[str, Any]) -> int:
-        def text(key: str, default: Optional[str]) -> Optional[bytes]:
-            value = config.get(key, default)
-            return value.encode("utf-8") if isinstance(value, str) else None
-
-        def number(key: str, default: int) -> Optional[int]:
-            value = config.get(key, default)
-            if isinstance(value, bool) or not isinstance(value, int):
-                return None
-            if value != 0 and not MIN_DICT_SIZE <= value <= MAX_DICT_SIZE:
-                return None
-            return value
-
-        host, meta = text("local_hostname", None), text("metadata_server", None)
-        protocol, devices = text("protocol", "tcp"), text("rdma_devices", "")
-        master = text("master_server_addr", _DEFAULT_MASTER)
-        seg, buf = number("global_segment_size", 16 << 20), number("local_buffer_size", 16 << 20)
-        if None in (host, meta, protocol, devices, master, seg, buf) or not host or not meta:
+        d = dict_setup(config)
+        if d is None:
             return _INVALID
-        if config.get("ipc_socket_path"):
+        if d.options["ipc_socket_path"]:
             warn_unsupported("ipc_socket_path")
-        self._warn_options(config)
-        return self._do_setup(host, meta, seg, buf, protocol, devices, master)
+        self._warn_options(d.options)
+        return self._do_setup(d.host, d.metadata, d.segment, d.buffer, d.protocol, d.devices, d.master)
 
     @staticmethod
     def _warn_options(a: Dict[str, Any]) -> None:
@@ -171,7 +202,7 @@ class MooncakeDistributedStore:
             if self._set_up:
                 self._replace_handle()
             rc = ffi.L().mooncake_store_setup(self._h, host, meta, seg, buf, protocol, devices, master)
-            self._set_up = rc == 0
+            self._set_up, self._local_buffer = rc == 0, buf
             return rc
 
     def setup_dummy(self, mem_pool_size: int, local_buffer_size: int, server_address: str) -> int:
@@ -183,11 +214,12 @@ class MooncakeDistributedStore:
     def init_all(self, protocol: str, device_name: str, mount_segment_size: int) -> int:
         """Legacy setup (hostname ``localhost:12345``, etcd metadata at
         ``127.0.0.1:2379``, master ``127.0.0.1:50051``); -600 when already set up."""
-        p, d = _str_arg(protocol, "protocol"), _str_arg(device_name, "device_name")
+        p, d = ffi.text_arg(protocol, "protocol"), ffi.text_arg(device_name, "device_name")
         size = _int_arg(mount_segment_size, "mount_segment_size")
         with self._lock:
             rc = ffi.L().mooncake_store_init_all(self._h, p, d, size)
-            self._set_up = self._set_up or rc == 0
+            if rc == 0:
+                self._set_up, self._local_buffer = True, _INIT_ALL_LOCAL_BUFFER
             return rc
 
     def _replace_handle(self) -> None:
@@ -195,6 +227,11 @@ class MooncakeDistributedStore:
         self._set_up = False
         if old:
             ffi.L().mooncake_store_destroy(old)
+
+    def _local_buffer_capacity(self) -> Optional[int]:
+        """The local buffer size this store was set up with; None when not set up
+        (what :class:`BufferPool` checks)."""
+        return self._local_buffer if self._set_up else None
 
     def close(self) -> int:
         """Unmounts this client's segment and frees its memory; returns 0. Afterwards
@@ -280,6 +317,26 @@ class MooncakeDistributedStore:
         """Stores ``size`` bytes at ``buffer_ptr`` without copying them first. Size 0:
         0, nothing stored."""
         return self._write_one("mooncake_store_put_from_with_config", key, buffer_ptr, size, config)
+
+    def put_from_with_metadata(
+        self,
+        key: str,
+        buffer_ptr: int,
+        metadata_buffer_ptr: int,
+        size: int,
+        metadata_size: int,
+        config: Optional[ReplicateConfig] = None,
+    ) -> int:
+        """Stores the ``metadata_size`` bytes at ``metadata_buffer_ptr`` followed by
+        the ``size`` bytes at ``buffer_ptr`` as one object (zero-copy). As upstream:
+        0 (also for ``size`` 0, storing nothing), -1 before setup or with
+        ``prefer_alloc_in_same_node``, other failures as *positive* codes (600)."""
+        if (isinstance(config, ReplicateConfig) and config.prefer_alloc_in_same_node) or not self._set_up:
+            return ffi.INTERNAL_ERROR
+        if ffi.size(size) == 0:
+            return 0
+        parts = ([metadata_buffer_ptr, buffer_ptr], [metadata_size, size])
+        return abs(self.batch_put_from_multi_buffers([key], [parts[0]], [parts[1]], config)[0])
 
     def batch_put_from(
         self,
@@ -369,6 +426,26 @@ class MooncakeDistributedStore:
             results[i] = out[j] if rc == 0 else rc
         return results
 
+    def get_into_ranges(
+        self,
+        buffer_ptrs: Sequence[int],
+        all_keys: Sequence[Sequence[str]],
+        all_dst_offsets: Sequence[Sequence[Sequence[int]]],
+        all_src_offsets: Sequence[Sequence[Sequence[int]]],
+        all_sizes: Sequence[Sequence[Sequence[int]]],
+    ) -> List[List[List[int]]]:
+        """Reads byte ranges of objects into registered buffers: for every buffer
+        ``i``, key ``j`` and fragment ``k``, ``all_sizes[i][j][k]`` bytes at offset
+        ``all_src_offsets[i][j][k]`` of object ``all_keys[i][j]`` go to
+        ``buffer_ptrs[i] + all_dst_offsets[i][j][k]``. Returns the same nesting: bytes
+        read, or -600 (fragment outside its buffer or object, lists of different
+        lengths, buffer not inside memory registered with ``register_buffer`` or
+        leased from a ``BufferPool``), -704 missing, -707 lease expired during the
+        read, -800 transfer failure. One master call for all keys."""
+        return _get_into_ranges(
+            self._h, self._set_up, buffer_ptrs, all_keys, all_dst_offsets, all_src_offsets, all_sizes
+        )
+
     @staticmethod
     def _flatten(ptrss: Sequence[Sequence[int]], sizess: Sequence[Sequence[int]]):
         flat_p = [p for ptrs in ptrss for p in ptrs]
@@ -447,68 +524,3 @@ class MooncakeDistributedStore:
         results = self._write_batch(fn, keys, [v.addr for v in views], [v.size for v in views], config)
         del views  # the values stay pinned until the call returned
         return _first_error(results)
-
-    # --- queries and removal -----------------------------------------------------
-
-    def is_exist(self, key: str) -> int:
-        """1 exists, 0 not, negative on error. Grants a short read lease."""
-        return ffi.L().mooncake_store_is_exist(self._h, ffi.key_bytes(key))
-
-    def batch_is_exist(self, keys: Sequence[str]) -> List[int]:
-        """``is_exist`` for several keys in one master call."""
-        n = len(keys)
-        if n == 0:
-            return []
-        out = ffi.int_results(n)
-        rc = ffi.L().mooncake_store_batch_is_exist(self._h, ffi.keys_array(keys), n, out)
-        return list(out) if rc == 0 else [rc] * n
-
-    def get_size(self, key: str) -> int:
-        """The object's size, or a negative code (-704 missing)."""
-        return ffi.L().mooncake_store_get_size(self._h, ffi.key_bytes(key))
-
-    def remove(self, key: str, force: bool = False) -> int:
-        """0, -704 missing, -706 under a read lease unless ``force``."""
-        return ffi.L().mooncake_store_remove(self._h, ffi.key_bytes(key), int(bool(force)))
-
-    def remove_by_regex(self, regex_pattern: str, force: bool = False) -> int:
-        """Removes the keys the pattern matches (search semantics); returns how many,
-        -600 for an invalid pattern."""
-        return ffi.L().mooncake_store_remove_by_regex(self._h, _str_arg(regex_pattern, "regex_pattern"), int(bool(force)))
-
-    def remove_all(self, force: bool = False) -> int:
-        """Removes every removable object; returns how many."""
-        return ffi.L().mooncake_store_remove_all(self._h, int(bool(force)))
-
-    def batch_remove(self, keys: Sequence[str], force: bool = False) -> List[int]:
-        """``remove`` for several keys in one master call."""
-        n = len(keys)
-        if n == 0:
-            return []
-        out = ffi.int_results(n)
-        rc = ffi.L().mooncake_store_batch_remove(self._h, ffi.keys_array(keys), n, int(bool(force)), out)
-        return list(out) if rc == 0 else [rc] * n
-
-    def get_replica_desc(self, key: str) -> List[ReplicaDescriptor]:
-        """The object's replicas (``[]`` when missing or on error)."""
-        k = ffi.key_bytes(key)
-        _, text = ffi.read_json(lambda buf, n: ffi.L().mooncake_store_get_replica_desc(self._h, k, buf, n))
-        return [ReplicaDescriptor(d) for d in json.loads(text)] if text else []
-
-    def batch_get_replica_desc(self, keys: Sequence[str]) -> Dict[str, List[ReplicaDescriptor]]:
-        """key -> replicas, for the keys that exist."""
-        if not keys:
-            return {}
-        karr = ffi.keys_array(keys)
-        n = len(keys)
-        _, text = ffi.read_json(
-            lambda buf, size: ffi.L().mooncake_store_batch_get_replica_desc(self._h, karr, n, buf, size),
-            initial=max(4096, 512 * n),
-        )
-        if not text:
-            return {}
-        out: Dict[str, List[ReplicaDescriptor]] = {}
-        for key, entry in zip(keys, json.loads(text)):
-            if isinstance(entry, list):
-                out[key] = [ReplicaDescriptor(d) for d in entry]
-        return out

@@ -1,0 +1,167 @@
+"""Names of upstream's ``mooncake.store`` that mooncake-rs does not support, offered
+as ``_unsupported`` describes (they exist; calling them raises
+``NotImplementedError`` with the reason), plus the plain value types that only those
+features use (constructible, with upstream's fields and defaults).
+
+:class:`UnsupportedStoreMethods` is a base class of ``MooncakeDistributedStore``.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional, Tuple
+
+from . import _unsupported as U
+from ._store_types import _Enum
+
+_MODULE = "mooncake.store"
+_STORE = "MooncakeDistributedStore"
+
+TENSOR = (
+    "tensor helpers are not implemented: they need PyTorch and upstream's tensor "
+    "metadata layout; store a tensor's bytes with put_from/get_into"
+)
+SESSION = "put/get sessions (reserve, then transfer ranges, then commit) are not implemented yet"
+TASKS = "replica copy/move tasks are not implemented (the master has no task manager)"
+SEGMENTS = (
+    "segments are mounted by setup() and unmounted by close(); mounting, unmounting "
+    "and file-backed segments at run time are not implemented"
+)
+DUMMY = "dummy clients (a separate mooncake_client process sharing memory) are not supported"
+NATIVE = "it hands out upstream's native C++ objects, which mooncake-rs does not have"
+ENGRAM = "Engram embedding tables are not implemented"
+NOF = "NVMe-oF segments are not supported"
+
+_TENSOR_METHODS = """
+    batch_get_tensor batch_get_tensor_into batch_get_tensor_into_cuda
+    batch_get_tensor_with_parallelism batch_get_tensor_with_parallelism_into
+    batch_get_tensor_with_tp batch_get_tensor_with_tp_into batch_pub_tensor
+    batch_pub_tensor_with_tp batch_put_tensor batch_put_tensor_from
+    batch_put_tensor_with_parallelism batch_put_tensor_with_parallelism_from
+    batch_put_tensor_with_tp batch_put_tensor_with_tp_from batch_upsert_pub_tensor
+    batch_upsert_tensor batch_upsert_tensor_from batch_upsert_tensor_with_parallelism
+    batch_upsert_tensor_with_parallelism_from get_tensor get_tensor_into
+    get_tensor_into_cuda get_tensor_with_parallelism get_tensor_with_parallelism_into
+    get_tensor_with_tp get_tensor_with_tp_into load_tensor_from_safetensor pub_tensor
+    pub_tensor_with_tp put_tensor put_tensor_from put_tensor_with_parallelism
+    put_tensor_with_parallelism_from put_tensor_with_tp put_tensor_with_tp_from
+    save_tensor_to_safetensor upsert_pub_tensor upsert_tensor upsert_tensor_from
+    upsert_tensor_with_parallelism upsert_tensor_with_parallelism_from
+""".split()
+_SESSION_METHODS = """
+    batch_put_session_start batch_put_session_end batch_put_session_revoke
+    batch_get_session_start batch_get_session_end batch_put_from_multi_buffer_ranges
+    batch_get_into_multi_buffer_ranges
+""".split()
+_TASK_METHODS = ["create_copy_task", "create_move_task", "query_task"]
+_SEGMENT_METHODS = [
+    "mount_segment",
+    "unmount_segment",
+    "allocate_and_mount_segment",
+    "unmount_and_free_segment",
+    "unmount_local_disk_segment",
+]
+
+UnsupportedStoreMethods = type(
+    "UnsupportedStoreMethods",
+    (),
+    {
+        "__doc__": "The methods of upstream's MooncakeDistributedStore that raise NotImplementedError.",
+        "__module__": __name__,
+        **U.methods(_STORE, _TENSOR_METHODS, TENSOR),
+        **U.methods(_STORE, _SESSION_METHODS, SESSION),
+        **U.methods(_STORE, _TASK_METHODS, TASKS),
+        **U.methods(_STORE, _SEGMENT_METHODS, SEGMENTS),
+        **U.methods(_STORE, ["alloc_from_mem_pool"], DUMMY),
+        **U.methods(_STORE, ["_get_pyclient_capsule"], NATIVE),
+    },
+)
+
+
+class TaskStatus(_Enum):
+    """State of a replica copy/move task."""
+
+    PENDING = 0
+    PROCESSING = 1
+    SUCCESS = 3
+    FAILED = 2
+
+
+class TaskType(_Enum):
+    """Kind of a replica task."""
+
+    REPLICA_COPY = 0
+    REPLICA_MOVE = 1
+
+
+class QueryTaskResponse:
+    """Response structure for QueryTask operation (``query_task`` is not supported)."""
+
+    def __init__(self) -> None:
+        self.id: Tuple[int, int] = (0, 0)
+        self.type: TaskType = TaskType.REPLICA_COPY
+        self.status: TaskStatus = TaskStatus.PENDING
+        self.created_at_ms_epoch: int = 0
+        self.last_updated_at_ms_epoch: int = 0
+        self.assigned_client: Tuple[int, int] = (0, 0)
+        self.message: str = ""
+
+
+class ParallelAxis:
+    """One axis of a tensor-parallel layout (for the unsupported tensor helpers)."""
+
+    def __init__(self) -> None:
+        self.kind: str = ""
+        self.rank: int = 0
+        self.size: int = 1
+        self.split_dim: Optional[int] = None
+        self.expert_id: Optional[int] = None
+        self.stage_id: Optional[int] = None
+
+
+class TensorParallelism:
+    """A tensor-parallel layout: its ``axes`` (for the unsupported tensor helpers)."""
+
+    def __init__(self) -> None:
+        self.axes: List[ParallelAxis] = []
+
+
+class ReadTarget:
+    """How a tensor is read back (for the unsupported tensor helpers)."""
+
+    def __init__(self) -> None:
+        self.mode: str = "as_stored"
+        self.parallelism: Optional[TensorParallelism] = None
+
+
+class EngramStoreConfig:
+    """Shape of an Engram embedding table (``EngramStore`` is not supported)."""
+
+    def __init__(self) -> None:
+        self.embedding_dim: int = 64
+        self.table_vocab_sizes: List[int] = [1024]
+
+
+EngramStore = U.stub_class(
+    _MODULE,
+    "EngramStore",
+    ENGRAM,
+    "get_embedding_dim get_num_heads get_store_keys get_table_vocab_sizes lookup populate remove_from_store".split(),
+)
+MooncakeDistributedNoFRegister = U.stub_class(
+    _MODULE, "MooncakeDistributedNoFRegister", NOF, ["real_register", "real_unregister_by_endpoint"]
+)
+
+_serialize_tensor = U.function("mooncake.store._serialize_tensor", TENSOR)
+_deserialize_tensor = U.function("mooncake.store._deserialize_tensor", TENSOR)
+_tensor_metadata_size = U.function("mooncake.store._tensor_metadata_size", TENSOR)
+_get_pyclient_from_wrapper = U.function("mooncake.store._get_pyclient_from_wrapper", NATIVE)
+get_alloc_func_addr = U.function(
+    "mooncake.store.get_alloc_func_addr", "upstream's native hugepage allocator is not part of mooncake-rs"
+)
+get_free_func_addr = U.function(
+    "mooncake.store.get_free_func_addr", "upstream's native hugepage allocator is not part of mooncake-rs"
+)
+
+for _cls in (TaskStatus, TaskType, QueryTaskResponse, ParallelAxis, TensorParallelism, ReadTarget, EngramStoreConfig):
+    _cls.__module__ = _MODULE
+del _cls
