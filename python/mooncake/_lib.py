@@ -86,7 +86,7 @@ def find_library() -> Optional[Path]:
 
 def binary_path(name: str) -> Optional[Path]:
     """A bundled or built executable (``mooncake_master``,
-    ``mooncake_http_metadata_server``): the package's ``lib/`` directory, then the
+    ``mooncake_http_metadata_server``, ``transfer_engine_bench``): the package's ``lib/`` directory, then the
     checkout's ``target/release`` and ``target/debug`` (newer first). Returns None if
     none exists."""
     for path in _candidates(name, None):

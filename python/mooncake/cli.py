@@ -1,9 +1,11 @@
 """Console entry points: run the native binaries bundled with the package.
 
-``mooncake_master`` and ``mooncake_http_metadata_server`` (installed by pip as
-scripts) replace themselves with the bundled executable of the same name, passing
-the command line through. Outside an installed package they fall back to the
-repository's ``target/release`` or ``target/debug`` build.
+``mooncake_master``, ``mooncake_http_metadata_server`` and ``transfer_engine_bench``
+(installed by pip as scripts) replace themselves with the bundled executable of the
+same name, passing the command line through. Outside an installed package they fall
+back to the repository's ``target/release`` or ``target/debug`` build.
+``mooncake_client`` (upstream's standalone client for dummy clients) is not supported
+yet: it says so and exits with status 2.
 """
 
 from __future__ import annotations
@@ -38,6 +40,22 @@ def main() -> int:
 def http_metadata_server_main() -> int:
     """``mooncake_http_metadata_server``: the HTTP metadata server for the TE."""
     return _exec("mooncake_http_metadata_server")
+
+
+def bench_main() -> int:
+    """``transfer_engine_bench``: the Transfer Engine benchmark."""
+    return _exec("transfer_engine_bench")
+
+
+def client_main() -> int:
+    """``mooncake_client``: not supported yet; prints why and returns 2."""
+    print(
+        "mooncake_client: not supported yet by mooncake-rs: the standalone client that "
+        "serves dummy clients (MooncakeDistributedStore.setup_dummy) is not implemented. "
+        "Use MooncakeDistributedStore.setup() in the serving process instead.",
+        file=sys.stderr,
+    )
+    return 2
 
 
 if __name__ == "__main__":
