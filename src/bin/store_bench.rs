@@ -12,6 +12,9 @@
 //!   upstream's two-process baseline (spec §5.3). Prints an aligned table and one
 //!   `ROW op=<op> size=<n> ops=<ops/s> mbps=<MB/s> p50=<us> p99=<us> errors=<n>` line
 //!   per row.
+//! * `pressure`: a cache workload over an oversubscribed pool (`--keys` keys of
+//!   `--value_min..=--value_max` bytes, `--mix` put/get/remove), every read checked;
+//!   prints the failed-put rate (see `store_bench/pressure.rs`).
 //! * `master_load`: a metadata load generator speaking coro_rpc to a master (ours or
 //!   upstream's) through [`MasterRpcClient`]: it mounts a fake segment (the master
 //!   never touches segment memory), then `--threads` threads, each with its own
@@ -34,6 +37,8 @@ mod client_ops;
 mod master_load;
 #[path = "store_bench/pipeline.rs"]
 mod pipeline;
+#[path = "store_bench/pressure.rs"]
+mod pressure;
 #[path = "store_bench/settings.rs"]
 mod settings;
 #[path = "store_bench/stats.rs"]
@@ -60,6 +65,7 @@ fn main() -> ExitCode {
     let result = match settings.mode {
         Mode::Serve => client_ops::serve(&settings),
         Mode::Client => client_ops::run(&settings),
+        Mode::Pressure => pressure::run(&settings),
         Mode::MasterLoad => master_load::load(&settings),
         Mode::MasterFill => master_load::fill(&settings),
     };

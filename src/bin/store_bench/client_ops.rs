@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 /// Minimum number of buffer slots per direction (sources and destinations).
 const MIN_SLOTS: usize = 16;
 
-fn setup(s: &Settings, segment: u64) -> Result<Client, String> {
+/// A store client for these settings, mounting `segment` bytes.
+pub fn setup(s: &Settings, segment: u64) -> Result<Client, String> {
     let cfg = SetupConfig {
         local_hostname: s.local_hostname.clone(),
         metadata_server: s.metadata_server.clone(),

@@ -6,16 +6,17 @@ use std::time::Duration;
 
 /// `--help` text.
 pub const USAGE: &str = "\
-Usage: store_bench --mode=serve|client|master_load|master_fill [--flag=value ...]
+Usage: store_bench --mode=serve|client|pressure|master_load|master_fill [--flag=value ...]
 
 Mooncake Store benchmarks (flags are gflags-style: --flag=value, --flag value).
 
-Store client (serve, client):
+Store client (serve, client, pressure):
   --master_server_addr   master host:port (default 127.0.0.1:50051)
   --metadata_server      P2PHANDSHAKE or http://host:port/metadata (default P2PHANDSHAKE)
   --local_hostname       this client's host, optionally host:port (default 127.0.0.1)
   --protocol             transport (default tcp)
-  --global_segment_size  bytes of segment to mount (serve: 1GiB, client: 0)
+  --global_segment_size  bytes of segment to mount (serve: 1GiB, pressure: 96MiB,
+                         client: 0)
   --local_buffer_size    bytes of put staging buffer (serve: 16MiB, client: 64MiB)
 client:
   --value_sizes          comma-separated value sizes (default 4096,1048576)
@@ -26,6 +27,16 @@ client:
   --operations           subset of put,get,put_from,get_into,batch_put_from,
                          batch_get_into (default all)
   --key_prefix           key prefix (default a random one per run)
+pressure (a cache workload over an oversubscribed pool; prints the failed-put rate):
+  --keys                 this process's keys (default 3000)
+  --value_min            smallest value (default 64KiB)
+  --value_max            largest value (default 1MiB)
+  --mix                  percent put,get,remove (default 45,45,10)
+  --put_op               put, put_from or batch_put_from (default put)
+  --batch                keys per batch_put_from (default 16)
+  --threads              threads looping over the keys (default 1)
+  --duration             seconds (default 5)
+  --report_every         print an INTERVAL line every N seconds (default: off)
 master_load, master_fill:
   --master_server_addr   master host:port (default 127.0.0.1:50051)
   --threads              client threads, one connection each (default 4)
@@ -72,6 +83,12 @@ const FLAGS: &[(&str, bool)] = &[
     ("fake_segment_size", false),
     ("fake_segments", false),
     ("rpc_timeout_ms", false),
+    ("keys", false),
+    ("value_min", false),
+    ("value_max", false),
+    ("mix", false),
+    ("put_op", false),
+    ("report_every", false),
     ("help", true),
 ];
 
@@ -82,6 +99,8 @@ pub enum Mode {
     Serve,
     /// Client-operations benchmark.
     Client,
+    /// Cache workload over an oversubscribed pool.
+    Pressure,
     /// Master metadata load.
     MasterLoad,
     /// Fill the master with small objects.
@@ -130,6 +149,34 @@ impl ClientOp {
 
     fn parse(s: &str) -> Option<ClientOp> {
         ClientOp::ALL.into_iter().find(|op| op.name() == s)
+    }
+}
+
+/// How `--mode=pressure` puts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PutOp {
+    /// `put` (the value is reserved in the local buffer).
+    Put,
+    /// Zero-copy `put_from`.
+    PutFrom,
+    /// `batch_put_from` of `--batch` keys.
+    BatchPutFrom,
+}
+
+impl PutOp {
+    /// The flag value naming it.
+    pub fn name(self) -> &'static str {
+        match self {
+            PutOp::Put => "put",
+            PutOp::PutFrom => "put_from",
+            PutOp::BatchPutFrom => "batch_put_from",
+        }
+    }
+
+    fn parse(s: &str) -> Option<PutOp> {
+        [PutOp::Put, PutOp::PutFrom, PutOp::BatchPutFrom]
+            .into_iter()
+            .find(|op| op.name() == s)
     }
 }
 
@@ -184,6 +231,18 @@ pub struct Settings {
     pub fake_segments: usize,
     /// Per-RPC deadline of the load modes.
     pub rpc_timeout: Duration,
+    /// Pressure: keys of this process.
+    pub keys: usize,
+    /// Pressure: smallest value.
+    pub value_min: u64,
+    /// Pressure: largest value.
+    pub value_max: u64,
+    /// Pressure: percent put, get, remove.
+    pub mix: [u64; 3],
+    /// Pressure: how puts are made.
+    pub put_op: PutOp,
+    /// Pressure: interval of the `INTERVAL` lines.
+    pub report_every: Option<Duration>,
 }
 
 /// Parses a byte size: a decimal number with an optional `K`/`M`/`G`/`T` suffix
@@ -251,11 +310,12 @@ impl Settings {
         let mode = match f.get("mode") {
             Some("serve") => Mode::Serve,
             Some("client") => Mode::Client,
+            Some("pressure") => Mode::Pressure,
             Some("master_load") => Mode::MasterLoad,
             Some("master_fill") => Mode::MasterFill,
             Some(m) => {
                 return Err(format!(
-                    "--mode: '{m}' is not serve|client|master_load|master_fill"
+                    "--mode: '{m}' is not serve|client|pressure|master_load|master_fill"
                 ))
             }
             None => return Err("--mode is required".into()),
@@ -270,6 +330,36 @@ impl Settings {
             None => Ok(default),
         };
         let serve = mode == Mode::Serve;
+        let pressure = mode == Mode::Pressure;
+        let mix = match f.get("mix") {
+            None => [45, 45, 10],
+            Some(v) => {
+                let parts = v
+                    .split(',')
+                    .map(|p| parse_num("mix", p, 0, 100))
+                    .collect::<Result<Vec<u64>, String>>()?;
+                match parts.as_slice() {
+                    [p, g, r] if p + g + r == 100 => [*p, *g, *r],
+                    _ => {
+                        return Err(format!(
+                            "--mix: '{v}' is not three percentages summing to 100"
+                        ))
+                    }
+                }
+            }
+        };
+        let put_op = match f.get("put_op") {
+            None => PutOp::Put,
+            Some(v) => PutOp::parse(v)
+                .ok_or_else(|| format!("--put_op: '{v}' is not put|put_from|batch_put_from"))?,
+        };
+        let default_segment = if serve {
+            1 << 30
+        } else if pressure {
+            96 << 20
+        } else {
+            0
+        };
         let value_sizes = f
             .get("value_sizes")
             .unwrap_or("4096,1048576")
@@ -297,7 +387,7 @@ impl Settings {
             metadata_server: string("metadata_server", "P2PHANDSHAKE"),
             local_hostname: string("local_hostname", "127.0.0.1"),
             protocol: string("protocol", "tcp"),
-            global_segment_size: size("global_segment_size", if serve { 1 << 30 } else { 0 })?,
+            global_segment_size: size("global_segment_size", default_segment)?,
             local_buffer_size: size("local_buffer_size", if serve { 16 << 20 } else { 64 << 20 })?,
             value_sizes,
             ops: match f.get("ops") {
@@ -308,7 +398,7 @@ impl Settings {
             rounds: num("rounds", 3, 1, 1000)? as usize,
             operations,
             key_prefix,
-            threads: num("threads", 4, 1, 1024)? as usize,
+            threads: num("threads", if pressure { 1 } else { 4 }, 1, 1024)? as usize,
             duration: Duration::from_secs(num("duration", 5, 1, 86_400)?),
             pipeline: num("pipeline", 1, 1, 1024)? as usize,
             prefill: num("prefill", 1000, 0, 100_000_000)? as usize,
@@ -322,6 +412,20 @@ impl Settings {
             fake_segment_size: size("fake_segment_size", 64 << 30)?,
             fake_segments: num("fake_segments", 1, 1, 1024)? as usize,
             rpc_timeout: Duration::from_millis(num("rpc_timeout_ms", 30_000, 1, 3_600_000)?),
+            keys: num("keys", 3000, 1, 100_000_000)? as usize,
+            value_min: size("value_min", 64 << 10)?,
+            value_max: size("value_max", 1 << 20)?,
+            mix,
+            put_op,
+            report_every: match f.get("report_every") {
+                Some(v) => Some(Duration::from_secs(parse_num(
+                    "report_every",
+                    v,
+                    1,
+                    86_400,
+                )?)),
+                None => None,
+            },
         };
         settings.validate()?;
         Ok(settings)
@@ -337,6 +441,18 @@ impl Settings {
                     "--local_buffer_size {} is smaller than the largest value ({max}); \
                      put needs to stage a whole value",
                     self.local_buffer_size
+                ));
+            }
+        }
+        if self.mode == Mode::Pressure {
+            if self.value_min == 0 || self.value_min > self.value_max || self.value_max > 1 << 30 {
+                return Err("--value_min/--value_max: need 1 <= min <= max <= 1GiB".into());
+            }
+            if self.put_op == PutOp::Put && self.local_buffer_size < self.value_max {
+                return Err(format!(
+                    "--local_buffer_size {} is smaller than --value_max {}; put stages a \
+                     whole value",
+                    self.local_buffer_size, self.value_max
                 ));
             }
         }
@@ -400,6 +516,21 @@ mod tests {
         let s = parse(&["--mode=master_fill"]).unwrap().unwrap();
         assert_eq!((s.object_size, s.objects, s.hold), (64, 1_000_000, true));
         assert!(parse(&["--help"]).unwrap().is_none());
+        let s = parse(&["--mode=pressure"]).unwrap().unwrap();
+        assert_eq!(s.global_segment_size, 96 << 20);
+        assert_eq!(
+            (s.keys, s.value_min, s.value_max),
+            (3000, 64 << 10, 1 << 20)
+        );
+        assert_eq!((s.mix, s.put_op, s.threads), ([45, 45, 10], PutOp::Put, 1));
+        let s = parse(&[
+            "--mode=pressure",
+            "--mix=50,50,0",
+            "--put_op=batch_put_from",
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!((s.mix, s.put_op), ([50, 50, 0], PutOp::BatchPutFrom));
     }
 
     #[test]
@@ -416,6 +547,10 @@ mod tests {
             &["--mode=client", "--local_buffer_size=1K"],
             &["--mode=master_fill", "--hold=maybe"],
             &["--mode=master_load", "--threads=0"],
+            &["--mode=pressure", "--mix=50,50"],
+            &["--mode=pressure", "--mix=50,50,1"],
+            &["--mode=pressure", "--put_op=get"],
+            &["--mode=pressure", "--value_min=2M"],
         ] {
             assert!(parse(bad).is_err(), "{bad:?}");
         }
