@@ -251,3 +251,7 @@ def http_metadata_server() -> Iterator[str]:
             proc.wait()
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+# The live store fixtures (a master per module, a store, unique keys, memory).
+from store_env import k, master, mem, store  # noqa: E402,F401

@@ -6,202 +6,41 @@ proves the API matches:
     python3 -m pytest python/tests/test_store.py
     MOONCAKE_PY_IMPL=upstream $MOONCAKE_PEER_VENV/bin/python -m pytest python/tests/test_store.py
 
-The master is ours (``target/{debug,release}/mooncake_master`` or the bundled one)
-unless ``MOONCAKE_TEST_MASTER`` is ``upstream`` (the wheel's ``mooncake_master``) or
-the path of a master binary. It runs with ``--default_kv_lease_ttl=500`` so leases
-end quickly. Tests marked "ours only" cover behaviour where upstream's wheel crashes
-(calls on a closed or never set-up store).
+The master and the fixtures are those of ``store_env.py``. Tests marked "ours only"
+cover behaviour where upstream's wheel crashes (calls on a closed or never set-up
+store).
 """
 
 from __future__ import annotations
 
 import ctypes
-import glob
-import os
-import socket
-import subprocess
-import tempfile
 import time
-import uuid
-from pathlib import Path
-from typing import Iterator, List
+from typing import List
 
 import pytest
 
-from conftest import IMPL, REPO, peer_venv  # noqa: E402  (python/tests is on sys.path)
-
-from mooncake.store import (  # noqa: E402
+from mooncake.store import (
     MooncakeDistributedStore,
     MooncakeHostMemAllocator,
     ReplicaStatus,
     ReplicateConfig,
     SoftPinAction,
 )
-import mooncake.store as mstore  # noqa: E402
-
-OURS = IMPL == "ours"
-ours_only = pytest.mark.skipif(not OURS, reason="upstream's wheel crashes on this (ours only)")
-
-INVALID_PARAMS = -600
-OBJECT_NOT_FOUND = -704
-OBJECT_HAS_LEASE = -706
-LEASE_S = 0.5
-SEGMENT = 64 << 20
-LOCAL_BUFFER = 16 << 20
-
-
-# --- the master ----------------------------------------------------------------
-
-
-def _free_ports(n: int) -> List[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def _master_binary() -> Path:
-    choice = os.environ.get("MOONCAKE_TEST_MASTER", "ours")
-    if choice == "upstream":
-        venv = peer_venv()
-        found = glob.glob(str(venv / "lib" / "python*" / "site-packages" / "mooncake" / "mooncake_master")) if venv else []
-        if not found:
-            pytest.skip("upstream mooncake_master not found (no peer venv)")
-        return Path(found[0])
-    if choice != "ours":
-        return Path(choice)
-    bundled = REPO / "python" / "mooncake" / "lib" / "mooncake_master"
-    built = [REPO / "target" / p / "mooncake_master" for p in ("release", "debug")]
-    built = sorted((b for b in built if b.is_file()), key=lambda p: p.stat().st_mtime, reverse=True)
-    for path in [bundled, *built]:
-        if path.is_file() and os.access(path, os.X_OK):
-            return path
-    pytest.skip("mooncake_master not built: run `cargo build --bin mooncake_master`")
-
-
-def _wait_port(port: int, proc: subprocess.Popen, log: Path, timeout: float = 30) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"mooncake_master exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise TimeoutError(f"mooncake_master did not listen on {port}:\n{log.read_text()[-3000:]}")
-
-
-class Master:
-    def __init__(self) -> None:
-        binary = _master_binary()
-        self.rpc_port, self.metrics_port, self.http_port = _free_ports(3)
-        self.log = Path(tempfile.mkstemp(prefix="mooncake-master-", suffix=".log")[1])
-        args = [
-            str(binary),
-            f"--port={self.rpc_port}",
-            "--rpc_address=127.0.0.1",
-            f"--metrics_port={self.metrics_port}",
-            "--metrics_host=127.0.0.1",
-            "--enable_http_metadata_server=true",
-            "--http_metadata_server_host=127.0.0.1",
-            f"--http_metadata_server_port={self.http_port}",
-            f"--default_kv_lease_ttl={int(LEASE_S * 1000)}",
-        ]
-        with open(self.log, "wb") as out:
-            self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        try:
-            _wait_port(self.rpc_port, self.proc, self.log)
-            _wait_port(self.http_port, self.proc, self.log)
-        except Exception:
-            self.stop()
-            raise
-        self.addr = f"127.0.0.1:{self.rpc_port}"
-        self.metadata = f"http://127.0.0.1:{self.http_port}/metadata"
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        try:
-            self.log.unlink()
-        except OSError:
-            pass
-
-
-@pytest.fixture(scope="module")
-def master() -> Iterator[Master]:
-    m = Master()
-    yield m
-    m.stop()
-
-
-def new_store(master: Master, segment: int = SEGMENT, local_buffer: int = LOCAL_BUFFER) -> MooncakeDistributedStore:
-    s = MooncakeDistributedStore()
-    rc = s.setup("127.0.0.1", master.metadata, segment, local_buffer, "tcp", "", master.addr)
-    assert rc == 0, f"setup failed: {rc}"
-    return s
-
-
-@pytest.fixture(scope="module")
-def store(master: Master) -> Iterator[MooncakeDistributedStore]:
-    s = new_store(master)
-    yield s
-    s.close()
-
-
-@pytest.fixture
-def k() -> "Keys":
-    return Keys()
-
-
-class Keys:
-    """Unique keys per test: ``k("a")`` -> ``"<test-id>/a"``."""
-
-    def __init__(self) -> None:
-        self.prefix = f"t{uuid.uuid4().hex[:12]}"
-
-    def __call__(self, name: str) -> str:
-        return f"{self.prefix}/{name}"
-
-
-class Memory:
-    """Page-aligned memory from MooncakeHostMemAllocator, freed at the end."""
-
-    def __init__(self, size: int) -> None:
-        self.alloc = MooncakeHostMemAllocator()
-        self.size = size
-        self.addr = self.alloc.alloc(size)
-        assert self.addr and self.addr % 4096 == 0
-        ctypes.memset(self.addr, 0, size)
-
-    def write(self, off: int, data: bytes) -> None:
-        ctypes.memmove(self.addr + off, data, len(data))
-
-    def read(self, off: int, n: int) -> bytes:
-        return ctypes.string_at(self.addr + off, n)
-
-    def free(self) -> None:
-        assert self.alloc.free(self.addr) == 0
-
-
-@pytest.fixture
-def mem() -> Iterator[Memory]:
-    m = Memory(4 << 20)
-    yield m
-    m.free()
-
-
-def pattern(n: int, seed: int) -> bytes:
-    return bytes((i * 31 + seed) % 251 for i in range(n))
+import mooncake.store as mstore
+from store_env import (
+    INVALID_PARAMS,
+    LEASE_S,
+    LOCAL_BUFFER,
+    OBJECT_HAS_LEASE,
+    OBJECT_NOT_FOUND,
+    SEGMENT,
+    Keys,
+    Master,
+    Memory,
+    new_store,
+    ours_only,
+    pattern,
+)
 
 
 # --- module surface ------------------------------------------------------------
@@ -265,7 +104,8 @@ def test_setup_identity_and_health(store: MooncakeDistributedStore) -> None:
 def test_setup_dict_form(master: Master) -> None:
     base = dict(local_hostname="127.0.0.1", metadata_server=master.metadata, master_server_addr=master.addr)
     assert MooncakeDistributedStore().setup(dict(metadata_server=master.metadata)) == INVALID_PARAMS
-    assert MooncakeDistributedStore().setup(dict(base, global_segment_size="1024")) == INVALID_PARAMS
+    assert MooncakeDistributedStore().setup(dict(base, global_segment_size="1023")) == INVALID_PARAMS
+    assert MooncakeDistributedStore().setup(dict(base, global_segment_size="1024 parsecs")) == INVALID_PARAMS
     assert MooncakeDistributedStore().setup(dict(base, global_segment_size=100)) == INVALID_PARAMS
     s = MooncakeDistributedStore()
     assert s.setup(dict(base, global_segment_size=SEGMENT, local_buffer_size=LOCAL_BUFFER, protocol="tcp",

@@ -1,0 +1,62 @@
+"""The console commands of ``pip install ./python`` (ours only): the build backend
+declares ``mooncake_master``, ``mooncake_http_metadata_server``,
+``transfer_engine_bench`` and ``mooncake_client`` and bundles the three executables;
+``transfer_engine_bench`` runs the native benchmark, ``mooncake_client`` says it is not
+supported yet and exits with status 2."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import IMPL, PYTHON_DIR, impl_env
+
+pytestmark = pytest.mark.skipif(IMPL != "ours", reason="mooncake-rs packaging (ours only)")
+
+
+def backend():
+    spec = importlib.util.spec_from_file_location("mooncake_build", PYTHON_DIR / "_build" / "mooncake_build.py")
+    module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_backend_declares_the_commands(tmp_path: Path) -> None:
+    b = backend()
+    info = b.prepare_metadata_for_build_wheel(str(tmp_path))
+    entry_points = (tmp_path / info / "entry_points.txt").read_text()
+    for line in (
+        "mooncake_master = mooncake.cli:main",
+        "mooncake_http_metadata_server = mooncake.cli:http_metadata_server_main",
+        "transfer_engine_bench = mooncake.cli:bench_main",
+        "mooncake_client = mooncake.cli:client_main",
+    ):
+        assert line in entry_points
+    assert b.BINARIES == ["mooncake_master", "mooncake_http_metadata_server", "transfer_engine_bench"]
+
+
+def run_entry(function: str, *args: str) -> subprocess.CompletedProcess:
+    code = f"import sys; from mooncake.cli import {function}; sys.exit({function}())"
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], env=impl_env("ours"), capture_output=True, text=True, timeout=60
+    )
+
+
+def test_mooncake_client_is_not_supported_yet() -> None:
+    done = run_entry("client_main", "--port=50052")
+    assert done.returncode == 2
+    assert "mooncake_client: not supported yet" in done.stderr
+
+
+def test_transfer_engine_bench_runs_the_native_binary() -> None:
+    from mooncake._lib import binary_path
+
+    if binary_path("transfer_engine_bench") is None:
+        pytest.skip("transfer_engine_bench not built: run `cargo build --bins`")
+    done = run_entry("bench_main", "--help")
+    assert done.returncode == 0 and "Usage: transfer_engine_bench" in done.stdout + done.stderr
