@@ -183,8 +183,9 @@ fn run(s: Settings) -> Result<(), String> {
         Arc::new(AdminHandler(master.clone())),
     )
     .map_err(|e| format!("admin HTTP on {}: {e}", s.metrics))?;
-    let rpc = RpcServer::start(s.rpc, master.clone(), s.idle_timeout)
-        .map_err(|e| format!("master RPC on {}: {e}", s.rpc))?;
+    let rpc =
+        RpcServer::start_with_events(s.rpc, master.clone(), Some(master.clone()), s.idle_timeout)
+            .map_err(|e| format!("master RPC on {}: {e}", s.rpc))?;
     eprintln!(
         "mooncake_master listening on {} (rpc), metrics on {}",
         rpc.local_addr(),

@@ -206,6 +206,12 @@ fn prometheus(master: &MasterService) -> String {
     let _ = writeln!(out, "master_eviction_runs_total {}", metrics.eviction_runs);
     let _ = writeln!(out, "# TYPE master_evicted_key_count counter");
     let _ = writeln!(out, "master_evicted_key_count {}", metrics.evicted_objects);
+    let _ = writeln!(out, "# TYPE master_put_room_evictions_total counter");
+    let _ = writeln!(
+        out,
+        "master_put_room_evictions_total {}",
+        metrics.room_evictions
+    );
     out
 }
 

@@ -3,21 +3,38 @@
 //! (so the first ping after a plain mount answers NEED_REMOUNT, as upstream does). The
 //! monitor expires clients past their deadline: their segments are unmounted and every
 //! replica on them is dropped; objects left without replicas are erased.
+//!
+//! Beyond upstream, the RPC server reports which connections carry a client's pings and
+//! mounts ([`MasterService::client_connected`]). When the last of them is closed or
+//! reset by the peer — the owner process died, its kernel closed its sockets — its
+//! segments become unreachable at once: no new allocations there, and their replicas
+//! are no longer handed to readers (who then see -704, not transfer failures). A ping
+//! (over a new connection) makes them reachable again; a client still without a
+//! connection after [`DISCONNECT_GRACE`] is expired like one past its TTL.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 
 use super::MasterService;
 use crate::wire::master_api::{ClientStatus, Uuid};
 
-#[derive(Debug, Clone, Copy)]
+/// How long a client whose connections are all gone keeps its segments (unreachable)
+/// before it is expired; a live client reconnects with its next ping (every second).
+pub const DISCONNECT_GRACE: Duration = Duration::from_secs(3);
+
+#[derive(Debug, Clone, Copy, Default)]
 struct Entry {
     /// Liveness deadline (ns), `None` while the client has not pinged or mounted since
     /// it last expired (then it is OK-marked only).
     deadline: Option<u64>,
     ok: bool,
+    /// Open RPC connections that carried its pings or mounts.
+    connections: u32,
+    /// When the peer closed the last of them (ns), while no new one came.
+    lost_at: Option<u64>,
 }
 
 /// The liveness table.
@@ -38,20 +55,14 @@ impl Clients {
     /// Sets `client`'s deadline to `now + ttl`.
     pub fn touch(&self, client: Uuid, now: u64, ttl: u64) {
         let mut inner = self.inner.lock();
-        let e = inner.entry(client).or_insert(Entry {
-            deadline: None,
-            ok: false,
-        });
+        let e = inner.entry(client).or_default();
         e.deadline = Some(now.saturating_add(ttl));
     }
 
     /// Marks `client` OK (after a remount).
     pub fn mark_ok(&self, client: Uuid) {
         let mut inner = self.inner.lock();
-        let e = inner.entry(client).or_insert(Entry {
-            deadline: None,
-            ok: false,
-        });
+        let e = inner.entry(client).or_default();
         if !e.ok {
             e.ok = true;
             self.ok_count.fetch_add(1, Ordering::Relaxed);
@@ -61,10 +72,7 @@ impl Clients {
     /// A heartbeat: refreshes the deadline and reports the client's status.
     pub fn ping(&self, client: Uuid, now: u64, ttl: u64) -> ClientStatus {
         let mut inner = self.inner.lock();
-        let e = inner.entry(client).or_insert(Entry {
-            deadline: None,
-            ok: false,
-        });
+        let e = inner.entry(client).or_default();
         e.deadline = Some(now.saturating_add(ttl));
         if e.ok {
             ClientStatus::Ok
@@ -73,19 +81,56 @@ impl Clients {
         }
     }
 
-    /// Removes and returns the clients whose deadline has passed.
-    pub fn take_expired(&self, now: u64) -> Vec<Uuid> {
+    /// A connection carries `client`; true if the client had been lost (all its
+    /// connections closed by the peer) and is back.
+    pub fn connected(&self, client: Uuid) -> bool {
+        let mut inner = self.inner.lock();
+        let e = inner.entry(client).or_default();
+        e.connections = e.connections.saturating_add(1);
+        e.lost_at.take().is_some()
+    }
+
+    /// A connection that carried `client` ended; `peer_gone` when the peer closed or
+    /// reset it. True if that was its last connection and the peer is gone: the
+    /// client is now lost (since `now`).
+    pub fn disconnected(&self, client: Uuid, peer_gone: bool, now: u64) -> bool {
+        let mut inner = self.inner.lock();
+        let Some(e) = inner.get_mut(&client) else {
+            return false;
+        };
+        e.connections = e.connections.saturating_sub(1);
+        if e.connections == 0 && peer_gone && e.lost_at.is_none() {
+            e.lost_at = Some(now);
+            return true;
+        }
+        false
+    }
+
+    /// Removes and returns the clients whose deadline has passed or that have been
+    /// lost for longer than `grace` (ns).
+    pub fn take_expired(&self, now: u64, grace: u64) -> Vec<Uuid> {
         let mut inner = self.inner.lock();
         let expired: Vec<Uuid> = inner
             .iter()
-            .filter(|(_, e)| e.deadline.is_some_and(|d| d < now))
+            .filter(|(_, e)| {
+                e.deadline.is_some_and(|d| d < now)
+                    || e.lost_at.is_some_and(|t| t.saturating_add(grace) < now)
+            })
             .map(|(c, _)| *c)
             .collect();
         for c in &expired {
-            if let Some(e) = inner.remove(c) {
-                if e.ok {
-                    self.ok_count.fetch_sub(1, Ordering::Relaxed);
-                }
+            let Some(e) = inner.get_mut(c) else { continue };
+            if e.ok {
+                self.ok_count.fetch_sub(1, Ordering::Relaxed);
+            }
+            if e.connections == 0 {
+                inner.remove(c);
+            } else {
+                // Forget its state, but keep counting the connections still open.
+                *e = Entry {
+                    connections: e.connections,
+                    ..Entry::default()
+                };
             }
         }
         expired
@@ -98,10 +143,12 @@ impl Clients {
 }
 
 impl MasterService {
-    /// One pass of the client monitor: expire clients past their deadline.
+    /// One pass of the client monitor: expire clients past their deadline or lost for
+    /// longer than the grace period.
     pub(super) fn client_monitor_tick(&self) {
         let now = self.now();
-        let expired = self.clients.take_expired(now);
+        let grace = super::dur_ns(DISCONNECT_GRACE.min(self.config.client_ttl));
+        let expired = self.clients.take_expired(now, grace);
         if expired.is_empty() {
             return;
         }
@@ -122,6 +169,31 @@ impl MasterService {
         );
         if dead > 0 {
             self.sweep_dead_replicas();
+        }
+    }
+
+    /// A connection of the RPC server carries `client` (it pinged or mounted over it):
+    /// a lost client is reachable again.
+    pub fn client_connected(&self, client: Uuid) {
+        if self.clients.connected(client) {
+            let n = self.segments.set_client_reachable(client, true);
+            log::info!("client_id={client}: reconnected; {n} segment(s) reachable again");
+        }
+    }
+
+    /// A connection that carried `client` ended (`peer_gone`: closed or reset by the
+    /// peer, not by this master). When it was the client's last, its segments take no
+    /// allocations and serve no reads until it pings again, and it expires after
+    /// [`DISCONNECT_GRACE`] unless it does.
+    pub fn client_disconnected(&self, client: Uuid, peer_gone: bool) {
+        if self.clients.disconnected(client, peer_gone, self.now()) {
+            let n = self.segments.set_client_reachable(client, false);
+            if n > 0 {
+                log::info!(
+                    "client_id={client}: every connection closed by the peer; {n} segment(s) \
+                     unreachable until it pings again"
+                );
+            }
         }
     }
 

@@ -21,11 +21,24 @@ use super::MasterService;
 use crate::wire::master_api::ReplicaStatus;
 
 /// An eviction candidate.
-struct Candidate {
+pub(super) struct Candidate {
     shard: usize,
     tenant: String,
     key: String,
-    lease: u64,
+    /// Read lease deadline when counted (the eviction order: oldest first).
+    pub lease: u64,
+    /// Bytes its readable replicas held when counted.
+    pub bytes: u64,
+}
+
+/// The evictable objects at one instant.
+pub(super) struct Census {
+    /// Objects with a readable replica that are not hard-pinned (the ratio's base).
+    pub base: usize,
+    /// Unleased, not soft-pinned candidates.
+    pub no_pin: Vec<Candidate>,
+    /// Unleased soft-pinned candidates (only when those may be evicted).
+    pub soft: Vec<Candidate>,
 }
 
 impl MasterService {
@@ -76,41 +89,13 @@ impl MasterService {
     /// returns whether anything was evicted or released.
     pub(super) fn batch_evict(&self, target: f64, lower: f64, now: u64) -> bool {
         self.metrics.eviction_runs.fetch_add(1, Ordering::Relaxed);
-        let allow_soft = self.config.allow_evict_soft_pinned_objects;
-        let mut base: usize = 0;
-        let mut no_pin: Vec<Candidate> = Vec::new();
-        let mut soft: Vec<Candidate> = Vec::new();
-        for i in 0..NUM_SHARDS {
-            let mut shard = self.objects.lock(i);
-            self.discard_expired_processing(&mut shard, now);
-            shard.for_each(|t, k, o| {
-                if o.hard_pin() || !o.has_readable() {
-                    return;
-                }
-                base += 1;
-                if !o.lease_expired(now) {
-                    return;
-                }
-                let c = Candidate {
-                    shard: i,
-                    tenant: t.to_string(),
-                    key: k.to_string(),
-                    lease: o.lease_timeout,
-                };
-                if !o.soft_pinned(now) {
-                    no_pin.push(c);
-                } else if allow_soft {
-                    soft.push(c);
-                }
-            });
-        }
+        let Census { base, no_pin, soft } = self.census(now);
         if base == 0 {
             self.need_eviction.store(false, Ordering::Release);
             return self.release_expired_discarded(now) > 0;
         }
 
         let ideal = (base as f64 * target).ceil() as usize;
-        no_pin.sort_by_key(|c| c.lease);
         let mut evicted = 0usize;
         let mut remaining: Vec<Candidate> = Vec::new();
         for c in no_pin {
@@ -137,7 +122,6 @@ impl MasterService {
                 evicted += n;
                 left -= n as i64;
             }
-            soft.sort_by_key(|c| c.lease);
             for c in &soft {
                 if left <= 0 {
                     break;
@@ -161,13 +145,53 @@ impl MasterService {
         false
     }
 
+    /// Counts the evictable objects (dropping expired PROCESSING buffers on the way);
+    /// both candidate lists are sorted oldest lease first.
+    pub(super) fn census(&self, now: u64) -> Census {
+        let allow_soft = self.config.allow_evict_soft_pinned_objects;
+        let mut census = Census {
+            base: 0,
+            no_pin: Vec::new(),
+            soft: Vec::new(),
+        };
+        for i in 0..NUM_SHARDS {
+            let mut shard = self.objects.lock(i);
+            self.discard_expired_processing(&mut shard, now);
+            shard.for_each(|t, k, o| {
+                if o.hard_pin() || !o.has_readable() {
+                    return;
+                }
+                census.base += 1;
+                if o.held(now, self.lease_ns) {
+                    return;
+                }
+                let readable = o.replicas.iter().filter(|r| r.is_readable()).count();
+                let c = Candidate {
+                    shard: i,
+                    tenant: t.to_string(),
+                    key: k.to_string(),
+                    lease: o.lease_timeout,
+                    bytes: o.size().saturating_mul(readable as u64),
+                };
+                if !o.soft_pinned(now) {
+                    census.no_pin.push(c);
+                } else if allow_soft {
+                    census.soft.push(c);
+                }
+            });
+        }
+        census.no_pin.sort_by_key(|c| c.lease);
+        census.soft.sort_by_key(|c| c.lease);
+        census
+    }
+
     /// Evicts candidate `c` (or its whole group); returns the number of objects evicted.
-    fn try_evict(&self, c: &Candidate, allow_soft: bool, now: u64) -> usize {
+    pub(super) fn try_evict(&self, c: &Candidate, allow_soft: bool, now: u64) -> usize {
         let mut shard = self.objects.lock(c.shard);
         let Some(o) = shard.get_mut(&c.tenant, &c.key) else {
             return 0;
         };
-        if !evictable(o, allow_soft, now) {
+        if !evictable(o, allow_soft, now, self.lease_ns) {
             return 0;
         }
         if !o.group_id().is_empty() {
@@ -187,7 +211,10 @@ impl MasterService {
         let members = self.objects.group_members(tenant, group);
         for m in &members {
             let shard = self.objects.lock_key(tenant, m);
-            if shard.get(tenant, m).is_some_and(|o| !o.lease_expired(now)) {
+            if shard
+                .get(tenant, m)
+                .is_some_and(|o| o.held(now, self.lease_ns))
+            {
                 return 0;
             }
         }
@@ -197,7 +224,7 @@ impl MasterService {
             let Some(o) = shard.get_mut(tenant, m) else {
                 continue;
             };
-            if !evictable(o, allow_soft, now) {
+            if !evictable(o, allow_soft, now, self.lease_ns) {
                 continue;
             }
             let bufs = o.take_replicas(|r| r.is_readable());
@@ -261,7 +288,7 @@ impl MasterService {
     }
 }
 
-/// Whether `o` may be evicted now.
-fn evictable(o: &Object, allow_soft: bool, now: u64) -> bool {
-    !o.hard_pin() && o.lease_expired(now) && (allow_soft || !o.soft_pinned(now)) && o.has_readable()
+/// Whether `o` may be evicted now (`ttl`: the lease TTL).
+fn evictable(o: &Object, allow_soft: bool, now: u64, ttl: u64) -> bool {
+    !o.hard_pin() && !o.held(now, ttl) && (allow_soft || !o.soft_pinned(now)) && o.has_readable()
 }

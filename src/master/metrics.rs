@@ -30,8 +30,10 @@ pub struct MasterMetrics {
     pub eviction_runs: u64,
     /// Objects evicted in total.
     pub evicted_objects: u64,
-    /// PutStart/UpsertStart allocations that found no space (-200).
+    /// PutStart/UpsertStart placements that found no space (each retry counts).
     pub alloc_failures: u64,
+    /// Times a write evicted to make room for itself.
+    pub room_evictions: u64,
 }
 
 impl MasterMetrics {
@@ -42,13 +44,27 @@ impl MasterMetrics {
 }
 
 /// The live counters.
-#[derive(Default)]
 pub(crate) struct Metrics {
     requests: [AtomicU64; RPC_COUNT],
     failures: [AtomicU64; RPC_COUNT],
     pub eviction_runs: AtomicU64,
     pub evicted_objects: AtomicU64,
     pub alloc_failures: AtomicU64,
+    pub room_evictions: AtomicU64,
+}
+
+impl Default for Metrics {
+    fn default() -> Metrics {
+        let zeros = || std::array::from_fn(|_| AtomicU64::new(0));
+        Metrics {
+            requests: zeros(),
+            failures: zeros(),
+            eviction_runs: AtomicU64::new(0),
+            evicted_objects: AtomicU64::new(0),
+            alloc_failures: AtomicU64::new(0),
+            room_evictions: AtomicU64::new(0),
+        }
+    }
 }
 
 impl Metrics {
@@ -80,6 +96,7 @@ impl Metrics {
             eviction_runs: self.eviction_runs.load(Ordering::Relaxed),
             evicted_objects: self.evicted_objects.load(Ordering::Relaxed),
             alloc_failures: self.alloc_failures.load(Ordering::Relaxed),
+            room_evictions: self.room_evictions.load(Ordering::Relaxed),
         }
     }
 }

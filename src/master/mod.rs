@@ -18,6 +18,7 @@ mod objects;
 mod placement;
 mod read;
 mod remove;
+mod room;
 pub mod rpc_server;
 mod segments;
 mod write;
@@ -65,6 +66,7 @@ pub struct MasterService {
     clients: clients::Clients,
     discarded: Mutex<Vec<(Vec<Buffer>, u64)>>,
     need_eviction: AtomicBool,
+    room: Mutex<room::RoomQueue>,
     evict_backoff_until: AtomicU64,
     last_discard: AtomicU64,
     next_replica_id: AtomicU64,
@@ -93,6 +95,7 @@ impl MasterService {
             clients: clients::Clients::new(),
             discarded: Mutex::new(Vec::new()),
             need_eviction: AtomicBool::new(false),
+            room: Mutex::new(room::RoomQueue::default()),
             evict_backoff_until: AtomicU64::new(0),
             last_discard: AtomicU64::new(0),
             next_replica_id: AtomicU64::new(1),
@@ -231,6 +234,16 @@ impl Drop for MasterService {
     }
 }
 
+impl rpc_server::ConnectionEvents for MasterService {
+    fn client_connected(&self, client: Uuid) {
+        MasterService::client_connected(self, client);
+    }
+
+    fn client_disconnected(&self, client: Uuid, peer_gone: bool) {
+        MasterService::client_disconnected(self, client, peer_gone);
+    }
+}
+
 impl MasterApi for MasterService {
     fn service_ready(&self) -> MasterResult<String> {
         self.counted(Rpc::ServiceReady, Ok(SERVICE_VERSION.to_string()))
@@ -348,6 +361,35 @@ impl MasterApi for MasterService {
     ) -> MasterResult<Vec<(String, Vec<ReplicaDescriptor>)>> {
         let r = self.get_replica_list_by_regex_impl(regex, tenant);
         self.counted(Rpc::GetReplicaListByRegex, r)
+    }
+
+    fn batch_begin_read(
+        &self,
+        keys: &[String],
+        tenant: &str,
+    ) -> MasterResult<Vec<MasterResult<GetReplicaListResponse>>> {
+        let v = keys
+            .iter()
+            .map(|k| self.begin_read_one(k, tenant))
+            .collect();
+        self.counted_batch(Rpc::BatchBeginRead, v)
+    }
+
+    fn batch_end_read(
+        &self,
+        keys: &[String],
+        replica_ids: &[u64],
+        tenant: &str,
+    ) -> MasterResult<()> {
+        let r = if keys.len() == replica_ids.len() {
+            for (k, id) in keys.iter().zip(replica_ids) {
+                self.end_read_one(k, *id, tenant);
+            }
+            Ok(())
+        } else {
+            Err(ErrorCode::INVALID_PARAMS)
+        };
+        self.counted(Rpc::BatchEndRead, r)
     }
 
     fn put_start(

@@ -50,9 +50,10 @@ impl Replica {
         }
     }
 
-    /// Whether it can be read: complete and its segment still mounted.
+    /// Whether it can be read: complete, its segment still mounted and its owner
+    /// reachable.
     pub fn is_readable(&self) -> bool {
-        self.status == ReplicaStatus::Complete && self.seg.is_alive()
+        self.status == ReplicaStatus::Complete && self.seg.is_usable()
     }
 
     /// The wire descriptor.
@@ -206,14 +207,20 @@ pub(crate) struct Object {
     pub client: Uuid,
     /// When the current put started.
     pub put_start: u64,
-    /// Value size.
-    pub size: u64,
+    /// The value size (low 48 bits) and the number of tracked reads in flight (high
+    /// 16 bits, see [`Object::begin_read`]): one word, so tracking costs no memory.
+    size_reads: u64,
     /// Read lease deadline.
     pub lease_timeout: u64,
     /// Replicas.
     pub replicas: Replicas,
     extra: Option<Box<Extra>>,
 }
+
+/// Bits of [`Object::size_reads`] holding the size: the largest object is 256 TiB - 1.
+const SIZE_BITS: u32 = 48;
+/// The largest object size.
+pub(crate) const MAX_OBJECT_SIZE: u64 = (1 << SIZE_BITS) - 1;
 
 impl Object {
     /// A new object; `pending_pin` is applied when the first replica completes.
@@ -231,10 +238,10 @@ impl Object {
         let mut o = Object {
             client,
             put_start,
-            size,
             lease_timeout: 0,
             replicas,
             extra: None,
+            size_reads: size.min(MAX_OBJECT_SIZE),
         };
         let extra = Extra {
             soft_pin,
@@ -314,9 +321,65 @@ impl Object {
             .all(|r| r.status == ReplicaStatus::Complete)
     }
 
-    /// Whether the read lease has run out.
+    /// The value size.
+    pub fn size(&self) -> u64 {
+        self.size_reads & MAX_OBJECT_SIZE
+    }
+
+    /// Whether the read lease has run out (tracked reads aside: see [`Object::held`]).
     pub fn lease_expired(&self, now: u64) -> bool {
         now >= self.lease_timeout
+    }
+
+    /// Whether a lease or a tracked read in flight holds the object: then it may be
+    /// neither evicted nor removed without force. `ttl` is the lease TTL, which also
+    /// bounds a tracked read whose reader never ended it.
+    pub fn held(&self, now: u64, ttl: u64) -> bool {
+        !self.lease_expired(now) || self.being_read(now, ttl)
+    }
+
+    fn reads(&self) -> u64 {
+        self.size_reads >> SIZE_BITS
+    }
+
+    fn set_reads(&mut self, n: u64) {
+        self.size_reads = (n << SIZE_BITS) | self.size();
+    }
+
+    /// Whether a tracked read is in flight: begun, not ended, and begun less than
+    /// `ttl` ago (the latest read's start is in `lease_timeout`).
+    fn being_read(&self, now: u64, ttl: u64) -> bool {
+        self.reads() > 0 && now < self.lease_timeout.saturating_add(ttl)
+    }
+
+    /// A tracked read begins: the object is held until the reader ends it (or `ttl`
+    /// passes, should the reader die). Unlike a lease it holds the object only while
+    /// the read runs; the access still counts for the eviction order (`lease_timeout`
+    /// becomes at least `now`). False (nothing changed) when 65535 reads are already
+    /// in flight: the caller leases instead.
+    pub fn begin_read(&mut self, now: u64, ttl: u64) -> bool {
+        let reads = if self.being_read(now, ttl) {
+            self.reads()
+        } else {
+            0
+        };
+        if reads == u64::from(u16::MAX) {
+            return false;
+        }
+        self.set_reads(reads + 1);
+        self.lease_timeout = self.lease_timeout.max(now);
+        true
+    }
+
+    /// A tracked read of this object ended.
+    pub fn end_read(&mut self) {
+        let reads = self.reads();
+        self.set_reads(reads.saturating_sub(1));
+    }
+
+    /// Whether replica `id` is one of this object's.
+    pub fn has_replica(&self, id: u64) -> bool {
+        self.replicas.iter().any(|r| r.id == id)
     }
 
     /// Whether an unexpired soft pin is set.
@@ -329,10 +392,11 @@ impl Object {
         self.lease_timeout = self.lease_timeout.max(now.saturating_add(ttl));
     }
 
-    /// Why nothing can be read: -704 when no replica is left on a mounted segment
-    /// (the object is as good as gone), -703 while a write is still in progress.
+    /// Why nothing can be read: -704 when no replica is left on a mounted segment of a
+    /// reachable owner (the object is as good as gone), -703 while a write is still in
+    /// progress.
     pub fn unreadable_error(&self) -> ErrorCode {
-        if self.replicas.iter().any(|r| r.seg.is_alive()) {
+        if self.replicas.iter().any(|r| r.seg.is_usable()) {
             ErrorCode::REPLICA_IS_NOT_READY
         } else {
             ErrorCode::OBJECT_NOT_FOUND

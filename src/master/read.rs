@@ -83,6 +83,56 @@ impl MasterService {
         })
     }
 
+    /// `BatchBeginRead` (an extension of this master): `GetReplicaList` for a client
+    /// that ends its reads with `BatchEndRead`. Instead of a lease of
+    /// `default_kv_lease_ttl`, the object is held only until the read ends (at most for
+    /// that long), so objects read once do not block eviction for seconds. Grouped
+    /// objects get the ordinary lease (a group is held together).
+    pub(super) fn begin_read_one(
+        &self,
+        key: &str,
+        tenant: &str,
+    ) -> MasterResult<GetReplicaListResponse> {
+        let tenant = self.tenant(tenant);
+        let now = self.now();
+        let mut shard = self.objects.lock_key(tenant, key);
+        let o = shard
+            .get_mut(tenant, key)
+            .ok_or(ErrorCode::OBJECT_NOT_FOUND)?;
+        let replicas = o.readable_descriptors();
+        if replicas.is_empty() {
+            return Err(o.unreadable_error());
+        }
+        let checksum = o.checksum();
+        let group = if o.group_id().is_empty() && o.begin_read(now, self.lease_ns) {
+            None
+        } else {
+            self.lease(o, now)
+        };
+        drop(shard);
+        if let Some(g) = group {
+            self.lease_group(tenant, &g, now);
+        }
+        Ok(GetReplicaListResponse {
+            replicas,
+            lease_ttl_ms: self.lease_ms,
+            checksum,
+        })
+    }
+
+    /// `BatchEndRead`: the read of `key` begun with `BatchBeginRead` is over.
+    /// `replica_id` (any replica the read was given) ties it to that version of the
+    /// object: a late end for an object removed and written again is ignored.
+    pub(super) fn end_read_one(&self, key: &str, replica_id: u64, tenant: &str) {
+        let tenant = self.tenant(tenant);
+        let mut shard = self.objects.lock_key(tenant, key);
+        if let Some(o) = shard.get_mut(tenant, key) {
+            if o.has_replica(replica_id) {
+                o.end_read();
+            }
+        }
+    }
+
     /// `GetReplicaListByRegex`: readable replicas of every key the pattern matches
     /// (substring search), granting leases; -600 for an invalid pattern.
     pub(super) fn get_replica_list_by_regex_impl(

@@ -14,7 +14,7 @@ impl MasterService {
         let now = self.now();
         let mut shard = self.objects.lock_key(tenant, key);
         let o = shard.get(tenant, key).ok_or(ErrorCode::OBJECT_NOT_FOUND)?;
-        if !force && !o.lease_expired(now) {
+        if !force && o.held(now, self.lease_ns) {
             return Err(ErrorCode::OBJECT_HAS_LEASE);
         }
         if !o.all_complete() {
@@ -33,13 +33,14 @@ impl MasterService {
     /// whose lease has expired (or `force`); returns the count.
     fn remove_where(&self, tenant: &str, force: bool, matches: impl Fn(&str) -> bool) -> i64 {
         let now = self.now();
+        let ttl = self.lease_ns;
         let mut count = 0usize;
         let mut freed = Vec::new();
         for i in 0..NUM_SHARDS {
             let mut shard = self.objects.lock(i);
             count += shard.retain(
                 Some(tenant),
-                |_, k, o| !(matches(k) && (force || o.lease_expired(now)) && o.all_complete()),
+                |_, k, o| !(matches(k) && (force || !o.held(now, ttl)) && o.all_complete()),
                 &mut freed,
             );
             drop(shard);
@@ -89,7 +90,7 @@ impl MasterService {
             let Some(o) = shard.get_mut(tenant, key) else {
                 continue;
             };
-            if o.client != client || !o.lease_expired(now) {
+            if o.client != client || o.held(now, self.lease_ns) {
                 continue;
             }
             let bufs = if segment_name.is_empty() {

@@ -1,9 +1,15 @@
 //! The master's coro_rpc listener: one acceptor thread and one thread per client
 //! connection, each serving requests in order through [`crate::wire::dispatch`].
+//!
+//! With [`ConnectionEvents`], it also reports which clients each connection carries
+//! (those that ping or mount over it) and, when the connection ends, whether the peer
+//! went away (closed or reset it) — how the master notices a dead segment owner at
+//! once instead of after its TTL.
 
-use crate::wire::coro_rpc::MAX_FRAME;
-use crate::wire::dispatch::serve_stream;
-use crate::wire::master_api::MasterApi;
+use crate::wire::codec::{self, rpc, Rpc};
+use crate::wire::coro_rpc::{Method, MAX_FRAME};
+use crate::wire::dispatch::serve_stream_observed;
+use crate::wire::master_api::{MasterApi, Uuid};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::io;
@@ -16,8 +22,18 @@ use std::time::Duration;
 /// Most client connections served at once; further ones are closed at accept.
 pub const MAX_CONNECTIONS: usize = 4096;
 
+/// Told which clients the server's connections carry.
+pub trait ConnectionEvents: Send + Sync {
+    /// `client` pinged or mounted over a connection (first time on that connection).
+    fn client_connected(&self, client: Uuid);
+    /// A connection that carried `client` ended; `peer_gone` when the peer closed or
+    /// reset it (not an idle timeout, a protocol error or this server stopping).
+    fn client_disconnected(&self, client: Uuid, peer_gone: bool);
+}
+
 struct Shared {
     api: Arc<dyn MasterApi>,
+    events: Option<Arc<dyn ConnectionEvents>>,
     idle_timeout: Option<Duration>,
     stopping: AtomicBool,
     next_id: AtomicU64,
@@ -40,10 +56,21 @@ impl RpcServer {
         api: Arc<dyn MasterApi>,
         idle_timeout: Option<Duration>,
     ) -> io::Result<RpcServer> {
+        RpcServer::start_with_events(bind, api, None, idle_timeout)
+    }
+
+    /// [`RpcServer::start`], reporting connections to `events`.
+    pub fn start_with_events(
+        bind: SocketAddr,
+        api: Arc<dyn MasterApi>,
+        events: Option<Arc<dyn ConnectionEvents>>,
+        idle_timeout: Option<Duration>,
+    ) -> io::Result<RpcServer> {
         let listener = TcpListener::bind(bind)?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             api,
+            events,
             idle_timeout,
             stopping: AtomicBool::new(false),
             next_id: AtomicU64::new(0),
@@ -122,13 +149,58 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         let spawned = std::thread::Builder::new()
             .name("mc-master-conn".into())
             .spawn(move || {
-                if let Err(e) = serve_stream(stream, conn_shared.api.as_ref(), MAX_FRAME) {
-                    log::debug!("master rpc connection from {peer} closed: {e}");
-                }
+                serve_connection(stream, peer, &conn_shared);
                 conn_shared.connections.lock().remove(&id);
             });
         if let Ok(handle) = spawned {
             connections.insert(id, (control, handle));
         }
+    }
+}
+
+/// Serves one connection, reporting the clients it carries to the events, if any.
+fn serve_connection(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
+    let mut carried: Vec<Uuid> = Vec::new();
+    let mut observe = |function_id: u32, body: &[u8]| {
+        let Some(events) = &shared.events else { return };
+        if let Some(client) = client_of(function_id, body) {
+            if !carried.contains(&client) {
+                carried.push(client);
+                events.client_connected(client);
+            }
+        }
+    };
+    let result = serve_stream_observed(stream, shared.api.as_ref(), MAX_FRAME, &mut observe);
+    let peer_gone = !shared.stopping.load(Ordering::SeqCst)
+        && match &result {
+            Ok(()) => true,
+            Err(e) => matches!(
+                e.kind(),
+                io::ErrorKind::ConnectionReset
+                    | io::ErrorKind::ConnectionAborted
+                    | io::ErrorKind::BrokenPipe
+                    | io::ErrorKind::UnexpectedEof
+            ),
+        };
+    if let Err(e) = &result {
+        log::debug!("master rpc connection from {peer} closed: {e}");
+    }
+    if let Some(events) = &shared.events {
+        for client in carried {
+            events.client_disconnected(client, peer_gone);
+        }
+    }
+}
+
+/// The client a liveness request (Ping, MountSegment, ReMountSegment) is from.
+fn client_of(function_id: u32, body: &[u8]) -> Option<Uuid> {
+    fn args<R: Rpc>(body: &[u8]) -> Option<R::Args> {
+        codec::decode_args::<R::Args>(body).ok()
+    }
+    match Method::from_id(function_id)? {
+        Method::Ping => args::<rpc::Ping>(body).map(|(c,)| c),
+        Method::MountSegment => args::<rpc::MountSegment>(body).map(|(_, c)| c),
+        Method::ReMountSegment => args::<rpc::ReMountSegment>(body).map(|(_, c)| c),
+        _ => None,
     }
 }

@@ -28,12 +28,21 @@ pub(crate) struct SegInfo {
     /// The client that mounted it.
     pub client: Uuid,
     alive: AtomicBool,
+    /// False while its owner's connections are gone (see `clients`): no allocations,
+    /// and its replicas are not handed to readers.
+    reachable: AtomicBool,
 }
 
 impl SegInfo {
     /// Whether the segment is still mounted.
     pub fn is_alive(&self) -> bool {
         self.alive.load(Ordering::Acquire)
+    }
+
+    /// Whether it is mounted and its owner is thought reachable: only then are its
+    /// replicas read and written.
+    pub fn is_usable(&self) -> bool {
+        self.is_alive() && self.reachable.load(Ordering::Acquire)
     }
 
     /// The endpoint readers reach the segment at.
@@ -186,6 +195,7 @@ impl Segments {
             segment: segment.clone(),
             client,
             alive: AtomicBool::new(true),
+            reachable: AtomicBool::new(true),
         });
         let alloc = RangeAllocator::new(segment.base, segment.size);
         inner.mounts.insert(
@@ -269,6 +279,38 @@ impl Segments {
         Ok(())
     }
 
+    /// Marks every segment of `client` reachable or not; an unreachable segment takes
+    /// no allocations and its replicas are not read. Returns how many changed.
+    pub fn set_client_reachable(&self, client: Uuid, reachable: bool) -> usize {
+        let mut inner = self.inner.lock();
+        let mids: Vec<u64> = inner
+            .by_client
+            .get(&client)
+            .into_iter()
+            .flatten()
+            .filter_map(|id| inner.by_id.get(id).copied())
+            .collect();
+        let mut changed = 0;
+        for mid in mids {
+            let Some(m) = inner.mounts.get(&mid) else {
+                continue;
+            };
+            if m.info.reachable.swap(reachable, Ordering::AcqRel) == reachable {
+                continue;
+            }
+            changed += 1;
+            if m.state == MountState::Ok {
+                let name = m.info.segment.name.clone();
+                if reachable {
+                    inner.add_name(&name, mid);
+                } else {
+                    inner.remove_name(&name, mid);
+                }
+            }
+        }
+        changed
+    }
+
     /// Ids of gracefully unmounting segments whose deadline has passed.
     pub fn due_graceful(&self, now: u64) -> Vec<Uuid> {
         let inner = self.inner.lock();
@@ -278,6 +320,19 @@ impl Segments {
             .filter(|m| matches!(m.state, MountState::Draining(d) if d <= now))
             .map(|m| m.info.segment.id)
             .collect()
+    }
+
+    /// Whether some allocatable mount is at least `len` bytes large (so evicting could
+    /// ever make room for a buffer of `len`).
+    pub fn could_ever_fit(&self, len: u64) -> bool {
+        let inner = self.inner.lock();
+        inner
+            .names
+            .iter()
+            .filter_map(|n| inner.by_name.get(n))
+            .flatten()
+            .filter_map(|mid| inner.mounts.get(mid))
+            .any(|m| m.alloc.capacity() >= len)
     }
 
     /// Segments currently mounted by `client`.

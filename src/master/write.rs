@@ -4,8 +4,9 @@
 use std::sync::atomic::Ordering;
 
 use super::config::{MemoryAllocator, CACHELIB_MAX_OBJECT_SIZE};
-use super::objects::{Object, PendingPin, Replica, Replicas, ShardGuard};
+use super::objects::{Object, PendingPin, Replica, Replicas, ShardGuard, MAX_OBJECT_SIZE};
 use super::placement::{place, random_index};
+use super::segments::Segments;
 use super::MasterService;
 use crate::wire::master_api::{
     ErrorCode, MasterResult, ObjectMeta, ReplicaDescriptor, ReplicaStatus, ReplicaType,
@@ -16,6 +17,7 @@ use crate::wire::master_api::{
 const DFS_SERVICE_UNAVAILABLE: ErrorCode = ErrorCode(-1601);
 
 /// What a validated Start request carries into allocation.
+#[derive(Clone)]
 struct StartArgs {
     pin: PendingPin,
     group: String,
@@ -42,6 +44,10 @@ impl MasterService {
         if c.nof_replica_num > 0 {
             // No NVMe-oF pool here (upstream without USE_NOF).
             return Err(ErrorCode::INVALID_PARAMS);
+        }
+        if len > MAX_OBJECT_SIZE {
+            // Larger than any segment can be.
+            return Err(ErrorCode::NO_AVAILABLE_HANDLE);
         }
         if self.config.memory_allocator == MemoryAllocator::Cachelib
             && len > CACHELIB_MAX_OBJECT_SIZE
@@ -162,6 +168,26 @@ impl MasterService {
         now: u64,
     ) -> MasterResult<Vec<ReplicaDescriptor>> {
         let replicas = self.allocate_replicas(client, key, len, c)?;
+        self.insert_allocated(
+            shard, client, tenant, key, len, c, args, soft_pin, now, replicas,
+        )
+    }
+
+    /// Inserts a fresh PROCESSING object on `replicas`; returns its descriptors.
+    #[allow(clippy::too_many_arguments)]
+    fn insert_allocated(
+        &self,
+        shard: &mut ShardGuard<'_>,
+        client: Uuid,
+        tenant: &str,
+        key: &str,
+        len: u64,
+        c: &ReplicateConfig,
+        args: StartArgs,
+        soft_pin: Option<u64>,
+        now: u64,
+        replicas: Replicas,
+    ) -> MasterResult<Vec<ReplicaDescriptor>> {
         let descs = replicas.iter().map(Replica::descriptor).collect();
         shard.insert(
             tenant,
@@ -180,7 +206,7 @@ impl MasterService {
         Ok(descs)
     }
 
-    /// `PutStart`.
+    /// `PutStart`: evicts to make room when the pool is full (see `room`).
     pub(super) fn put_start_one(
         &self,
         client: Uuid,
@@ -190,10 +216,25 @@ impl MasterService {
         tenant: &str,
     ) -> MasterResult<Vec<ReplicaDescriptor>> {
         let args = self.check_start(key, len, c)?;
+        self.with_room(len, || {
+            self.put_start_attempt(client, key, len, c, tenant, args.clone())
+        })
+    }
+
+    /// One placement attempt of `PutStart`.
+    fn put_start_attempt(
+        &self,
+        client: Uuid,
+        key: &str,
+        len: u64,
+        c: &ReplicateConfig,
+        tenant: &str,
+        args: StartArgs,
+    ) -> MasterResult<Vec<ReplicaDescriptor>> {
         let tenant = self.tenant(tenant);
         let now = self.now();
         let mut shard = self.objects.lock_key(tenant, key);
-        drop_dead_replicas(&mut shard, tenant, key);
+        drop_dead_replicas(&self.segments, &mut shard, tenant, key, now, self.lease_ns);
         if let Some(o) = shard.get_mut(tenant, key) {
             let has_complete = o
                 .replicas
@@ -306,7 +347,8 @@ impl MasterService {
         Ok(())
     }
 
-    /// `UpsertStart`: insert, or replace (in place when the size is unchanged).
+    /// `UpsertStart`: insert, or replace (in place when the size is unchanged);
+    /// evicts to make room when the pool is full (see `room`).
     pub(super) fn upsert_start_one(
         &self,
         client: Uuid,
@@ -316,11 +358,27 @@ impl MasterService {
         tenant: &str,
     ) -> MasterResult<Vec<ReplicaDescriptor>> {
         let args = self.check_start(key, len, c)?;
+        self.with_room(len, || {
+            self.upsert_start_attempt(client, key, len, c, tenant, args.clone())
+        })
+    }
+
+    /// One placement attempt of `UpsertStart`. When the new size does not fit, the
+    /// existing complete value is left as it was.
+    fn upsert_start_attempt(
+        &self,
+        client: Uuid,
+        key: &str,
+        len: u64,
+        c: &ReplicateConfig,
+        tenant: &str,
+        args: StartArgs,
+    ) -> MasterResult<Vec<ReplicaDescriptor>> {
         let tenant = self.tenant(tenant);
         let now = self.now();
         let release_at = now.saturating_add(self.release_ns);
         let mut shard = self.objects.lock_key(tenant, key);
-        drop_dead_replicas(&mut shard, tenant, key);
+        drop_dead_replicas(&self.segments, &mut shard, tenant, key, now, self.lease_ns);
         let mut kept_pin = None;
         if let Some(o) = shard.get_mut(tenant, key) {
             if c.group_ids.is_some() && o.group_id() != args.group {
@@ -351,7 +409,7 @@ impl MasterService {
         let Some(o) = shard.get_mut(tenant, key) else {
             return self.insert_new(&mut shard, client, tenant, key, len, c, args, kept_pin, now);
         };
-        if o.size == len {
+        if o.size() == len {
             // Same size: rewrite in place; unreadable until UpsertEnd.
             o.client = client;
             o.put_start = now;
@@ -363,8 +421,8 @@ impl MasterService {
             o.set_pending_pin(Some(args.pin));
             return Ok(o.replicas.iter().map(Replica::descriptor).collect());
         }
-        // Different size: park the old buffers (readers may still hold them), then
-        // allocate afresh, keeping the pins and the group.
+        // Different size: allocate afresh, keeping the pins and the group, then park
+        // the old buffers (readers may still hold them).
         let mut merged = c.clone();
         merged.with_hard_pin = c.with_hard_pin || o.hard_pin();
         let pin = o.soft_pin().filter(|d| *d > now);
@@ -372,14 +430,15 @@ impl MasterService {
             pin: args.pin,
             group: o.group_id().to_string(),
         };
+        let replicas = self.allocate_replicas(client, key, len, &merged)?;
         if let Some(old) = shard.remove(tenant, key) {
             self.discard(
                 old.replicas.into_iter().map(Replica::into_buffer).collect(),
                 release_at,
             );
         }
-        self.insert_new(
-            &mut shard, client, tenant, key, len, &merged, args, pin, now,
+        self.insert_allocated(
+            &mut shard, client, tenant, key, len, &merged, args, pin, now, replicas,
         )
     }
 
@@ -428,13 +487,24 @@ impl MasterService {
 }
 
 /// Drops the replicas of (tenant, key) left on unmounted segments (their space went
-/// with the segment), erasing the object if none is left — so a key whose owner died
-/// can be written again before the background sweep gets to it.
-fn drop_dead_replicas(shard: &mut ShardGuard<'_>, tenant: &str, key: &str) {
+/// with the segment) or on segments whose owner is unreachable (their buffers are
+/// freed, unless a reader holds the object), erasing the object if none is left — so a
+/// key whose owner died can be written again at once.
+fn drop_dead_replicas(
+    segments: &Segments,
+    shard: &mut ShardGuard<'_>,
+    tenant: &str,
+    key: &str,
+    now: u64,
+    lease_ttl: u64,
+) {
     if let Some(o) = shard.get_mut(tenant, key) {
-        if o.replicas.iter().any(|r| !r.seg.is_alive()) {
-            o.replicas.retain(|r| r.seg.is_alive());
+        let held = o.held(now, lease_ttl);
+        let gone = |r: &Replica| !r.seg.is_alive() || (!held && !r.seg.is_usable());
+        if o.replicas.iter().any(gone) {
+            let bufs = o.take_replicas(gone);
             shard.remove_if_empty(tenant, key);
+            segments.release(bufs);
         }
     }
 }

@@ -4,6 +4,7 @@
 use super::config::{split_explicit_port, SetupConfig, StoreEnv};
 use super::heartbeat::Heartbeat;
 use super::memory::{Mapping, StagingBuffer};
+use super::read_leases::ReadLeases;
 use crate::config::Config;
 use crate::metadata::MetadataSource;
 use crate::te::net::random_u64;
@@ -58,6 +59,8 @@ pub(crate) struct Inner {
     pub segments: Vec<OwnSegment>,
     /// Buffers registered through `register_buffer`: base -> length.
     pub registered: Mutex<BTreeMap<u64, u64>>,
+    /// Reads that hold objects only while they run (when the master allows it).
+    pub reads: ReadLeases,
     /// Keeps the auto-selected port reserved.
     _port: Option<TcpListener>,
 }
@@ -190,6 +193,7 @@ impl Client {
             None => start_engine_on_free_port(cfg, &host, env).ok_or(create_failed)?,
         };
         let mut inner = Inner {
+            reads: ReadLeases::new(master.clone()),
             master,
             client_id: random_uuid(),
             te_name: engine.segment_name().to_string(),

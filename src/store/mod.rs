@@ -18,6 +18,7 @@ mod ops;
 mod ops_clear;
 mod ops_ext;
 mod ops_ranges;
+mod read_leases;
 mod transfer;
 
 pub use crate::wire::master_api::{ErrorCode, ReplicateConfig, SoftPinAction};

@@ -3,14 +3,19 @@
 //! `INVALID_PARAMS` (-600); batch operations then report -600 for every item.
 
 use super::client::{Client, Inner};
+use super::ops_ext::{Pieces, WriteMode};
 use super::transfer::Move;
 use crate::te::Op;
 use crate::wire::master_api::{
     BufferDescriptor, ErrorCode, ObjectMeta, ReplicaDescriptor, ReplicaLocation, ReplicaStatus,
     ReplicaType, ReplicateConfig, DEFAULT_TENANT,
 };
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
+
+/// Attempts of one put whose replicas could not be written (`TRANSFER_FAIL`).
+pub(super) const PUT_ATTEMPTS: u32 = 3;
+/// No put is tried again once this much time has passed since it began.
+pub(super) const PUT_RETRY_BUDGET: Duration = Duration::from_secs(5);
 
 /// First error of a set of per-move results.
 fn first_error(results: &[Result<(), ErrorCode>]) -> Result<(), ErrorCode> {
@@ -82,7 +87,9 @@ impl Inner {
         }
     }
 
-    /// PutStart, write every replica, then PutEnd (or PutRevoke and the error).
+    /// [`Inner::put_once`], tried again (on whatever segments the master picks then)
+    /// while a replica could not be written and [`PUT_RETRY_BUDGET`] allows: a segment
+    /// owner that just died is excluded from placement by then.
     ///
     /// # Safety
     /// `[addr, addr + len)` must be readable until this returns.
@@ -93,14 +100,43 @@ impl Inner {
         len: u64,
         config: &ReplicateConfig,
     ) -> Result<(), ErrorCode> {
+        let start = Instant::now();
+        let mut attempt = 1;
+        loop {
+            // SAFETY: forwarded contract.
+            let (result, revoked) = unsafe { self.put_once(key, addr, len, config) };
+            match result {
+                Err(ErrorCode::TRANSFER_FAIL)
+                    if revoked && attempt < PUT_ATTEMPTS && start.elapsed() < PUT_RETRY_BUDGET =>
+                {
+                    log::info!("store: put('{key}'): a replica could not be written; retrying");
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// PutStart, write every replica, then PutEnd (or PutRevoke and the error). Also
+    /// says whether a failed write was revoked (so the put may be tried again).
+    ///
+    /// # Safety
+    /// `[addr, addr + len)` must be readable until this returns.
+    unsafe fn put_once(
+        &self,
+        key: &str,
+        addr: u64,
+        len: u64,
+        config: &ReplicateConfig,
+    ) -> (Result<(), ErrorCode>, bool) {
         let replicas = match self
             .master
             .put_start(self.client_id, key, len, config, DEFAULT_TENANT)
         {
             Ok(r) => r,
             // Upstream: putting an existing key succeeds and keeps the old value.
-            Err(ErrorCode::OBJECT_ALREADY_EXISTS) => return Ok(()),
-            Err(e) => return Err(e),
+            Err(ErrorCode::OBJECT_ALREADY_EXISTS) => return (Ok(()), false),
+            Err(e) => return (Err(e), false),
         };
         let written = plan_writes(addr, len, &replicas).and_then(|moves| {
             // SAFETY: the source range is readable per this function's contract.
@@ -112,17 +148,19 @@ impl Inner {
                     key: key.to_string(),
                     checksum: None,
                 };
-                self.master
-                    .put_end(self.client_id, &meta, ReplicaType::All, DEFAULT_TENANT)
+                let ended =
+                    self.master
+                        .put_end(self.client_id, &meta, ReplicaType::All, DEFAULT_TENANT);
+                (ended, false)
             }
             Err(e) => {
-                if let Err(r) =
+                let revoked =
                     self.master
-                        .put_revoke(self.client_id, key, ReplicaType::All, DEFAULT_TENANT)
-                {
+                        .put_revoke(self.client_id, key, ReplicaType::All, DEFAULT_TENANT);
+                if let Err(r) = revoked {
                     log::warn!("store: PutRevoke('{key}') after {e}: {r}");
                 }
-                Err(e)
+                (Err(e), revoked.is_ok())
             }
         }
     }
@@ -212,32 +250,12 @@ impl Client {
         items: &[(u64, u64)],
         config: &ReplicateConfig,
     ) -> Vec<Result<(), ErrorCode>> {
-        let n = keys.len();
-        let inner = match self.inner() {
-            Ok(i) if items.len() == n => i,
-            Ok(_) => return vec![Err(ErrorCode::INVALID_PARAMS); n],
-            Err(e) => return vec![Err(e); n],
-        };
-        let mut slot_of: HashMap<&str, usize> = HashMap::new();
-        let mut unique: Vec<(&str, (u64, u64))> = Vec::new();
-        let mut positions = Vec::with_capacity(n);
-        for (&k, &item) in keys.iter().zip(items) {
-            let slot = match slot_of.get(k) {
-                Some(&s) => {
-                    unique[s].1 = item;
-                    s
-                }
-                None => {
-                    unique.push((k, item));
-                    slot_of.insert(k, unique.len() - 1);
-                    unique.len() - 1
-                }
-            };
-            positions.push(slot);
+        if items.len() != keys.len() {
+            return vec![Err(ErrorCode::INVALID_PARAMS); keys.len()];
         }
+        let pieces: Vec<Pieces> = items.iter().map(|&item| vec![item]).collect();
         // SAFETY: forwarded contract.
-        let results = unsafe { inner.batch_put_unique(&unique, config) };
-        positions.into_iter().map(|s| results[s]).collect()
+        unsafe { self.batch_write_raw(WriteMode::Put, keys, &pieces, config) }
     }
 
     /// Reads `key` into `buf` (its capacity); returns the object's size. -600 when
@@ -296,7 +314,8 @@ impl Client {
         };
         let start = Instant::now();
         let owned: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
-        let lists = match inner.master.batch_get_replica_list(&owned, DEFAULT_TENANT) {
+        let (lists, _reads) = inner.reads.begin(&owned);
+        let lists = match lists {
             Ok(l) => l,
             Err(e) => return vec![Err(e); n],
         };
@@ -433,128 +452,5 @@ impl Client {
         })?;
         registered.remove(&base);
         Ok(())
-    }
-}
-
-impl Inner {
-    /// The batch put over de-duplicated keys: BatchPutStart, one transfer batch,
-    /// BatchPutEnd for the written keys and BatchPutRevoke for the failed ones.
-    ///
-    /// # Safety
-    /// Every item with a non-zero length must be readable until this returns.
-    unsafe fn batch_put_unique(
-        &self,
-        unique: &[(&str, (u64, u64))],
-        config: &ReplicateConfig,
-    ) -> Vec<Result<(), ErrorCode>> {
-        let mut results: Vec<Result<(), ErrorCode>> = vec![Ok(()); unique.len()];
-        let started: Vec<usize> = (0..unique.len())
-            .filter(|&s| {
-                let empty = unique[s].1 .1 == 0;
-                if empty {
-                    results[s] = Err(ErrorCode::INVALID_PARAMS);
-                }
-                !empty
-            })
-            .collect();
-        if started.is_empty() {
-            return results;
-        }
-        let keys: Vec<String> = started.iter().map(|&s| unique[s].0.to_string()).collect();
-        let lens: Vec<u64> = started.iter().map(|&s| unique[s].1 .1).collect();
-        let starts =
-            match self
-                .master
-                .batch_put_start(self.client_id, &keys, &lens, config, DEFAULT_TENANT)
-            {
-                Ok(r) => r,
-                Err(e) => {
-                    for &s in &started {
-                        results[s] = Err(e);
-                    }
-                    return results;
-                }
-            };
-        let mut moves = Vec::new();
-        let mut owner = Vec::new();
-        let mut pending = Vec::new();
-        for (j, &s) in started.iter().enumerate() {
-            let (addr, len) = unique[s].1;
-            match starts
-                .get(j)
-                .cloned()
-                .unwrap_or(Err(ErrorCode::INTERNAL_ERROR))
-            {
-                Ok(replicas) => {
-                    pending.push(s);
-                    match plan_writes(addr, len, &replicas) {
-                        Ok(m) => {
-                            owner.extend(std::iter::repeat(s).take(m.len()));
-                            moves.extend(m);
-                        }
-                        Err(e) => results[s] = Err(e),
-                    }
-                }
-                Err(ErrorCode::OBJECT_ALREADY_EXISTS) => {}
-                Err(e) => results[s] = Err(e),
-            }
-        }
-        // SAFETY: every source is readable per this function's contract.
-        let done = unsafe { self.execute(Op::Write, &moves) };
-        for (s, outcome) in owner.into_iter().zip(done) {
-            if results[s].is_ok() {
-                results[s] = outcome;
-            }
-        }
-        let (ok, failed): (Vec<usize>, Vec<usize>) =
-            pending.into_iter().partition(|&s| results[s].is_ok());
-        self.finish_batch_put(unique, &ok, &failed, &mut results);
-        results
-    }
-
-    /// BatchPutEnd for `ok`, BatchPutRevoke for `failed`; records PutEnd failures.
-    fn finish_batch_put(
-        &self,
-        unique: &[(&str, (u64, u64))],
-        ok: &[usize],
-        failed: &[usize],
-        results: &mut [Result<(), ErrorCode>],
-    ) {
-        if !ok.is_empty() {
-            let metas: Vec<ObjectMeta> = ok
-                .iter()
-                .map(|&s| ObjectMeta {
-                    key: unique[s].0.to_string(),
-                    checksum: None,
-                })
-                .collect();
-            match self.master.batch_put_end(
-                self.client_id,
-                &metas,
-                ReplicaType::All,
-                DEFAULT_TENANT,
-            ) {
-                Ok(ends) => {
-                    for (j, &s) in ok.iter().enumerate() {
-                        results[s] = ends
-                            .get(j)
-                            .copied()
-                            .unwrap_or(Err(ErrorCode::INTERNAL_ERROR));
-                    }
-                }
-                Err(e) => ok.iter().for_each(|&s| results[s] = Err(e)),
-            }
-        }
-        if !failed.is_empty() {
-            let keys: Vec<String> = failed.iter().map(|&s| unique[s].0.to_string()).collect();
-            if let Err(e) = self.master.batch_put_revoke(
-                self.client_id,
-                &keys,
-                ReplicaType::All,
-                DEFAULT_TENANT,
-            ) {
-                log::warn!("store: BatchPutRevoke of {} keys: {e}", keys.len());
-            }
-        }
     }
 }

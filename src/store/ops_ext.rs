@@ -4,7 +4,7 @@
 //! codes as the rest of [`Client`]; on a closed client everything is -600.
 
 use super::client::{Client, Inner};
-use super::ops::replica_size;
+use super::ops::{replica_size, PUT_ATTEMPTS, PUT_RETRY_BUDGET};
 use super::transfer::Move;
 use crate::te::Op;
 use crate::wire::master_api::{
@@ -27,6 +27,7 @@ pub enum WriteMode {
 pub type Pieces = Vec<(u64, u64)>;
 
 /// One de-duplicated object of a batch write.
+#[derive(Clone)]
 struct Item<'a> {
     key: &'a str,
     pieces: &'a [(u64, u64)],
@@ -127,23 +128,34 @@ impl Inner {
         }
     }
 
-    /// Revoke (Put/Upsert) for keys whose write failed; failures are only logged.
-    fn write_revoke(&self, mode: WriteMode, keys: &[String]) {
+    /// Revoke (Put/Upsert) for keys whose write failed; returns, per key, whether it
+    /// was revoked (failures are only logged).
+    fn write_revoke(&self, mode: WriteMode, keys: &[String]) -> Vec<bool> {
         let (m, c, t) = (&self.master, self.client_id, DEFAULT_TENANT);
         let r = match (mode, keys.len()) {
-            (_, 0) => Ok(()),
-            (WriteMode::Put, 1) => m.put_revoke(c, &keys[0], ReplicaType::All, t),
-            (WriteMode::Upsert, 1) => m.upsert_revoke(c, &keys[0], ReplicaType::All, t),
-            (WriteMode::Put, _) => m.batch_put_revoke(c, keys, ReplicaType::All, t).map(|_| ()),
-            (WriteMode::Upsert, _) => m.batch_upsert_revoke(c, keys, t).map(|_| ()),
+            (_, 0) => return Vec::new(),
+            (WriteMode::Put, 1) => m
+                .put_revoke(c, &keys[0], ReplicaType::All, t)
+                .map(|()| vec![Ok(())]),
+            (WriteMode::Upsert, 1) => m
+                .upsert_revoke(c, &keys[0], ReplicaType::All, t)
+                .map(|()| vec![Ok(())]),
+            (WriteMode::Put, _) => m.batch_put_revoke(c, keys, ReplicaType::All, t),
+            (WriteMode::Upsert, _) => m.batch_upsert_revoke(c, keys, t),
         };
-        if let Err(e) = r {
-            log::warn!("store: revoking {} key(s): {e}", keys.len());
+        match r {
+            Ok(each) => fit(each, keys.len()).iter().map(Result::is_ok).collect(),
+            Err(e) => {
+                log::warn!("store: revoking {} key(s): {e}", keys.len());
+                vec![false; keys.len()]
+            }
         }
     }
 
-    /// Start, one transfer batch, then End for the written keys and Revoke for the
-    /// others. Empty objects get -600 without reaching the master.
+    /// [`Inner::write_once`], then again for the items whose replicas could not be
+    /// written (`TRANSFER_FAIL`, revoked) while [`PUT_ATTEMPTS`] and
+    /// [`PUT_RETRY_BUDGET`] allow: the master places them anew, and a segment owner
+    /// that just died is excluded from placement by then.
     ///
     /// # Safety
     /// Every piece must be readable until this returns.
@@ -153,7 +165,45 @@ impl Inner {
         items: &[Item<'_>],
         config: &ReplicateConfig,
     ) -> Vec<Result<(), ErrorCode>> {
+        let start = Instant::now();
+        // SAFETY: forwarded contract.
+        let (mut results, mut revoked) = unsafe { self.write_once(mode, items, config) };
+        for _ in 1..PUT_ATTEMPTS {
+            let again: Vec<usize> = (0..items.len())
+                .filter(|&s| revoked[s] && results[s] == Err(ErrorCode::TRANSFER_FAIL))
+                .collect();
+            if again.is_empty() || start.elapsed() >= PUT_RETRY_BUDGET {
+                break;
+            }
+            log::info!(
+                "store: {} object(s) could not be written; trying again",
+                again.len()
+            );
+            let subset: Vec<Item<'_>> = again.iter().map(|&s| items[s].clone()).collect();
+            // SAFETY: forwarded contract (a subset of the same items).
+            let (retried, retried_revoked) = unsafe { self.write_once(mode, &subset, config) };
+            for ((s, r), v) in again.into_iter().zip(retried).zip(retried_revoked) {
+                results[s] = r;
+                revoked[s] = v;
+            }
+        }
+        results
+    }
+
+    /// Start, one transfer batch, then End for the written keys and Revoke for the
+    /// others. Empty objects get -600 without reaching the master. Also says, per
+    /// item, whether a failed write was revoked.
+    ///
+    /// # Safety
+    /// Every piece must be readable until this returns.
+    unsafe fn write_once(
+        &self,
+        mode: WriteMode,
+        items: &[Item<'_>],
+        config: &ReplicateConfig,
+    ) -> (Vec<Result<(), ErrorCode>>, Vec<bool>) {
         let mut results: Vec<Result<(), ErrorCode>> = vec![Ok(()); items.len()];
+        let mut revoked = vec![false; items.len()];
         let started: Vec<usize> = (0..items.len())
             .filter(|&s| {
                 if items[s].len == 0 {
@@ -163,7 +213,7 @@ impl Inner {
             })
             .collect();
         if started.is_empty() {
-            return results;
+            return (results, revoked);
         }
         let keys: Vec<String> = started.iter().map(|&s| items[s].key.to_string()).collect();
         let lens: Vec<u64> = started.iter().map(|&s| items[s].len).collect();
@@ -210,8 +260,10 @@ impl Inner {
                 results[s] = r;
             }
         }
-        self.write_revoke(mode, &names(&failed));
-        results
+        for (&s, v) in failed.iter().zip(self.write_revoke(mode, &names(&failed))) {
+            revoked[s] = v;
+        }
+        (results, revoked)
     }
 }
 
@@ -333,7 +385,8 @@ impl Client {
         };
         let start = Instant::now();
         let owned: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
-        let lists = match inner.master.batch_get_replica_list(&owned, DEFAULT_TENANT) {
+        let (lists, _reads) = inner.reads.begin(&owned);
+        let lists = match lists {
             Ok(l) => fit(l, n),
             Err(e) => return vec![Err(e); n],
         };
@@ -409,7 +462,8 @@ impl Client {
         };
         let start = Instant::now();
         let owned: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
-        let lists = match inner.master.batch_get_replica_list(&owned, DEFAULT_TENANT) {
+        let (lists, _reads) = inner.reads.begin(&owned);
+        let lists = match lists {
             Ok(l) => fit(l, n),
             Err(e) => return (0..n).map(|_| Err(e)).collect(),
         };

@@ -5,7 +5,7 @@
 use super::client::{Client, Inner};
 use super::transfer::Move;
 use crate::te::Op;
-use crate::wire::master_api::{ErrorCode, DEFAULT_TENANT};
+use crate::wire::master_api::ErrorCode;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -89,7 +89,8 @@ impl Client {
             return results;
         }
         let start = Instant::now();
-        let mut lists = match inner.master.batch_get_replica_list(&keys, DEFAULT_TENANT) {
+        let (lists, _reads) = inner.reads.begin(&keys);
+        let mut lists = match lists {
             Ok(l) => l,
             Err(e) => return shape(e),
         };

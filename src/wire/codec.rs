@@ -368,6 +368,8 @@ rpcs! {
     BatchRemove: (Vec<String>, bool, String) => Vec<Expected<()>>;
     BatchQueryIp: (Vec<Uuid>,) => Expected<Map<Uuid, Vec<String>>>;
     BatchReplicaClear: (Vec<String>, Uuid, String) => Expected<Vec<String>>;
+    BatchBeginRead: (Vec<String>, String) => Vec<Expected<GetReplicaListResponse>>;
+    BatchEndRead: (Vec<String>, Vec<u64>, String) => Expected<()>;
 }
 
 fn args_literal<A: Pack>() -> Option<Vec<u8>> {

@@ -235,6 +235,9 @@ methods!(
     BatchRemove,
     BatchQueryIp,
     BatchReplicaClear,
+    // Extensions of mooncake-rs masters (upstream answers "function not registered").
+    BatchBeginRead,
+    BatchEndRead,
 );
 
 /// Function ids: by method (in [`Method::ALL`] order) and sorted by id.
@@ -267,6 +270,12 @@ impl Method {
     pub fn from_id(id: u32) -> Option<Method> {
         let t = &id_table().sorted;
         t.binary_search_by_key(&id, |e| e.0).ok().map(|i| t[i].1)
+    }
+
+    /// Whether this is a mooncake-rs extension (upstream's master does not register it
+    /// and answers "function not registered").
+    pub fn is_extension(self) -> bool {
+        matches!(self, Method::BatchBeginRead | Method::BatchEndRead)
     }
 
     /// The method with this name.

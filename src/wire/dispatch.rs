@@ -84,6 +84,12 @@ fn dispatch(api: &dyn MasterApi, m: Method, b: &[u8]) -> (u8, Vec<u8>) {
         Method::BatchGetReplicaList => call::<rpc::BatchGetReplicaList>(b, |(k, t)| {
             per_input(k.len(), api.batch_get_replica_list(&k, &t))
         }),
+        Method::BatchBeginRead => call::<rpc::BatchBeginRead>(b, |(k, t)| {
+            per_input(k.len(), api.batch_begin_read(&k, &t))
+        }),
+        Method::BatchEndRead => {
+            call::<rpc::BatchEndRead>(b, |(k, ids, t)| api.batch_end_read(&k, &ids, &t))
+        }
         Method::GetReplicaListByRegex => call::<rpc::GetReplicaListByRegex>(b, |(r, t)| {
             api.get_replica_list_by_regex(&r, &t).map(Map)
         }),
@@ -157,18 +163,35 @@ fn whole_request_buffered(buf: &[u8]) -> bool {
 /// body or attachment over `max_body` ends this connection with an `InvalidData`
 /// error; a clean close by the peer is `Ok(())`. The socket is shut down on return.
 pub fn serve_stream(stream: TcpStream, api: &dyn MasterApi, max_body: usize) -> io::Result<()> {
+    serve_stream_observed(stream, api, max_body, &mut |_, _| {})
+}
+
+/// [`serve_stream`], calling `observe` with the function id and body of every request
+/// before it is handled (the master learns from it which clients a connection carries).
+pub fn serve_stream_observed(
+    stream: TcpStream,
+    api: &dyn MasterApi,
+    max_body: usize,
+    observe: &mut dyn FnMut(u32, &[u8]),
+) -> io::Result<()> {
     let _ = stream.set_nodelay(true);
     let control = stream.try_clone()?;
-    let r = serve_loop(stream, api, max_body);
+    let r = serve_loop(stream, api, max_body, observe);
     // Close even if the caller keeps clones of this socket.
     let _ = control.shutdown(Shutdown::Both);
     r
 }
 
-fn serve_loop(stream: TcpStream, api: &dyn MasterApi, max_body: usize) -> io::Result<()> {
+fn serve_loop(
+    stream: TcpStream,
+    api: &dyn MasterApi,
+    max_body: usize,
+    observe: &mut dyn FnMut(u32, &[u8]),
+) -> io::Result<()> {
     let mut reader = BufReader::with_capacity(64 << 10, stream.try_clone()?);
     let mut writer = BufWriter::with_capacity(64 << 10, stream);
     while let Some((h, body)) = coro_rpc::read_request(&mut reader, max_body)? {
+        observe(h.function_id, &body);
         let (mut err, mut resp) = handle_request(api, h.function_id, &body);
         if u32::try_from(resp.len()).is_err() {
             err = 14; // message_too_large

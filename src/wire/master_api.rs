@@ -392,6 +392,28 @@ pub trait MasterApi: Send + Sync {
         keys: &[String],
         tenant: &str,
     ) -> MasterResult<Vec<MasterResult<GetReplicaListResponse>>>;
+    /// `BatchBeginRead`, an extension of mooncake-rs masters: `BatchGetReplicaList`
+    /// whose reads hold the objects only until [`MasterApi::batch_end_read`] (or the
+    /// lease TTL) instead of for a whole lease. `NOT_SUPPORTED` from a master without
+    /// it (upstream's answers "function not registered").
+    fn batch_begin_read(
+        &self,
+        _keys: &[String],
+        _tenant: &str,
+    ) -> MasterResult<Vec<MasterResult<GetReplicaListResponse>>> {
+        Err(ErrorCode::NOT_SUPPORTED)
+    }
+    /// `BatchEndRead`, the extension ending reads begun with
+    /// [`MasterApi::batch_begin_read`]: `replica_ids[i]` is a replica the read of
+    /// `keys[i]` was given.
+    fn batch_end_read(
+        &self,
+        _keys: &[String],
+        _replica_ids: &[u64],
+        _tenant: &str,
+    ) -> MasterResult<()> {
+        Err(ErrorCode::NOT_SUPPORTED)
+    }
     /// `GetReplicaListByRegex`: key -> readable replicas.
     fn get_replica_list_by_regex(
         &self,

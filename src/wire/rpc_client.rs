@@ -9,7 +9,8 @@
 //! no thread is ever woken just to relay it. Every call has a deadline (`rpc_timeout`,
 //! like `MC_RPC_TIMEOUT_MS`): past it the call returns `RPC_TIMEOUT` (-901) and the
 //! lane is closed, as upstream's client does. Connect and I/O failures and
-//! undecodable or transport-error replies are `RPC_FAIL` (-900). A dead lane, or one
+//! undecodable or transport-error replies are `RPC_FAIL` (-900), "function not
+//! registered" (a method the master does not have) is `NOT_SUPPORTED` (-1012). A dead lane, or one
 //! the master closed while idle, is reconnected by the next call that picks it.
 
 use super::codec::{self, rpc, Expected, Rpc};
@@ -457,6 +458,10 @@ impl MasterRpcClient {
     fn invoke<R: Rpc>(&self, args: &R::Args) -> Result<R::Ret, ErrorCode> {
         let body = codec::encode_args(args);
         let (err, reply) = self.call(R::METHOD.id(), &body)?;
+        if err == coro_rpc::ERR_FUNCTION_NOT_REGISTERED {
+            log::debug!("master rpc: the master has no {}", R::METHOD.name());
+            return Err(ErrorCode::NOT_SUPPORTED);
+        }
         if err != coro_rpc::ERR_OK {
             log::warn!(
                 "master rpc: {} failed: err_code {err}: {}",
@@ -562,6 +567,21 @@ impl MasterApi for MasterRpcClient {
     ) -> MasterResult<Vec<(String, Vec<ReplicaDescriptor>)>> {
         self.expect::<rpc::GetReplicaListByRegex, _>(&(s(regex), s(tenant)))
             .map(|m| m.0)
+    }
+    fn batch_begin_read(
+        &self,
+        keys: &[String],
+        tenant: &str,
+    ) -> MasterResult<Vec<MasterResult<GetReplicaListResponse>>> {
+        self.batch::<rpc::BatchBeginRead, _>(keys.len(), &(keys.to_vec(), s(tenant)))
+    }
+    fn batch_end_read(
+        &self,
+        keys: &[String],
+        replica_ids: &[u64],
+        tenant: &str,
+    ) -> MasterResult<()> {
+        self.expect::<rpc::BatchEndRead, _>(&(keys.to_vec(), replica_ids.to_vec(), s(tenant)))
     }
     fn put_start(
         &self,

@@ -502,48 +502,119 @@ fn soft_pin_evicted_only_in_fallback() {
     });
 }
 
-/// Fills a 64-slot pool with 150 puts, retrying each -200 until eviction makes room;
-/// returns how many attempts were rejected.
-fn fill_with_retries(m: &MasterService) -> usize {
+/// Fills a 64-slot pool with 150 puts: each one that finds the pool full evicts the
+/// oldest object to make room, so none is rejected.
+fn fill_full_pool(m: &MasterService) {
     let a = client(1);
     m.mount_segment(&seg(1, 64 * 1024), a).unwrap();
-    let mut rejected = 0;
     for i in 0..150 {
         let key = format!("e{i:03}");
-        let deadline = Instant::now() + LONG;
-        loop {
-            match put(m, a, &key, 1024, &rc(1)) {
-                Ok(_) => break,
-                Err(ErrorCode::NO_AVAILABLE_HANDLE) => {
-                    rejected += 1;
-                    assert!(Instant::now() < deadline, "put {key} never fit");
-                    thread::sleep(Duration::from_millis(1));
-                }
-                Err(e) => panic!("put {key}: {e}"),
-            }
-        }
+        put(m, a, &key, 1024, &rc(1)).unwrap_or_else(|e| panic!("put {key}: {e}"));
     }
     assert!(m.key_count() <= 64);
     assert!(m.metrics().evicted_objects >= 150 - 64);
     // The newest object survives; the oldest went first.
     assert!(m.exist_key("e149", T).unwrap());
     assert!(!m.exist_key("e000", T).unwrap());
-    rejected
 }
 
 #[test]
-fn eviction_lets_a_full_pool_take_new_puts() {
-    // Watermark-triggered (default 0.90) eviction.
-    fill_with_retries(&MasterService::new(fast()));
-    // Only the allocation-failure flag can trigger it: puts are rejected, evicted
-    // for, and succeed on retry.
+fn puts_into_a_full_pool_evict_and_succeed() {
+    // Watermark-triggered background eviction, and writes making room themselves.
+    fill_full_pool(&MasterService::new(fast()));
+    // No background eviction at all: every put past the 64th makes its own room.
+    let m = MasterService::new(no_auto_evict());
+    fill_full_pool(&m);
+    assert!(m.metrics().room_evictions >= 150 - 64);
+
+    // Eviction order: the object read last (lease renewed) outlives older ones that
+    // were never read; a value larger than any segment fails at once, evicting
+    // nothing.
     let m = MasterService::new(MasterConfig {
-        eviction_high_watermark_ratio: 1.0,
-        ..fast()
+        default_kv_lease_ttl: Duration::from_millis(1),
+        ..no_auto_evict()
     });
-    let rejected = fill_with_retries(&m);
-    assert!(rejected > 0);
-    assert!(m.metrics().alloc_failures > 0);
+    let a = client(1);
+    m.mount_segment(&seg(1, 4 * 1024), a).unwrap();
+    for i in 0..4 {
+        put(&m, a, &format!("o{i}"), 1024, &rc(1)).unwrap();
+    }
+    m.get_replica_list("o0", T).unwrap();
+    thread::sleep(Duration::from_millis(5));
+    put(&m, a, "new", 1024, &rc(1)).unwrap();
+    assert!(
+        m.exist_key("o0", T).unwrap(),
+        "the object read last was evicted"
+    );
+    assert!(!m.exist_key("o1", T).unwrap(), "the oldest object survived");
+    assert_eq!(
+        m.put_start(a, "huge", 8 * 1024, &rc(1), T).unwrap_err(),
+        ErrorCode::NO_AVAILABLE_HANDLE
+    );
+    assert_eq!(m.key_count(), 4);
+}
+
+/// Leases and tracked reads hold objects: a full pool whose objects are all held
+/// rejects puts (-200) rather than evicting them. A tracked read
+/// (`BatchBeginRead`) holds only until `BatchEndRead`, a lease for its whole TTL; an
+/// end for an object written again since is ignored.
+#[test]
+fn held_objects_are_not_evicted_and_tracked_reads_end() {
+    let m = MasterService::new(no_auto_evict());
+    let a = client(1);
+    m.mount_segment(&seg(1, 2 * 1024), a).unwrap();
+    put(&m, a, "leased", 1024, &rc(1)).unwrap();
+    put(&m, a, "tracked", 1024, &rc(1)).unwrap();
+    m.get_replica_list("leased", T).unwrap();
+    let keys = vec!["tracked".to_string()];
+    let begun = m.batch_begin_read(&keys, T).unwrap();
+    let id = begun[0].as_ref().unwrap().replicas[0].id;
+    assert_eq!(
+        m.put_start(a, "new", 1024, &rc(1), T).unwrap_err(),
+        ErrorCode::NO_AVAILABLE_HANDLE
+    );
+    assert_eq!(
+        m.remove("tracked", false, T).unwrap_err(),
+        ErrorCode::OBJECT_HAS_LEASE
+    );
+    // Two tracked reads in flight: the first end leaves it held.
+    m.batch_begin_read(&keys, T).unwrap();
+    m.batch_end_read(&keys, &[id], T).unwrap();
+    assert_eq!(
+        m.put_start(a, "new", 1024, &rc(1), T).unwrap_err(),
+        ErrorCode::NO_AVAILABLE_HANDLE
+    );
+    // The second end frees it: the put evicts it, not the leased object.
+    m.batch_end_read(&keys, &[id], T).unwrap();
+    put(&m, a, "new", 1024, &rc(1)).unwrap();
+    assert!(m.exist_key("leased", T).unwrap());
+    assert!(m.query_key("tracked").is_err());
+
+    // A late end for a replaced object does not release the new one's reader.
+    m.remove("new", true, T).unwrap();
+    put(&m, a, "tracked", 1024, &rc(1)).unwrap();
+    m.batch_begin_read(&keys, T).unwrap();
+    m.batch_end_read(&keys, &[id], T).unwrap();
+    assert_eq!(
+        m.remove("tracked", false, T).unwrap_err(),
+        ErrorCode::OBJECT_HAS_LEASE
+    );
+    assert_eq!(
+        m.batch_end_read(&keys, &[], T).unwrap_err(),
+        ErrorCode::INVALID_PARAMS
+    );
+
+    // A reader that never ends its read holds the object for the lease TTL only.
+    let m = MasterService::new(MasterConfig {
+        default_kv_lease_ttl: Duration::from_millis(20),
+        ..no_auto_evict()
+    });
+    m.mount_segment(&seg(1, 1024), a).unwrap();
+    put(&m, a, "orphan", 1024, &rc(1)).unwrap();
+    m.batch_begin_read(&["orphan".to_string()], T).unwrap();
+    wait_until("the orphaned read to run out", LONG, || {
+        m.remove("orphan", false, T).is_ok()
+    });
 }
 
 #[test]
@@ -1015,5 +1086,80 @@ fn drop_stops_background_threads() {
         let m = MasterService::new(fast());
         thread::sleep(Duration::from_millis(3));
         drop(m);
+    }
+}
+
+/// A tiny xorshift generator for the randomized tests.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+/// Several writers, each over its own keys, put / read (tracked) / remove
+/// at random into a pool far smaller than their data: every put succeeds (writes make
+/// room by evicting), an object being written is never taken from its writer (PutEnd
+/// finds it), and no two live buffers overlap.
+#[test]
+fn oversubscribed_pool_puts_always_succeed() {
+    let m = MasterService::new(fast());
+    m.mount_segment(&seg(1, 4 << 20), client(1)).unwrap();
+    m.mount_segment(&seg(2, 4 << 20), client(2)).unwrap();
+    let threads: Vec<_> = (0..4u64)
+        .map(|t| {
+            let m = m.clone();
+            thread::spawn(move || {
+                let mut rng = Rng(0x9E37_79B9 ^ ((t + 1) * 0x1234_5678_9ABC));
+                let c = client(10 + t);
+                for _ in 0..3000 {
+                    let key = format!("w{t}-{}", rng.below(200));
+                    match rng.below(100) {
+                        0..=44 => {
+                            let len = 16 * 1024 + rng.below(240 * 1024);
+                            match m.put_start(c, &key, len, &rc(1), T) {
+                                Ok(_) => m.put_end(c, &meta(&key), ReplicaType::All, T).unwrap(),
+                                Err(ErrorCode::OBJECT_ALREADY_EXISTS) => {}
+                                Err(e) => panic!("put {key}: {e}"),
+                            }
+                        }
+                        45..=89 => {
+                            let keys = vec![key.clone()];
+                            let r = m.batch_begin_read(&keys, T).unwrap();
+                            if let Ok(resp) = &r[0] {
+                                m.batch_end_read(&keys, &[resp.replicas[0].id], T).unwrap();
+                            }
+                        }
+                        _ => match m.remove(&key, false, T) {
+                            Ok(()) => {}
+                            Err(ErrorCode::OBJECT_NOT_FOUND | ErrorCode::OBJECT_HAS_LEASE) => {}
+                            Err(e) => panic!("remove {key}: {e}"),
+                        },
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert!(m.metrics().room_evictions > 0);
+    let mut spans: Vec<(u64, u64)> = m
+        .all_keys()
+        .iter()
+        .filter_map(|k| m.query_key(k).ok())
+        .flatten()
+        .map(|d| {
+            let (size, addr, _) = mem(&d);
+            (addr, size)
+        })
+        .collect();
+    spans.sort();
+    for w in spans.windows(2) {
+        assert!(w[0].0 + w[0].1 <= w[1].0, "overlapping buffers {w:?}");
     }
 }

@@ -261,7 +261,8 @@ fn every_request_accepted(addr: &str, log: &dyn Fn() -> String) {
             codec::encode_args(&(segment(1).id, me)),
         ),
     ];
-    assert_eq!(bodies.len(), Method::ALL.len(), "one request per method");
+    let upstream = Method::ALL.iter().filter(|m| !m.is_extension()).count();
+    assert_eq!(bodies.len(), upstream, "one request per upstream method");
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     for (seq, (m, body)) in bodies.iter().enumerate() {
@@ -281,6 +282,32 @@ fn every_request_accepted(addr: &str, log: &dyn Fn() -> String) {
         codec::reencode_response(*m, &reply)
             .unwrap_or_else(|e| panic!("{}: cannot decode upstream's reply: {e}", m.name()));
     }
+    // Our extensions are unknown there: "function not registered", connection intact.
+    let extensions = [
+        (
+            Method::BatchBeginRead,
+            codec::encode_args(&(vec!["raw".to_string()], t())),
+        ),
+        (
+            Method::BatchEndRead,
+            codec::encode_args(&(vec!["raw".to_string()], vec![1u64], t())),
+        ),
+    ];
+    assert_eq!(bodies.len() + extensions.len(), Method::ALL.len());
+    for (seq, (m, body)) in extensions.iter().enumerate() {
+        let seq = (bodies.len() + seq) as u32;
+        s.write_all(&coro_rpc::encode_request(seq, m.id(), body))
+            .unwrap();
+        let (h, _) = coro_rpc::read_response(&mut s, coro_rpc::MAX_FRAME)
+            .unwrap_or_else(|e| panic!("{}: {e}\n{}", m.name(), log()))
+            .unwrap_or_else(|| panic!("{}: master closed the connection\n{}", m.name(), log()));
+        assert_eq!(
+            (h.seq, h.err_code),
+            (seq, coro_rpc::ERR_FUNCTION_NOT_REGISTERED),
+            "{}",
+            m.name()
+        );
+    }
 }
 
 #[test]
@@ -298,6 +325,13 @@ fn upstream_master_accepts_our_frames() {
     let seg = segment(0);
     let cfg = ReplicateConfig::default();
     assert!(c.get_storage_config().is_ok());
+    // Our client learns that upstream has no tracked reads.
+    let keys = vec!["nope".to_string()];
+    assert_eq!(c.batch_begin_read(&keys, t), Err(ErrorCode::NOT_SUPPORTED));
+    assert_eq!(
+        c.batch_end_read(&keys, &[1], t),
+        Err(ErrorCode::NOT_SUPPORTED)
+    );
     c.mount_segment(&seg, me).unwrap();
     // Upstream answers a client's first ping with NEED_REMOUNT (as in the captures).
     c.ping(me).unwrap();

@@ -1,0 +1,150 @@
+//! Reads that hold an object only while they run.
+//!
+//! Upstream's `GetReplicaList` leases an object for `default_kv_lease_ttl` (10 s): long
+//! after the bytes have been read it can be neither evicted nor removed. A store whose
+//! objects are read often is then mostly leased, and puts into a full pool fail for
+//! want of anything to evict. Against a mooncake-rs master, reads use the
+//! `BatchBeginRead` / `BatchEndRead` extension instead: the object is held from
+//! `BatchBeginRead` until the read ends, by `BatchEndRead`, or by the lease TTL if this
+//! client dies first. Ending is asynchronous: a [`ReadTicket`] queues its reads when
+//! dropped and one thread per client sends them in batches, so a read costs no extra
+//! round trip. Against a master without the extension (upstream's answers "function
+//! not registered", `NOT_SUPPORTED` here) the client falls back to `BatchGetReplicaList`
+//! for good, with upstream's lease semantics.
+
+use crate::wire::master_api::{
+    ErrorCode, GetReplicaListResponse, MasterApi, MasterResult, DEFAULT_TENANT,
+};
+use crossbeam_channel::{Receiver, Sender};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread::JoinHandle;
+
+/// Whether the master has the extension: not known yet.
+const UNKNOWN: u8 = 0;
+/// The master has it.
+const SUPPORTED: u8 = 1;
+/// It has not (reads lease as upstream's do).
+const UNSUPPORTED: u8 = 2;
+
+/// Most reads ended by one `BatchEndRead`.
+const MAX_BATCH: usize = 4096;
+
+/// The per-client state of tracked reads.
+pub(crate) struct ReadLeases {
+    master: Arc<dyn MasterApi>,
+    support: AtomicU8,
+    /// The ending thread's queue, started with the first tracked read.
+    ender: OnceLock<Sender<Vec<(String, u64)>>>,
+    thread: parking_lot::Mutex<Option<JoinHandle<()>>>,
+}
+
+/// The replica lists of one batch of reads, as `BatchGetReplicaList` returns them.
+pub(crate) type ReplicaLists = MasterResult<Vec<MasterResult<GetReplicaListResponse>>>;
+
+/// Ends the reads it was given when dropped (after the transfers).
+pub(crate) struct ReadTicket<'a> {
+    leases: &'a ReadLeases,
+    reads: Vec<(String, u64)>,
+}
+
+impl Drop for ReadTicket<'_> {
+    fn drop(&mut self) {
+        if !self.reads.is_empty() {
+            self.leases.end(std::mem::take(&mut self.reads));
+        }
+    }
+}
+
+impl ReadLeases {
+    /// Tracked reads against `master` (probed on first use).
+    pub fn new(master: Arc<dyn MasterApi>) -> ReadLeases {
+        ReadLeases {
+            master,
+            support: AtomicU8::new(UNKNOWN),
+            ender: OnceLock::new(),
+            thread: parking_lot::Mutex::new(None),
+        }
+    }
+
+    /// Begins reading `keys`: their replica lists, and a ticket to keep until the
+    /// reads are over (dropping it ends them).
+    pub fn begin(&self, keys: &[String]) -> (ReplicaLists, ReadTicket<'_>) {
+        let mut ticket = ReadTicket {
+            leases: self,
+            reads: Vec::new(),
+        };
+        if self.support.load(Ordering::Relaxed) != UNSUPPORTED {
+            match self.master.batch_begin_read(keys, DEFAULT_TENANT) {
+                Err(ErrorCode::NOT_SUPPORTED) => {
+                    log::info!(
+                        "store: the master has no BatchBeginRead; reads take upstream's leases"
+                    );
+                    self.support.store(UNSUPPORTED, Ordering::Relaxed);
+                }
+                Ok(lists) => {
+                    self.support.store(SUPPORTED, Ordering::Relaxed);
+                    ticket.reads = keys
+                        .iter()
+                        .zip(&lists)
+                        .filter_map(|(k, l)| {
+                            let first = l.as_ref().ok()?.replicas.first()?;
+                            Some((k.clone(), first.id))
+                        })
+                        .collect();
+                    return (Ok(lists), ticket);
+                }
+                Err(e) => return (Err(e), ticket),
+            }
+        }
+        (
+            self.master.batch_get_replica_list(keys, DEFAULT_TENANT),
+            ticket,
+        )
+    }
+
+    /// Queues `reads` for the ending thread (started on first use).
+    fn end(&self, reads: Vec<(String, u64)>) {
+        let tx = self.ender.get_or_init(|| {
+            let (tx, rx) = crossbeam_channel::unbounded();
+            let master = self.master.clone();
+            match std::thread::Builder::new()
+                .name("mc-store-reads".into())
+                .spawn(move || end_reads(&*master, &rx))
+            {
+                Ok(h) => *self.thread.lock() = Some(h),
+                Err(e) => log::warn!("store: cannot start the read-ending thread: {e}"),
+            }
+            tx
+        });
+        // Without the thread the reads simply run out at their deadline.
+        let _ = tx.send(reads);
+    }
+}
+
+impl Drop for ReadLeases {
+    fn drop(&mut self) {
+        drop(self.ender.take());
+        if let Some(h) = self.thread.lock().take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// The ending thread: sends whatever is queued, in batches, until the client closes.
+fn end_reads(master: &dyn MasterApi, rx: &Receiver<Vec<(String, u64)>>) {
+    while let Ok(first) = rx.recv() {
+        let (mut keys, mut ids): (Vec<String>, Vec<u64>) = first.into_iter().unzip();
+        while keys.len() < MAX_BATCH {
+            let Ok(more) = rx.try_recv() else { break };
+            for (k, id) in more {
+                keys.push(k);
+                ids.push(id);
+            }
+        }
+        if let Err(e) = master.batch_end_read(&keys, &ids, DEFAULT_TENANT) {
+            // The reads then end at their deadline.
+            log::debug!("store: BatchEndRead of {} reads: {e}", keys.len());
+        }
+    }
+}
