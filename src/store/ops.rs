@@ -88,7 +88,8 @@ impl Inner {
     }
 
     /// [`Inner::put_once`], tried again (on whatever segments the master picks then)
-    /// while a replica could not be written and [`PUT_RETRY_BUDGET`] allows: a segment
+    /// while a replica could not be written, or the object vanished with its segment
+    /// before PutEnd, and [`PUT_ATTEMPTS`] / [`PUT_RETRY_BUDGET`] allow: a segment
     /// owner that just died is excluded from placement by then.
     ///
     /// # Safety
@@ -104,10 +105,12 @@ impl Inner {
         let mut attempt = 1;
         loop {
             // SAFETY: forwarded contract.
-            let (result, revoked) = unsafe { self.put_once(key, addr, len, config) };
+            let (result, retryable) = unsafe { self.put_once(key, addr, len, config) };
             match result {
-                Err(ErrorCode::TRANSFER_FAIL)
-                    if revoked && attempt < PUT_ATTEMPTS && start.elapsed() < PUT_RETRY_BUDGET =>
+                Err(_)
+                    if retryable
+                        && attempt < PUT_ATTEMPTS
+                        && start.elapsed() < PUT_RETRY_BUDGET =>
                 {
                     log::info!("store: put('{key}'): a replica could not be written; retrying");
                     attempt += 1;
@@ -118,7 +121,8 @@ impl Inner {
     }
 
     /// PutStart, write every replica, then PutEnd (or PutRevoke and the error). Also
-    /// says whether a failed write was revoked (so the put may be tried again).
+    /// says whether a failure may be tried again: a write that failed and was
+    /// revoked, or an object gone before PutEnd (its segment left under it).
     ///
     /// # Safety
     /// `[addr, addr + len)` must be readable until this returns.
@@ -151,7 +155,8 @@ impl Inner {
                 let ended =
                     self.master
                         .put_end(self.client_id, &meta, ReplicaType::All, DEFAULT_TENANT);
-                (ended, false)
+                let gone = ended == Err(ErrorCode::OBJECT_NOT_FOUND);
+                (ended, gone)
             }
             Err(e) => {
                 let revoked =
@@ -160,7 +165,7 @@ impl Inner {
                 if let Err(r) = revoked {
                     log::warn!("store: PutRevoke('{key}') after {e}: {r}");
                 }
-                (Err(e), revoked.is_ok())
+                (Err(e), e == ErrorCode::TRANSFER_FAIL && revoked.is_ok())
             }
         }
     }

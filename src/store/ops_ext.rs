@@ -153,7 +153,8 @@ impl Inner {
     }
 
     /// [`Inner::write_once`], then again for the items whose replicas could not be
-    /// written (`TRANSFER_FAIL`, revoked) while [`PUT_ATTEMPTS`] and
+    /// written (`TRANSFER_FAIL`, revoked) or that vanished with their segment before
+    /// the End (`OBJECT_NOT_FOUND`), while [`PUT_ATTEMPTS`] and
     /// [`PUT_RETRY_BUDGET`] allow: the master places them anew, and a segment owner
     /// that just died is excluded from placement by then.
     ///
@@ -167,10 +168,10 @@ impl Inner {
     ) -> Vec<Result<(), ErrorCode>> {
         let start = Instant::now();
         // SAFETY: forwarded contract.
-        let (mut results, mut revoked) = unsafe { self.write_once(mode, items, config) };
+        let (mut results, mut retryable) = unsafe { self.write_once(mode, items, config) };
         for _ in 1..PUT_ATTEMPTS {
             let again: Vec<usize> = (0..items.len())
-                .filter(|&s| revoked[s] && results[s] == Err(ErrorCode::TRANSFER_FAIL))
+                .filter(|&s| retryable[s] && results[s].is_err())
                 .collect();
             if again.is_empty() || start.elapsed() >= PUT_RETRY_BUDGET {
                 break;
@@ -181,10 +182,10 @@ impl Inner {
             );
             let subset: Vec<Item<'_>> = again.iter().map(|&s| items[s].clone()).collect();
             // SAFETY: forwarded contract (a subset of the same items).
-            let (retried, retried_revoked) = unsafe { self.write_once(mode, &subset, config) };
-            for ((s, r), v) in again.into_iter().zip(retried).zip(retried_revoked) {
+            let (retried, still_retryable) = unsafe { self.write_once(mode, &subset, config) };
+            for ((s, r), v) in again.into_iter().zip(retried).zip(still_retryable) {
                 results[s] = r;
-                revoked[s] = v;
+                retryable[s] = v;
             }
         }
         results
@@ -192,7 +193,7 @@ impl Inner {
 
     /// Start, one transfer batch, then End for the written keys and Revoke for the
     /// others. Empty objects get -600 without reaching the master. Also says, per
-    /// item, whether a failed write was revoked.
+    /// item, whether a failure may be tried again (see [`Inner::write_items`]).
     ///
     /// # Safety
     /// Every piece must be readable until this returns.
@@ -203,7 +204,7 @@ impl Inner {
         config: &ReplicateConfig,
     ) -> (Vec<Result<(), ErrorCode>>, Vec<bool>) {
         let mut results: Vec<Result<(), ErrorCode>> = vec![Ok(()); items.len()];
-        let mut revoked = vec![false; items.len()];
+        let mut retryable = vec![false; items.len()];
         let started: Vec<usize> = (0..items.len())
             .filter(|&s| {
                 if items[s].len == 0 {
@@ -213,7 +214,7 @@ impl Inner {
             })
             .collect();
         if started.is_empty() {
-            return (results, revoked);
+            return (results, retryable);
         }
         let keys: Vec<String> = started.iter().map(|&s| items[s].key.to_string()).collect();
         let lens: Vec<u64> = started.iter().map(|&s| items[s].len).collect();
@@ -257,13 +258,15 @@ impl Inner {
             |v: &[usize]| -> Vec<String> { v.iter().map(|&s| items[s].key.to_string()).collect() };
         if !ok.is_empty() {
             for (&s, r) in ok.iter().zip(self.write_end(mode, &names(&ok))) {
+                retryable[s] = r == Err(ErrorCode::OBJECT_NOT_FOUND);
                 results[s] = r;
             }
         }
-        for (&s, v) in failed.iter().zip(self.write_revoke(mode, &names(&failed))) {
-            revoked[s] = v;
+        let revoked = self.write_revoke(mode, &names(&failed));
+        for (&s, v) in failed.iter().zip(revoked) {
+            retryable[s] = v && results[s] == Err(ErrorCode::TRANSFER_FAIL);
         }
-        (results, revoked)
+        (results, retryable)
     }
 }
 
