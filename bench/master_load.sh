@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Master side-by-side: upstream Mooncake's mooncake_master (the PyPI wheel installed by
-# ../shared/peer/install-upstream.sh) against ours (target/release/mooncake_master), in
+# scripts/upstream-peer.sh) against ours (target/release/mooncake_master), in
 # one run, on 127.0.0.1 only.
 #
 # (1) Metadata throughput: each master is driven by `store_bench --mode=master_load`
@@ -32,7 +32,6 @@
 #                       the first value's table carries the 3x verdict)
 #   OBJECTS             objects for the memory fill (default 1000000)
 #   SKIP_BUILD=1        do not run cargo build (store_bench.sh already did)
-#   SHARED              dir holding peer/install-upstream.sh (default ../shared, from the repo root)
 #   MOONCAKE_PEER_VENV  an existing upstream peer venv (skips the installer)
 #   CARGO               cargo binary (default cargo)
 #
@@ -46,8 +45,6 @@ THREADS=${THREADS:-4}
 PIPELINES=${PIPELINES:-16 1}
 HEADLINE=${PIPELINES%% *}
 OBJECTS=${OBJECTS:-1000000}
-SHARED=${SHARED:-../shared}
-case "$SHARED" in /*) ;; *) SHARED="$ROOT/$SHARED" ;; esac
 
 log() { echo "[master_load] $*" >&2; }
 
@@ -73,12 +70,8 @@ if [ "${SKIP_BUILD:-0}" != 1 ]; then
 fi
 BENCH="$ROOT/target/release/store_bench"
 OURS_MASTER="$ROOT/target/release/mooncake_master"
-if [ -n "${MOONCAKE_PEER_VENV:-}" ] && [ -x "$MOONCAKE_PEER_VENV/bin/python" ] &&
-  "$MOONCAKE_PEER_VENV/bin/python" -c 'import mooncake' 2>/dev/null; then
-  PEER=$MOONCAKE_PEER_VENV
-else
-  PEER=$(bash "$SHARED/peer/install-upstream.sh" | tail -1)
-fi
+# The peer (installed on first use; MOONCAKE_PEER_VENV picks where).
+PEER=$(bash "$ROOT/scripts/upstream-peer.sh" | tail -1)
 M=$("$PEER/bin/python" -c 'import mooncake,os;print(os.path.dirname(mooncake.__file__))')
 UP_MASTER="$M/mooncake_master"
 for b in "$BENCH" "$OURS_MASTER" "$UP_MASTER"; do

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Side-by-side Mooncake Store benchmark: upstream Mooncake (the PyPI wheel installed by
-# ../shared/peer/install-upstream.sh) against ours, in one run, on 127.0.0.1 only.
+# scripts/upstream-peer.sh) against ours, in one run, on 127.0.0.1 only.
 #
 # (a) Client operations, two-process like upstream's baseline (spec store.md §5.3,
 #     Appendix A.2): a master, a separate segment-owner process (1 GiB segment), and a
@@ -35,7 +35,6 @@
 #                       slow); pinning removes that noise but penalises implementations
 #                       that spin while waiting. Off by default.
 #   SKIP_MASTER_LOAD=1  only run (a)
-#   SHARED              dir holding peer/install-upstream.sh (default ../shared, from the repo root)
 #   MOONCAKE_PEER_VENV  an existing upstream peer venv (skips the installer)
 #   CARGO               cargo binary (default cargo)
 #
@@ -47,8 +46,6 @@ ROUNDS=${ROUNDS:-1}
 REPEAT=${REPEAT:-5}
 OPS=${OPS:-0}
 VALUE_SIZES=${VALUE_SIZES:-4096,1048576}
-SHARED=${SHARED:-../shared}
-case "$SHARED" in /*) ;; *) SHARED="$ROOT/$SHARED" ;; esac
 export MC_TCP_BIND_ADDRESS=127.0.0.1
 PIN=()
 [ -n "${PIN_CPUS:-}" ] && PIN=(taskset -c "$PIN_CPUS")
@@ -77,12 +74,8 @@ BENCH="$ROOT/target/release/store_bench"
 OURS_MASTER="$ROOT/target/release/mooncake_master"
 OURS_LIB="$ROOT/target/release/libmooncake.so"
 PYBENCH="$ROOT/bench/store_py_bench.py"
-if [ -n "${MOONCAKE_PEER_VENV:-}" ] && [ -x "$MOONCAKE_PEER_VENV/bin/python" ] &&
-  "$MOONCAKE_PEER_VENV/bin/python" -c 'import mooncake' 2>/dev/null; then
-  PEER=$MOONCAKE_PEER_VENV
-else
-  PEER=$(bash "$SHARED/peer/install-upstream.sh" | tail -1)
-fi
+# The peer (installed on first use; MOONCAKE_PEER_VENV picks where).
+PEER=$(bash "$ROOT/scripts/upstream-peer.sh" | tail -1)
 PY="$PEER/bin/python"
 M=$("$PY" -c 'import mooncake,os;print(os.path.dirname(mooncake.__file__))')
 UP_MASTER="$M/mooncake_master"
@@ -278,7 +271,7 @@ echo "(2x? compares ours via the same Python harness against upstream; rust = na
 # --- (b) master load and memory -----------------------------------------------------------
 if [ "${SKIP_MASTER_LOAD:-0}" != 1 ]; then
   echo
-  MOONCAKE_PEER_VENV="$PEER" SKIP_BUILD=1 SHARED="$SHARED" REPEAT="${LOAD_REPEAT:-3}" \
+  MOONCAKE_PEER_VENV="$PEER" SKIP_BUILD=1 REPEAT="${LOAD_REPEAT:-3}" \
     bash "$ROOT/bench/master_load.sh" ||
     fail=1
 fi

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Side-by-side Transfer Engine benchmark: upstream Mooncake's transfer_engine_bench (the
-# PyPI wheel installed by ../shared/peer/install-upstream.sh) against ours
+# PyPI wheel installed by scripts/upstream-peer.sh) against ours
 # (target/release/transfer_engine_bench), in one run, on one host.
 #
 # Everything is on 127.0.0.1, P2PHANDSHAKE metadata (no external service), TCP transport.
@@ -16,8 +16,6 @@
 #
 # Environment:
 #   DURATION            seconds per initiator run (default 5)
-#   SHARED              the shared dir holding peer/install-upstream.sh
-#                       (default ../shared, relative to the repo root)
 #   MOONCAKE_PEER_VENV  an existing upstream peer venv (skips the installer)
 #   CARGO               cargo binary (default cargo)
 #
@@ -28,8 +26,6 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DURATION=${DURATION:-5}
 BUFFER_SIZE=268435456
 THREADS=2
-SHARED=${SHARED:-../shared}
-case "$SHARED" in /*) ;; *) SHARED="$ROOT/$SHARED" ;; esac
 
 log() { echo "[te_bench] $*" >&2; }
 
@@ -55,12 +51,8 @@ OURS="$ROOT/target/release/transfer_engine_bench"
 CEILING="$ROOT/target/release/examples/tcp_ceiling"
 
 # --- locate upstream --------------------------------------------------------------------
-if [ -n "${MOONCAKE_PEER_VENV:-}" ] && [ -x "$MOONCAKE_PEER_VENV/bin/python" ] &&
-  "$MOONCAKE_PEER_VENV/bin/python" -c 'import mooncake' 2>/dev/null; then
-  PEER=$MOONCAKE_PEER_VENV
-else
-  PEER=$(bash "$SHARED/peer/install-upstream.sh" | tail -1)
-fi
+# The peer (installed on first use; MOONCAKE_PEER_VENV picks where).
+PEER=$(bash "$ROOT/scripts/upstream-peer.sh" | tail -1)
 M=$("$PEER/bin/python" -c 'import mooncake,os;print(os.path.dirname(mooncake.__file__))')
 UPSTREAM="$M/transfer_engine_bench"
 [ -x "$UPSTREAM" ] || { log "no upstream bench at $UPSTREAM"; exit 1; }

@@ -43,9 +43,12 @@ if ! { command -v cargo-zigbuild >/dev/null && have_zig; }; then
   venv="$target_dir/zigbuild-venv"
   if [ ! -x "$venv/bin/cargo-zigbuild" ]; then
     echo "== installing ziglang $ZIGLANG_VERSION and cargo-zigbuild $CARGO_ZIGBUILD_VERSION into $venv"
-    python3 -m venv "$venv"
-    "$venv/bin/python" -m pip install -q "ziglang==$ZIGLANG_VERSION" \
-      "cargo-zigbuild==$CARGO_ZIGBUILD_VERSION"
+    if ! { python3 -m venv "$venv" && "$venv/bin/python" -m pip install -q \
+      "ziglang==$ZIGLANG_VERSION" "cargo-zigbuild==$CARGO_ZIGBUILD_VERSION"; }; then
+      rm -rf "$venv"
+      echo "SKIP glibc 2.28 build: ziglang/cargo-zigbuild could not be installed from PyPI"
+      exit 0
+    fi
   fi
   # cargo-zigbuild finds zig through `python3 -m ziglang` with the venv's python first.
   export PATH="$venv/bin:$PATH"

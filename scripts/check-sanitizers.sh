@@ -15,7 +15,8 @@
 #
 # usage: scripts/check-sanitizers.sh [asan] [valgrind]     (default: both)
 # env:   MOONCAKE_ASAN_BUILD_STD=0 never uses -Zbuild-std.
-# Without a nightly toolchain the asan mode is skipped (with a message), not failed.
+# Without a nightly toolchain the asan mode is skipped, and without valgrind the valgrind
+# mode (one `SKIP` line each), not failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
@@ -31,7 +32,7 @@ for mode in "${modes[@]}"; do
     asan)
       if ! cargo +nightly --version >/dev/null 2>&1; then
         # -Zsanitizer needs nightly; without one this mode is skipped, not failed.
-        echo "check-sanitizers: asan SKIPPED: no nightly toolchain (rustup toolchain install nightly)" >&2
+        echo "SKIP asan: no nightly toolchain (rustup toolchain install nightly)"
         continue
       fi
       build_std=()
@@ -57,7 +58,10 @@ for mode in "${modes[@]}"; do
       echo "== asan: tests $((SECONDS - start)) s"
       ;;
     valgrind)
-      command -v valgrind >/dev/null || { echo "check-sanitizers: valgrind is not installed" >&2; status=1; continue; }
+      if ! command -v valgrind >/dev/null; then
+        echo "SKIP valgrind: valgrind is not installed (apt-get install valgrind)"
+        continue
+      fi
       start=$SECONDS
       MOONCAKE_C_ABI_VALGRIND=1 cargo test --test c_abi -- --test-threads="$threads" || status=1
       echo "== valgrind: $((SECONDS - start)) s"

@@ -1,6 +1,6 @@
 """Upstream Mooncake TransferEngine driven over stdin/stdout, for the Rust interop tests.
 
-Run with the upstream peer's python (see ../shared/peer/README.md), with
+Run with the upstream peer's python (installed by scripts/upstream-peer.sh), with
 MC_FORCE_TCP=1 and MC_TCP_BIND_ADDRESS=127.0.0.1 in the environment:
 
     peer_engine.py <metadata> <local_hostname> <buffer_size> <seed>

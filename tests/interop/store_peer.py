@@ -1,7 +1,7 @@
 """Upstream Mooncake Store client (MooncakeDistributedStore) driven over stdin/stdout,
 for the Rust store interop tests (tests/rust/store_interop*.rs).
 
-Run with the upstream peer's python (see ../shared/peer/README.md), with
+Run with the upstream peer's python (installed by scripts/upstream-peer.sh), with
 MC_TCP_BIND_ADDRESS=127.0.0.1 in the environment:
 
     store_peer.py <metadata> <master_addr> <global_segment_size> <local_buffer_size> <zc_size>

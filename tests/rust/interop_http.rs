@@ -1,7 +1,7 @@
 //! Interop with the upstream Mooncake 0.3.13 peer through an HTTP metadata server,
 //! each scenario run against both our in-process `HttpMetadataServer` and upstream's
 //! `http_metadata_server.py` (so each side publishes into, and reads from, both
-//! servers). Needs the peer from `bash ../shared/peer/install-upstream.sh`;
+//! servers). Needs the peer from `bash scripts/upstream-peer.sh`;
 //! `MOONCAKE_SKIP_INTEROP=1` skips.
 
 mod interop_common;

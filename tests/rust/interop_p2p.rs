@@ -1,6 +1,6 @@
 //! Interop with the upstream Mooncake 0.3.13 peer over P2PHANDSHAKE (no metadata
 //! server): descriptors travel over the RPC daemon, data over TCP v2. Needs the peer
-//! from `bash ../shared/peer/install-upstream.sh`; `MOONCAKE_SKIP_INTEROP=1` skips.
+//! from `bash scripts/upstream-peer.sh`; `MOONCAKE_SKIP_INTEROP=1` skips.
 
 mod interop_common;
 

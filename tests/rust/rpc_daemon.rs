@@ -474,7 +474,7 @@ fn frame_api_matches_wire() {
     assert!(!back.legacy);
 }
 
-/// The upstream peer (see `shared/peer/README.md`), run as a Python script.
+/// The upstream peer (installed by `scripts/upstream-peer.sh`), run as a Python script.
 const UPSTREAM_PEER_SCRIPT: &str = r#"
 import sys, ctypes
 from mooncake.engine import TransferEngine
@@ -525,7 +525,7 @@ fn upstream_peer_interop() {
     let python = format!("{venv}/bin/python");
     assert!(
         std::path::Path::new(&python).exists(),
-        "upstream peer not found at {venv}: run `bash ../shared/peer/install-upstream.sh` \
+        "upstream peer not found at {venv}: run `bash scripts/upstream-peer.sh` \
          or set MOONCAKE_SKIP_INTEROP=1"
     );
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();

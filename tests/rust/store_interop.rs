@@ -1,7 +1,7 @@
 //! Store interop, part 1: upstream's Python `MooncakeDistributedStore` (wheel 0.3.13,
 //! driven by `tests/interop/store_peer.py`) against OUR `mooncake_master` binary, with
 //! TE metadata in our master's embedded HTTP metadata server and the data plane
-//! between upstream processes. Needs the peer from `bash ../shared/peer/install-upstream.sh`;
+//! between upstream processes. Needs the peer from `bash scripts/upstream-peer.sh`;
 //! `MOONCAKE_SKIP_INTEROP=1` skips.
 
 mod interop_common;

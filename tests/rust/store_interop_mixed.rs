@@ -2,7 +2,7 @@
 //! coro_rpc + HTTP metadata, advertising 127.0.0.1 through `MC_TCP_BIND_ADDRESS`)
 //! against upstream's `mooncake_master`, and mixed clusters (an upstream Python client
 //! and our client each mounting a segment) on our master and on upstream's. Needs the
-//! peer from `bash ../shared/peer/install-upstream.sh`; `MOONCAKE_SKIP_INTEROP=1` skips.
+//! peer from `bash scripts/upstream-peer.sh`; `MOONCAKE_SKIP_INTEROP=1` skips.
 
 mod interop_common;
 mod store_interop_common;

@@ -1,8 +1,8 @@
-//! Interop with upstream's `mooncake_master` (the 0.3.13 wheel of `../shared/peer/`):
+//! Interop with upstream's `mooncake_master` (the 0.3.13 wheel installed by `scripts/upstream-peer.sh`):
 //! our coro_rpc/struct_pack frames must be accepted by the real master, and its
 //! replies (a debug build: metainfo + type literal) decoded by `MasterRpcClient`.
 //!
-//! Needs the peer (`bash ../shared/peer/install-upstream.sh`; `MOONCAKE_PEER_VENV`
+//! Needs the peer (`bash scripts/upstream-peer.sh`; `MOONCAKE_PEER_VENV`
 //! overrides its location); `MOONCAKE_SKIP_INTEROP=1` skips.
 
 use mooncake::wire::codec;
@@ -44,7 +44,7 @@ fn master_binary(test: &str) -> Option<PathBuf> {
         }
         Err(why) => panic!(
             "upstream Mooncake peer not available: {why}.\nInstall it with \
-             `bash ../shared/peer/install-upstream.sh`, set MOONCAKE_PEER_VENV, or set \
+             `bash scripts/upstream-peer.sh`, set MOONCAKE_PEER_VENV, or set \
              MOONCAKE_SKIP_INTEROP=1 to skip the interop tests."
         ),
     }

@@ -1,5 +1,5 @@
 //! Shared helpers for the interop tests against the upstream Mooncake 0.3.13 peer
-//! (`../shared/peer/`): locating the peer, child-process guards that kill by PID on drop
+//! (`scripts/upstream-peer.sh`): locating the peer, child-process guards that kill by PID on drop
 //! (panics included), the `tests/interop/peer_engine.py` driver, the upstream HTTP
 //! metadata server, `transfer_engine_bench`, and our own engines.
 #![allow(dead_code)]
@@ -63,7 +63,7 @@ pub fn peer(test: &str) -> Option<Peer> {
             }
             panic!(
                 "upstream Mooncake peer not available: {why}.\n\
-                 Install it with `bash ../shared/peer/install-upstream.sh` (from the crate root; \
+                 Install it with `bash scripts/upstream-peer.sh` (from the crate root; \
                  set MOONCAKE_PEER_VENV if it lives elsewhere), or set MOONCAKE_SKIP_INTEROP=1 \
                  to skip the interop tests."
             );

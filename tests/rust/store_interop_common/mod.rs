@@ -1,5 +1,5 @@
 //! Helpers for the Store interop tests against the upstream Mooncake 0.3.13 peer
-//! (`../shared/peer/`): our `mooncake_master` binary and upstream's as child processes
+//! (`scripts/upstream-peer.sh`): our `mooncake_master` binary and upstream's as child processes
 //! on free 127.0.0.1 ports (killed by PID on drop, via `interop_common::ChildGuard`),
 //! the admin HTTP, the `tests/interop/store_peer.py` driver of upstream's
 //! `MooncakeDistributedStore`, and our `mooncake::store::Client` set up like upstream's.

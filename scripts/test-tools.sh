@@ -1,0 +1,102 @@
+# Sourced by scripts/test-all.sh: makes sure the tools each check needs are there.
+#
+# As root with apt-get, missing Debian packages are installed (one `apt-get install`).
+# A check whose tools still cannot be had is skipped: one `SKIP <check>: <why>` line is
+# printed and the check's MOONCAKE_SKIP_* variable is exported. Nothing here fails the
+# run, except a missing cargo (nothing can run without it).
+#
+# Checks and what they need (Debian package in brackets):
+#   C tests (cargo test --test c_abi)    cc, c++ [gcc, g++], readelf, nm [binutils]
+#   Python tests                         python3 with venv and pip [python3-venv]
+#   packaging (cargo test --test packaging)  cmake, make, pkg-config [cmake, make, pkg-config]
+#   sanitizers: valgrind mode            valgrind [valgrind]
+#   sanitizers: asan mode                a nightly toolchain (skipped inside the script)
+#   glibc 2.28 build                     objdump [binutils], ziglang + cargo-zigbuild (PyPI)
+#   interop                              the upstream 0.3.13 peer (scripts/upstream-peer.sh)
+
+# "<command> <package>" pairs, per check.
+_tools_c="cc:gcc c++:g++ readelf:binutils nm:binutils"
+_tools_packaging="cmake:cmake make:make pkg-config:pkg-config"
+_tools_valgrind="valgrind:valgrind"
+_tools_glibc="objdump:binutils"
+
+_python_ok() {
+  command -v python3 >/dev/null && python3 -c 'import venv, ensurepip' 2>/dev/null
+}
+
+# The packages of the pairs whose command is missing.
+_missing_packages() {
+  local pair
+  for pair in "$@"; do
+    command -v "${pair%%:*}" >/dev/null || echo "${pair#*:}"
+  done
+}
+
+# The commands of the pairs that are missing.
+_missing_commands() {
+  local pair out=()
+  for pair in "$@"; do
+    command -v "${pair%%:*}" >/dev/null || out+=("${pair%%:*}")
+  done
+  echo "${out[*]}"
+}
+
+# Installs what is missing (as root with apt-get); never fails.
+tools_install() {
+  # shellcheck disable=SC2086
+  local pkgs
+  pkgs="$(_missing_packages $_tools_c $_tools_packaging $_tools_valgrind $_tools_glibc | sort -u | tr '\n' ' ')"
+  _python_ok || pkgs="$pkgs python3 python3-venv python3-pip"
+  pkgs="$(echo $pkgs)"
+  [ -n "$pkgs" ] || return 0
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "== installing Debian packages: $pkgs"
+    export DEBIAN_FRONTEND=noninteractive
+    if ! { apt-get update -qq && apt-get install -y -qq $pkgs >/dev/null; }; then
+      echo "== apt-get could not install them all; the checks that need them are skipped"
+    fi
+  else
+    echo "== not root or no apt-get: not installing $pkgs"
+  fi
+}
+
+# The SKIP lines printed so far (test-all.sh repeats them in its summary).
+TOOLS_SKIPPED=()
+
+# Prints one SKIP line and exports the check's skip variable.
+_skip() {
+  local var="$1" check="$2" why="$3"
+  echo "SKIP $check: $why"
+  TOOLS_SKIPPED+=("SKIP $check: $why")
+  export "$var=1"
+}
+
+# Decides which checks can run; exports MOONCAKE_SKIP_* for the others.
+tools_check() {
+  command -v cargo >/dev/null || { echo "cargo (stable Rust) is required: https://rustup.rs" >&2; exit 1; }
+  local missing
+  # shellcheck disable=SC2086
+  missing="$(_missing_commands $_tools_c)"
+  if [ -n "$missing" ]; then
+    _skip MOONCAKE_SKIP_C_TESTS "C tests" "missing $missing (apt-get install gcc g++ binutils)"
+    _skip MOONCAKE_SKIP_PACKAGING "packaging" "it builds C programs: missing $missing"
+  fi
+  _python_ok || _skip MOONCAKE_SKIP_PYTHON "Python tests" "python3 with venv is missing (apt-get install python3-venv)"
+  # shellcheck disable=SC2086
+  missing="$(_missing_commands $_tools_packaging)"
+  [ -z "$missing" ] || [ -n "${MOONCAKE_SKIP_PACKAGING:-}" ] || _skip MOONCAKE_SKIP_PACKAGING "packaging" "missing $missing (apt-get install cmake make pkg-config)"
+  command -v valgrind >/dev/null || _skip MOONCAKE_SKIP_VALGRIND "valgrind" "valgrind is not installed (apt-get install valgrind)"
+  if [ -z "${MOONCAKE_SKIP_GLIBC:-}" ]; then
+    command -v objdump >/dev/null || _skip MOONCAKE_SKIP_GLIBC "glibc 2.28 build" "objdump is missing (apt-get install binutils)"
+    _python_ok || _skip MOONCAKE_SKIP_GLIBC "glibc 2.28 build" "python3 with venv is missing (zig comes from PyPI)"
+  fi
+  if [ -z "${MOONCAKE_SKIP_INTEROP:-}" ] && [ -z "${MOONCAKE_PEER_VENV:-}" ]; then
+    local peer
+    if peer="$(bash scripts/upstream-peer.sh | tail -1)" && [ -x "$peer/bin/python" ]; then
+      export MOONCAKE_PEER_VENV="$peer"
+      echo "== upstream peer: $MOONCAKE_PEER_VENV"
+    else
+      _skip MOONCAKE_SKIP_INTEROP "interop" "the upstream peer could not be installed (scripts/upstream-peer.sh; needs PyPI)"
+    fi
+  fi
+}
