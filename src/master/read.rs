@@ -60,27 +60,7 @@ impl MasterService {
         key: &str,
         tenant: &str,
     ) -> MasterResult<GetReplicaListResponse> {
-        let tenant = self.tenant(tenant);
-        let now = self.now();
-        let mut shard = self.objects.lock_key(tenant, key);
-        let o = shard
-            .get_mut(tenant, key)
-            .ok_or(ErrorCode::OBJECT_NOT_FOUND)?;
-        let replicas = o.readable_descriptors();
-        if replicas.is_empty() {
-            return Err(o.unreadable_error());
-        }
-        let checksum = o.checksum();
-        let group = self.lease(o, now);
-        drop(shard);
-        if let Some(g) = group {
-            self.lease_group(tenant, &g, now);
-        }
-        Ok(GetReplicaListResponse {
-            replicas,
-            lease_ttl_ms: self.lease_ms,
-            checksum,
-        })
+        self.replica_list(key, tenant, false)
     }
 
     /// `BatchBeginRead` (an extension of this master): `GetReplicaList` for a client
@@ -93,6 +73,17 @@ impl MasterService {
         key: &str,
         tenant: &str,
     ) -> MasterResult<GetReplicaListResponse> {
+        self.replica_list(key, tenant, true)
+    }
+
+    /// The readable replicas of `key`, holding the object for a tracked read or with a
+    /// lease.
+    fn replica_list(
+        &self,
+        key: &str,
+        tenant: &str,
+        tracked: bool,
+    ) -> MasterResult<GetReplicaListResponse> {
         let tenant = self.tenant(tenant);
         let now = self.now();
         let mut shard = self.objects.lock_key(tenant, key);
@@ -104,11 +95,8 @@ impl MasterService {
             return Err(o.unreadable_error());
         }
         let checksum = o.checksum();
-        let group = if o.group_id().is_empty() && o.begin_read(now, self.lease_ns) {
-            None
-        } else {
-            self.lease(o, now)
-        };
+        let tracking = tracked && o.group_id().is_empty() && o.begin_read(now, self.lease_ns);
+        let group = if tracking { None } else { self.lease(o, now) };
         drop(shard);
         if let Some(g) = group {
             self.lease_group(tenant, &g, now);

@@ -215,10 +215,21 @@ impl MasterService {
         c: &ReplicateConfig,
         tenant: &str,
     ) -> MasterResult<Vec<ReplicaDescriptor>> {
-        let args = self.check_start(key, len, c)?;
-        self.with_room(len, || {
-            self.put_start_attempt(client, key, len, c, tenant, args.clone())
+        self.start_with_room(key, len, c, |args| {
+            self.put_start_attempt(client, key, len, c, tenant, args)
         })
+    }
+
+    /// Checks a Start request, then runs `attempt` until it finds room (see `room`).
+    fn start_with_room(
+        &self,
+        key: &str,
+        len: u64,
+        c: &ReplicateConfig,
+        attempt: impl Fn(StartArgs) -> MasterResult<Vec<ReplicaDescriptor>>,
+    ) -> MasterResult<Vec<ReplicaDescriptor>> {
+        let args = self.check_start(key, len, c)?;
+        self.with_room(len, || attempt(args.clone()))
     }
 
     /// One placement attempt of `PutStart`.
@@ -357,9 +368,8 @@ impl MasterService {
         c: &ReplicateConfig,
         tenant: &str,
     ) -> MasterResult<Vec<ReplicaDescriptor>> {
-        let args = self.check_start(key, len, c)?;
-        self.with_room(len, || {
-            self.upsert_start_attempt(client, key, len, c, tenant, args.clone())
+        self.start_with_room(key, len, c, |args| {
+            self.upsert_start_attempt(client, key, len, c, tenant, args)
         })
     }
 

@@ -91,6 +91,24 @@ fn mem(d: &ReplicaDescriptor) -> (u64, u64, String) {
     }
 }
 
+/// No two readable buffers overlap (they all live in one address space per segment).
+fn assert_no_overlap(m: &MasterService) {
+    let mut spans: Vec<(u64, u64)> = m
+        .all_keys()
+        .iter()
+        .filter_map(|k| m.query_key(k).ok())
+        .flatten()
+        .map(|d| {
+            let (size, addr, _) = mem(&d);
+            (addr, size)
+        })
+        .collect();
+    spans.sort();
+    for w in spans.windows(2) {
+        assert!(w[0].0 + w[0].1 <= w[1].0, "overlapping buffers {w:?}");
+    }
+}
+
 fn wait_until(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + limit;
     while !cond() {
@@ -1058,20 +1076,7 @@ fn concurrent_puts_and_gets() {
         .sum();
     assert_eq!(m.allocated_bytes(), expected);
     assert_eq!(m.key_count(), 8 * (200 - 67));
-    // No two live buffers overlap.
-    let mut spans: Vec<(u64, u64)> = m
-        .all_keys()
-        .iter()
-        .flat_map(|k| m.query_key(k).unwrap())
-        .map(|d| {
-            let (size, addr, _) = mem(&d);
-            (addr, size)
-        })
-        .collect();
-    spans.sort();
-    for w in spans.windows(2) {
-        assert!(w[0].0 + w[0].1 <= w[1].0);
-    }
+    assert_no_overlap(&m);
     assert_eq!(m.remove_all(true, T).unwrap(), 8 * 133);
     assert_eq!(m.allocated_bytes(), 0);
 }
@@ -1148,18 +1153,5 @@ fn oversubscribed_pool_puts_always_succeed() {
         t.join().unwrap();
     }
     assert!(m.metrics().room_evictions > 0);
-    let mut spans: Vec<(u64, u64)> = m
-        .all_keys()
-        .iter()
-        .filter_map(|k| m.query_key(k).ok())
-        .flatten()
-        .map(|d| {
-            let (size, addr, _) = mem(&d);
-            (addr, size)
-        })
-        .collect();
-    spans.sort();
-    for w in spans.windows(2) {
-        assert!(w[0].0 + w[0].1 <= w[1].0, "overlapping buffers {w:?}");
-    }
+    assert_no_overlap(&m);
 }

@@ -68,13 +68,18 @@ fn run(what: &str, cmd: &mut Command) -> String {
     text
 }
 
-fn fresh_dir(name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("packaging-{}", std::process::id()))
-        .join(name);
+fn fresh_dir(test: &str, name: &str) -> PathBuf {
+    let dir = test_dir(test).join(name);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("create temp dir");
     dir
+}
+
+/// The folder of one test's temporary directories (tests run concurrently in this
+/// process, so each removes only its own).
+fn test_dir(test: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("packaging-{}-{test}", std::process::id()))
 }
 
 /// Every path under `prefix`: a link's target, or a file's bytes with the prefix itself
@@ -198,10 +203,10 @@ fn install_layouts_match_and_examples_run() {
         "cmake is not installed (apt-get install cmake, or MOONCAKE_SKIP_PACKAGING=1)"
     );
 
-    let script_prefix = fresh_dir("prefix-script");
+    let script_prefix = fresh_dir("install", "prefix-script");
     script_install(&script_prefix);
-    let cmake_prefix = fresh_dir("prefix-cmake");
-    cmake_install(&fresh_dir("cmake-build"), &cmake_prefix);
+    let cmake_prefix = fresh_dir("install", "prefix-cmake");
+    cmake_install(&fresh_dir("install", "cmake-build"), &cmake_prefix);
 
     let a = tree(&script_prefix);
     let b = tree(&cmake_prefix);
@@ -259,7 +264,7 @@ fn install_layouts_match_and_examples_run() {
         assert_eq!(a[&format!("lib/{link}")], "-> libmooncake.so.0", "{link}");
     }
 
-    let work = fresh_dir("examples");
+    let work = fresh_dir("install", "examples");
     let text = run(
         "ffi-examples/run-all.sh",
         Command::new("bash")
@@ -284,7 +289,7 @@ fn install_layouts_match_and_examples_run() {
             "{step} did not pass\n{text}"
         );
     }
-    let _ = std::fs::remove_dir_all(script_prefix.parent().unwrap());
+    let _ = std::fs::remove_dir_all(test_dir("install"));
 }
 
 /// A program linked against the build tree, as upstream's Rust crate and Go bindings
@@ -317,7 +322,7 @@ fn build_tree_is_linkable() {
         );
         assert!(link.is_file(), "{} dangles", link.display());
     }
-    let work = fresh_dir("build-tree");
+    let work = fresh_dir("build-tree", "programs");
     for (lib, exe) in [
         ("transfer_engine", "te_upstream_name"),
         ("mooncake", "te_own_name"),
@@ -348,5 +353,5 @@ fn build_tree_is_linkable() {
                 .env_remove("LD_PRELOAD"),
         );
     }
-    let _ = std::fs::remove_dir_all(work.parent().unwrap());
+    let _ = std::fs::remove_dir_all(test_dir("build-tree"));
 }
