@@ -17,6 +17,12 @@ pub(super) const PUT_ATTEMPTS: u32 = 3;
 /// No put is tried again once this much time has passed since it began.
 pub(super) const PUT_RETRY_BUDGET: Duration = Duration::from_secs(5);
 
+/// Whether a revoke left nothing behind: done, or the object was already gone (its
+/// segment left under the write).
+pub(super) fn is_gone(revoke: Result<(), ErrorCode>) -> bool {
+    matches!(revoke, Ok(()) | Err(ErrorCode::OBJECT_NOT_FOUND))
+}
+
 /// First error of a set of per-move results.
 fn first_error(results: &[Result<(), ErrorCode>]) -> Result<(), ErrorCode> {
     results
@@ -165,7 +171,7 @@ impl Inner {
                 if let Err(r) = revoked {
                     log::warn!("store: PutRevoke('{key}') after {e}: {r}");
                 }
-                (Err(e), e == ErrorCode::TRANSFER_FAIL && revoked.is_ok())
+                (Err(e), e == ErrorCode::TRANSFER_FAIL && is_gone(revoked))
             }
         }
     }

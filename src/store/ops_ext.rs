@@ -4,7 +4,7 @@
 //! codes as the rest of [`Client`]; on a closed client everything is -600.
 
 use super::client::{Client, Inner};
-use super::ops::{replica_size, PUT_ATTEMPTS, PUT_RETRY_BUDGET};
+use super::ops::{is_gone, replica_size, PUT_ATTEMPTS, PUT_RETRY_BUDGET};
 use super::transfer::Move;
 use crate::te::Op;
 use crate::wire::master_api::{
@@ -128,23 +128,28 @@ impl Inner {
         }
     }
 
-    /// Revoke (Put/Upsert) for keys whose write failed; returns, per key, whether it
-    /// was revoked (failures are only logged).
+    /// Revoke (Put/Upsert) for keys whose write failed; returns, per key, whether
+    /// nothing of it is left (failures are only logged).
     fn write_revoke(&self, mode: WriteMode, keys: &[String]) -> Vec<bool> {
         let (m, c, t) = (&self.master, self.client_id, DEFAULT_TENANT);
         let r = match (mode, keys.len()) {
             (_, 0) => return Vec::new(),
-            (WriteMode::Put, 1) => m
-                .put_revoke(c, &keys[0], ReplicaType::All, t)
-                .map(|()| vec![Ok(())]),
-            (WriteMode::Upsert, 1) => m
-                .upsert_revoke(c, &keys[0], ReplicaType::All, t)
-                .map(|()| vec![Ok(())]),
+            (WriteMode::Put, 1) => Ok(vec![m.put_revoke(c, &keys[0], ReplicaType::All, t)]),
+            (WriteMode::Upsert, 1) => Ok(vec![m.upsert_revoke(c, &keys[0], ReplicaType::All, t)]),
             (WriteMode::Put, _) => m.batch_put_revoke(c, keys, ReplicaType::All, t),
             (WriteMode::Upsert, _) => m.batch_upsert_revoke(c, keys, t),
         };
         match r {
-            Ok(each) => fit(each, keys.len()).iter().map(Result::is_ok).collect(),
+            Ok(each) => fit(each, keys.len())
+                .into_iter()
+                .zip(keys)
+                .map(|(r, k)| {
+                    if !is_gone(r) {
+                        log::warn!("store: revoking '{k}': {r:?}");
+                    }
+                    is_gone(r)
+                })
+                .collect(),
             Err(e) => {
                 log::warn!("store: revoking {} key(s): {e}", keys.len());
                 vec![false; keys.len()]

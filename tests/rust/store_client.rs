@@ -513,3 +513,46 @@ fn lease_expired_during_the_read_is_reported() {
     // Without a lease, a plain remove succeeds right after a read.
     assert_eq!(a.remove("k", false), Ok(()));
 }
+
+/// A put whose replicas cannot be written (the master placed them on an owner that just
+/// died) is revoked and tried again on the segments the master picks next: `put`,
+/// `put_from` and `batch_put_from` all succeed, and the values read back.
+#[test]
+fn puts_to_a_dead_owner_are_retried_elsewhere() {
+    let m = master();
+    let flaky = Arc::new(flaky_master::FlakyMaster::new(m.clone()));
+    let c = Client::setup_with_master(&config(16 * MIB, 16 * MIB), flaky.clone()).expect("setup");
+    let cfg = ReplicateConfig::default();
+    let (a, b) = (pattern(70_000, 1), pattern(90_000, 2));
+
+    flaky.divert_puts(1);
+    c.put("retried-put", &a, &cfg).unwrap();
+    assert_eq!(flaky.revokes(), 1);
+    flaky.divert_puts(2);
+    c.put_from("retried-put-from", &b, &cfg).unwrap();
+    assert_eq!(flaky.revokes(), 3);
+    flaky.divert_puts(2);
+    let keys = ["retried-batch-1", "retried-batch-2"];
+    let r = c.batch_put_from(&keys, &[&a[..], &b[..]], &cfg);
+    assert_eq!(r, vec![Ok(()), Ok(())]);
+    assert_eq!(
+        flaky.revokes(),
+        5,
+        "both keys of the batch diverted and revoked"
+    );
+    for (key, value) in [
+        ("retried-put", &a),
+        ("retried-put-from", &b),
+        ("retried-batch-1", &a),
+        ("retried-batch-2", &b),
+    ] {
+        let mut out = vec![0u8; value.len()];
+        assert_eq!(c.get_into(key, &mut out), Ok(value.len() as u64));
+        assert!(&out == value, "{key} read back different bytes");
+    }
+
+    // Three attempts, all failing: the put fails with TRANSFER_FAIL and leaves nothing.
+    flaky.divert_puts(3);
+    assert_eq!(c.put("never", &a, &cfg), Err(ErrorCode::TRANSFER_FAIL));
+    assert_eq!(c.is_exist("never"), Ok(false));
+}

@@ -1,5 +1,7 @@
 //! A [`MasterApi`] proxy for the store tests: forwards every call to a real master,
-//! but can make `Ping` fail (as an unreachable master would) and counts remounts.
+//! but can make `Ping` fail (as an unreachable master would), send puts to a dead
+//! segment owner (as a master that has not noticed its death yet would), and counts
+//! remounts and revokes.
 
 use mooncake::wire::master_api::*;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -10,7 +12,12 @@ pub struct FlakyMaster {
     inner: Arc<dyn MasterApi>,
     fail_pings: AtomicBool,
     remounts: AtomicUsize,
+    diverted: AtomicUsize,
+    revokes: AtomicUsize,
 }
+
+/// A TE endpoint nobody listens on.
+const DEAD_ENDPOINT: &str = "127.0.0.1:1";
 
 impl FlakyMaster {
     /// A proxy for `inner` that fails nothing yet.
@@ -19,7 +26,35 @@ impl FlakyMaster {
             inner,
             fail_pings: AtomicBool::new(false),
             remounts: AtomicUsize::new(0),
+            diverted: AtomicUsize::new(0),
+            revokes: AtomicUsize::new(0),
         }
+    }
+
+    /// The next `n` objects a PutStart/BatchPutStart starts get their replicas on a
+    /// dead endpoint, so their writes fail.
+    pub fn divert_puts(&self, n: usize) {
+        self.diverted.store(n, Ordering::SeqCst);
+    }
+
+    /// How many keys were revoked (single and batch).
+    pub fn revokes(&self) -> usize {
+        self.revokes.load(Ordering::SeqCst)
+    }
+
+    /// Points `descs` at the dead endpoint if a diversion is pending.
+    fn divert(&self, mut descs: Vec<ReplicaDescriptor>) -> Vec<ReplicaDescriptor> {
+        let take = self
+            .diverted
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        if take.is_ok() {
+            for d in &mut descs {
+                if let ReplicaLocation::Memory(b) = &mut d.location {
+                    b.transport_endpoint = DEAD_ENDPOINT.to_string();
+                }
+            }
+        }
+        descs
     }
 
     /// While set, every `Ping` fails with `RPC_FAIL`.
@@ -80,6 +115,12 @@ impl MasterApi for FlakyMaster {
     fn batch_get_replica_list(&self, k: &[String], t: &str) -> Many<GetReplicaListResponse> {
         self.inner.batch_get_replica_list(k, t)
     }
+    fn batch_begin_read(&self, k: &[String], t: &str) -> Many<GetReplicaListResponse> {
+        self.inner.batch_begin_read(k, t)
+    }
+    fn batch_end_read(&self, k: &[String], ids: &[u64], t: &str) -> R<()> {
+        self.inner.batch_end_read(k, ids, t)
+    }
     fn get_replica_list_by_regex(
         &self,
         r: &str,
@@ -95,12 +136,15 @@ impl MasterApi for FlakyMaster {
         cfg: &ReplicateConfig,
         t: &str,
     ) -> R<Vec<ReplicaDescriptor>> {
-        self.inner.put_start(c, k, n, cfg, t)
+        self.inner
+            .put_start(c, k, n, cfg, t)
+            .map(|d| self.divert(d))
     }
     fn put_end(&self, c: Uuid, m: &ObjectMeta, r: ReplicaType, t: &str) -> R<()> {
         self.inner.put_end(c, m, r, t)
     }
     fn put_revoke(&self, c: Uuid, k: &str, r: ReplicaType, t: &str) -> R<()> {
+        self.revokes.fetch_add(1, Ordering::SeqCst);
         self.inner.put_revoke(c, k, r, t)
     }
     fn batch_put_start(
@@ -111,12 +155,17 @@ impl MasterApi for FlakyMaster {
         cfg: &ReplicateConfig,
         t: &str,
     ) -> Many<Vec<ReplicaDescriptor>> {
-        self.inner.batch_put_start(c, k, n, cfg, t)
+        let each = self.inner.batch_put_start(c, k, n, cfg, t)?;
+        Ok(each
+            .into_iter()
+            .map(|r| r.map(|d| self.divert(d)))
+            .collect())
     }
     fn batch_put_end(&self, c: Uuid, m: &[ObjectMeta], r: ReplicaType, t: &str) -> Many<()> {
         self.inner.batch_put_end(c, m, r, t)
     }
     fn batch_put_revoke(&self, c: Uuid, k: &[String], r: ReplicaType, t: &str) -> Many<()> {
+        self.revokes.fetch_add(k.len(), Ordering::SeqCst);
         self.inner.batch_put_revoke(c, k, r, t)
     }
     fn upsert_start(
