@@ -114,6 +114,8 @@ fn setup_over_coro_rpc() {
     let mut out = vec![0u8; value.len()];
     assert_eq!(b.get_into("rpc", &mut out).unwrap(), value.len() as u64);
     assert!(out == value);
+    // A read holds the object only while it runs; ExistKey grants a lease.
+    assert_eq!(b.is_exist("rpc"), Ok(true));
     assert_eq!(a.remove("rpc", false), Err(ErrorCode::OBJECT_HAS_LEASE));
     eventually("both clients remounted", || m.active_clients() == 2);
     assert_eq!(a.health(), Health::Healthy);
@@ -555,4 +557,30 @@ fn puts_to_a_dead_owner_are_retried_elsewhere() {
     flaky.divert_puts(3);
     assert_eq!(c.put("never", &a, &cfg), Err(ErrorCode::TRANSFER_FAIL));
     assert_eq!(c.is_exist("never"), Ok(false));
+}
+
+/// Against our master, a read holds its object only while it runs (the tracked-read
+/// extension): with an hour-long lease TTL, the object can still be removed without
+/// force, and evicted, right after it was read, once the client has ended the read.
+#[test]
+fn reads_hold_objects_only_while_they_run() {
+    let m = MasterService::new(MasterConfig {
+        default_kv_lease_ttl: Duration::from_secs(3600),
+        ..MasterConfig::default()
+    });
+    let c = client(&m, 16 * MIB);
+    let value = pattern(100_000, 3);
+    c.put("read-once", &value, &ReplicateConfig::default())
+        .unwrap();
+    let mut out = vec![0u8; value.len()];
+    assert_eq!(c.get_into("read-once", &mut out), Ok(value.len() as u64));
+    assert!(out == value);
+    eventually("the read is ended and the object removable", || {
+        c.remove("read-once", false).is_ok()
+    });
+    // ExistKey still leases, for the whole TTL.
+    c.put("exists", &value, &ReplicateConfig::default())
+        .unwrap();
+    assert_eq!(c.is_exist("exists"), Ok(true));
+    assert_eq!(c.remove("exists", false), Err(ErrorCode::OBJECT_HAS_LEASE));
 }
