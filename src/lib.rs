@@ -1,8 +1,8 @@
 //! mooncake-rs: a Rust drop-in for Mooncake's Transfer Engine.
 //!
 //! Layers, top to bottom: [`ffi`] (the C ABI), [`te`] (the engine, a safe Rust API),
-//! [`metadata`] (segment descriptors and their stores), then [`config`], [`error`] and
-//! [`util`] plumbing. Nothing below `ffi` knows C exists.
+//! [`metadata`] (segment descriptors and their stores), then [`config`], [`error`],
+//! [`sys`] (libraries loaded at run time) and [`util`] plumbing. Nothing below `ffi` knows C exists.
 
 pub mod config;
 pub mod error;
@@ -10,6 +10,7 @@ pub mod ffi;
 pub mod master;
 pub mod metadata;
 pub mod store;
+pub mod sys;
 pub mod te;
 pub mod util;
 pub mod wire;
