@@ -1,5 +1,8 @@
 //! Upstream's `MC_*` environment variables, read once into one [`Config`] value.
 
+mod rdma;
+
+pub use rdma::RdmaConfig;
 use std::sync::OnceLock;
 
 /// Every tunable the Transfer Engine honours, with upstream's names and defaults.
@@ -46,6 +49,8 @@ pub struct Config {
     /// (an RPC to the master, a small transfer) busy-polls its socket before sleeping
     /// in the kernel; 0 turns busy-polling off. Default 100.
     pub busy_poll_us: u64,
+    /// The RDMA transport's variables.
+    pub rdma: RdmaConfig,
 }
 
 const DEFAULT_MIN_RPC_PORT: u16 = 15000;
@@ -74,6 +79,7 @@ impl Config {
 
     /// Builds a configuration from any variable source (the environment, or a test map).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Config {
+        let rdma = RdmaConfig::from_lookup(&get);
         let get = |names: &[&str]| names.iter().find_map(|n| get(n));
         let set = |names: &[&str]| get(names).is_some();
         let num = |names: &[&str], default: i64, lo: i64, hi: i64| -> i64 {
@@ -137,6 +143,7 @@ impl Config {
             disable_local_copy: get(&["MC_DISABLE_LOCAL_COPY"])
                 .is_some_and(|v| !matches!(v.trim(), "" | "0" | "false" | "no")),
             busy_poll_us: num(&["MC_BUSY_POLL_US"], DEFAULT_BUSY_POLL_US, 0, 100_000) as u64,
+            rdma,
         }
     }
 }

@@ -294,11 +294,15 @@ pub unsafe extern "C" fn syncSegmentCache(engine: transfer_engine_t) -> c_int {
     })
 }
 
-/// Reports per-NIC load. This engine has no RDMA NICs: sets `*count = 0` and returns
-/// 0. Returns -1 if any argument is NULL or the handle is bad.
+/// Reports per-RDMA-NIC load: fills up to `*count` entries of `stats` (device name,
+/// bytes posted and not completed, average bytes per second since the transport was
+/// installed) and sets `*count` to the number of NICs (0 without RDMA), so a caller
+/// whose array was too small can call again. Returns 0, or -1 if any argument is NULL
+/// or the handle is bad.
 ///
 /// # Safety
-/// `count` must be NULL or point to a writable size_t.
+/// `count` must be NULL or point to a writable size_t; `stats` must be NULL or valid
+/// for `*count` entries.
 #[no_mangle]
 pub unsafe extern "C" fn getNicLoadStats(
     engine: transfer_engine_t,
@@ -309,9 +313,22 @@ pub unsafe extern "C" fn getNicLoadStats(
         if stats.is_null() || count.is_null() {
             return Err(invalid("stats and count must not be NULL"));
         }
-        handles::get(engine)?;
-        // SAFETY: count is writable, per the contract.
-        unsafe { *count = 0 };
+        let e = handles::get(engine)?;
+        let loads = e.rdma().map(|r| r.nic_loads()).unwrap_or_default();
+        // SAFETY: count is readable and writable, per the contract.
+        let room = unsafe { *count };
+        for (i, (name, inflight, bps)) in loads.iter().take(room).enumerate() {
+            // SAFETY: i < *count entries are writable, per the contract.
+            let slot = unsafe { &mut *stats.add(i) };
+            slot.device_name = [0; 64];
+            for (d, b) in slot.device_name.iter_mut().zip(name.bytes().take(63)) {
+                *d = b as c_char;
+            }
+            slot.inflight_bytes = *inflight;
+            slot.ewma_bandwidth_bps = *bps;
+        }
+        // SAFETY: as above.
+        unsafe { *count = loads.len() };
         Ok(0)
     })
 }
@@ -349,21 +366,41 @@ pub unsafe extern "C" fn showLinks(
             return Err(invalid("buf_out is NULL or buf_len is 0"));
         }
         let e = handles::get(engine)?;
+        let links = e
+            .rdma()
+            .map(|r| r.links_json())
+            .unwrap_or_else(|| serde_json::json!({"local_nics": [], "topology": {}}));
         let text = if json != 0 {
-            r#"{"local_nics":[],"topology":{}}"#.to_string()
+            links.to_string()
         } else {
-            let transport = if e.has_transport("tcp") {
-                "tcp"
-            } else {
-                "none installed"
-            };
-            format!(
-                "segment {}: no RDMA NICs; transport: {transport}\n",
-                e.segment_name()
-            )
+            links_text(e.segment_name(), e.has_transport("tcp"), &links)
         };
         // SAFETY: buf_len writable bytes, per the contract.
         unsafe { write_truncated(buf_out, buf_len, &text) };
         Ok(0)
     })
+}
+
+/// The human-readable form of `showLinks`.
+fn links_text(segment: &str, tcp: bool, links: &serde_json::Value) -> String {
+    let nics = links["local_nics"].as_array().cloned().unwrap_or_default();
+    if nics.is_empty() {
+        let transport = if tcp { "tcp" } else { "none installed" };
+        return format!("segment {segment}: no RDMA NICs; transport: {transport}\n");
+    }
+    let mut out = format!("segment {segment}: {} RDMA NIC(s)\n", nics.len());
+    for n in &nics {
+        out.push_str(&format!(
+            "  {} numa {} port {} gid[{}] {} ({}) mtu {}\n",
+            n["device"].as_str().unwrap_or(""),
+            n["numa"],
+            n["port"],
+            n["gid_index"],
+            n["gid"].as_str().unwrap_or(""),
+            n["source"].as_str().unwrap_or(""),
+            n["mtu"]
+        ));
+    }
+    out.push_str(&format!("topology: {}\n", links["topology"]));
+    out
 }

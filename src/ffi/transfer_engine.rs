@@ -29,7 +29,8 @@ fn err_code(e: &Error) -> c_int {
 /// named `local_server_name` (in P2PHANDSHAKE mode it becomes `host:<rpc port>`; read
 /// it back with getLocalIpAndPort). `ip_or_host_name` and `rpc_port` are ignored, as
 /// upstream ignores them (MC_LEGACY_RPC_PORT_BINDING takes both from the name).
-/// `auto_discover != 0` installs the TCP transport. Returns NULL on any error,
+/// `auto_discover != 0` installs RDMA when a usable NIC is found (or `MC_FORCE_HCA`),
+/// else TCP, as upstream; `MC_FORCE_TCP` installs TCP. Returns NULL on any error,
 /// including unsupported metadata backends such as `etcd://` or `redis://`.
 ///
 /// # Safety
@@ -88,10 +89,12 @@ pub unsafe extern "C" fn getLocalIpAndPort(
     })
 }
 
-/// Installs a transport (`"tcp"`). If `args` and `args[0]` are non-NULL, `args[0]` is a
-/// `char *` NIC topology JSON, which must parse. Returns a borrowed, opaque transport
-/// handle valid until the engine is destroyed (the same one when it is already
-/// installed), or NULL for an unknown protocol, bad JSON, or a failed install.
+/// Installs a transport (`"tcp"` or `"rdma"`). If `args` and `args[0]` are non-NULL,
+/// `args[0]` is a `char *` NIC priority-matrix JSON (for RDMA, the NICs to use instead
+/// of discovering them), which must parse. Returns a borrowed, opaque transport handle
+/// valid until the engine is destroyed (the same one when it is already installed), or
+/// NULL for an unknown protocol, bad JSON, or a failed install (for RDMA: no verbs
+/// library, no usable device; the reason is in the thread's last error).
 ///
 /// # Safety
 /// `proto` must be NULL or NUL-terminated; `args` must be NULL or point to a pointer
@@ -106,19 +109,24 @@ pub unsafe extern "C" fn installTransport(
         let e = handles::get(engine)?;
         // SAFETY: NULL or NUL-terminated, per the contract.
         let proto = unsafe { c_str(proto, "proto") }?;
+        let mut topology = None;
         if !args.is_null() {
             // SAFETY: a non-NULL args points to at least one pointer.
-            let topology = unsafe { *args }.cast::<c_char>().cast_const();
-            if !topology.is_null() {
+            let arg0 = unsafe { *args }.cast::<c_char>().cast_const();
+            if !arg0.is_null() {
                 // SAFETY: args[0] is a NUL-terminated string.
-                let text = unsafe { c_str(topology, "args[0]") }?;
+                let text = unsafe { c_str(arg0, "args[0]") }?;
                 serde_json::from_str::<serde_json::Value>(&text).map_err(|err| {
                     Error::MalformedJson(format!("args[0] is not a topology JSON: {err}"))
                 })?;
+                topology = Some(text);
             }
         }
-        let transport = e.install_transport(&proto)?;
-        Ok(Arc::as_ptr(&transport).cast_mut().cast::<c_void>())
+        let handle: *const c_void = match &*proto {
+            "rdma" => Arc::as_ptr(&e.install_rdma(None, topology.as_deref(), &[])?).cast(),
+            _ => Arc::as_ptr(&e.install_transport(&proto)?).cast(),
+        };
+        Ok(handle.cast_mut())
     })
 }
 

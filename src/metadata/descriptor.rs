@@ -2,8 +2,9 @@
 //!
 //! Decoding is tolerant of unknown and missing optional fields, strict about buffers
 //! (an empty name or zero address/length invalidates the whole descriptor), and keeps
-//! u64 addresses exact.
+//! u64 addresses exact. The RDMA fields are in [`super::descriptor_rdma`].
 
+use super::descriptor_rdma::RdmaPart;
 use crate::error::{Error, Result};
 use serde_json::{json, Map, Value};
 
@@ -33,8 +34,10 @@ pub struct SegmentDesc {
     pub tcp_data_host: Option<String>,
     /// The RDMA server name, when published and non-empty.
     pub rdma_server_name: Option<String>,
-    /// Registered buffers.
+    /// Registered buffers (for an RDMA segment: `name` is the buffer's location).
     pub buffers: Vec<BufferDesc>,
+    /// Devices, keyed buffers and topology of an RDMA segment (`protocol: "rdma"`).
+    pub rdma: Option<RdmaPart>,
 }
 
 impl SegmentDesc {
@@ -50,14 +53,19 @@ impl SegmentDesc {
 
     /// Encodes the descriptor as compact JSON with sorted keys, as upstream writes it.
     pub fn to_json(&self) -> Value {
-        let buffers: Vec<Value> = self
-            .buffers
-            .iter()
-            .filter(|b| !b.name.is_empty() && b.addr != 0 && b.length != 0)
-            .map(|b| json!({"addr": b.addr, "length": b.length, "name": b.name}))
-            .collect();
         let mut obj = Map::new();
-        obj.insert("buffers".into(), Value::Array(buffers));
+        match &self.rdma {
+            Some(rdma) => rdma.encode_into(&mut obj),
+            None => {
+                let buffers: Vec<Value> = self
+                    .buffers
+                    .iter()
+                    .filter(|b| !b.name.is_empty() && b.addr != 0 && b.length != 0)
+                    .map(|b| json!({"addr": b.addr, "length": b.length, "name": b.name}))
+                    .collect();
+                obj.insert("buffers".into(), Value::Array(buffers));
+            }
+        }
         obj.insert("name".into(), self.name.clone().into());
         obj.insert("protocol".into(), self.protocol.clone().into());
         obj.insert(
@@ -118,6 +126,7 @@ impl SegmentDesc {
         let tcp_data_host = str_field(obj, "tcp_data_host").filter(|s| !s.is_empty());
         let rdma_server_name = str_field(obj, "rdma_server_name").filter(|s| !s.is_empty());
         let mut buffers = Vec::new();
+        let mut rdma = None;
         if protocol == "tcp" {
             for b in obj
                 .get("buffers")
@@ -127,6 +136,18 @@ impl SegmentDesc {
             {
                 buffers.push(decode_buffer(&name, b)?);
             }
+        } else if protocol == "rdma" {
+            let part = RdmaPart::decode(&name, obj)?;
+            buffers = part
+                .buffers
+                .iter()
+                .map(|b| BufferDesc {
+                    name: b.location.clone(),
+                    addr: b.addr,
+                    length: b.length,
+                })
+                .collect();
+            rdma = Some(part);
         }
         Ok(SegmentDesc {
             name,
@@ -136,6 +157,7 @@ impl SegmentDesc {
             tcp_data_host,
             rdma_server_name,
             buffers,
+            rdma,
         })
     }
 
@@ -229,6 +251,7 @@ mod tests {
                 addr: u64::MAX - 10,
                 length: 10,
             }],
+            rdma: None,
         };
         let s = d.to_json_string();
         assert!(s.contains("18446744073709551605"), "{s}");

@@ -1,6 +1,7 @@
 //! Segment metadata: descriptors, key layout, and the stores that hold them.
 
 pub mod descriptor;
+pub mod descriptor_rdma;
 pub mod http;
 pub mod http_server;
 pub mod keys;
@@ -8,6 +9,7 @@ pub mod keys;
 use crate::error::{Error, Result};
 
 pub use descriptor::{BufferDesc, SegmentDesc};
+pub use descriptor_rdma::{RdmaBuffer, RdmaDevice, RdmaPart};
 pub use keys::KeyLayout;
 
 /// A key-value store holding metadata (HTTP today; etcd and Redis later).

@@ -31,6 +31,7 @@ impl TaskStatus {
     fn from_u8(v: u8) -> TaskStatus {
         match v {
             4 => TaskStatus::Completed,
+            5 => TaskStatus::Timeout,
             6 => TaskStatus::Failed,
             _ => TaskStatus::Waiting,
         }
@@ -118,6 +119,17 @@ impl Task {
                 signal.notify();
             }
         }
+    }
+
+    /// Reports TIMEOUT (`MC_SLICE_TIMEOUT`) while the task is still waiting; its last
+    /// slice still decides the final status.
+    pub fn mark_timed_out(&self) {
+        let _ = self.status.compare_exchange(
+            TaskStatus::Waiting as u8,
+            TaskStatus::Timeout as u8,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
     }
 
     /// Current status and transferred bytes.

@@ -1,9 +1,10 @@
-//! The engine's own segment: its name, registered memory, installed TCP transport,
-//! the descriptor it publishes, and the RPC answers it gives peers.
+//! The engine's own segment: its name, registered memory, installed transports, the
+//! descriptor it publishes, and the RPC answers it gives peers.
 
 use crate::metadata::{BufferDesc, SegmentDesc};
 use crate::te::memory::MemoryRegistry;
 use crate::te::rpc::RpcHandler;
+use crate::te::transport::rdma::RdmaTransport;
 use crate::te::transport::tcp::TcpTransport;
 use parking_lot::{Mutex, RwLock};
 use serde_json::{json, Value};
@@ -29,14 +30,41 @@ pub struct LocalSegment {
     pub memory: Arc<MemoryRegistry>,
     /// The TCP transport, once installed.
     pub tcp: RwLock<Option<Arc<TcpTransport>>>,
+    /// The RDMA transport, once installed.
+    pub rdma: RwLock<Option<Arc<RdmaTransport>>>,
     /// Received notifies, oldest first.
     pub notifies: Mutex<VecDeque<Notify>>,
 }
 
 impl LocalSegment {
     /// The descriptor this engine publishes; `None` until a transport is installed.
+    /// With RDMA installed it is an `rdma` descriptor (which also carries the TCP port
+    /// when TCP is installed, for peers of this library without RDMA).
     pub fn descriptor(&self) -> Option<SegmentDesc> {
-        let port = self.tcp.read().as_ref()?.port();
+        let tcp_port = self.tcp.read().as_ref().map(|t| t.port());
+        if let Some(rdma) = self.rdma.read().as_ref() {
+            let part = rdma.describe();
+            let buffers = part
+                .buffers
+                .iter()
+                .map(|b| BufferDesc {
+                    name: b.location.clone(),
+                    addr: b.addr,
+                    length: b.length,
+                })
+                .collect();
+            return Some(SegmentDesc {
+                name: self.name.clone(),
+                protocol: "rdma".into(),
+                tcp_data_port: tcp_port.unwrap_or(0),
+                tcp_proto_version: if tcp_port.is_some() { 2 } else { 1 },
+                tcp_data_host: tcp_port.map(|_| self.host.clone()),
+                rdma_server_name: (rdma.server() != self.name).then(|| rdma.server().to_string()),
+                buffers,
+                rdma: Some(part),
+            });
+        }
+        let port = tcp_port?;
         let buffers = self
             .memory
             .ranges()
@@ -54,6 +82,7 @@ impl LocalSegment {
             tcp_proto_version: 2,
             tcp_data_host: Some(self.host.clone()),
             rdma_server_name: None,
+            rdma: None,
             buffers,
         })
     }
@@ -76,7 +105,10 @@ impl RpcHandler for LocalRpcHandler {
         self.0.notifies.lock().push_back(Notify { name, msg });
     }
 
-    fn on_connection(&self, _request: &Value) -> Value {
+    fn on_connection(&self, request: &Value) -> Value {
+        if let Some(rdma) = self.0.rdma.read().clone() {
+            return rdma.on_handshake(request);
+        }
         json!({
             "local_gid": "", "local_lid": 0, "local_nic_path": "", "payload": "",
             "peer_nic_path": "", "qp_num": [], "reply_msg": ""

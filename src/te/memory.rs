@@ -147,6 +147,11 @@ impl MemoryRegistry {
             .collect()
     }
 
+    /// Every registered region, in address order.
+    pub fn regions(&self) -> Vec<Arc<Region>> {
+        self.regions.read().values().cloned().collect()
+    }
+
     /// Whether any region is registered.
     pub fn is_empty(&self) -> bool {
         self.regions.read().is_empty()

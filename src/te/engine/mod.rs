@@ -1,4 +1,7 @@
 //! [`TransferEngine`]: identity, metadata, segments, memory, batches and notifies.
+//! Installing RDMA is in [`rdma`].
+
+mod rdma;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -9,7 +12,8 @@ use crate::te::memory::{MemoryRegistry, Range};
 use crate::te::rpc::{RpcClient, RpcServer};
 use crate::te::segment::{SegmentCache, LOCAL_SEGMENT_ID};
 use crate::te::transport::local;
-use crate::te::transport::tcp::{Endpoint, Op, TcpRequest, TcpTransport, INLINE_MAX_BYTES};
+use crate::te::transport::tcp::{Endpoint, Op, TcpTransport, INLINE_MAX_BYTES};
+use crate::te::transport::PeerRequest;
 use crate::util::{join_host_port, parse_host_port};
 use parking_lot::Mutex;
 use serde_json::{json, Value};
@@ -126,6 +130,7 @@ impl TransferEngine {
             host: rpc_host.clone(),
             memory: Arc::new(MemoryRegistry::default()),
             tcp: parking_lot::RwLock::new(None),
+            rdma: parking_lot::RwLock::new(None),
             notifies: Mutex::new(VecDeque::new()),
         });
         let handler = Arc::new(LocalRpcHandler(local.clone()));
@@ -157,8 +162,10 @@ impl TransferEngine {
             refresher: None,
         };
         engine.inner.publish_rpc_meta()?;
-        if auto_discover || engine.inner.config.force_tcp {
+        if engine.inner.config.force_tcp {
             engine.install_transport("tcp")?;
+        } else if auto_discover {
+            engine.auto_install()?;
         }
         let interval = engine.inner.config.metadata_refresh_interval_secs;
         if interval > 0 && !engine.inner.config.disable_metacache {
@@ -185,11 +192,43 @@ impl TransferEngine {
         self.inner.rpc_port
     }
 
-    /// Installs a transport by protocol name; the same one again returns it as is.
+    /// What `auto_discover` installs, as upstream: RDMA when a NIC is usable (or
+    /// `MC_FORCE_HCA` is set, then failing without one), else TCP.
+    fn auto_install(&self) -> Result<()> {
+        self.auto_install_with(&[])
+    }
+
+    /// [`TransferEngine::auto_install`] with discovery limited to `devices` (the
+    /// Python API's `device_name`).
+    pub fn auto_install_with(&self, devices: &[String]) -> Result<()> {
+        match self.install_rdma(None, None, devices) {
+            Ok(_) => Ok(()),
+            Err(e) if !self.inner.config.rdma.force_hca => {
+                log::info!("no RDMA ({e}); using TCP");
+                self.install_transport("tcp").map(|_| ())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Installs a transport by protocol name (`tcp`, `rdma`); the same one again
+    /// returns it as is. `topology`: upstream's `installTransport` `args[0]` (a NIC
+    /// priority matrix; RDMA only).
+    pub fn install(&self, proto: &str, topology: Option<&str>) -> Result<()> {
+        match proto {
+            "tcp" => self.install_transport("tcp").map(|_| ()),
+            "rdma" => self.install_rdma(None, topology, &[]).map(|_| ()),
+            other => Err(Error::NotSupportedTransport(format!(
+                "transport '{other}' is not available in this build (tcp, rdma)"
+            ))),
+        }
+    }
+
+    /// Installs the TCP transport; installing it again returns it as is.
     pub fn install_transport(&self, proto: &str) -> Result<Arc<TcpTransport>> {
         if proto != "tcp" {
             return Err(Error::NotSupportedTransport(format!(
-                "transport '{proto}' is not available in this build (only 'tcp')"
+                "install_transport installs tcp only (not '{proto}'); use install"
             )));
         }
         let inner = &self.inner;
@@ -213,7 +252,11 @@ impl TransferEngine {
 
     /// Whether a transport of that name is installed.
     pub fn has_transport(&self, proto: &str) -> bool {
-        proto == "tcp" && self.inner.local.tcp.read().is_some()
+        match proto {
+            "tcp" => self.inner.local.tcp.read().is_some(),
+            "rdma" => self.inner.local.rdma.read().is_some(),
+            _ => false,
+        }
     }
 
     /// Opens a segment by name, returning its id (0 for this engine's own name).
@@ -264,10 +307,13 @@ impl TransferEngine {
         self.inner.segments.get(id).map(|(_, d)| d)
     }
 
-    /// Registers one region and republishes the descriptor.
+    /// Registers one region (with the RDMA NICs too, when installed) and republishes
+    /// the descriptor.
     pub fn register_memory(&self, addr: u64, len: u64, location: &str, remote: bool) -> Result<()> {
         let memory = &self.inner.local.memory;
         memory.register(Range { addr, len }, location, remote)?;
+        self.inner
+            .register_rdma(&[Range { addr, len }], location, remote)?;
         self.inner.publish_or_rollback(&[addr])
     }
 
@@ -277,22 +323,35 @@ impl TransferEngine {
             .local
             .memory
             .register_all(ranges, location, true)?;
+        self.inner.register_rdma(ranges, location, true)?;
         let addrs: Vec<u64> = ranges.iter().map(|r| r.addr).collect();
         self.inner.publish_or_rollback(&addrs)
     }
 
-    /// Unregisters the region based at `addr` and republishes.
+    /// Unregisters the region based at `addr` and republishes. Returns once no
+    /// transfer touches it any more.
     pub fn unregister_memory(&self, addr: u64) -> Result<()> {
         self.inner.local.memory.unregister(addr)?;
+        if let Some(rdma) = self.inner.local.rdma.read().clone() {
+            rdma.unregister(addr);
+        }
         self.inner.publish_descriptor()
     }
 
     /// Unregisters several regions (best effort), publishing once; first error wins.
     pub fn unregister_memory_batch(&self, addrs: &[u64]) -> Result<()> {
         let mut first = None;
+        let rdma = self.inner.local.rdma.read().clone();
         for &addr in addrs {
-            if let Err(e) = self.inner.local.memory.unregister(addr) {
-                first.get_or_insert(e);
+            match self.inner.local.memory.unregister(addr) {
+                Ok(()) => {
+                    if let Some(r) = &rdma {
+                        r.unregister(addr);
+                    }
+                }
+                Err(e) => {
+                    first.get_or_insert(e);
+                }
             }
         }
         let published = self.inner.publish_descriptor();
@@ -422,6 +481,9 @@ impl Drop for TransferEngine {
         if let Some(tcp) = inner.local.tcp.write().take() {
             tcp.shutdown();
         }
+        if let Some(rdma) = inner.local.rdma.write().take() {
+            rdma.shutdown();
+        }
         if let Some(refresher) = self.refresher.take() {
             refresher.thread().unpark();
             let _ = refresher.join();
@@ -484,6 +546,7 @@ fn spawn_refresher(inner: Weak<Inner>, secs: u64) -> std::thread::JoinHandle<()>
 enum Route {
     Local,
     Tcp(Endpoint),
+    Rdma(String, Arc<SegmentDesc>),
 }
 
 impl Inner {
@@ -528,10 +591,34 @@ impl Inner {
 
     fn publish_or_rollback(&self, addrs: &[u64]) -> Result<()> {
         self.publish_descriptor().inspect_err(|_| {
+            let rdma = self.local.rdma.read().clone();
             for &a in addrs {
                 let _ = self.local.memory.unregister(a);
+                if let Some(r) = &rdma {
+                    r.unregister(a);
+                }
             }
         })
+    }
+
+    /// Registers `ranges` with the RDMA NICs, if installed; on failure every range
+    /// is unregistered again (from the engine too).
+    fn register_rdma(&self, ranges: &[Range], location: &str, remote: bool) -> Result<()> {
+        let Some(rdma) = self.local.rdma.read().clone() else {
+            return Ok(());
+        };
+        for (i, r) in ranges.iter().enumerate() {
+            if let Err(e) = rdma.register(r.addr, r.len, location, remote) {
+                for done in &ranges[..i] {
+                    rdma.unregister(done.addr);
+                }
+                for r in ranges {
+                    let _ = self.local.memory.unregister(r.addr);
+                }
+                return Err(e);
+            }
+        }
+        Ok(())
     }
 
     fn fetch_descriptor(&self, name: &str) -> Result<SegmentDesc> {
@@ -608,6 +695,13 @@ impl Inner {
             return Ok(Route::Local);
         }
         let tcp_installed = self.local.tcp.read().is_some();
+        let rdma_installed = self.local.rdma.read().is_some();
+        if req.target_id == LOCAL_SEGMENT_ID && rdma_installed && !tcp_installed {
+            let desc = self.local.descriptor().ok_or_else(|| {
+                Error::NotSupportedTransport("no transport installed for the local segment".into())
+            })?;
+            return Ok(Route::Rdma(self.local.name.clone(), Arc::new(desc)));
+        }
         if req.target_id == LOCAL_SEGMENT_ID {
             let tcp = self.local.tcp.read();
             let port = tcp.as_ref().map(|t| t.port()).ok_or_else(|| {
@@ -634,7 +728,12 @@ impl Inner {
         } else {
             desc
         };
-        if desc.protocol != "tcp" || !tcp_installed {
+        if desc.protocol == "rdma" && rdma_installed {
+            return Ok(Route::Rdma(name, desc));
+        }
+        // An RDMA peer of this library also publishes its TCP port.
+        let tcp_reachable = desc.protocol == "tcp" || desc.tcp_data_port != 0;
+        if !tcp_reachable || !tcp_installed {
             return Err(Error::NotSupportedTransport(format!(
                 "segment '{name}' uses protocol '{}', which is not installed here",
                 desc.protocol
@@ -673,9 +772,9 @@ impl Inner {
             return None;
         }
         let tcp = self.local.tcp.read().clone()?;
-        let batch: Vec<TcpRequest> = requests
+        let batch: Vec<PeerRequest> = requests
             .iter()
-            .map(|r| TcpRequest {
+            .map(|r| PeerRequest {
                 op: r.op,
                 local: r.source,
                 remote: r.target_offset,
@@ -714,12 +813,25 @@ impl Inner {
                     }
                 }
             }
+            Route::Rdma(segment, desc) => {
+                let rdma = self.local.rdma.read().clone();
+                let Some(rdma) = rdma else {
+                    return Task::failed(req.length);
+                };
+                let request = PeerRequest {
+                    op: req.op,
+                    local: req.source,
+                    remote: req.target_offset,
+                    len: req.length,
+                };
+                rdma.submit(&segment, &desc, &request, Some(signal.clone()))
+            }
             Route::Tcp(endpoint) => {
                 let tcp = self.local.tcp.read().clone();
                 let Some(tcp) = tcp else {
                     return Task::failed(req.length);
                 };
-                let request = TcpRequest {
+                let request = PeerRequest {
                     op: req.op,
                     local: req.source,
                     remote: req.target_offset,

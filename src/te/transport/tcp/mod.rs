@@ -12,6 +12,7 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::te::batch::{CompletionSignal, Task};
 use crate::te::memory::MemoryRegistry;
+use crate::te::transport::PeerRequest;
 pub use lane::INLINE_MAX_BYTES;
 use lane::{Lane, LaneConfig, Slice};
 use parking_lot::RwLock;
@@ -26,18 +27,6 @@ pub use wire::Op;
 const SPLIT_THRESHOLD: u64 = 512 << 10;
 /// Smallest piece a split request is cut into.
 const MIN_SPLIT_PIECE: u64 = 256 << 10;
-
-/// A request for the TCP transport, already resolved to a peer endpoint.
-pub struct TcpRequest {
-    /// Read or write.
-    pub op: Op,
-    /// Local address.
-    pub local: u64,
-    /// Absolute remote address.
-    pub remote: u64,
-    /// Length in bytes.
-    pub len: u64,
-}
 
 /// A peer's data endpoint.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -151,7 +140,7 @@ impl TcpTransport {
     pub fn submit(
         &self,
         endpoint: &Endpoint,
-        req: &TcpRequest,
+        req: &PeerRequest,
         signal: Option<Arc<CompletionSignal>>,
         alone: bool,
     ) -> Arc<Task> {
@@ -195,7 +184,7 @@ impl TcpTransport {
     pub fn submit_small_batch(
         &self,
         endpoint: &Endpoint,
-        reqs: &[TcpRequest],
+        reqs: &[PeerRequest],
         signal: &Arc<CompletionSignal>,
     ) -> Vec<Arc<Task>> {
         let peer = match self.peer(endpoint) {
