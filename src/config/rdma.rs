@@ -53,6 +53,10 @@ pub struct RdmaConfig {
     pub custom_topology: Option<String>,
     /// `MC_SLICE_TIMEOUT` in seconds: a posted slice older than this fails.
     pub slice_timeout_secs: Option<u64>,
+    /// `MC_RDMA_COMPLETION_TIMEOUT` in seconds (ours; default 30): a queue pair whose
+    /// oldest request has had no completion for this long lost it (the NIC's own
+    /// retries give up within seconds); its requests are retried on fresh QPs.
+    pub completion_timeout: std::time::Duration,
 }
 
 impl RdmaConfig {
@@ -134,6 +138,12 @@ impl RdmaConfig {
             force_hca: get("MC_FORCE_HCA").is_some(),
             custom_topology: get("MC_CUSTOM_TOPO_JSON").filter(|s| !s.trim().is_empty()),
             slice_timeout_secs: opt("MC_SLICE_TIMEOUT", 1, 86_400).map(|v| v as u64),
+            completion_timeout: std::time::Duration::from_secs(num(
+                "MC_RDMA_COMPLETION_TIMEOUT",
+                30,
+                1,
+                86_400,
+            ) as u64),
         }
     }
 }

@@ -536,9 +536,29 @@ impl Worker {
         }
     }
 
-    /// Periodic checks: slice timeouts, endpoints whose ready ACK never came.
+    /// Periodic checks: slice timeouts, queue pairs whose completions were lost,
+    /// endpoints whose ready ACK never came.
     fn sweep(&mut self) {
         self.last_sweep = Instant::now();
+        let lost_after = self.shared.cfg.completion_timeout;
+        let stuck: Vec<String> = self
+            .eps
+            .iter()
+            .filter(|(_, r)| {
+                r.qps.iter().any(|q| {
+                    q.outstanding
+                        .front()
+                        .and_then(|(_, s, _)| s.posted_at)
+                        .is_some_and(|t| t.elapsed() > lost_after)
+                })
+            })
+            .map(|(p, _)| p.clone())
+            .collect();
+        for path in stuck {
+            let why = format!("no completion for {} s", lost_after.as_secs());
+            log::warn!("rdma {}: requests to {path}: {why}", self.nic.name);
+            self.fail_endpoint(&path, &why);
+        }
         if let Some(secs) = self.shared.cfg.slice_timeout_secs {
             let limit = Duration::from_secs(secs);
             for run in self.eps.values() {
