@@ -57,6 +57,9 @@ pub struct RdmaConfig {
     /// oldest request has had no completion for this long lost it (the NIC's own
     /// retries give up within seconds); its requests are retried on fresh QPs.
     pub completion_timeout: std::time::Duration,
+    /// `MC_RDMA_HANDSHAKE_TIMEOUT` in seconds (ours; default 15): how long an active
+    /// QP handshake waits for the peer's reply before the slices try another path.
+    pub handshake_timeout: std::time::Duration,
 }
 
 impl RdmaConfig {
@@ -143,6 +146,12 @@ impl RdmaConfig {
                 30,
                 1,
                 86_400,
+            ) as u64),
+            handshake_timeout: std::time::Duration::from_secs(num(
+                "MC_RDMA_HANDSHAKE_TIMEOUT",
+                15,
+                1,
+                3600,
             ) as u64),
         }
     }

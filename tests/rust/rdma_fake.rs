@@ -431,3 +431,88 @@ fn an_rdma_engine_with_tcp_reaches_a_tcp_only_peer_over_tcp() {
     assert_eq!(st, vec![TaskStatus::Completed]);
     assert_eq!(back, src);
 }
+
+/// A peer that publishes `target`'s RDMA descriptor under its own address and
+/// answers metadata requests, but never answers a QP handshake (a hung process).
+struct MutePeer {
+    name: String,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl MutePeer {
+    fn new(target: &TransferEngine) -> MutePeer {
+        use mooncake::te::rpc::MsgType;
+        use mooncake::te::rpc::{Frame, RpcClient};
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let name = format!("127.0.0.1:{}", listener.local_addr().unwrap().port());
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let client = RpcClient::new(Duration::from_secs(5), 1 << 20);
+        let real = target.segment_name().to_string();
+        let (own, flag) = (name.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            let mut hung = Vec::new();
+            while !flag.load(Ordering::Relaxed) {
+                let Ok((mut stream, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                };
+                stream.set_nonblocking(false).unwrap();
+                let Ok(frame) = Frame::read_from(&mut stream, 1 << 20) else {
+                    continue;
+                };
+                if frame.msg_type != MsgType::Metadata {
+                    hung.push(stream);
+                    continue;
+                }
+                let (host, port) = real.rsplit_once(':').unwrap();
+                let mut desc = client
+                    .exchange_metadata(host, port.parse().unwrap(), &serde_json::json!({}))
+                    .unwrap();
+                desc["name"] = own.clone().into();
+                Frame::from_value(MsgType::Metadata, &desc)
+                    .write_to(&mut stream)
+                    .unwrap();
+            }
+        });
+        MutePeer {
+            name,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for MutePeer {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[test]
+fn a_peer_that_never_answers_the_handshake_fails_its_transfers_only() {
+    let fabric = Fabric::new();
+    let p = Pair::new(&fabric, 1 << 20, |c| {
+        c.rdma.handshake_timeout = Duration::from_secs(1);
+        c.rdma.retry_count = 2;
+    });
+    let mute = MutePeer::new(&p.target);
+    let mute_id = p.initiator.open_segment(&mute.name).unwrap();
+    let batch = p.initiator.allocate_batch(1);
+    p.initiator
+        .submit(
+            batch,
+            &[one(Op::Write, p.laddr(), mute_id, p.raddr(), 1 << 20)],
+        )
+        .unwrap();
+    // Meanwhile the healthy peer is served.
+    assert_eq!(p.write(0, 1 << 20), TaskStatus::Completed);
+    assert_eq!(wait(&p.initiator, batch, 1), vec![TaskStatus::Failed]);
+    p.initiator.free_batch(batch).unwrap();
+    assert_eq!(p.remote, p.local);
+}

@@ -37,6 +37,8 @@ impl RpcHandler for TestHandler {
     }
 }
 
+const SECOND: std::time::Duration = std::time::Duration::from_secs(1);
+
 fn descriptor() -> Value {
     json!({"buffers": [{"addr": 139756792971264u64, "length": 100663296u64,
                         "name": "127.0.0.1:12345"}],
@@ -210,7 +212,7 @@ fn client_server_all_four_types() {
     let req = json!({"local_nic_path": "a@mlx5_0", "peer_nic_path": "b@mlx5_0",
                      "qp_num": [1u32, 2u32], "local_lid": 7, "local_gid": "", "payload": "",
                      "reply_msg": ""});
-    let reply = c.handshake(HOST, port, &req).unwrap();
+    let reply = c.handshake(HOST, port, &req, SECOND * 30).unwrap();
     assert_eq!(reply["reply_msg"], "");
     assert_eq!(reply["qp_num"], json!([]));
     assert_eq!(*handler.connections.lock(), vec![req]);
@@ -590,6 +592,7 @@ fn upstream_peer_interop() {
             port,
             &json!({"local_nic_path": "", "peer_nic_path": "",
                                        "qp_num": [], "reply_msg": ""}),
+            SECOND * 30,
         )
         .unwrap();
     assert_eq!(reply["reply_msg"], "");

@@ -94,7 +94,8 @@ impl HandshakeChannel for EngineChannel {
     fn exchange(&self, segment: &str, msg: &Value) -> Result<Value> {
         let inner = self.inner()?;
         let (host, port) = inner.rpc_address(segment)?;
-        inner.rpc_client.handshake(&host, port, msg)
+        let timeout = inner.config.rdma.handshake_timeout;
+        inner.rpc_client.handshake(&host, port, msg, timeout)
     }
 
     fn peer_device(&self, segment: &str, device: &str) -> Option<(String, u16)> {

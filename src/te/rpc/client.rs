@@ -75,19 +75,37 @@ impl RpcClient {
     }
 
     /// Type 0: a connection (RDMA QP) handshake; returns the peer's reply JSON as is
-    /// (the caller checks `reply_msg`).
-    pub fn handshake(&self, host: &str, port: u16, req: &Value) -> Result<Value> {
-        self.call(host, port, MsgType::Connection, req)
+    /// (the caller checks `reply_msg`). A peer that sends nothing for `read_timeout`
+    /// fails the call.
+    pub fn handshake(
+        &self,
+        host: &str,
+        port: u16,
+        req: &Value,
+        read_timeout: Duration,
+    ) -> Result<Value> {
+        self.call_within(host, port, MsgType::Connection, req, read_timeout)
     }
 
     /// Sends `body` as a `msg_type` frame to each resolved address in turn until one
     /// answers; a malformed reply stops the loop (as upstream).
     fn call(&self, host: &str, port: u16, msg_type: MsgType, body: &Value) -> Result<Value> {
+        self.call_within(host, port, msg_type, body, READ_TIMEOUT)
+    }
+
+    fn call_within(
+        &self,
+        host: &str,
+        port: u16,
+        msg_type: MsgType,
+        body: &Value,
+        read_timeout: Duration,
+    ) -> Result<Value> {
         let addrs = resolve(host, port)?;
         let bytes = Frame::from_value(msg_type, body).encode();
         let mut last = None;
         for addr in addrs {
-            match self.call_one(addr, msg_type, &bytes) {
+            match self.call_one(addr, msg_type, &bytes, read_timeout) {
                 Ok(v) => return Ok(v),
                 Err(e @ Error::MalformedJson(_)) => return Err(e),
                 Err(e) => {
@@ -99,7 +117,13 @@ impl RpcClient {
         Err(last.unwrap_or_else(|| Error::Dns(format!("{host}: no addresses"))))
     }
 
-    fn call_one(&self, addr: SocketAddr, msg_type: MsgType, request: &[u8]) -> Result<Value> {
+    fn call_one(
+        &self,
+        addr: SocketAddr,
+        msg_type: MsgType,
+        request: &[u8],
+        read_timeout: Duration,
+    ) -> Result<Value> {
         let stream = TcpStream::connect_timeout(&addr, self.connect_timeout)
             .map_err(|e| Error::socket(format_args!("connecting to {addr}"), e))?;
         let _ = stream.set_nodelay(true);
@@ -109,7 +133,7 @@ impl RpcClient {
         let mut writer = &stream;
         std::io::Write::write_all(&mut writer, request)
             .map_err(|e| Error::socket(format_args!("sending RPC request to {addr}"), e))?;
-        let mut reader = DeadlineReader::new(&stream, READ_TIMEOUT, READ_TOTAL);
+        let mut reader = DeadlineReader::new(&stream, read_timeout, READ_TOTAL.max(read_timeout));
         let reply = Frame::read_from(&mut reader, self.max_frame_len)
             .map_err(|e| Error::Socket(format!("RPC reply from {addr}: {}", e.message())))?;
         if reply.msg_type != msg_type {

@@ -9,6 +9,7 @@
 //! publishing, submitting, the passive handshake, statistics, shutdown.
 
 pub mod connect;
+mod connectors;
 pub mod endpoint;
 pub mod gid;
 pub mod handshake;
@@ -27,7 +28,7 @@ use crate::sys::verbs::{Access, RdmaOp, Verbs};
 use crate::te::batch::{CompletionSignal, Task};
 use crate::te::transport::tcp::Op;
 use crate::te::transport::PeerRequest;
-use crossbeam_channel::Sender;
+use connectors::{ConnectJob, Connectors};
 use endpoint::Endpoint;
 use handshake::HandShake;
 use nic::Nic;
@@ -50,15 +51,6 @@ pub trait HandshakeChannel: Send + Sync {
     fn peer_device(&self, segment: &str, device: &str) -> Option<(String, u16)>;
 }
 
-/// Threads that run active handshakes.
-const CONNECTORS: usize = 2;
-
-/// A handshake to run.
-struct ConnectJob {
-    nic: Arc<Nic>,
-    ep: Arc<Endpoint>,
-}
-
 /// State shared by the transport, its workers and its connectors.
 pub struct Shared {
     /// The verbs provider.
@@ -77,7 +69,7 @@ pub struct Shared {
     memory: memory::Memory,
     /// How to reach peers.
     pub channel: Arc<dyn HandshakeChannel>,
-    connect_tx: Mutex<Option<Sender<ConnectJob>>>,
+    connectors: Connectors,
     /// Peer servers named in NIC paths -> their segment names.
     servers: Mutex<HashMap<String, String>>,
     targets: Mutex<HashMap<String, (usize, Arc<Target>)>>,
@@ -89,7 +81,6 @@ pub struct Shared {
 /// The installed RDMA transport.
 pub struct RdmaTransport {
     shared: Arc<Shared>,
-    connectors: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
 /// What the install needs besides the verbs provider.
@@ -173,7 +164,7 @@ impl RdmaTransport {
             publish_order,
             memory: memory::Memory::default(),
             channel: args.channel,
-            connect_tx: Mutex::new(None),
+            connectors: Connectors::default(),
             servers: Mutex::new(HashMap::new()),
             targets: Mutex::new(HashMap::new()),
             stopping: AtomicBool::new(false),
@@ -197,26 +188,6 @@ impl RdmaTransport {
             all_workers.push(ws);
         }
         let _ = shared.workers.set(all_workers);
-        let (tx, rx) = crossbeam_channel::unbounded::<ConnectJob>();
-        *shared.connect_tx.lock() = Some(tx);
-        let mut connectors = Vec::new();
-        for i in 0..CONNECTORS {
-            let rx = rx.clone();
-            let s = shared.clone();
-            let spawned = std::thread::Builder::new()
-                .name(format!("mc-rdma-connect-{i}"))
-                .spawn(move || {
-                    while let Ok(job) = rx.recv() {
-                        let result = connect::connect_active(&s, &job.nic, &job.ep);
-                        let path = job.ep.peer_path.clone();
-                        s.worker(&job.nic, &job.ep)
-                            .send(Msg::Connected(path, result.err()));
-                    }
-                });
-            if let Ok(h) = spawned {
-                connectors.push(h);
-            }
-        }
         log::info!(
             "rdma: installed with {} (server {})",
             shared
@@ -227,10 +198,7 @@ impl RdmaTransport {
                 .join(", "),
             shared.server
         );
-        Ok(Arc::new(RdmaTransport {
-            shared,
-            connectors: Mutex::new(connectors),
-        }))
+        Ok(Arc::new(RdmaTransport { shared }))
     }
 
     /// The topology in use.
@@ -403,28 +371,34 @@ impl RdmaTransport {
         if s.stopping.swap(true, Ordering::SeqCst) {
             return;
         }
-        drop(s.connect_tx.lock().take());
-        for h in std::mem::take(&mut *self.connectors.lock()) {
-            let _ = h.join();
+        for job in s.connectors.close() {
+            job.ep.conn.lock().retire(s.verbs.as_ref());
         }
         if let Some(workers) = s.workers.get() {
             for h in workers.iter().flatten() {
                 h.stop();
             }
         }
-        let verbs = s.verbs.as_ref();
-        for nic in &s.nics {
+    }
+}
+
+impl Drop for Shared {
+    /// The devices are released by the last holder: the transport, or a handshake
+    /// that was still waiting on a peer at shutdown.
+    fn drop(&mut self) {
+        let verbs = self.verbs.as_ref();
+        for nic in &self.nics {
             for (_, ep) in nic.endpoints.lock().drain() {
                 ep.conn.lock().retire(verbs);
             }
         }
-        if let Some(workers) = s.workers.get() {
+        if let Some(workers) = self.workers.get() {
             for h in workers.iter().flatten() {
                 verbs.destroy_cq(h.cq);
             }
         }
-        s.memory.clear(verbs);
-        for nic in &s.nics {
+        self.memory.clear(verbs);
+        for nic in &self.nics {
             verbs.dealloc_pd(nic.pd);
             verbs.close_device(nic.ctx);
         }
@@ -503,17 +477,12 @@ impl Shared {
     }
 
     /// Asks a connector thread to handshake `ep`.
-    pub fn request_connect(&self, nic: &Arc<Nic>, ep: &Arc<Endpoint>) {
+    pub fn request_connect(self: &Arc<Self>, nic: &Arc<Nic>, ep: &Arc<Endpoint>) {
         let job = ConnectJob {
             nic: nic.clone(),
             ep: ep.clone(),
         };
-        let sent = self
-            .connect_tx
-            .lock()
-            .as_ref()
-            .is_some_and(|tx| tx.send(job).is_ok());
-        if !sent {
+        if self.connectors.submit(self, job).is_err() {
             self.worker(nic, ep).send(Msg::Connected(
                 ep.peer_path.clone(),
                 Some("the transport is shutting down".into()),
