@@ -14,8 +14,8 @@
 //! about and ignored. The last line on stderr of an initiator run is
 //! `Test completed: duration D, batch count N, throughput X <unit>/s`.
 //!
-//! Only the `tcp` transport exists in this build; `--protocol=rdma` (upstream's
-//! default) is rejected with a message.
+//! `--protocol=tcp` or `rdma` (upstream's default): for RDMA the NICs come from
+//! `--nic_priority_matrix` (a topology file) or else `--device_name`, as upstream.
 
 use std::alloc::Layout;
 use std::collections::HashSet;
@@ -46,7 +46,7 @@ const MAX_PRECISION: u32 = 20;
 const USAGE: &str = "\
 Usage: transfer_engine_bench [--flag=value ...]
 
-Transfer Engine benchmark (drop-in for upstream's transfer_engine_bench; tcp only).
+Transfer Engine benchmark (drop-in for upstream's transfer_engine_bench).
 
 Flags (gflags-style: --flag=value, --flag value, -flag=value; booleans --flag/--noflag):
   --mode                initiator | target | loopback (default initiator)
@@ -54,9 +54,9 @@ Flags (gflags-style: --flag=value, --flag value, -flag=value; booleans --flag/--
   --metadata_server     P2PHANDSHAKE or http://host:port/metadata (default 192.168.3.77:2379)
   --local_server_name   segment name; in P2P mode only its host part is used (default hostname)
   --segment_id          the target's segment name, e.g. 127.0.0.1:15123 (default 192.168.3.76)
-  --protocol            transport; only tcp in this build (default rdma)
-  --device_name         RDMA NICs (accepted, unused; default mlx5_2)
-  --nic_priority_matrix RDMA topology file (accepted, unused)
+  --protocol            tcp | rdma (default rdma)
+  --device_name         RDMA NICs, comma-separated (default mlx5_2)
+  --nic_priority_matrix RDMA topology file (overrides --device_name)
   --auto_discovery      let the engine install its transports (default false)
   --operation           read | write (default read)
   --buffer_size         bytes per buffer, raised to block_size*batch_size*threads (default 1073741824)
@@ -122,6 +122,8 @@ struct Settings {
     local_server_name: String,
     segment_id: String,
     protocol: String,
+    device_name: String,
+    nic_priority_matrix: String,
     auto_discovery: bool,
     op: Op,
     buffer_size: u64,
@@ -417,15 +419,14 @@ impl RawFlags {
             ));
             buffer_size = required;
         }
-        if mode != Mode::Target && self.explicit.contains("nic_priority_matrix") {
-            warnings.push("--nic_priority_matrix is ignored: this build has no RDMA".into());
-        }
         Ok(Settings {
             mode,
             metadata_server: self.metadata_server,
             local_server_name: self.local_server_name,
             segment_id: self.segment_id,
             protocol: self.protocol,
+            device_name: self.device_name,
+            nic_priority_matrix: self.nic_priority_matrix,
             auto_discovery: self.auto_discovery,
             op,
             buffer_size,
@@ -519,8 +520,9 @@ impl Node {
         let engine = TransferEngine::new(&s.metadata_server, name, s.auto_discovery)
             .map_err(|e| format!("cannot start transfer engine '{name}': {e}"))?;
         if !s.auto_discovery {
+            let topology = s.topology()?;
             engine
-                .install_transport(&s.protocol)
+                .install(&s.protocol, topology.as_deref())
                 .map_err(|e| format!("installing transport '{}': {e}", s.protocol))?;
         }
         let buffer = Buffer::new(s.buffer_size)?;
@@ -650,14 +652,43 @@ fn drive(node: &Node, s: &Settings, segment_name: &str) -> Result<String, String
     Ok(completion_line(start.elapsed().as_secs_f64(), batches, s))
 }
 
+impl Settings {
+    /// The RDMA topology to install: the `--nic_priority_matrix` file, else the
+    /// matrix upstream's bench builds from `--device_name` (every location prefers
+    /// the named NICs). `None` for other protocols.
+    fn topology(&self) -> Result<Option<String>, String> {
+        if self.protocol != "rdma" {
+            return Ok(None);
+        }
+        if !self.nic_priority_matrix.is_empty() {
+            return std::fs::read_to_string(&self.nic_priority_matrix)
+                .map(Some)
+                .map_err(|e| format!("reading {}: {e}", self.nic_priority_matrix));
+        }
+        let names: Vec<&str> = self
+            .device_name
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .collect();
+        let entry = serde_json::json!([names, []]);
+        let matrix: serde_json::Map<String, serde_json::Value> =
+            ["cpu:0", "cpu:1", "cuda:0", "musa:0", "maca:0"]
+                .iter()
+                .map(|k| (k.to_string(), entry.clone()))
+                .collect();
+        Ok(Some(serde_json::Value::Object(matrix).to_string()))
+    }
+}
+
 fn check_protocol(s: &Settings) -> Result<(), Fatal> {
-    if s.auto_discovery || s.protocol == "tcp" {
+    if s.auto_discovery || s.protocol == "tcp" || s.protocol == "rdma" {
         return Ok(());
     }
     Err(Fatal(
         format!(
-            "protocol '{}' is not available: this build of the Transfer Engine has only the \
-             tcp transport; pass --protocol=tcp",
+            "protocol '{}' is not available in this build of the Transfer Engine \
+             (tcp, rdma)",
             s.protocol
         ),
         1,
@@ -778,7 +809,11 @@ mod tests {
         assert_eq!((s.report_unit, s.report_precision), ("GB", 2));
         assert!(!s.auto_discovery);
         assert_eq!(s.local_server_name, hostname());
-        assert!(check_protocol(&s).is_err_and(|f| f.1 == 1 && f.0.contains("only the tcp")));
+        assert!(check_protocol(&s).is_ok());
+        let matrix: serde_json::Value =
+            serde_json::from_str(&s.topology().unwrap().unwrap()).unwrap();
+        assert_eq!(matrix["cpu:0"], serde_json::json!([["mlx5_2"], []]));
+        assert_eq!(matrix["cuda:0"], matrix["cpu:1"]);
     }
 
     #[test]

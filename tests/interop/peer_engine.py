@@ -1,12 +1,13 @@
 """Upstream Mooncake TransferEngine driven over stdin/stdout, for the Rust interop tests.
 
 Run with the upstream peer's python (installed by scripts/upstream-peer.sh), with
-MC_FORCE_TCP=1 and MC_TCP_BIND_ADDRESS=127.0.0.1 in the environment:
+MC_FORCE_TCP=1 and MC_TCP_BIND_ADDRESS=127.0.0.1 in the environment, or with
+PEER_RDMA_DEVICE=<device> (and no MC_FORCE_TCP) to run over RDMA:
 
     peer_engine.py <metadata> <local_hostname> <buffer_size> <seed>
 
 <metadata> is "P2PHANDSHAKE" or "http://127.0.0.1:<port>/metadata". The script creates a
-TransferEngine, initializes it (protocol "tcp"), allocates a buffer with ctypes, registers
+TransferEngine, initializes it (protocol "tcp", or "rdma" on PEER_RDMA_DEVICE), allocates a buffer with ctypes, registers
 it, fills it with pattern(<buffer_size>, <seed>) and prints one JSON line:
 
     {"ready": true, "segment": <segment name>, "addr": <buffer address>,
@@ -38,6 +39,7 @@ pattern(n, seed)[i] = (i * 7 + (i >> 8) + seed) & 0xff; the Rust side computes t
 
 import ctypes
 import json
+import os
 import sys
 
 from mooncake.engine import TransferEngine, TransferNotify, TransferOpcode
@@ -56,7 +58,8 @@ def reply(**kw):
 def main():
     metadata, hostname, size, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     engine = TransferEngine()
-    rc = engine.initialize(hostname, metadata, "tcp", "")
+    device = os.environ.get("PEER_RDMA_DEVICE", "")
+    rc = engine.initialize(hostname, metadata, "rdma" if device else "tcp", device)
     if rc != 0:
         reply(ok=False, error="initialize returned %d" % rc)
         return 1

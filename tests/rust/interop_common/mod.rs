@@ -111,13 +111,37 @@ fn locate_peer() -> Result<Peer, String> {
     Ok(peer)
 }
 
-/// The environment every upstream process gets.
-pub const PEER_ENV: &[(&str, &str)] = &[
-    ("MC_FORCE_TCP", "1"),
-    ("MC_TCP_BIND_ADDRESS", "127.0.0.1"),
-    ("MC_TRANSFER_TIMEOUT", "5"),
-    ("GLOG_logtostderr", "1"),
-];
+/// The RDMA device the interop runs over (`MOONCAKE_INTEROP_RDMA`, e.g. `rxe0` in
+/// `scripts/rxe-vm.sh`); `None`: TCP, the default.
+pub fn rdma_device() -> Option<String> {
+    std::env::var("MOONCAKE_INTEROP_RDMA")
+        .ok()
+        .filter(|d| !d.trim().is_empty())
+}
+
+/// The transport both sides use: `rdma` with [`rdma_device`], else `tcp`.
+pub fn protocol() -> &'static str {
+    if rdma_device().is_some() {
+        "rdma"
+    } else {
+        "tcp"
+    }
+}
+
+/// The environment every upstream process gets: TCP forced unless the run is over RDMA
+/// (upstream's python engine then discovers the device itself).
+pub fn peer_env() -> Vec<(&'static str, String)> {
+    let mut env = vec![
+        ("MC_TCP_BIND_ADDRESS", "127.0.0.1".to_string()),
+        ("MC_TRANSFER_TIMEOUT", "5".to_string()),
+        ("GLOG_logtostderr", "1".to_string()),
+    ];
+    match rdma_device() {
+        Some(dev) => env.push(("PEER_RDMA_DEVICE", dev)),
+        None => env.push(("MC_FORCE_TCP", "1".to_string())),
+    }
+    env
+}
 
 /// A per-process scratch directory for child logs; logs of passing runs are deleted.
 pub fn log_dir() -> PathBuf {
@@ -169,7 +193,7 @@ impl ChildGuard {
                 cmd.env_remove(k);
             }
         }
-        for (k, v) in PEER_ENV {
+        for (k, v) in peer_env() {
             cmd.env(k, v);
         }
         let child = cmd
@@ -476,8 +500,8 @@ pub fn our_metadata_server() -> (HttpMetadataServer, String) {
     (server, url)
 }
 
-/// Runs `transfer_engine_bench --mode=initiator --protocol=tcp` against `segment` and
-/// returns (exit status, combined output); the child is killed if it overruns.
+/// Runs `transfer_engine_bench --mode=initiator` (over [`protocol`]) against `segment`
+/// and returns (exit status, combined output); the child is killed if it overruns.
 pub fn run_bench_initiator(
     peer: &Peer,
     metadata: &str,
@@ -488,7 +512,8 @@ pub fn run_bench_initiator(
     let mut cmd = Command::new(peer.bench());
     cmd.args([
         "--mode=initiator",
-        "--protocol=tcp",
+        &format!("--protocol={}", protocol()),
+        &format!("--device_name={}", rdma_device().unwrap_or_default()),
         &format!("--metadata_server={metadata}"),
         &format!("--local_server_name={local_name}"),
         &format!("--segment_id={segment}"),
@@ -509,7 +534,7 @@ pub fn run_bench_initiator(
 /// Minimum size our bench target must register: block * batch * threads.
 pub const BENCH_TARGET_BYTES: u64 = 65536 * 8 * 2;
 
-/// Our engine in P2PHANDSHAKE mode with TCP installed.
+/// Our engine in P2PHANDSHAKE mode with TCP installed (RDMA in an RDMA run).
 pub fn our_p2p_engine() -> TransferEngine {
     TransferEngine::with_config(our_config(), "P2PHANDSHAKE", "127.0.0.1:0", true)
         .expect("P2P engine")
@@ -523,7 +548,7 @@ pub fn our_http_engine(metadata: &str, name: &str) -> TransferEngine {
 fn our_config() -> Config {
     Config {
         advertised_ip: Some("127.0.0.1".into()),
-        force_tcp: true,
+        force_tcp: rdma_device().is_none(),
         ..Config::default()
     }
 }
