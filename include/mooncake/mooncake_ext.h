@@ -76,6 +76,22 @@ void mooncake_clear_last_error(void);
 const char *mooncake_version(void);
 
 /**
+ * Creates an engine like createTransferEngine, with transport discovery limited to
+ * the devices in `device_filter` (comma-separated; NULL or empty: all), as upstream's
+ * Python `initialize(..., device_name)`. With `auto_discover` 0 no transport is
+ * installed (installTransport then chooses one).
+ *
+ * Returns the engine handle, or NULL with the reason in the thread's last error.
+ *
+ * # Safety
+ * The strings must be NULL or NUL-terminated.
+ */
+transfer_engine_t mooncake_te_create(const char *metadata_conn_string,
+                                     const char *local_server_name,
+                                     const char *device_filter,
+                                     int auto_discover);
+
+/**
  * Reads buffer `index` of a segment's descriptor as this engine has it cached:
  * `segment_id` is an id from openSegment, or LOCAL_SEGMENT for the engine's own
  * segment. Writes the buffer's absolute address and length to `addr_out` and

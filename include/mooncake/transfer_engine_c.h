@@ -282,7 +282,8 @@ extern "C" {
  * named `local_server_name` (in P2PHANDSHAKE mode it becomes `host:<rpc port>`; read
  * it back with getLocalIpAndPort). `ip_or_host_name` and `rpc_port` are ignored, as
  * upstream ignores them (MC_LEGACY_RPC_PORT_BINDING takes both from the name).
- * `auto_discover != 0` installs the TCP transport. Returns NULL on any error,
+ * `auto_discover != 0` installs RDMA when a usable NIC is found (or `MC_FORCE_HCA`),
+ * else TCP, as upstream; `MC_FORCE_TCP` installs TCP. Returns NULL on any error,
  * including unsupported metadata backends such as `etcd://` or `redis://`.
  *
  * # Safety
@@ -313,10 +314,12 @@ int discoverTopology(transfer_engine_t engine);
 int getLocalIpAndPort(transfer_engine_t engine, char *buf_out, size_t buf_len);
 
 /**
- * Installs a transport (`"tcp"`). If `args` and `args[0]` are non-NULL, `args[0]` is a
- * `char *` NIC topology JSON, which must parse. Returns a borrowed, opaque transport
- * handle valid until the engine is destroyed (the same one when it is already
- * installed), or NULL for an unknown protocol, bad JSON, or a failed install.
+ * Installs a transport (`"tcp"` or `"rdma"`). If `args` and `args[0]` are non-NULL,
+ * `args[0]` is a `char *` NIC priority-matrix JSON (for RDMA, the NICs to use instead
+ * of discovering them), which must parse. Returns a borrowed, opaque transport handle
+ * valid until the engine is destroyed (the same one when it is already installed), or
+ * NULL for an unknown protocol, bad JSON, or a failed install (for RDMA: no verbs
+ * library, no usable device; the reason is in the thread's last error).
  *
  * # Safety
  * `proto` must be NULL or NUL-terminated; `args` must be NULL or point to a pointer
@@ -533,11 +536,15 @@ int freeBatchID(transfer_engine_t engine, batch_id_t batch_id);
 int syncSegmentCache(transfer_engine_t engine);
 
 /**
- * Reports per-NIC load. This engine has no RDMA NICs: sets `*count = 0` and returns
- * 0. Returns -1 if any argument is NULL or the handle is bad.
+ * Reports per-RDMA-NIC load: fills up to `*count` entries of `stats` (device name,
+ * bytes posted and not completed, average bytes per second since the transport was
+ * installed) and sets `*count` to the number of NICs (0 without RDMA), so a caller
+ * whose array was too small can call again. Returns 0, or -1 if any argument is NULL
+ * or the handle is bad.
  *
  * # Safety
- * `count` must be NULL or point to a writable size_t.
+ * `count` must be NULL or point to a writable size_t; `stats` must be NULL or valid
+ * for `*count` entries.
  */
 int getNicLoadStats(transfer_engine_t engine, nic_load_stat_t *stats, size_t *count);
 

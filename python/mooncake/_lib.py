@@ -186,6 +186,7 @@ TE_PROTOTYPES: Dict[str, Tuple[object, Sequence[object]]] = {
         [_engine, c_int32, c_size_t, POINTER(c_uint64), POINTER(c_uint64)],
     ),
     "mooncake_te_send_probe": (c_int, [_engine, c_char_p]),
+    "mooncake_te_create": (c_void_p, [c_char_p, c_char_p, c_char_p, c_int]),
     "mooncake_te_wait_batch": (c_int, [_engine, c_uint64, c_uint64]),
     "mooncake_te_batch_status": (c_int, [_engine, c_uint64, POINTER(TransferStatus)]),
 }

@@ -6,10 +6,11 @@ order, keyword names, defaults and return codes (0 / negative ``ERR_*`` codes, b
 ids, 0 on failure where upstream returns 0). Engine failures are return codes, never
 exceptions; arguments of the wrong type raise ``TypeError`` as pybind11 would.
 
-Differences that follow from the library rather than the API: only the TCP transport
-exists (``protocol`` is accepted and ignored, as upstream ignores it for transport
-selection), and ``etcd``/``redis`` metadata are not supported (``initialize`` returns
--1); use ``P2PHANDSHAKE`` or an ``http://`` metadata server.
+As upstream, ``initialize`` discovers the transport: RDMA on the NICs named in
+``device_name`` (comma-separated; empty: any) when one is usable, else TCP
+(``MC_FORCE_TCP=1`` forces TCP); ``protocol`` does not choose it. ``etcd``/``redis``
+metadata are not supported (``initialize`` returns -1); use ``P2PHANDSHAKE`` or an
+``http://`` metadata server.
 
 Blocking calls (``transfer_sync*``, ``batch_transfer_sync*``,
 ``get_batch_transfer_status``) wait in native code with the GIL released, woken as
@@ -351,9 +352,9 @@ class TransferEngine:
             return -1
         conn = _build_conn_string(metadata_type, server)
         lib = _lib.lib()
-        # auto_discover=1: upstream's Python API always auto-discovers; here that
-        # installs the TCP transport (the only one).
-        handle = lib.createTransferEngine(conn.encode(), hostname, b"", 0, 1)
+        # Upstream's Python API always auto-discovers, with device_name as the filter.
+        devices = (device_name or "").encode()
+        handle = lib.mooncake_te_create(conn.encode(), hostname, devices, 1)
         if not handle:
             log.error("initialize(%r, %r) failed: %s", local_hostname, conn, _lib.last_error())
             return -1
@@ -392,22 +393,27 @@ class TransferEngine:
         return inner.handle if inner is not None else 0
 
     def get_local_topology(self, device_name: Optional[str] = None) -> str:
-        """The local NIC priority matrix as a JSON string: one ``"cpu:<numa node>"``
-        entry per NUMA node, each ``[preferred NICs, other NICs]``. This build has no
-        RDMA NICs, so the lists are empty."""
+        """The local NIC priority matrix as a JSON string, as upstream: discovered by a
+        temporary engine (limited to the NICs in ``device_name``), one entry per
+        location, each ``[preferred NICs, other NICs]``; without RDMA NICs one
+        ``"cpu:<numa node>"`` entry per NUMA node with empty lists."""
         if device_name is not None:
             _check_str(device_name, "device_name")
+        lib = _lib.lib()
         matrix: Dict[str, object] = {}
-        inner = self._engine()
-        if inner is not None:
-            buf = ctypes.create_string_buffer(1 << 16)
-            if _lib.lib().showLinks(inner.handle, buf, len(buf), 1) == 0:
-                try:
-                    topology = json.loads(buf.value.decode("utf-8", "replace")).get("topology")
-                except ValueError:
-                    topology = None
-                if isinstance(topology, dict) and topology:
-                    matrix = topology
+        handle = lib.mooncake_te_create(b"P2PHANDSHAKE", b"127.0.0.1", (device_name or "").encode(), 1)
+        if handle:
+            try:
+                buf = ctypes.create_string_buffer(1 << 20)
+                if lib.showLinks(handle, buf, len(buf), 1) == 0:
+                    try:
+                        topology = json.loads(buf.value.decode("utf-8", "replace")).get("topology")
+                    except ValueError:
+                        topology = None
+                    if isinstance(topology, dict):
+                        matrix = topology
+            finally:
+                lib.destroyTransferEngine(handle)
         if not matrix:
             matrix = {f"cpu:{n}": [[], []] for n in _numa_nodes()}
         return json.dumps(matrix, indent="\t") + "\n"

@@ -10,7 +10,7 @@ use super::boundary::{c_str, ffi_boundary, invalid};
 use super::handles;
 use super::te_types::*;
 use crate::error::Error;
-use crate::te::TaskStatus;
+use crate::te::{TaskStatus, TransferEngine};
 use std::ffi::{c_char, c_int};
 use std::time::Duration;
 
@@ -20,6 +20,42 @@ fn err_code(e: &Error) -> c_int {
 
 fn status_code(e: &Error) -> c_int {
     e.status_code()
+}
+
+/// Creates an engine like createTransferEngine, with transport discovery limited to
+/// the devices in `device_filter` (comma-separated; NULL or empty: all), as upstream's
+/// Python `initialize(..., device_name)`. With `auto_discover` 0 no transport is
+/// installed (installTransport then chooses one).
+///
+/// Returns the engine handle, or NULL with the reason in the thread's last error.
+///
+/// # Safety
+/// The strings must be NULL or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn mooncake_te_create(
+    metadata_conn_string: *const c_char,
+    local_server_name: *const c_char,
+    device_filter: *const c_char,
+    auto_discover: c_int,
+) -> transfer_engine_t {
+    ffi_boundary!("mooncake_te_create", fail = std::ptr::null_mut(), {
+        // SAFETY: NULL or NUL-terminated, per the contract.
+        let metadata = unsafe { c_str(metadata_conn_string, "metadata_conn_string") }?;
+        // SAFETY: as above.
+        let name = unsafe { c_str(local_server_name, "local_server_name") }?;
+        let filter = if device_filter.is_null() {
+            Vec::new()
+        } else {
+            // SAFETY: as above.
+            let text = unsafe { c_str(device_filter, "device_filter") }?;
+            crate::util::comma_list(&text)
+        };
+        let engine = TransferEngine::new(&metadata, &name, false)?;
+        if auto_discover != 0 {
+            engine.auto_install_with(&filter)?;
+        }
+        Ok(handles::insert(engine))
+    })
 }
 
 /// Reads buffer `index` of a segment's descriptor as this engine has it cached:

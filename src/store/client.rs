@@ -120,8 +120,12 @@ fn random_uuid() -> Uuid {
 
 impl Client {
     /// Sets up a client connected to the master at `cfg.master_server_addr` over
-    /// coro_rpc (upstream `setup_real`; spec store.md §1.4). Upstream's codes: -600
-    /// for an empty hostname or a protocol other than `tcp`; when the client cannot be
+    /// coro_rpc (upstream `setup_real`; spec store.md §1.4). The transfer engine uses
+    /// `cfg.protocol`: `tcp`, or `rdma` on the NICs of `cfg.device_name` (none or
+    /// `auto-discovery`: discovered, TCP when there is none; `MC_MS_AUTO_DISC` and
+    /// `MC_MS_FILTERS` as upstream). Upstream's codes: -600 for an empty hostname or a
+    /// protocol other than `tcp`/`rdma`, or `rdma` without devices when
+    /// auto-discovery is off; -1 when the RDMA transport cannot start; when the client cannot be
     /// created (master unreachable or of another version, unsupported metadata, the
     /// engine does not start), -600 with an explicit port and -1 (after retrying the
     /// engine on other ports) with an auto-selected one; the master's code when
@@ -153,9 +157,9 @@ impl Client {
             log::error!("store setup: local_hostname is empty");
             return Err(ErrorCode::INVALID_PARAMS);
         }
-        if cfg.protocol != "tcp" {
+        if cfg.protocol != "tcp" && cfg.protocol != "rdma" {
             log::error!(
-                "store setup: protocol '{}' is not supported by this build; only 'tcp' is",
+                "store setup: protocol '{}' is not supported by this build (tcp, rdma)",
                 cfg.protocol
             );
             return Err(ErrorCode::INVALID_PARAMS);
@@ -182,7 +186,7 @@ impl Client {
                     Config::global().clone(),
                     &cfg.metadata_server,
                     &cfg.local_hostname,
-                    true,
+                    false,
                 )
                 .map_err(|e| {
                     log::error!("store setup: starting the transfer engine: {e}");
@@ -192,6 +196,7 @@ impl Client {
             }
             None => start_engine_on_free_port(cfg, &host, env).ok_or(create_failed)?,
         };
+        let protocol = install_transport(&engine, cfg, env)?;
         let mut inner = Inner {
             reads: ReadLeases::new(master.clone()),
             master,
@@ -204,7 +209,7 @@ impl Client {
             _port: reserved,
         };
         inner.add_staging(cfg.local_buffer_size)?;
-        inner.mount(cfg.global_segment_size, &hostname, &host)?;
+        inner.mount(cfg.global_segment_size, &hostname, &host, protocol)?;
         let healthy = Arc::new(AtomicBool::new(true));
         let heartbeat = if inner.segments.is_empty() {
             None
@@ -353,7 +358,7 @@ fn start_engine_on_free_port(
             Config::global().clone(),
             &cfg.metadata_server,
             &name,
-            true,
+            false,
         ) {
             Ok(engine) => return Some((engine, name, Some(listener))),
             Err(e) => {
@@ -374,8 +379,57 @@ fn start_engine_on_free_port(
     None
 }
 
+/// Installs the transport setup asked for, as upstream's `InitTransferEngine`; returns
+/// the protocol the segment is reached by.
+fn install_transport(
+    engine: &TransferEngine,
+    cfg: &SetupConfig,
+    env: &StoreEnv,
+) -> Result<&'static str, ErrorCode> {
+    let devices = match cfg.device_name.trim() {
+        "" | "auto-discovery" => Vec::new(),
+        list => crate::util::comma_list(list),
+    };
+    let auto = env
+        .auto_discover
+        .unwrap_or(cfg.protocol == "rdma" && devices.is_empty());
+    if auto {
+        let filters = if devices.is_empty() {
+            &env.discover_filters
+        } else {
+            &devices
+        };
+        engine.auto_install_with(filters).map_err(|e| {
+            log::error!("store setup: transport discovery: {e}");
+            ErrorCode::INTERNAL_ERROR
+        })?;
+    } else if cfg.protocol == "rdma" {
+        if devices.is_empty() {
+            log::error!("store setup: rdma without auto-discovery needs device names");
+            return Err(ErrorCode::INVALID_PARAMS);
+        }
+        engine.install_rdma(None, None, &devices).map_err(|e| {
+            log::error!("store setup: installing rdma on {}: {e}", devices.join(","));
+            ErrorCode::INTERNAL_ERROR
+        })?;
+    } else {
+        if !devices.is_empty() {
+            log::warn!("store setup: device names are ignored for tcp");
+        }
+        engine.install("tcp", None).map_err(|e| {
+            log::error!("store setup: installing tcp: {e}");
+            ErrorCode::INTERNAL_ERROR
+        })?;
+    }
+    Ok(if engine.has_transport("rdma") {
+        "rdma"
+    } else {
+        "tcp"
+    })
+}
+
 impl Inner {
-    fn engine(&self) -> &TransferEngine {
+    pub(crate) fn engine(&self) -> &TransferEngine {
         // Only teardown takes the engine, and nothing runs after it.
         self.engine
             .as_ref()
@@ -394,7 +448,13 @@ impl Inner {
         Ok(())
     }
 
-    fn mount(&mut self, size: u64, hostname: &str, host: &str) -> Result<(), ErrorCode> {
+    fn mount(
+        &mut self,
+        size: u64,
+        hostname: &str,
+        host: &str,
+        protocol: &str,
+    ) -> Result<(), ErrorCode> {
         if size == 0 {
             return Ok(());
         }
@@ -408,7 +468,7 @@ impl Inner {
             base: memory.addr(),
             size,
             te_endpoint: self.te_name.clone(),
-            protocol: "tcp".into(),
+            protocol: protocol.into(),
             host_id: host.to_string(),
         };
         if let Err(e) = self.master.mount_segment(&segment, self.client_id) {

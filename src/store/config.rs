@@ -56,6 +56,11 @@ pub struct StoreEnv {
     pub rpc_timeout: Duration,
     /// `MC_RPC_CONNECT_TIMEOUT_MS` (30 000).
     pub connect_timeout: Duration,
+    /// `MC_MS_AUTO_DISC` (0 or 1): whether the transfer engine discovers its
+    /// transport; unset means "for `rdma` without device names".
+    pub auto_discover: Option<bool>,
+    /// `MC_MS_FILTERS`: the devices auto-discovery may use (comma-separated).
+    pub discover_filters: Vec<String>,
 }
 
 const DEFAULT_MIN_PORT: u16 = 12300;
@@ -104,6 +109,18 @@ impl StoreEnv {
             setup_retries: num("MC_STORE_CLIENT_SETUP_RETRIES", 20, 1, 1000) as u32,
             rpc_timeout: ms("MC_RPC_TIMEOUT_MS"),
             connect_timeout: ms("MC_RPC_CONNECT_TIMEOUT_MS"),
+            auto_discover: match get("MC_MS_AUTO_DISC").as_deref().map(str::trim) {
+                None => None,
+                Some("1") => Some(true),
+                Some("0") => Some(false),
+                Some(other) => {
+                    log::warn!("ignoring MC_MS_AUTO_DISC={other}: not 0 or 1");
+                    None
+                }
+            },
+            discover_filters: crate::util::comma_list(
+                get("MC_MS_FILTERS").as_deref().unwrap_or(""),
+            ),
         }
     }
 }

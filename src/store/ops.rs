@@ -188,18 +188,24 @@ impl Client {
             .staging
             .as_ref()
             .and_then(|s| s.allocate(value.len() as u64));
-        let Some(_reserved) = reserved else {
+        let Some(mut reserved) = reserved else {
             log::error!(
                 "store: put('{key}'): {} bytes do not fit the free local buffer (or are empty)",
                 value.len()
             );
             return Err(ErrorCode::INVALID_PARAMS);
         };
-        // The bytes go straight from `value`: upstream copies them into the local
-        // buffer first because RDMA can only send from registered memory, which TCP
-        // and the local copy do not need (an RDMA transport would stage here).
-        // SAFETY: `value` is readable until the put returns.
-        unsafe { inner.put_raw(key, value.as_ptr() as u64, value.len() as u64, config) }
+        // RDMA sends only from registered memory: the bytes go through the reserved
+        // local buffer, as upstream. TCP and the local copy take them straight from
+        // `value`.
+        let source = if inner.engine().has_transport("rdma") {
+            reserved.fill(value);
+            reserved.addr()
+        } else {
+            value.as_ptr() as u64
+        };
+        // SAFETY: `value` and the reservation are readable until the put returns.
+        unsafe { inner.put_raw(key, source, value.len() as u64, config) }
     }
 
     /// Stores `buf` under `key` without copying it first (zero-copy). An empty `buf`

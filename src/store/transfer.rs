@@ -1,6 +1,8 @@
 //! Moving object bytes between local memory and replicas: a memcpy when the replica
 //! lies in this client's own segment, otherwise Transfer Engine requests, all of one
-//! operation in a single batch that is waited on (never spun on).
+//! operation in a single batch that is waited on (never spun on). Over RDMA, local
+//! memory the NICs do not know (not registered with the engine) goes through the
+//! registered local buffer in chunks, as upstream stages through it.
 
 use super::client::Inner;
 use crate::te::{Op, TaskStatus, TransferRequest};
@@ -9,6 +11,11 @@ use std::time::{Duration, Instant};
 
 /// Largest piece one TE request carries (upstream's `kMaxSliceSize`, 16 MiB - 16).
 pub const MAX_SLICE: u64 = (16 << 20) - 16;
+
+/// Largest piece staged through the local buffer at once.
+const BOUNCE_CHUNK: u64 = 16 << 20;
+/// Smallest piece worth staging when the local buffer is busy.
+const BOUNCE_MIN: u64 = 64 << 10;
 
 /// How long one `wait_batch` call blocks before the wait is re-armed.
 const WAIT_STEP: Duration = Duration::from_secs(5);
@@ -43,6 +50,102 @@ impl Inner {
     /// [`Op::Write`], writes for [`Op::Read`]) until this returns, and must not be
     /// accessed through Rust references meanwhile.
     pub unsafe fn execute(&self, op: Op, moves: &[Move]) -> Vec<Result<(), ErrorCode>> {
+        let Some(engine) = self.engine.as_ref() else {
+            return vec![Err(ErrorCode::INVALID_PARAMS); moves.len()];
+        };
+        let staged = |m: &Move| {
+            m.len > 0
+                && engine.has_transport("rdma")
+                && !self.is_own(&m.endpoint, m.remote, m.len)
+                && !engine.is_registered(m.local, m.len)
+        };
+        if !moves.iter().any(staged) {
+            // SAFETY: forwarded contract.
+            return unsafe { self.execute_direct(op, moves) };
+        }
+        let (direct, bounced): (Vec<usize>, Vec<usize>) =
+            (0..moves.len()).partition(|&i| !staged(&moves[i]));
+        let picked: Vec<Move> = direct.iter().map(|&i| moves[i].clone()).collect();
+        // SAFETY: forwarded contract.
+        let direct_results = unsafe { self.execute_direct(op, &picked) };
+        let mut results = vec![Ok(()); moves.len()];
+        for (i, r) in direct.into_iter().zip(direct_results) {
+            results[i] = r;
+        }
+        for i in bounced {
+            // SAFETY: forwarded contract.
+            results[i] = unsafe { self.execute_staged(op, &moves[i]) };
+        }
+        results
+    }
+
+    /// One move through the local buffer, chunk by chunk.
+    ///
+    /// # Safety
+    /// As [`Inner::execute`].
+    unsafe fn execute_staged(&self, op: Op, m: &Move) -> Result<(), ErrorCode> {
+        let Some(staging) = self.staging.as_ref() else {
+            log::error!(
+                "store: {} bytes at {:#x} are not registered and there is no local buffer \
+                 to stage them through (register_buffer them for RDMA)",
+                m.len,
+                m.local
+            );
+            return Err(ErrorCode::TRANSFER_FAIL);
+        };
+        let mut done = 0;
+        while done < m.len {
+            let mut want = (m.len - done).min(BOUNCE_CHUNK);
+            let mut chunk = staging.allocate(want);
+            while chunk.is_none() && want > BOUNCE_MIN {
+                want = (want / 2).max(BOUNCE_MIN);
+                chunk = staging.allocate(want);
+            }
+            let Some(chunk) = chunk else {
+                log::error!("store: no room in the local buffer to stage a transfer");
+                return Err(ErrorCode::TRANSFER_FAIL);
+            };
+            let n = chunk.len();
+            if op == Op::Write {
+                // SAFETY: the caller's range is readable (contract); the chunk is ours.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        (m.local + done) as usize as *const u8,
+                        chunk.addr() as usize as *mut u8,
+                        n as usize,
+                    )
+                };
+            }
+            let piece = Move {
+                local: chunk.addr(),
+                remote: m.remote + done,
+                len: n,
+                endpoint: m.endpoint.clone(),
+            };
+            // SAFETY: the chunk is registered memory owned by this call.
+            unsafe { self.execute_direct(op, std::slice::from_ref(&piece)) }
+                .pop()
+                .unwrap_or(Err(ErrorCode::TRANSFER_FAIL))?;
+            if op == Op::Read {
+                // SAFETY: the caller's range is writable (contract); the chunk is ours.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        chunk.addr() as usize as *const u8,
+                        (m.local + done) as usize as *mut u8,
+                        n as usize,
+                    )
+                };
+            }
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// [`Inner::execute`] with every local range usable by the engine as is.
+    ///
+    /// # Safety
+    /// As [`Inner::execute`].
+    unsafe fn execute_direct(&self, op: Op, moves: &[Move]) -> Vec<Result<(), ErrorCode>> {
         let mut results = vec![Ok(()); moves.len()];
         let mut requests = Vec::new();
         let mut owners = Vec::new();

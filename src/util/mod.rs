@@ -7,6 +7,15 @@ pub mod http_server;
 pub mod logger;
 pub mod signals;
 
+/// A comma-separated list (device names, filters), trimmed, empty entries dropped.
+pub fn comma_list(text: &str) -> Vec<String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
 /// Splits `host:port` the way upstream does (spec §1.5): `[v6]:port`, a bare IPv6
 /// address (no port), or a split at the last `:`. A missing or invalid port yields
 /// `default_port`. The returned host is never bracketed.

@@ -6,7 +6,7 @@ MC_TCP_BIND_ADDRESS=127.0.0.1 in the environment:
 
     store_peer.py <metadata> <master_addr> <global_segment_size> <local_buffer_size> <zc_size>
 
-The script sets the store up (protocol "tcp"), allocates a <zc_size>-byte ctypes buffer
+The script sets the store up (protocol "tcp", or "rdma" on $PEER_RDMA_DEVICE), allocates a <zc_size>-byte ctypes buffer
 for the zero-copy APIs and registers it with register_buffer, then prints one JSON line:
 
     {"ready": true, "hostname": <get_hostname()>, "register_rc": <rc>}
@@ -114,7 +114,8 @@ def main():
     metadata, master = sys.argv[1], sys.argv[2]
     seg, local, zc = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
     store = MooncakeDistributedStore()
-    rc = store.setup("127.0.0.1", metadata, seg, local, "tcp", "", master)
+    device = os.environ.get("PEER_RDMA_DEVICE", "")
+    rc = store.setup("127.0.0.1", metadata, seg, local, "rdma" if device else "tcp", device, master)
     if rc != 0:
         reply(ok=False, ready=False, setup_rc=rc, error="setup returned %d" % rc)
         return 1

@@ -192,8 +192,9 @@ impl TransferEngine {
         self.inner.rpc_port
     }
 
-    /// What `auto_discover` installs, as upstream: RDMA when a NIC is usable (or
-    /// `MC_FORCE_HCA` is set, then failing without one), else TCP.
+    /// What `auto_discover` installs, as upstream: TCP with `MC_FORCE_TCP`, else RDMA
+    /// when a NIC is usable (or `MC_FORCE_HCA` is set, then failing without one), else
+    /// TCP.
     fn auto_install(&self) -> Result<()> {
         self.auto_install_with(&[])
     }
@@ -201,6 +202,9 @@ impl TransferEngine {
     /// [`TransferEngine::auto_install`] with discovery limited to `devices` (the
     /// Python API's `device_name`).
     pub fn auto_install_with(&self, devices: &[String]) -> Result<()> {
+        if self.inner.config.force_tcp {
+            return self.install_transport("tcp").map(|_| ());
+        }
         match self.install_rdma(None, None, devices) {
             Ok(_) => Ok(()),
             Err(e) if !self.inner.config.rdma.force_hca => {
@@ -248,6 +252,11 @@ impl TransferEngine {
             return Err(e);
         }
         Ok(tcp)
+    }
+
+    /// Whether `[addr, addr + len)` lies inside one registered region.
+    pub fn is_registered(&self, addr: u64, len: u64) -> bool {
+        self.inner.local.memory.find(addr, len).is_some()
     }
 
     /// Whether a transport of that name is installed.

@@ -588,7 +588,8 @@ pub fn init_our_client_env() {
     );
 }
 
-/// Our store client (`Client::setup`, coro_rpc to `master`), HTTP metadata.
+/// Our store client (`Client::setup`, coro_rpc to `master`), HTTP metadata, over TCP or
+/// (with `MOONCAKE_INTEROP_RDMA`) RDMA.
 pub fn our_client(master: &MasterProc, segment: u64, local: u64) -> Client {
     init_our_client_env();
     let cfg = SetupConfig {
@@ -596,8 +597,8 @@ pub fn our_client(master: &MasterProc, segment: u64, local: u64) -> Client {
         metadata_server: master.metadata_url(),
         global_segment_size: segment,
         local_buffer_size: local,
-        protocol: "tcp".into(),
-        device_name: String::new(),
+        protocol: crate::interop_common::protocol().into(),
+        device_name: crate::interop_common::rdma_device().unwrap_or_default(),
         master_server_addr: master.rpc_addr(),
     };
     Client::setup(&cfg).unwrap_or_else(|e| {
