@@ -15,7 +15,8 @@
 #
 # Packages (Debian 12): qemu-system-x86 linux-image-amd64 busybox-static kmod cpio
 # rdma-core ibverbs-providers iproute2 (ibverbs-utils and perftest for ibv_devinfo and
-# ib_write_bw); `--install` installs them with apt-get (as root) and exits.
+# ib_write_bw); `--install` installs them with apt-get (as root) and exits; `--missing`
+# prints the ones that are missing (nothing when the VM can run) and exits.
 #
 # SoftRoCE under TCG moves tens of MB/s: use the VM for correctness, and for ratios
 # measured in the same VM run only.
@@ -26,6 +27,18 @@ PACKAGES=(qemu-system-x86 linux-image-amd64 busybox-static kmod cpio rdma-core
 
 usage() { sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; }
 
+# The packages whose files are missing.
+missing_packages() {
+  local pair
+  for pair in qemu-system-x86_64:qemu-system-x86 busybox:busybox-static modprobe:kmod \
+    cpio:cpio rdma:iproute2 ibv_devinfo:ibverbs-utils ib_write_bw:perftest; do
+    command -v "${pair%%:*}" >/dev/null || echo "${pair#*:}"
+  done
+  ls /boot/vmlinuz-* >/dev/null 2>&1 || echo linux-image-amd64
+  ls /usr/lib/*/libibverbs/librxe-rdmav*.so >/dev/null 2>&1 || echo ibverbs-providers
+  ldconfig -p 2>/dev/null | grep -q 'libibverbs.so.1 ' || echo rdma-core
+}
+
 rw=() mem=2048 cpus=2 timeout_s=600
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -34,6 +47,7 @@ while [ $# -gt 0 ]; do
       apt-get update -qq && apt-get install -y -qq --no-install-recommends "${PACKAGES[@]}" >/dev/null
       exit $?
       ;;
+    --missing) missing_packages | sort -u | tr '\n' ' ' | sed 's/ $//'; exit 0 ;;
     --rw) rw+=("$(realpath "$2")"); shift 2 ;;
     --mem) mem=$2; shift 2 ;;
     --cpus) cpus=$2; shift 2 ;;

@@ -8,12 +8,14 @@
 #     AddressSanitizer, the header check, interop against the peer, packaging.
 #  3. scripts/test-python.sh: the Python package's tests against our library, and the
 #     same modules against upstream's wheel.
-#  4. Release checks: scripts/check-sanitizers.sh (the library itself under ASan, and
+#  4. scripts/test-rdma-vm.sh: the RDMA suite (our engines, upstream interop and the
+#     store) on real verbs in a throw-away SoftRoCE VM.
+#  5. Release checks: scripts/check-sanitizers.sh (the library itself under ASan, and
 #     valgrind) and scripts/check-glibc.sh (the glibc 2.28 build).
 #
 # Knobs (all optional; README "Tests" lists them): MOONCAKE_SKIP_INTEROP,
 # MOONCAKE_SKIP_SANITIZERS, MOONCAKE_SKIP_VALGRIND, MOONCAKE_SKIP_GLIBC,
-# MOONCAKE_SKIP_PACKAGING, MOONCAKE_SKIP_PYTHON, MOONCAKE_SKIP_C_TESTS,
+# MOONCAKE_SKIP_PACKAGING, MOONCAKE_SKIP_PYTHON, MOONCAKE_SKIP_C_TESTS, MOONCAKE_SKIP_RDMA_VM,
 # MOONCAKE_PEER_VENV, MOONCAKE_TEST_THREADS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +33,15 @@ status=0
 cargo test --no-fail-fast -- --test-threads="${MOONCAKE_TEST_THREADS:-2}" 2>&1 | tee "$log" || status=$?
 if [ -z "${MOONCAKE_SKIP_PYTHON:-}" ]; then
   bash scripts/test-python.sh 2>&1 | tee -a "$log" || status=$?
+fi
+if [ -z "${MOONCAKE_SKIP_RDMA_VM:-}" ]; then
+  vm=0
+  bash scripts/test-rdma-vm.sh 2>&1 | tee -a "$log" || vm=$?
+  if [ "$vm" = 125 ]; then
+    TOOLS_SKIPPED+=("SKIP RDMA suite: the SoftRoCE VM could not boot here (see above)")
+  elif [ "$vm" != 0 ]; then
+    status=$vm
+  fi
 fi
 if [ -z "${MOONCAKE_SKIP_SANITIZERS:-}" ]; then
   modes=(asan)

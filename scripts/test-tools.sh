@@ -13,6 +13,8 @@
 #   sanitizers: asan mode                a nightly toolchain (skipped inside the script)
 #   glibc 2.28 build                     objdump [binutils], ziglang + cargo-zigbuild (PyPI)
 #   interop                              the upstream 0.3.13 peer (scripts/upstream-peer.sh)
+#   RDMA suite in the SoftRoCE VM        qemu, a kernel, rdma-core (scripts/rxe-vm.sh --missing)
+#                                        and the peer
 
 # "<command> <package>" pairs, per check.
 _tools_c="cc:gcc c++:g++ readelf:binutils nm:binutils"
@@ -47,6 +49,7 @@ tools_install() {
   local pkgs
   pkgs="$(_missing_packages $_tools_c $_tools_packaging $_tools_valgrind $_tools_glibc | sort -u | tr '\n' ' ')"
   _python_ok || pkgs="$pkgs python3 python3-venv python3-pip"
+  [ -n "${MOONCAKE_SKIP_RDMA_VM:-}" ] || pkgs="$pkgs $(bash scripts/rxe-vm.sh --missing)"
   pkgs="$(echo $pkgs)"
   [ -n "$pkgs" ] || return 0
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
@@ -90,6 +93,10 @@ tools_check() {
     command -v objdump >/dev/null || _skip MOONCAKE_SKIP_GLIBC "glibc 2.28 build" "objdump is missing (apt-get install binutils)"
     _python_ok || _skip MOONCAKE_SKIP_GLIBC "glibc 2.28 build" "python3 with venv is missing (zig comes from PyPI)"
   fi
+  if [ -z "${MOONCAKE_SKIP_RDMA_VM:-}" ]; then
+    missing="$(bash scripts/rxe-vm.sh --missing)"
+    [ -z "$missing" ] || _skip MOONCAKE_SKIP_RDMA_VM "RDMA suite" "the SoftRoCE VM needs $missing (scripts/rxe-vm.sh --install)"
+  fi
   if [ -z "${MOONCAKE_SKIP_INTEROP:-}" ] && [ -z "${MOONCAKE_PEER_VENV:-}" ]; then
     local peer
     if peer="$(bash scripts/upstream-peer.sh | tail -1)" && [ -x "$peer/bin/python" ]; then
@@ -98,5 +105,8 @@ tools_check() {
     else
       _skip MOONCAKE_SKIP_INTEROP "interop" "the upstream peer could not be installed (scripts/upstream-peer.sh; needs PyPI)"
     fi
+  fi
+  if [ -n "${MOONCAKE_SKIP_INTEROP:-}" ] && [ -z "${MOONCAKE_SKIP_RDMA_VM:-}" ]; then
+    _skip MOONCAKE_SKIP_RDMA_VM "RDMA suite" "it runs against the upstream peer, which is skipped"
   fi
 }
