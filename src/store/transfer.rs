@@ -108,13 +108,10 @@ impl Inner {
             let n = chunk.len();
             if op == Op::Write {
                 // SAFETY: the caller's range is readable (contract); the chunk is ours.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        (m.local + done) as usize as *const u8,
-                        chunk.addr() as usize as *mut u8,
-                        n as usize,
-                    )
-                };
+                unsafe { copy_bytes(chunk.addr(), m.local + done, n) }.map_err(|e| {
+                    log::error!("store: staging {n} bytes: {e}");
+                    ErrorCode::TRANSFER_FAIL
+                })?;
             }
             let piece = Move {
                 local: chunk.addr(),
@@ -128,13 +125,10 @@ impl Inner {
                 .unwrap_or(Err(ErrorCode::TRANSFER_FAIL))?;
             if op == Op::Read {
                 // SAFETY: the caller's range is writable (contract); the chunk is ours.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        chunk.addr() as usize as *const u8,
-                        (m.local + done) as usize as *mut u8,
-                        n as usize,
-                    )
-                };
+                unsafe { copy_bytes(m.local + done, chunk.addr(), n) }.map_err(|e| {
+                    log::error!("store: unstaging {n} bytes: {e}");
+                    ErrorCode::TRANSFER_FAIL
+                })?;
             }
             done += n;
         }
@@ -163,13 +157,10 @@ impl Inner {
                 };
                 // SAFETY: the remote range is inside this client's live segment
                 // mapping (checked above); the local range is valid per the contract.
-                unsafe {
-                    std::ptr::copy(
-                        src as usize as *const u8,
-                        dst as usize as *mut u8,
-                        m.len as usize,
-                    )
-                };
+                if let Err(e) = unsafe { copy_bytes(dst, src, m.len) } {
+                    log::error!("store: copying {} bytes: {e}", m.len);
+                    results[i] = Err(ErrorCode::TRANSFER_FAIL);
+                }
                 continue;
             }
             let target_id = match engine.open_segment(&m.endpoint) {
@@ -205,6 +196,28 @@ impl Inner {
         }
         results
     }
+}
+
+/// Copies `len` bytes from `src` to `dst`: through the GPU runtime when either is GPU
+/// memory (a caller's device buffer), else a memmove.
+///
+/// # Safety
+/// Both ranges must be valid for `len` bytes.
+unsafe fn copy_bytes(dst: u64, src: u64, len: u64) -> Result<(), String> {
+    if let Some(gpu) = crate::sys::cuda::system() {
+        if gpu.device_of(dst).is_some() || gpu.device_of(src).is_some() {
+            return gpu.copy(dst, src, len);
+        }
+    }
+    // SAFETY: valid ranges per the contract; `copy` tolerates overlap.
+    unsafe {
+        std::ptr::copy(
+            src as usize as *const u8,
+            dst as usize as *mut u8,
+            len as usize,
+        )
+    };
+    Ok(())
 }
 
 /// Submits `requests` as one batch, waits until every task is terminal, and returns

@@ -53,6 +53,23 @@ pub struct CompletionSignal {
 }
 
 impl CompletionSignal {
+    /// Blocks until `task` (one that raises this signal) is terminal; its status.
+    pub fn wait_task(&self, task: &Task) -> TaskStatus {
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        let mut guard = self.lock.lock();
+        let status = loop {
+            let status = task.status().0;
+            if status.is_terminal() {
+                break status;
+            }
+            self.finished
+                .wait_for(&mut guard, std::time::Duration::from_millis(100));
+        };
+        drop(guard);
+        self.waiters.fetch_sub(1, Ordering::SeqCst);
+        status
+    }
+
     fn notify(&self) {
         fence(Ordering::SeqCst);
         if self.waiters.load(Ordering::SeqCst) > 0 {

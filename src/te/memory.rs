@@ -18,6 +18,9 @@ pub struct Region {
     pub location: String,
     /// Whether peers may read and write it.
     pub remote_accessible: bool,
+    /// The GPU whose memory it is (asked of the GPU runtime at registration); `None`
+    /// for host memory.
+    pub device: Option<u32>,
     in_use: RwLock<()>,
     removed: AtomicBool,
 }
@@ -101,6 +104,7 @@ impl MemoryRegistry {
                     len: r.len,
                     location: location.to_string(),
                     remote_accessible: remote,
+                    device: crate::sys::cuda::device_of(r.addr),
                     in_use: RwLock::new(()),
                     removed: AtomicBool::new(false),
                 }),

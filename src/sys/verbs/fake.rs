@@ -80,6 +80,8 @@ struct State {
     faults: VecDeque<Fault>,
     reorder: bool,
     posted: u64,
+    /// Ranges `ibv_reg_mr` refuses (device memory without a peer-memory driver).
+    dmabuf_only: Vec<(u64, u64)>,
 }
 
 /// The network the fake devices share.
@@ -144,6 +146,12 @@ impl Fabric {
         }
     }
 
+    /// Makes plain registration of `[addr, addr + len)` fail with `EFAULT`, as device
+    /// memory does without nvidia-peermem; `reg_dmabuf_mr` still registers it.
+    pub fn require_dmabuf(&self, addr: u64, len: u64) {
+        self.state.lock().dmabuf_only.push((addr, addr + len));
+    }
+
     /// Requests posted so far (a test's measure of traffic).
     pub fn posted(&self) -> u64 {
         self.state.lock().posted
@@ -182,6 +190,34 @@ impl FakeVerbs {
 
     fn err(call: &'static str, errno: i32, detail: impl Into<String>) -> VerbsError {
         VerbsError::new(call, errno, detail)
+    }
+
+    /// Registers `[addr, addr + len)` in `pd` (both registration verbs end here).
+    fn register(&self, pd: Pd, addr: u64, len: u64, access: Access) -> VResult<MrKeys> {
+        if addr == 0 || len == 0 {
+            return Err(Self::err("ibv_reg_mr", libc::EINVAL, "empty region"));
+        }
+        let id = self.fabric.id();
+        let key = (id as u32).wrapping_mul(2_654_435_761) | 1;
+        let mut s = self.fabric.state.lock();
+        if !s.pds.contains_key(&pd.0) {
+            return Err(Self::err("ibv_reg_mr", libc::EINVAL, "no such PD"));
+        }
+        s.mrs.insert(
+            id,
+            MrState {
+                pd: pd.0,
+                addr,
+                len,
+                remote: access.remote,
+            },
+        );
+        s.keys.insert(key, id);
+        Ok(MrKeys {
+            mr: Mr(id),
+            lkey: key,
+            rkey: key,
+        })
     }
 }
 
@@ -302,30 +338,32 @@ impl Verbs for FakeVerbs {
     }
 
     fn reg_mr(&self, pd: Pd, addr: u64, len: u64, access: Access) -> VResult<MrKeys> {
-        if addr == 0 || len == 0 {
-            return Err(Self::err("ibv_reg_mr", libc::EINVAL, "empty region"));
+        let refused = self
+            .fabric
+            .state
+            .lock()
+            .dmabuf_only
+            .iter()
+            .any(|&(a, e)| addr < e && addr + len > a);
+        if refused {
+            return Err(Self::err("ibv_reg_mr", libc::EFAULT, "device memory"));
         }
-        let id = self.fabric.id();
-        let key = (id as u32).wrapping_mul(2_654_435_761) | 1;
-        let mut s = self.fabric.state.lock();
-        if !s.pds.contains_key(&pd.0) {
-            return Err(Self::err("ibv_reg_mr", libc::EINVAL, "no such PD"));
+        self.register(pd, addr, len, access)
+    }
+
+    fn reg_dmabuf_mr(
+        &self,
+        pd: Pd,
+        _offset: u64,
+        len: u64,
+        iova: u64,
+        fd: RawFd,
+        access: Access,
+    ) -> VResult<MrKeys> {
+        if fd < 0 {
+            return Err(Self::err("ibv_reg_dmabuf_mr", libc::EBADF, "no dma-buf"));
         }
-        s.mrs.insert(
-            id,
-            MrState {
-                pd: pd.0,
-                addr,
-                len,
-                remote: access.remote,
-            },
-        );
-        s.keys.insert(key, id);
-        Ok(MrKeys {
-            mr: Mr(id),
-            lkey: key,
-            rkey: key,
-        })
+        self.register(pd, iova, len, access)
     }
 
     fn dereg_mr(&self, mr: Mr) {

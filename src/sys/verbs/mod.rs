@@ -296,6 +296,25 @@ pub trait Verbs: Send + Sync {
     /// Registers `[addr, addr + len)`: local write always, remote read/write when
     /// `access.remote`.
     fn reg_mr(&self, pd: Pd, addr: u64, len: u64, access: Access) -> VResult<MrKeys>;
+    /// Registers device memory exported as dma-buf `fd` (`ibv_reg_dmabuf_mr`):
+    /// `len` bytes at `offset` into the buffer, addressed by peers as `iova`. Providers
+    /// without it fail with `ENOSYS`.
+    fn reg_dmabuf_mr(
+        &self,
+        pd: Pd,
+        offset: u64,
+        len: u64,
+        iova: u64,
+        fd: RawFd,
+        access: Access,
+    ) -> VResult<MrKeys> {
+        let _ = (pd, offset, len, iova, fd, access);
+        Err(VerbsError::new(
+            "ibv_reg_dmabuf_mr",
+            libc::ENOSYS,
+            "not supported",
+        ))
+    }
     /// Deregisters a region.
     fn dereg_mr(&self, mr: Mr);
     /// Creates a completion queue of `depth` entries with its own completion channel.

@@ -22,6 +22,7 @@ type AllocPd = unsafe extern "C" fn(*mut ibv_context) -> *mut ibv_pd;
 type DeallocPd = unsafe extern "C" fn(*mut ibv_pd) -> c_int;
 type RegMr = unsafe extern "C" fn(*mut ibv_pd, *mut c_void, usize, c_int) -> *mut ibv_mr;
 type RegMrIova2 = unsafe extern "C" fn(*mut ibv_pd, *mut c_void, usize, u64, c_uint) -> *mut ibv_mr;
+type RegDmabufMr = unsafe extern "C" fn(*mut ibv_pd, u64, usize, u64, c_int, c_int) -> *mut ibv_mr;
 type DeregMr = unsafe extern "C" fn(*mut ibv_mr) -> c_int;
 type CreateCompChannel = unsafe extern "C" fn(*mut ibv_context) -> *mut ibv_comp_channel;
 type DestroyCompChannel = unsafe extern "C" fn(*mut ibv_comp_channel) -> c_int;
@@ -54,6 +55,7 @@ struct Functions {
     dealloc_pd: DeallocPd,
     reg_mr: RegMr,
     reg_mr_iova2: Option<RegMrIova2>,
+    reg_dmabuf_mr: Option<RegDmabufMr>,
     dereg_mr: DeregMr,
     create_comp_channel: CreateCompChannel,
     destroy_comp_channel: DestroyCompChannel,
@@ -124,6 +126,8 @@ impl RealVerbs {
             reg_mr: resolve!(c"ibv_reg_mr"),
             // SAFETY: matches rdma-core's prototype.
             reg_mr_iova2: unsafe { library.function(c"ibv_reg_mr_iova2") },
+            // SAFETY: matches rdma-core's prototype (rdma-core 34+; absent before).
+            reg_dmabuf_mr: unsafe { library.function(c"ibv_reg_dmabuf_mr") },
             dereg_mr: resolve!(c"ibv_dereg_mr"),
             create_comp_channel: resolve!(c"ibv_create_comp_channel"),
             destroy_comp_channel: resolve!(c"ibv_destroy_comp_channel"),
@@ -359,6 +363,54 @@ impl Verbs for RealVerbs {
                 "ibv_reg_mr",
                 errno(),
                 format!("{len} bytes at {addr:#x}"),
+            ));
+        }
+        // SAFETY: a valid MR returned by the library.
+        let (lkey, rkey) = unsafe { ((*mr).lkey, (*mr).rkey) };
+        Ok(MrKeys {
+            mr: Mr(mr as usize as u64),
+            lkey,
+            rkey,
+        })
+    }
+
+    fn reg_dmabuf_mr(
+        &self,
+        pd: Pd,
+        offset: u64,
+        len: u64,
+        iova: u64,
+        fd: RawFd,
+        access: Access,
+    ) -> VResult<MrKeys> {
+        let Some(reg) = self.f.reg_dmabuf_mr else {
+            return Err(VerbsError::new(
+                "ibv_reg_dmabuf_mr",
+                libc::ENOSYS,
+                "this libibverbs predates dma-buf registration",
+            ));
+        };
+        let mut flags = IBV_ACCESS_LOCAL_WRITE;
+        if access.remote {
+            flags |= IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
+        }
+        // SAFETY: a live PD and an open dma-buf fd; the caller keeps the memory
+        // allocated while registered.
+        let mr = unsafe {
+            reg(
+                pd.0 as usize as *mut ibv_pd,
+                offset,
+                len as usize,
+                iova,
+                fd,
+                flags,
+            )
+        };
+        if mr.is_null() {
+            return Err(VerbsError::new(
+                "ibv_reg_dmabuf_mr",
+                errno(),
+                format!("{len} bytes at {iova:#x}"),
             ));
         }
         // SAFETY: a valid MR returned by the library.

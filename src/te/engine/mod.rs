@@ -12,6 +12,7 @@ use crate::te::memory::{MemoryRegistry, Range};
 use crate::te::rpc::{RpcClient, RpcServer};
 use crate::te::segment::{SegmentCache, LOCAL_SEGMENT_ID};
 use crate::te::transport::local;
+use crate::te::transport::staging::Stager;
 use crate::te::transport::tcp::{Endpoint, Op, TcpTransport, INLINE_MAX_BYTES};
 use crate::te::transport::PeerRequest;
 use crate::util::{join_host_port, parse_host_port};
@@ -54,6 +55,7 @@ struct Inner {
     descriptor_published: AtomicBool,
     publish_lock: Mutex<()>,
     stopping: AtomicBool,
+    stager: Stager,
 }
 
 /// A Transfer Engine instance.
@@ -155,6 +157,7 @@ impl TransferEngine {
             descriptor_published: AtomicBool::new(false),
             publish_lock: Mutex::new(()),
             stopping: AtomicBool::new(false),
+            stager: Stager::default(),
             config,
         });
         let mut engine = TransferEngine {
@@ -490,6 +493,7 @@ impl Drop for TransferEngine {
         if let Some(tcp) = inner.local.tcp.write().take() {
             tcp.shutdown();
         }
+        inner.stager.shutdown();
         if let Some(rdma) = inner.local.rdma.write().take() {
             rdma.shutdown();
         }
@@ -617,7 +621,12 @@ impl Inner {
             return Ok(());
         };
         for (i, r) in ranges.iter().enumerate() {
-            if let Err(e) = rdma.register(r.addr, r.len, location, remote) {
+            let device = self
+                .local
+                .memory
+                .find(r.addr, r.len)
+                .and_then(|region| region.device);
+            if let Err(e) = rdma.register(r.addr, r.len, (location, device), remote) {
                 for done in &ranges[..i] {
                     rdma.unregister(done.addr);
                 }
@@ -760,6 +769,17 @@ impl Inner {
         }))
     }
 
+    /// The GPU runtime when `addr` is GPU memory (registered as such, or so the
+    /// runtime says); `None` for host memory and on hosts without a GPU runtime.
+    fn gpu_of(&self, addr: u64) -> Option<Arc<dyn crate::sys::cuda::Gpu>> {
+        let gpu = crate::sys::cuda::system()?;
+        let device = match self.local.memory.find(addr, 1) {
+            Some(region) => region.device,
+            None => gpu.device_of(addr),
+        };
+        device.map(|_| gpu)
+    }
+
     /// Starts several requests that all go to one TCP peer and are small enough to be
     /// moved together on the calling thread; `None` when they are not.
     fn start_small_batch(
@@ -778,6 +798,9 @@ impl Inner {
                 .iter()
                 .any(|r| !matches!(r, Route::Tcp(e) if e == endpoint))
         {
+            return None;
+        }
+        if requests.iter().any(|r| self.gpu_of(r.source).is_some()) {
             return None;
         }
         let tcp = self.local.tcp.read().clone()?;
@@ -846,6 +869,11 @@ impl Inner {
                     remote: req.target_offset,
                     len: req.length,
                 };
+                if let Some(gpu) = self.gpu_of(req.source) {
+                    return self
+                        .stager
+                        .submit(tcp, &endpoint, &request, Some(signal.clone()), gpu);
+                }
                 tcp.submit(&endpoint, &request, Some(signal.clone()), alone)
             }
         }

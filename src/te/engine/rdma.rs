@@ -59,7 +59,7 @@ impl TransferEngine {
             rdma.register(
                 region.addr,
                 region.len,
-                &region.location,
+                (&region.location, region.device),
                 region.remote_accessible,
             )?;
         }

@@ -1,4 +1,5 @@
-//! Transfers to the engine's own segment: a memcpy validated against the registry.
+//! Transfers to the engine's own segment: a memcpy validated against the registry (a
+//! GPU runtime copy when either side is GPU memory).
 
 use crate::error::{Error, Result};
 use crate::te::memory::MemoryRegistry;
@@ -22,6 +23,16 @@ pub fn copy(memory: &MemoryRegistry, op: Op, local: u64, target: u64, len: u64) 
         Op::Write => (local, target),
         Op::Read => (target, local),
     };
+    if let Some(gpu) = crate::sys::cuda::system() {
+        let local_device = memory
+            .find(local, len as u64)
+            .map_or_else(|| gpu.device_of(local), |r| r.device);
+        if region.device.is_some() || local_device.is_some() {
+            return gpu
+                .copy(dst, src, len as u64)
+                .map_err(|e| Error::InvalidArgument(format!("GPU copy: {e}")));
+        }
+    }
     // SAFETY: the target range is inside a pinned registered region; the local
     // range is the caller's buffer (upstream contract). `copy` tolerates overlap.
     unsafe { std::ptr::copy(src as usize as *const u8, dst as usize as *mut u8, len) };

@@ -2,9 +2,11 @@
 
 pub mod local;
 pub mod rdma;
+pub mod staging;
 pub mod tcp;
 
 /// One transfer already resolved to a peer: the same shape for every network transport.
+#[derive(Debug, Clone, Copy)]
 pub struct PeerRequest {
     /// Read or write, seen from the initiator.
     pub op: tcp::Op,

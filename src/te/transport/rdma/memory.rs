@@ -1,12 +1,15 @@
 //! Memory regions registered with every NIC: one MR per NIC per chunk (a region longer
 //! than the device's `max_mr_size` is split into chunks, each published as its own
-//! buffer), registered on all NICs in parallel. A region counts the slices in flight
-//! that touch it; unregistering waits until none does.
+//! buffer), registered on all NICs in parallel. GPU memory is registered directly
+//! (GPUDirect through nvidia-peermem) or, when the NIC driver refuses that, as a
+//! dma-buf exported by the CUDA driver. A region counts the slices in flight that
+//! touch it; unregistering waits until none does.
 
 use crate::error::{Error, Result};
 use crate::sys::verbs::{Access, MrKeys, Pd, Verbs};
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::BTreeMap;
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -79,6 +82,44 @@ impl Drop for Hold {
     }
 }
 
+/// Registers one chunk on one NIC; device memory the NIC driver cannot pin directly
+/// goes through dma-buf.
+fn register_chunk(
+    verbs: &dyn Verbs,
+    pd: Pd,
+    addr: u64,
+    len: u64,
+    access: Access,
+    device: Option<u32>,
+) -> std::result::Result<MrKeys, String> {
+    match verbs.reg_mr(pd, addr, len, access) {
+        Ok(keys) => Ok(keys),
+        Err(e) if device.is_some() => register_dmabuf(verbs, pd, addr, len, access)
+            .map_err(|d| format!("{e}; as dma-buf: {d}")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Registers device memory as a dma-buf of the page-aligned range around it.
+fn register_dmabuf(
+    verbs: &dyn Verbs,
+    pd: Pd,
+    addr: u64,
+    len: u64,
+    access: Access,
+) -> std::result::Result<MrKeys, String> {
+    let gpu = crate::sys::cuda::system().ok_or("no GPU runtime")?;
+    // SAFETY: sysconf has no preconditions.
+    let page = (unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).max(4096) as u64;
+    let start = addr & !(page - 1);
+    let end = (addr + len).div_ceil(page) * page;
+    let fd: RawFd = gpu.dmabuf_fd(start, end - start)?;
+    let keys = verbs.reg_dmabuf_mr(pd, addr - start, len, addr, fd, access);
+    // SAFETY: the fd came from the driver for this call; the MR keeps its own reference.
+    unsafe { libc::close(fd) };
+    keys.map_err(|e| e.to_string())
+}
+
 /// The regions registered with the NICs.
 #[derive(Default)]
 pub struct Memory {
@@ -86,8 +127,9 @@ pub struct Memory {
 }
 
 impl Memory {
-    /// Registers `[addr, addr + len)` with every protection domain in `pds` (one per
-    /// NIC, in NIC order), chunked at `max_mr`; all or nothing.
+    /// Registers `[addr, addr + len)` (memory of GPU `device`, or host memory) with
+    /// every protection domain in `pds` (one per NIC, in NIC order), chunked at
+    /// `max_mr`; all or nothing.
     #[allow(clippy::too_many_arguments)]
     pub fn register(
         &self,
@@ -95,7 +137,7 @@ impl Memory {
         pds: &[Pd],
         addr: u64,
         len: u64,
-        location: &str,
+        (location, device): (&str, Option<u32>),
         access: Access,
         max_mr: u64,
     ) -> Result<()> {
@@ -115,9 +157,7 @@ impl Memory {
                     s.spawn(move || {
                         chunks
                             .iter()
-                            .map(|&(a, n)| {
-                                verbs.reg_mr(pd, a, n, access).map_err(|e| e.to_string())
-                            })
+                            .map(|&(a, n)| register_chunk(verbs, pd, a, n, access, device))
                             .collect::<Vec<_>>()
                     })
                 })

@@ -112,7 +112,8 @@ impl RdmaTransport {
                     .iter()
                     .map(|n| topology::place_nic(sysfs, n))
                     .collect();
-                topology::build(&placements, &topology::numa_nodes(sysfs), &[])
+                let gpus = topology::place_gpus(sysfs);
+                topology::build(&placements, &topology::numa_nodes(sysfs), &gpus)
             }
         };
         let order = topology.nic_order();
@@ -212,10 +213,17 @@ impl RdmaTransport {
         &self.shared.server
     }
 
-    /// Registers a region with every NIC (remote access only when `remote`).
-    pub fn register(&self, addr: u64, len: u64, location: &str, remote: bool) -> Result<()> {
+    /// Registers a region (memory of GPU `device`, or host memory) with every NIC
+    /// (remote access only when `remote`).
+    pub fn register(
+        &self,
+        addr: u64,
+        len: u64,
+        (location, device): (&str, Option<u32>),
+        remote: bool,
+    ) -> Result<()> {
         let s = &self.shared;
-        let location = location::resolve(location, addr, &s.topology, None);
+        let location = location::resolve(location, addr, &s.topology, device);
         let pds: Vec<_> = s.nics.iter().map(|n| n.pd).collect();
         let max_mr = s
             .nics
@@ -230,7 +238,7 @@ impl RdmaTransport {
             &pds,
             addr,
             len,
-            &location,
+            (&location, device),
             Access {
                 remote,
                 relaxed_ordering: s.cfg.relaxed_ordering,

@@ -226,6 +226,26 @@ pub fn place_nic(sysfs: &Path, name: &str) -> NicPlacement {
     }
 }
 
+/// Where the GPUs of the process's GPU runtime sit (none without one): each
+/// device's PCI path under `sysfs` from its bus id, and its NUMA node.
+pub fn place_gpus(sysfs: &Path) -> Vec<GpuPlacement> {
+    let Some(gpu) = crate::sys::cuda::system() else {
+        return Vec::new();
+    };
+    (0..gpu.device_count())
+        .map(|index| {
+            let pci_path = gpu.pci_bus_id(index).and_then(|bus| {
+                std::fs::canonicalize(sysfs.join("bus/pci/devices").join(bus)).ok()
+            });
+            GpuPlacement {
+                index,
+                numa_node: pci_path.as_deref().and_then(numa_of),
+                pci_path,
+            }
+        })
+        .collect()
+}
+
 /// The `numa_node` of a sysfs device directory (`None` for -1 or absent).
 pub fn numa_of(device: &Path) -> Option<u32> {
     std::fs::read_to_string(device.join("numa_node"))

@@ -167,9 +167,15 @@ fn serve(stream: &TcpStream, shared: &Shared) -> std::io::Result<()> {
                 let Some(_pin) = region.pin() else {
                     return reject(fd, &mut acks, &header);
                 };
-                // SAFETY: the pinned region contains [addr, addr+size) and stays
-                // registered (its memory valid) while `_pin` is held.
-                unsafe { reader.read_raw(header.addr as usize as *mut u8, header.size as usize)? };
+                if region.device.is_some() {
+                    receive_into_gpu(&mut reader, &header)?;
+                } else {
+                    // SAFETY: the pinned region contains [addr, addr+size) and stays
+                    // registered (its memory valid) while `_pin` is held.
+                    unsafe {
+                        reader.read_raw(header.addr as usize as *mut u8, header.size as usize)?
+                    };
+                }
                 if header.v2 {
                     acks.count += 1;
                     if acks.count == PendingAcks::MAX {
@@ -216,12 +222,24 @@ fn accessible_region(shared: &Shared, header: &Header) -> Option<Arc<Region>> {
 fn send_reads(fd: i32, reads: &[(Header, Arc<Region>)]) -> std::io::Result<()> {
     let ok = encode_status(STATUS_OK);
     let pins: Vec<_> = reads.iter().map_while(|(_, region)| region.pin()).collect();
+    // GPU memory is sent from host copies, made first.
+    let mut staged: Vec<Vec<u8>> = Vec::new();
+    for (header, region) in &reads[..pins.len()] {
+        if region.device.is_some() {
+            staged.push(copy_from_gpu(header)?);
+        }
+    }
+    let mut staged_iter = staged.iter();
     let mut pieces = Vec::with_capacity(pins.len() * 2);
-    for (header, _) in &reads[..pins.len()] {
+    for (header, region) in &reads[..pins.len()] {
         if header.v2 {
             pieces.push((ok.as_ptr(), ok.len()));
         }
-        pieces.push((header.addr as usize as *const u8, header.size as usize));
+        let host = region.device.and_then(|_| staged_iter.next());
+        match host {
+            Some(host) => pieces.push((host.as_ptr(), host.len())),
+            None => pieces.push((header.addr as usize as *const u8, header.size as usize)),
+        }
     }
     // SAFETY: every region is pinned for the whole send and contains its request.
     unsafe { send_all(fd, &mut pieces)? };
@@ -231,6 +249,37 @@ fn send_reads(fd: i32, reads: &[(Header, Arc<Region>)]) -> std::io::Result<()> {
         Some((header, _)) => reject(fd, &mut PendingAcks { count: 0 }, header),
         None => Ok(()),
     }
+}
+
+/// Largest piece of a WRITE into GPU memory received before it is copied over.
+const GPU_CHUNK: usize = 4 << 20;
+
+/// Receives a WRITE's payload for GPU memory through a host buffer.
+fn receive_into_gpu(reader: &mut SocketReader, header: &Header) -> std::io::Result<()> {
+    let gpu = crate::sys::cuda::system()
+        .ok_or_else(|| std::io::Error::other("GPU memory without a GPU runtime"))?;
+    let total = header.size as usize;
+    let mut host = vec![0u8; total.min(GPU_CHUNK)];
+    let mut done = 0;
+    while done < total {
+        let n = (total - done).min(GPU_CHUNK);
+        // SAFETY: `host` holds at least `n` bytes.
+        unsafe { reader.read_raw(host.as_mut_ptr(), n)? };
+        gpu.copy(header.addr + done as u64, host.as_ptr() as u64, n as u64)
+            .map_err(std::io::Error::other)?;
+        done += n;
+    }
+    Ok(())
+}
+
+/// A host copy of the GPU memory a READ asks for.
+fn copy_from_gpu(header: &Header) -> std::io::Result<Vec<u8>> {
+    let gpu = crate::sys::cuda::system()
+        .ok_or_else(|| std::io::Error::other("GPU memory without a GPU runtime"))?;
+    let mut host = vec![0u8; header.size as usize];
+    gpu.copy(host.as_mut_ptr() as u64, header.addr, header.size)
+        .map_err(std::io::Error::other)?;
+    Ok(host)
 }
 
 /// Answers a request that failed validation (v2: the reject frame) and ends the

@@ -1,0 +1,123 @@
+//! A GPU runtime for tests: chosen host ranges play device memory (of a chosen device),
+//! copies are memcpys that are counted, and device allocations come from the heap. It
+//! lets the engine's device-memory paths (location resolution, TCP staging, dma-buf
+//! registration) run on machines without a GPU.
+
+use super::Gpu;
+use parking_lot::Mutex;
+use std::collections::BTreeMap;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The fake runtime.
+pub struct FakeGpu {
+    devices: u32,
+    /// Start -> (end, device, allocated by `alloc`).
+    ranges: Mutex<BTreeMap<u64, (u64, u32, bool)>>,
+    copies: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl FakeGpu {
+    /// A runtime with `devices` devices and no device memory yet.
+    pub fn new(devices: u32) -> FakeGpu {
+        FakeGpu {
+            devices,
+            ranges: Mutex::new(BTreeMap::new()),
+            copies: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+        }
+    }
+
+    /// Makes `[addr, addr + len)` (host memory the caller keeps alive) count as memory
+    /// of `device`.
+    pub fn mark_device_memory(&self, device: u32, addr: u64, len: u64) {
+        self.ranges.lock().insert(addr, (addr + len, device, false));
+    }
+
+    /// Copies made so far, and the bytes they moved.
+    pub fn copies(&self) -> (u64, u64) {
+        (
+            self.copies.load(Ordering::Relaxed),
+            self.bytes.load(Ordering::Relaxed),
+        )
+    }
+}
+
+impl Gpu for FakeGpu {
+    fn provider(&self) -> String {
+        "fake".into()
+    }
+
+    fn device_count(&self) -> u32 {
+        self.devices
+    }
+
+    fn device_of(&self, addr: u64) -> Option<u32> {
+        let ranges = self.ranges.lock();
+        let (_, &(end, device, _)) = ranges.range(..=addr).next_back()?;
+        (addr < end).then_some(device)
+    }
+
+    fn pci_bus_id(&self, _device: u32) -> Option<String> {
+        None
+    }
+
+    fn copy(&self, dst: u64, src: u64, len: u64) -> Result<(), String> {
+        self.copies.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(len, Ordering::Relaxed);
+        // SAFETY: the caller guarantees both ranges are valid for `len` bytes (device
+        // ranges here are host memory).
+        unsafe {
+            std::ptr::copy(
+                src as usize as *const u8,
+                dst as usize as *mut u8,
+                len as usize,
+            )
+        };
+        Ok(())
+    }
+
+    fn dmabuf_fd(&self, addr: u64, len: u64) -> Result<RawFd, String> {
+        // The range is page-aligned around the device memory, as the driver wants it.
+        let overlaps = self
+            .ranges
+            .lock()
+            .iter()
+            .any(|(&start, &(end, _, _))| start < addr + len && addr < end);
+        if !overlaps {
+            return Err("not device memory".into());
+        }
+        // SAFETY: plain eventfd creation; the caller closes it.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error().to_string());
+        }
+        Ok(fd)
+    }
+
+    fn alloc(&self, device: u32, len: u64) -> Result<u64, String> {
+        if device >= self.devices || len == 0 {
+            return Err(format!("cannot allocate {len} bytes on device {device}"));
+        }
+        let layout =
+            std::alloc::Layout::from_size_align(len as usize, 4096).map_err(|e| e.to_string())?;
+        // SAFETY: a non-zero size.
+        let p = unsafe { std::alloc::alloc_zeroed(layout) } as u64;
+        if p == 0 {
+            return Err("out of memory".into());
+        }
+        self.ranges.lock().insert(p, (p + len, device, true));
+        Ok(p)
+    }
+
+    fn free(&self, addr: u64) {
+        let entry = self.ranges.lock().remove(&addr);
+        if let Some((end, _, true)) = entry {
+            let layout = std::alloc::Layout::from_size_align((end - addr) as usize, 4096)
+                .expect("the layout of an allocation");
+            // SAFETY: allocated by `alloc` with this layout, freed once.
+            unsafe { std::alloc::dealloc(addr as usize as *mut u8, layout) };
+        }
+    }
+}
