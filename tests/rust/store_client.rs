@@ -334,11 +334,23 @@ fn register_buffer_rules() {
 fn setup_rules_and_calls_after_close() {
     let m = master();
     let mut cfg = config(0, 0);
-    cfg.protocol = "rdma".into();
+    cfg.protocol = "efa".into();
     assert_eq!(
         Client::setup_with_master(&cfg, m.clone()).err(),
         Some(ErrorCode::INVALID_PARAMS)
     );
+    // RDMA on a NIC that does not exist: the transport cannot start (-1).
+    cfg.protocol = "rdma".into();
+    cfg.device_name = "no_such_nic_0".into();
+    assert_eq!(
+        Client::setup_with_master(&cfg, m.clone()).err(),
+        Some(ErrorCode::INTERNAL_ERROR)
+    );
+    // RDMA without device names discovers, and uses TCP when no NIC is usable.
+    cfg.device_name = "auto-discovery".into();
+    let c = Client::setup_with_master(&cfg, m.clone()).expect("rdma setup with discovery");
+    drop(c);
+    cfg.device_name.clear();
     cfg.protocol.clear();
     cfg.local_hostname.clear();
     assert_eq!(
