@@ -138,15 +138,7 @@ impl SegmentDesc {
             }
         } else if protocol == "rdma" {
             let part = RdmaPart::decode(&name, obj)?;
-            buffers = part
-                .buffers
-                .iter()
-                .map(|b| BufferDesc {
-                    name: b.location.clone(),
-                    addr: b.addr,
-                    length: b.length,
-                })
-                .collect();
+            buffers = part.plain_buffers();
             rdma = Some(part);
         }
         Ok(SegmentDesc {

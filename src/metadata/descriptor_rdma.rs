@@ -46,6 +46,18 @@ pub struct RdmaPart {
 }
 
 impl RdmaPart {
+    /// The buffers as a descriptor's generic buffer list (location as the name).
+    pub fn plain_buffers(&self) -> Vec<super::BufferDesc> {
+        self.buffers
+            .iter()
+            .map(|b| super::BufferDesc {
+                name: b.location.clone(),
+                addr: b.addr,
+                length: b.length,
+            })
+            .collect()
+    }
+
     /// Adds the RDMA fields to a descriptor object.
     pub fn encode_into(&self, obj: &mut Map<String, Value>) {
         let devices: Vec<Value> = self

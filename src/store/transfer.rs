@@ -5,6 +5,7 @@
 //! registered local buffer in chunks, as upstream stages through it.
 
 use super::client::Inner;
+use crate::te::transport::local::copy_bytes;
 use crate::te::{Op, TaskStatus, TransferRequest};
 use crate::wire::master_api::ErrorCode;
 use std::time::{Duration, Instant};
@@ -196,28 +197,6 @@ impl Inner {
         }
         results
     }
-}
-
-/// Copies `len` bytes from `src` to `dst`: through the GPU runtime when either is GPU
-/// memory (a caller's device buffer), else a memmove.
-///
-/// # Safety
-/// Both ranges must be valid for `len` bytes.
-unsafe fn copy_bytes(dst: u64, src: u64, len: u64) -> Result<(), String> {
-    if let Some(gpu) = crate::sys::cuda::system() {
-        if gpu.device_of(dst).is_some() || gpu.device_of(src).is_some() {
-            return gpu.copy(dst, src, len);
-        }
-    }
-    // SAFETY: valid ranges per the contract; `copy` tolerates overlap.
-    unsafe {
-        std::ptr::copy(
-            src as usize as *const u8,
-            dst as usize as *mut u8,
-            len as usize,
-        )
-    };
-    Ok(())
 }
 
 /// Submits `requests` as one batch, waits until every task is terminal, and returns

@@ -36,6 +36,15 @@ impl Library {
         Err(why.join("; "))
     }
 
+    /// Opens the file named by environment variable `var` when it is set (and only
+    /// that), else the first of `defaults` that loads.
+    pub fn open_configured(var: &str, defaults: &[&str]) -> Result<Library, String> {
+        match std::env::var(var).ok().filter(|p| !p.trim().is_empty()) {
+            Some(path) => Library::open(&[path.as_str()]).map_err(|e| format!("{var}: {e}")),
+            None => Library::open(defaults),
+        }
+    }
+
     /// The library's file name as it was opened.
     pub fn name(&self) -> &str {
         &self.name

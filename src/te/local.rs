@@ -44,15 +44,7 @@ impl LocalSegment {
         let tcp_port = self.tcp.read().as_ref().map(|t| t.port());
         if let Some(rdma) = self.rdma.read().as_ref() {
             let part = rdma.describe();
-            let buffers = part
-                .buffers
-                .iter()
-                .map(|b| BufferDesc {
-                    name: b.location.clone(),
-                    addr: b.addr,
-                    length: b.length,
-                })
-                .collect();
+            let buffers = part.plain_buffers();
             return Some(SegmentDesc {
                 name: self.name.clone(),
                 protocol: "rdma".into(),

@@ -5,12 +5,14 @@
 //! `"*"` to `cuda:N`, publishes a `cuda:N` topology entry, and falls back to dma-buf
 //! when the NIC refuses plain registration. Real GPUs: `scripts/device-check.sh`.
 
+mod te_support;
+
 use mooncake::config::Config;
 use mooncake::sys::cuda::fake::FakeGpu;
 use mooncake::sys::verbs::fake::{Fabric, FakeVerbs};
-use mooncake::te::{Op, TaskStatus, TransferEngine, TransferRequest};
+use mooncake::te::{Op, TaskStatus, TransferEngine};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use te_support::{pattern, req, run};
 
 fn gpu() -> &'static Arc<FakeGpu> {
     static GPU: OnceLock<Arc<FakeGpu>> = OnceLock::new();
@@ -31,12 +33,6 @@ fn device_memory(device: u32, len: usize, seed: u8) -> Vec<u8> {
     v
 }
 
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(29).wrapping_add(seed))
-        .collect()
-}
-
 fn tcp_engine() -> TransferEngine {
     gpu();
     let cfg = Config {
@@ -46,33 +42,6 @@ fn tcp_engine() -> TransferEngine {
     let e = TransferEngine::with_config(cfg, "P2PHANDSHAKE", "127.0.0.1:0", false).unwrap();
     e.install("tcp", None).unwrap();
     e
-}
-
-fn run(e: &TransferEngine, reqs: &[TransferRequest]) -> Vec<TaskStatus> {
-    let batch = e.allocate_batch(reqs.len());
-    e.submit(batch, reqs).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let st = (0..reqs.len())
-        .map(|t| loop {
-            let (s, _) = e.transfer_status(batch, t).unwrap();
-            if s.is_terminal() || Instant::now() > deadline {
-                return s;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        })
-        .collect();
-    e.free_batch(batch).unwrap();
-    st
-}
-
-fn req(op: Op, source: u64, target_id: i32, target_offset: u64, length: u64) -> TransferRequest {
-    TransferRequest {
-        op,
-        source,
-        target_id,
-        target_offset,
-        length,
-    }
 }
 
 #[test]

@@ -2,11 +2,13 @@
 //! runs these on a GPU machine). Without a driver and a device every test prints a skip
 //! line and passes; `gpu_fake` covers the same paths everywhere.
 
+mod te_support;
+
 use mooncake::config::Config;
 use mooncake::sys::cuda::{self, Gpu};
-use mooncake::te::{Op, TaskStatus, TransferEngine, TransferRequest};
+use mooncake::te::{Op, TaskStatus, TransferEngine};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use te_support::{pattern, req, run};
 
 fn gpu(test: &str) -> Option<Arc<dyn Gpu>> {
     let g = cuda::system();
@@ -50,12 +52,6 @@ impl Drop for DeviceBuffer {
     }
 }
 
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 10) as u8)
-        .collect()
-}
-
 fn tcp_engine() -> TransferEngine {
     let cfg = Config {
         advertised_ip: Some("127.0.0.1".into()),
@@ -64,33 +60,6 @@ fn tcp_engine() -> TransferEngine {
     let e = TransferEngine::with_config(cfg, "P2PHANDSHAKE", "127.0.0.1:0", false).unwrap();
     e.install("tcp", None).unwrap();
     e
-}
-
-fn run(e: &TransferEngine, reqs: &[TransferRequest]) -> Vec<TaskStatus> {
-    let batch = e.allocate_batch(reqs.len());
-    e.submit(batch, reqs).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let st = (0..reqs.len())
-        .map(|t| loop {
-            let (s, _) = e.transfer_status(batch, t).unwrap();
-            if s.is_terminal() || Instant::now() > deadline {
-                return s;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        })
-        .collect();
-    e.free_batch(batch).unwrap();
-    st
-}
-
-fn req(op: Op, source: u64, target_id: i32, target_offset: u64, length: u64) -> TransferRequest {
-    TransferRequest {
-        op,
-        source,
-        target_id,
-        target_offset,
-        length,
-    }
 }
 
 #[test]

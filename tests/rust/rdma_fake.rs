@@ -4,11 +4,14 @@
 //! retry-exceeded, flushed and lost completions, reordered completions, a NIC reset).
 //! Every transfer is verified byte for byte.
 
+mod te_support;
+
 use mooncake::config::Config;
 use mooncake::sys::verbs::fake::{Fabric, FakeVerbs, Fault};
-use mooncake::te::{Op, TaskStatus, TransferEngine, TransferRequest};
+use mooncake::te::{Op, TaskStatus, TransferEngine};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use te_support::{pattern, req, run, wait};
 
 fn engine_with(
     fabric: &Arc<Fabric>,
@@ -25,44 +28,6 @@ fn engine_with(
 
 fn engine(fabric: &Arc<Fabric>, nics: &[&str]) -> TransferEngine {
     engine_with(fabric, nics, |_| {})
-}
-
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 11) as u8)
-        .collect()
-}
-
-fn wait(e: &TransferEngine, batch: u64, tasks: usize) -> Vec<TaskStatus> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    (0..tasks)
-        .map(|t| loop {
-            let (s, _) = e.transfer_status(batch, t).unwrap();
-            if (s.is_terminal() && s != TaskStatus::Timeout) || Instant::now() > deadline {
-                return s;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        })
-        .collect()
-}
-
-/// Runs `reqs` as one batch and returns each task's final status.
-fn run(e: &TransferEngine, reqs: &[TransferRequest]) -> Vec<TaskStatus> {
-    let batch = e.allocate_batch(reqs.len());
-    e.submit(batch, reqs).unwrap();
-    let st = wait(e, batch, reqs.len());
-    e.free_batch(batch).unwrap();
-    st
-}
-
-fn one(op: Op, source: u64, target_id: i32, target_offset: u64, length: u64) -> TransferRequest {
-    TransferRequest {
-        op,
-        source,
-        target_id,
-        target_offset,
-        length,
-    }
 }
 
 /// A target engine with `len` registered bytes, an initiator with as many, and the
@@ -108,7 +73,7 @@ impl Pair {
     fn write(&self, at: u64, len: u64) -> TaskStatus {
         run(
             &self.initiator,
-            &[one(
+            &[req(
                 Op::Write,
                 self.laddr() + at,
                 self.id,
@@ -134,7 +99,7 @@ fn writes_and_reads_over_two_nics_arrive_byte_for_byte() {
     let mut reqs = Vec::new();
     let mut at = 0u64;
     for &len in &sizes {
-        reqs.push(one(Op::Write, p.laddr() + at, p.id, p.raddr() + at, len));
+        reqs.push(req(Op::Write, p.laddr() + at, p.id, p.raddr() + at, len));
         at += len + 3;
     }
     assert!(run(&p.initiator, &reqs)
@@ -150,8 +115,8 @@ fn writes_and_reads_over_two_nics_arrive_byte_for_byte() {
     let fresh = pattern(16 << 20, 99);
     p.remote[..fresh.len()].copy_from_slice(&fresh);
     let reqs = [
-        one(Op::Read, p.laddr(), p.id, p.raddr(), 10 << 20),
-        one(
+        req(Op::Read, p.laddr(), p.id, p.raddr(), 10 << 20),
+        req(
             Op::Read,
             p.laddr() + (10 << 20),
             p.id,
@@ -194,20 +159,20 @@ fn refused_transfers_fail_only_themselves_and_leave_memory_untouched() {
         .unwrap();
     let unregistered = pattern(4096, 5);
     let reqs = [
-        one(Op::Write, p.laddr(), id, p.raddr(), 4096),
+        req(Op::Write, p.laddr(), id, p.raddr(), 4096),
         // Past the end of the target's buffer.
-        one(Op::Write, p.laddr(), id, p.raddr() + (1 << 20) - 10, 4096),
+        req(Op::Write, p.laddr(), id, p.raddr() + (1 << 20) - 10, 4096),
         // A buffer the target registered without remote access.
-        one(Op::Write, p.laddr(), id, private.as_ptr() as u64, 4096),
+        req(Op::Write, p.laddr(), id, private.as_ptr() as u64, 4096),
         // Local memory not registered.
-        one(
+        req(
             Op::Write,
             unregistered.as_ptr() as u64,
             id,
             p.raddr() + 8192,
             4096,
         ),
-        one(Op::Write, p.laddr() + 4096, id, p.raddr() + 4096, 4096),
+        req(Op::Write, p.laddr() + 4096, id, p.raddr() + 4096, 4096),
     ];
     let st = run(&p.initiator, &reqs);
     assert_eq!(
@@ -270,7 +235,7 @@ fn reordered_completions_settle_the_right_tasks() {
     let mut at = 0u64;
     for i in 0..64u64 {
         let len = 1 + (i * 37_813) % (256 << 10);
-        reqs.push(one(Op::Write, p.laddr() + at, p.id, p.raddr() + at, len));
+        reqs.push(req(Op::Write, p.laddr() + at, p.id, p.raddr() + at, len));
         at += len;
     }
     assert!(run(&p.initiator, &reqs)
@@ -311,13 +276,13 @@ fn both_directions_at_once() {
     let (a_base, b_base) = (a_mem.as_ptr() as u64, b_mem.as_ptr() as u64);
     std::thread::scope(|s| {
         s.spawn(|| {
-            let st = run(&a, &[one(Op::Write, a_base, a_sees_b, b_base, half)]);
+            let st = run(&a, &[req(Op::Write, a_base, a_sees_b, b_base, half)]);
             assert_eq!(st, vec![TaskStatus::Completed]);
         });
         s.spawn(|| {
             let st = run(
                 &b,
-                &[one(Op::Write, b_base + half, b_sees_a, a_base + half, half)],
+                &[req(Op::Write, b_base + half, b_sees_a, a_base + half, half)],
             );
             assert_eq!(st, vec![TaskStatus::Completed]);
         });
@@ -367,7 +332,7 @@ fn the_local_segment_is_reached_through_the_nics_when_tcp_is_absent() {
     let before = fabric.posted();
     let st = run(
         &e,
-        &[one(
+        &[req(
             Op::Write,
             src.as_ptr() as u64,
             0,
@@ -401,7 +366,7 @@ fn an_rdma_engine_with_tcp_reaches_a_tcp_only_peer_over_tcp() {
     let before = fabric.posted();
     let st = run(
         &a,
-        &[one(
+        &[req(
             Op::Write,
             src.as_ptr() as u64,
             id,
@@ -420,7 +385,7 @@ fn an_rdma_engine_with_tcp_reaches_a_tcp_only_peer_over_tcp() {
     let id = b.open_segment(a.segment_name()).unwrap();
     let st = run(
         &b,
-        &[one(
+        &[req(
             Op::Read,
             back.as_ptr() as u64,
             id,
@@ -507,7 +472,7 @@ fn a_peer_that_never_answers_the_handshake_fails_its_transfers_only() {
     p.initiator
         .submit(
             batch,
-            &[one(Op::Write, p.laddr(), mute_id, p.raddr(), 1 << 20)],
+            &[req(Op::Write, p.laddr(), mute_id, p.raddr(), 1 << 20)],
         )
         .unwrap();
     // Meanwhile the healthy peer is served.

@@ -3,9 +3,11 @@
 //! `scripts/test-rdma-vm.sh`). Without it every test prints a skip line and passes:
 //! hosts without RDMA run the same transport over the fake fabric (`rdma_fake`).
 
+mod te_support;
+
 use mooncake::config::Config;
-use mooncake::te::{Op, TaskStatus, TransferEngine, TransferRequest};
-use std::time::{Duration, Instant};
+use mooncake::te::{Op, TaskStatus, TransferEngine};
+use te_support::{pattern, req, run};
 
 fn device(test: &str) -> Option<String> {
     match std::env::var("MOONCAKE_INTEROP_RDMA") {
@@ -24,39 +26,6 @@ fn engine(dev: &str) -> TransferEngine {
     e.install("rdma", Some(&topology))
         .expect("rdma on the device");
     e
-}
-
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(13).wrapping_add(seed) ^ (i >> 12) as u8)
-        .collect()
-}
-
-fn run(e: &TransferEngine, reqs: &[TransferRequest]) -> Vec<TaskStatus> {
-    let batch = e.allocate_batch(reqs.len());
-    e.submit(batch, reqs).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let st: Vec<TaskStatus> = (0..reqs.len())
-        .map(|t| loop {
-            let (s, _) = e.transfer_status(batch, t).unwrap();
-            if (s.is_terminal() && s != TaskStatus::Timeout) || Instant::now() > deadline {
-                return s;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        })
-        .collect();
-    e.free_batch(batch).unwrap();
-    st
-}
-
-fn req(op: Op, source: u64, target_id: i32, target_offset: u64, length: u64) -> TransferRequest {
-    TransferRequest {
-        op,
-        source,
-        target_id,
-        target_offset,
-        length,
-    }
 }
 
 #[test]

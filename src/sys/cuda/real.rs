@@ -63,14 +63,7 @@ impl Cuda {
     /// Loads and initializes the driver; fails when it is absent, fails to
     /// initialize, or sees no device.
     pub fn load() -> Result<Cuda, String> {
-        let custom = std::env::var("MC_CUDA_LIBRARY")
-            .ok()
-            .filter(|p| !p.trim().is_empty());
-        let names: Vec<&str> = match &custom {
-            Some(p) => vec![p.as_str()],
-            None => vec!["libcuda.so.1", "libcuda.so"],
-        };
-        let library = Library::open(&names)?;
+        let library = Library::open_configured("MC_CUDA_LIBRARY", &["libcuda.so.1", "libcuda.so"])?;
         macro_rules! resolve {
             ($name:literal) => {
                 // SAFETY: the aliases above match cuda.h's prototypes.

@@ -91,15 +91,9 @@ impl RealVerbs {
     /// Opens libibverbs (`MC_IBVERBS_LIBRARY`, a path or name, else the loader's
     /// `libibverbs.so.1`) and resolves every function; says which is missing otherwise.
     pub(super) fn load() -> Result<RealVerbs, String> {
-        let custom = std::env::var("MC_IBVERBS_LIBRARY")
-            .ok()
-            .filter(|p| !p.trim().is_empty());
-        let names: Vec<&str> = match &custom {
-            Some(path) => vec![path.as_str()],
-            None => vec!["libibverbs.so.1", "libibverbs.so"],
-        };
-        let library = Library::open(&names)
-            .map_err(|e| format!("libibverbs is not available ({e}); install rdma-core"))?;
+        let library =
+            Library::open_configured("MC_IBVERBS_LIBRARY", &["libibverbs.so.1", "libibverbs.so"])
+                .map_err(|e| format!("libibverbs is not available ({e}); install rdma-core"))?;
         macro_rules! resolve {
             ($name:literal) => {
                 // SAFETY: the type aliases above match rdma-core's prototypes.

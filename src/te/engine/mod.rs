@@ -58,6 +58,17 @@ struct Inner {
     stager: Stager,
 }
 
+impl From<&TransferRequest> for PeerRequest {
+    fn from(r: &TransferRequest) -> PeerRequest {
+        PeerRequest {
+            op: r.op,
+            local: r.source,
+            remote: r.target_offset,
+            len: r.length,
+        }
+    }
+}
+
 /// A Transfer Engine instance.
 pub struct TransferEngine {
     inner: Arc<Inner>,
@@ -804,15 +815,7 @@ impl Inner {
             return None;
         }
         let tcp = self.local.tcp.read().clone()?;
-        let batch: Vec<PeerRequest> = requests
-            .iter()
-            .map(|r| PeerRequest {
-                op: r.op,
-                local: r.source,
-                remote: r.target_offset,
-                len: r.length,
-            })
-            .collect();
+        let batch: Vec<PeerRequest> = requests.iter().map(PeerRequest::from).collect();
         Some(tcp.submit_small_batch(endpoint, &batch, signal))
     }
 
@@ -850,12 +853,7 @@ impl Inner {
                 let Some(rdma) = rdma else {
                     return Task::failed(req.length);
                 };
-                let request = PeerRequest {
-                    op: req.op,
-                    local: req.source,
-                    remote: req.target_offset,
-                    len: req.length,
-                };
+                let request = PeerRequest::from(req);
                 rdma.submit(&segment, &desc, &request, Some(signal.clone()))
             }
             Route::Tcp(endpoint) => {
@@ -863,12 +861,7 @@ impl Inner {
                 let Some(tcp) = tcp else {
                     return Task::failed(req.length);
                 };
-                let request = PeerRequest {
-                    op: req.op,
-                    local: req.source,
-                    remote: req.target_offset,
-                    len: req.length,
-                };
+                let request = PeerRequest::from(req);
                 if let Some(gpu) = self.gpu_of(req.source) {
                     return self
                         .stager

@@ -38,3 +38,25 @@ pub fn copy(memory: &MemoryRegistry, op: Op, local: u64, target: u64, len: u64) 
     unsafe { std::ptr::copy(src as usize as *const u8, dst as usize as *mut u8, len) };
     Ok(())
 }
+
+/// Copies `len` bytes from `src` to `dst` anywhere in this process: through the GPU
+/// runtime when either is GPU memory (a caller's device buffer), else a memmove.
+///
+/// # Safety
+/// Both ranges must be valid for `len` bytes.
+pub unsafe fn copy_bytes(dst: u64, src: u64, len: u64) -> std::result::Result<(), String> {
+    if let Some(gpu) = crate::sys::cuda::system() {
+        if gpu.device_of(dst).is_some() || gpu.device_of(src).is_some() {
+            return gpu.copy(dst, src, len);
+        }
+    }
+    // SAFETY: valid ranges per the contract; `copy` tolerates overlap.
+    unsafe {
+        std::ptr::copy(
+            src as usize as *const u8,
+            dst as usize as *mut u8,
+            len as usize,
+        )
+    };
+    Ok(())
+}

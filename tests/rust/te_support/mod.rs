@@ -1,0 +1,56 @@
+//! Helpers shared by the Transfer Engine transport tests: byte patterns, requests, and
+//! running a batch until every task is final.
+#![allow(dead_code)]
+
+use mooncake::te::{Op, TaskStatus, TransferEngine, TransferRequest};
+use std::time::{Duration, Instant};
+
+/// Only reached when a transfer hangs; nothing asserts on timing.
+const TASK_DEADLINE: Duration = Duration::from_secs(120);
+
+/// `len` bytes that differ from position to position and from seed to seed.
+pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 11) as u8)
+        .collect()
+}
+
+/// One request.
+pub fn req(
+    op: Op,
+    source: u64,
+    target_id: i32,
+    target_offset: u64,
+    length: u64,
+) -> TransferRequest {
+    TransferRequest {
+        op,
+        source,
+        target_id,
+        target_offset,
+        length,
+    }
+}
+
+/// Polls the first `tasks` tasks of `batch` until each is final (TIMEOUT is not).
+pub fn wait(e: &TransferEngine, batch: u64, tasks: usize) -> Vec<TaskStatus> {
+    let deadline = Instant::now() + TASK_DEADLINE;
+    (0..tasks)
+        .map(|t| loop {
+            let (s, _) = e.transfer_status(batch, t).unwrap();
+            if s.is_terminal() || Instant::now() > deadline {
+                return s;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        })
+        .collect()
+}
+
+/// Runs `reqs` as one batch and returns each task's final status.
+pub fn run(e: &TransferEngine, reqs: &[TransferRequest]) -> Vec<TaskStatus> {
+    let batch = e.allocate_batch(reqs.len());
+    e.submit(batch, reqs).unwrap();
+    let st = wait(e, batch, reqs.len());
+    e.free_batch(batch).unwrap();
+    st
+}
