@@ -34,7 +34,11 @@ if [ "${1:-}" != --inside ]; then
   export RESULTS_DIR="$out"
   log "running in the SoftRoCE VM (${ROUNDS} rounds x 16 configurations x ${DURATION}s)"
   exec_status=0
-  bash "$ROOT/scripts/rxe-vm.sh" --rw "$out" --mem "${VM_MEM:-4096}" --cpus "${VM_CPUS:-2}" \
+  shares=(--rw "$out")
+  for dir in "$ROOT" "$PEER"; do
+    case "$dir" in /tmp/*) shares+=(--rw "$dir") ;; esac
+  done
+  bash "$ROOT/scripts/rxe-vm.sh" "${shares[@]}" --mem "${VM_MEM:-4096}" --cpus "${VM_CPUS:-2}" \
     --timeout 7200 -- bash "$ROOT/bench/rdma_bench.sh" --inside || exec_status=$?
   exit "$exec_status"
 fi

@@ -7,8 +7,9 @@
 # The VM boots this machine's own kernel under TCG (no KVM needed) from a small
 # busybox initramfs, mounts this machine's root file system read-only over 9p and
 # chroots into it: binaries, libraries, venvs and build trees from here run inside
-# unchanged. /tmp inside is a fresh tmpfs; `--rw DIR` (repeatable) mounts DIR writable so
-# results come back. CMD runs as root in the current directory with the caller's
+# unchanged. /tmp inside is a fresh tmpfs (the current directory is mounted through when
+# it lies under /tmp); `--rw DIR` (repeatable) mounts DIR writable so results come back,
+# and makes a DIR under /tmp visible. CMD runs as root in the current directory with the caller's
 # environment; one argument is run as a bash script line. The VM has no network besides
 # its loopback. Exit status: CMD's; 124 when the VM timed out; 125 when it could not
 # boot (a missing package is named on stderr).
@@ -58,6 +59,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ $# -gt 0 ] || { usage >&2; exit 2; }
+# /tmp inside is a fresh tmpfs: a working directory under /tmp is mounted writable.
+case "$PWD" in /tmp/*) rw+=("$PWD") ;; esac
 
 missing=()
 for tool in qemu-system-x86_64 busybox modprobe cpio rdma; do

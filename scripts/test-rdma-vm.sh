@@ -51,8 +51,12 @@ script="$results/run.sh"
   echo 'exit $status'
 } >"$script"
 
+# The VM's /tmp is its own: the peer venv is mounted through when it lives there.
+shares=(--rw "$results")
+peer="${MOONCAKE_PEER_VENV:-$HOME/.cache/mooncake-peer/venv}"
+case "$peer" in /tmp/*) [ -d "$peer" ] && shares+=(--rw "$peer") ;; esac
 status=0
-bash scripts/rxe-vm.sh --rw "$results" --mem "${MOONCAKE_VM_MEM:-4096}" --timeout 2400 -- bash "$script" || status=$?
+bash scripts/rxe-vm.sh "${shares[@]}" --mem "${MOONCAKE_VM_MEM:-4096}" --timeout 2400 -- bash "$script" || status=$?
 if [ "$status" -ne 0 ] && [ "$status" -ne 125 ]; then
   for log in "$results"/*.log; do
     grep -q '^test result: ok' "$log" && continue
