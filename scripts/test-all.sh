@@ -41,6 +41,7 @@ if [ -z "${MOONCAKE_SKIP_RDMA_VM:-}" ]; then
     TOOLS_SKIPPED+=("SKIP RDMA suite: the SoftRoCE VM could not boot here (see above)")
   elif [ "$vm" != 0 ]; then
     status=$vm
+    TOOLS_SKIPPED+=("FAILED RDMA suite: scripts/test-rdma-vm.sh exited $vm (its failures are above)")
   fi
 fi
 if [ -z "${MOONCAKE_SKIP_SANITIZERS:-}" ]; then
