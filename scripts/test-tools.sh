@@ -49,13 +49,23 @@ tools_install() {
   local pkgs
   pkgs="$(_missing_packages $_tools_c $_tools_packaging $_tools_valgrind $_tools_glibc | sort -u | tr '\n' ' ')"
   _python_ok || pkgs="$pkgs python3 python3-venv python3-pip"
-  [ -n "${MOONCAKE_SKIP_RDMA_VM:-}" ] || pkgs="$pkgs $(bash scripts/rxe-vm.sh --missing)"
-  pkgs="$(echo $pkgs)"
+  _apt_install "" $pkgs
+  # The VM's packages (a kernel among them, without its recommended firmware) go in
+  # their own call: if they cannot be installed, only the RDMA suite is skipped.
+  [ -n "${MOONCAKE_SKIP_RDMA_VM:-}" ] ||
+    _apt_install --no-install-recommends $(bash scripts/rxe-vm.sh --missing)
+}
+
+# apt-get installs the packages given after the option word (as root); never fails.
+_apt_install() {
+  local option="$1"
+  shift
+  local pkgs="$*"
   [ -n "$pkgs" ] || return 0
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "== installing Debian packages: $pkgs"
     export DEBIAN_FRONTEND=noninteractive
-    if ! { apt-get update -qq && apt-get install -y -qq $pkgs >/dev/null; }; then
+    if ! { apt-get update -qq && apt-get install -y -qq $option $pkgs >/dev/null; }; then
       echo "== apt-get could not install them all; the checks that need them are skipped"
     fi
   else
