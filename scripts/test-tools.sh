@@ -13,6 +13,7 @@
 #   sanitizers: asan mode                a nightly toolchain (skipped inside the script)
 #   glibc 2.28 build                     objdump [binutils], ziglang + cargo-zigbuild (PyPI)
 #   interop                              the upstream 0.3.13 peer (scripts/upstream-peer.sh)
+#   etcd and Redis metadata tests        etcd [etcd-server], redis-server [redis-server]
 #   RDMA suite in the SoftRoCE VM        qemu, a kernel, rdma-core (scripts/rxe-vm.sh --missing)
 #                                        and the peer
 
@@ -21,6 +22,7 @@ _tools_c="cc:gcc c++:g++ readelf:binutils nm:binutils"
 _tools_packaging="cmake:cmake make:make pkg-config:pkg-config"
 _tools_valgrind="valgrind:valgrind"
 _tools_glibc="objdump:binutils"
+_tools_kv="etcd:etcd-server redis-server:redis-server"
 
 _python_ok() {
   command -v python3 >/dev/null && python3 -c 'import venv, ensurepip' 2>/dev/null
@@ -47,7 +49,7 @@ _missing_commands() {
 tools_install() {
   # shellcheck disable=SC2086
   local pkgs
-  pkgs="$(_missing_packages $_tools_c $_tools_packaging $_tools_valgrind $_tools_glibc | sort -u | tr '\n' ' ')"
+  pkgs="$(_missing_packages $_tools_c $_tools_packaging $_tools_valgrind $_tools_glibc $_tools_kv | sort -u | tr '\n' ' ')"
   _python_ok || pkgs="$pkgs python3 python3-venv python3-pip"
   _apt_install "" $pkgs
   # The VM's packages (a kernel among them, without its recommended firmware) go in
@@ -98,6 +100,9 @@ tools_check() {
   # shellcheck disable=SC2086
   missing="$(_missing_commands $_tools_packaging)"
   [ -z "$missing" ] || [ -n "${MOONCAKE_SKIP_PACKAGING:-}" ] || _skip MOONCAKE_SKIP_PACKAGING "packaging" "missing $missing (apt-get install cmake make pkg-config)"
+  # shellcheck disable=SC2086
+  missing="$(_missing_commands $_tools_kv)"
+  [ -z "$missing" ] || _skip MOONCAKE_SKIP_KV_SERVERS "etcd and Redis tests" "missing $missing (apt-get install etcd-server redis-server)"
   command -v valgrind >/dev/null || _skip MOONCAKE_SKIP_VALGRIND "valgrind" "valgrind is not installed (apt-get install valgrind)"
   if [ -z "${MOONCAKE_SKIP_GLIBC:-}" ]; then
     command -v objdump >/dev/null || _skip MOONCAKE_SKIP_GLIBC "glibc 2.28 build" "objdump is missing (apt-get install binutils)"

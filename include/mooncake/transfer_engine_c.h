@@ -278,13 +278,15 @@ extern "C" {
 /**
  * Creates a Transfer Engine.
  *
- * `metadata_conn_string` is `P2PHANDSHAKE` or an `http://` metadata URL. The engine is
+ * `metadata_conn_string` is `P2PHANDSHAKE`, an `http://` metadata URL,
+ * `etcd://h1:2379,h2:2379` (or a bare `host:port`, meaning etcd) or
+ * `redis://host:port`. The engine is
  * named `local_server_name` (in P2PHANDSHAKE mode it becomes `host:<rpc port>`; read
  * it back with getLocalIpAndPort). `ip_or_host_name` and `rpc_port` are ignored, as
  * upstream ignores them (MC_LEGACY_RPC_PORT_BINDING takes both from the name).
  * `auto_discover != 0` installs RDMA when a usable NIC is found (or `MC_FORCE_HCA`),
  * else TCP, as upstream; `MC_FORCE_TCP` installs TCP. Returns NULL on any error,
- * including unsupported metadata backends such as `etcd://` or `redis://`.
+ * including an unreachable or unknown metadata backend (upstream aborts instead).
  *
  * # Safety
  * The strings must be NULL or NUL-terminated.

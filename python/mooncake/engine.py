@@ -8,9 +8,8 @@ exceptions; arguments of the wrong type raise ``TypeError`` as pybind11 would.
 
 As upstream, ``initialize`` discovers the transport: RDMA on the NICs named in
 ``device_name`` (comma-separated; empty: any) when one is usable, else TCP
-(``MC_FORCE_TCP=1`` forces TCP); ``protocol`` does not choose it. ``etcd``/``redis``
-metadata are not supported (``initialize`` returns -1); use ``P2PHANDSHAKE`` or an
-``http://`` metadata server.
+(``MC_FORCE_TCP=1`` forces TCP); ``protocol`` does not choose it. Metadata:
+``P2PHANDSHAKE``, ``http://``, ``etcd://`` (or a bare ``host:port``) and ``redis://``.
 
 Blocking calls (``transfer_sync*``, ``batch_transfer_sync*``,
 ``get_batch_transfer_status``) wait in native code with the GIL released, woken as
@@ -323,8 +322,9 @@ class TransferEngine:
         self, local_hostname: str, metadata_server: str, protocol: str, device_name: str, /
     ) -> int:
         """Creates the engine: ``metadata_server`` is ``"P2PHANDSHAKE"``, or
-        ``scheme://...`` (``http://host:port/metadata``); without a scheme it is an
-        etcd address, which this library does not support (-1). Returns 0 or -1."""
+        ``scheme://...`` (``http://host:port/metadata``, ``etcd://h1:2379,h2:2379``,
+        ``redis://host:port``); without a scheme it is an etcd address. Returns 0 or
+        -1."""
         metadata_server = _check_str(metadata_server, "metadata_server")
         metadata_type, server = _parse_connection_string(metadata_server)
         return self.initialize_ext(local_hostname, server, protocol, device_name, metadata_type)

@@ -112,8 +112,7 @@ pub unsafe extern "C" fn mooncake_store_setup(
 }
 
 /// Legacy setup (used by the Go binding): hostname `localhost:12345`, metadata
-/// `127.0.0.1:2379` (etcd, which this build does not support, so this fails with
-/// -600 unless the master is unreachable first), a 1 GiB local buffer,
+/// `127.0.0.1:2379` (etcd), a 1 GiB local buffer,
 /// `mount_segment_size` bytes of segment, master `127.0.0.1:50051`. NULL protocol
 /// means `"tcp"`. -600 when already set up, -1 for a bad handle.
 ///

@@ -2,9 +2,11 @@
 
 pub mod descriptor;
 pub mod descriptor_rdma;
+pub mod etcd;
 pub mod http;
 pub mod http_server;
 pub mod keys;
+pub mod redis;
 
 use crate::error::{Error, Result};
 
@@ -29,10 +31,15 @@ pub enum MetadataSource {
     P2p,
     /// `http://...` or `https://...`: the whole string is the URL prefix.
     Http(String),
+    /// `etcd://h1:2379,h2:2379` (`;` also separates), or a bare `host:port`.
+    Etcd(String),
+    /// `redis://host:port`.
+    Redis(String),
 }
 
 impl MetadataSource {
-    /// Parses a connection string; etcd and Redis are reported as not yet supported.
+    /// Parses a connection string (a string without a scheme is an etcd endpoint list,
+    /// as upstream).
     pub fn parse(conn: &str) -> Result<MetadataSource> {
         let conn = conn.trim();
         if conn == "P2PHANDSHAKE" {
@@ -43,22 +50,29 @@ impl MetadataSource {
         }
         let scheme = conn.split_once("://").map_or("etcd", |(s, _)| s);
         match scheme {
-            "etcd" | "redis" => Err(Error::NotImplemented(format!(
-                "metadata backend '{scheme}' ({conn}) is not supported yet; \
-                 use P2PHANDSHAKE or an http:// metadata server"
-            ))),
+            "etcd" => {
+                etcd::parse_endpoints(conn)?;
+                Ok(MetadataSource::Etcd(conn.to_string()))
+            }
+            "redis" => Ok(MetadataSource::Redis(conn.to_string())),
             _ => Err(Error::InvalidArgument(format!(
-                "unknown metadata connection string '{conn}'"
+                "unknown metadata connection string '{conn}' \
+                 (P2PHANDSHAKE, http://, etcd:// or redis://)"
             ))),
         }
     }
 
     /// Opens the store behind this source (`None` for P2P).
     pub fn open(&self) -> Result<Option<Box<dyn MetadataStore>>> {
-        match self {
-            MetadataSource::P2p => Ok(None),
-            MetadataSource::Http(url) => Ok(Some(Box::new(http::HttpMetadataStore::new(url)?))),
-        }
+        Ok(match self {
+            MetadataSource::P2p => None,
+            MetadataSource::Http(url) => Some(Box::new(http::HttpMetadataStore::new(url)?)),
+            MetadataSource::Etcd(list) => Some(Box::new(etcd::EtcdMetadataStore::new(list)?)),
+            MetadataSource::Redis(addr) => Some(Box::new(redis::RedisMetadataStore::new(
+                addr,
+                redis::RedisAuth::from_env(),
+            )?)),
+        })
     }
 }
 
@@ -76,21 +90,22 @@ mod tests {
             MetadataSource::parse("http://h:1/metadata").unwrap(),
             MetadataSource::Http("http://h:1/metadata".into())
         );
-        assert!(matches!(
-            MetadataSource::parse("etcd://h:2379"),
-            Err(Error::NotImplemented(_))
-        ));
-        assert!(matches!(
-            MetadataSource::parse("h:2379"),
-            Err(Error::NotImplemented(_))
-        ));
-        assert!(matches!(
-            MetadataSource::parse("redis://h"),
-            Err(Error::NotImplemented(_))
-        ));
+        assert_eq!(
+            MetadataSource::parse("etcd://h:2379").unwrap(),
+            MetadataSource::Etcd("etcd://h:2379".into())
+        );
+        assert_eq!(
+            MetadataSource::parse("h:2379;g:2379").unwrap(),
+            MetadataSource::Etcd("h:2379;g:2379".into())
+        );
+        assert_eq!(
+            MetadataSource::parse("redis://h").unwrap(),
+            MetadataSource::Redis("redis://h".into())
+        );
         assert!(matches!(
             MetadataSource::parse("zk://h"),
             Err(Error::InvalidArgument(_))
         ));
+        assert!(MetadataSource::parse("etcd://").is_err());
     }
 }

@@ -1,6 +1,7 @@
 //! Small helpers shared by several layers: host/port parsing, naming, and a blocking
 //! HTTP server.
 
+pub mod base64;
 pub mod busy_poll;
 pub mod flags;
 pub mod http_server;

@@ -168,10 +168,10 @@ static void test_setup_failures(mooncake_store_t s) {
     CHECK_EQ(mooncake_store_setup(s, "127.0.0.1", "P2PHANDSHAKE", 1 << 20, 1 << 20, "tcp", "",
                                   "127.0.0.1:1"),
              -1);
-    CHECK_EQ(mooncake_store_setup(s, "127.0.0.1", "etcd://127.0.0.1:2379", 0, 0, "tcp", "",
+    CHECK_EQ(mooncake_store_setup(s, "127.0.0.1", "etcd://127.0.0.1:1", 0, 0, "tcp", "",
                                   "127.0.0.1:1"),
              -1);
-    /* Legacy init: etcd metadata is unsupported here. */
+    /* Legacy init: no master at 127.0.0.1:50051. */
     CHECK_EQ(mooncake_store_init_all(s, NULL, NULL, 1 << 20), -600);
     CHECK(now_seconds() - t0 < 30.0);
     test_not_set_up(s);

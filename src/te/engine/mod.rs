@@ -9,7 +9,7 @@ use crate::metadata::{KeyLayout, MetadataSource, MetadataStore, SegmentDesc};
 use crate::te::batch::{BatchTable, CompletionSignal, PendingNotify, Task, TaskStatus};
 use crate::te::local::{LocalRpcHandler, LocalSegment, Notify};
 use crate::te::memory::{MemoryRegistry, Range};
-use crate::te::rpc::{RpcClient, RpcServer};
+use crate::te::rpc::{encode_json, RpcClient, RpcServer};
 use crate::te::segment::{SegmentCache, LOCAL_SEGMENT_ID};
 use crate::te::transport::local;
 use crate::te::transport::staging::Stager;
@@ -548,7 +548,7 @@ impl MetadataPublisher {
         inner.publish_rpc_meta().or_else(|e| {
             let key = inner.keys.rpc_meta(&inner.local.name);
             match store.get(&key) {
-                Ok(Some(existing)) if existing == inner.rpc_meta_body().as_bytes() => Ok(()),
+                Ok(Some(existing)) if existing == inner.rpc_meta_body() => Ok(()),
                 _ => Err(e),
             }
         })?;
@@ -579,10 +579,7 @@ impl Inner {
             return Ok(());
         };
         store
-            .set(
-                &self.keys.rpc_meta(&self.local.name),
-                self.rpc_meta_body().as_bytes(),
-            )
+            .set(&self.keys.rpc_meta(&self.local.name), &self.rpc_meta_body())
             .map_err(|e| {
                 Error::Metadata(format!(
                     "publishing rpc_meta for '{}' (is another engine using this name?): {e}",
@@ -593,8 +590,9 @@ impl Inner {
         Ok(())
     }
 
-    fn rpc_meta_body(&self) -> String {
-        json!({"ip_or_host_name": self.rpc_host, "rpc_port": self.rpc_port}).to_string()
+    /// The rpc_meta value in upstream's `Json::FastWriter` form (sorted, newline).
+    fn rpc_meta_body(&self) -> Vec<u8> {
+        encode_json(&json!({"ip_or_host_name": self.rpc_host, "rpc_port": self.rpc_port}))
     }
 
     fn publish_descriptor(&self) -> Result<()> {
@@ -607,7 +605,7 @@ impl Inner {
         };
         store.set(
             &self.keys.segment(&self.local.name),
-            desc.to_json_string().as_bytes(),
+            &encode_json(&desc.to_json()),
         )?;
         self.descriptor_published.store(true, Ordering::SeqCst);
         Ok(())
