@@ -27,7 +27,9 @@ usage: mooncake_master [flags]
   --put_start_discard_timeout_sec=30  --put_start_release_timeout_sec=600
   --allocation_strategy=random|free_ratio_first  --memory_allocator=offset|cachelib
   --config_path=<json file with the same keys>
-Other upstream flags are accepted with a warning.";
+Flags that turn on HA, snapshots, storage tiers or KV events (--enable_ha,
+--enable_snapshot, --root_fs_dir, --enable_offload, ...) are refused: this master does
+not have those features. Other upstream flags are accepted with a warning.";
 
 /// Flags this binary handles itself (beyond the cache-policy ones of MasterConfig).
 const SERVER_FLAGS: &[(&str, bool)] = &[
@@ -50,15 +52,46 @@ const IGNORED_BOOL_FLAGS: &[&str] = &[
     "enable_metric_reporting",
     "enable_metadata_cleanup_on_timeout",
     "logtostderr",
-    "enable_ha",
-    "enable_oplog",
-    "enable_snapshot",
-    "enable_snapshot_restore",
     "enable_disk_eviction",
-    "enable_offload",
-    "enable_cxl",
-    "enable_kv_events",
 ];
+
+/// Upstream flags that turn on a feature this master does not have, with the feature:
+/// `(name, is_bool, feature)`. Turning one on (true, or a non-empty value) refuses to
+/// start: running without it would silently drop a guarantee the operator asked for.
+/// Turned off, they are accepted.
+const REFUSED_WHEN_ON: &[(&str, bool, &str)] = &[
+    ("enable_ha", true, "master high availability"),
+    ("enable_oplog", true, "the HA op log"),
+    ("enable_snapshot", true, "metadata snapshots"),
+    (
+        "enable_snapshot_restore",
+        true,
+        "restoring metadata snapshots",
+    ),
+    ("root_fs_dir", false, "the shared-file-system storage tier"),
+    ("enable_offload", true, "SSD offload"),
+    ("offload_on_evict", true, "SSD offload"),
+    ("promotion_on_hit", true, "promotion from the SSD tier"),
+    ("enable_cxl", true, "the CXL memory tier"),
+    ("enable_multi_tenants", true, "multi-tenant quotas"),
+    ("enable_kv_events", true, "KV events"),
+];
+
+/// The reason a refused flag given as `name=value` stops the master, if it does.
+fn refusal(name: &str, value: &str) -> Option<String> {
+    let (_, is_bool, feature) = REFUSED_WHEN_ON.iter().find(|(n, _, _)| *n == name)?;
+    let on = if *is_bool {
+        parse_bool(name, value).unwrap_or(true)
+    } else {
+        !value.trim().is_empty()
+    };
+    on.then(|| {
+        format!(
+            "--{name}={value}: {feature} is not available in this master; refusing to \
+             start without it (drop the flag to run without {feature})"
+        )
+    })
+}
 
 fn kind_of(name: &str) -> Option<FlagKind> {
     let is_bool = SERVER_FLAGS
@@ -66,7 +99,13 @@ fn kind_of(name: &str) -> Option<FlagKind> {
         .chain(MASTER_CONFIG_FLAGS)
         .find(|(n, _)| *n == name)
         .map(|(_, b)| *b)
-        .or_else(|| IGNORED_BOOL_FLAGS.contains(&name).then_some(true))?;
+        .or_else(|| IGNORED_BOOL_FLAGS.contains(&name).then_some(true))
+        .or_else(|| {
+            REFUSED_WHEN_ON
+                .iter()
+                .find(|(n, _, _)| *n == name)
+                .map(|(_, b, _)| *b)
+        })?;
     Some(if is_bool {
         FlagKind::Bool
     } else {
@@ -121,7 +160,17 @@ fn settings(flags: &Flags) -> Result<Settings, String> {
     values.extend(flags.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     let mut master = MasterConfig::default();
     let mut server = std::collections::HashMap::new();
+    let refused: Vec<String> = values
+        .iter()
+        .filter_map(|(name, value)| refusal(name, value))
+        .collect();
+    if !refused.is_empty() {
+        return Err(refused.join("\n"));
+    }
     for (name, value) in values {
+        if REFUSED_WHEN_ON.iter().any(|(n, _, _)| *n == name) {
+            continue;
+        }
         if MASTER_CONFIG_FLAGS.iter().any(|(n, _)| *n == name) {
             master.set(&name, &value)?;
         } else if SERVER_FLAGS.iter().any(|(n, _)| *n == name) {
@@ -256,7 +305,7 @@ mod tests {
             "--http_metadata_server_port=8081",
             "--default_kv_lease_ttl=5s",
             "--eviction_high_watermark_ratio=0.95",
-            "--enable_ha",
+            "--enable_ha=false",
             "--cluster_id",
             "x",
         ])
@@ -276,7 +325,26 @@ mod tests {
         );
         assert_eq!(parse(&[]).unwrap().idle_timeout, None);
         assert!(parse(&["--eviction_ratio=2"]).is_err());
+        assert!(parse(&["--root_fs_dir="]).is_ok());
         assert!(parse(&["--rpc_address=not-an-ip"]).is_err());
+    }
+
+    #[test]
+    fn features_it_lacks_are_refused_not_ignored() {
+        for args in [
+            &["--enable_ha"][..],
+            &["--enable_ha=true", "--etcd_endpoints=127.0.0.1:2379"],
+            &["--enable_snapshot=1"],
+            &["--root_fs_dir", "/mnt/ssd"],
+            &["--enable_offload=yes"],
+            &["--enable_kv_events"],
+        ] {
+            let err = parse(args)
+                .err()
+                .unwrap_or_else(|| panic!("{args:?} accepted"));
+            assert!(err.contains("refusing to start"), "{args:?}: {err}");
+        }
+        assert!(parse(&["--enable_ha=false", "--enable_snapshot=false"]).is_ok());
     }
 
     #[test]
