@@ -210,6 +210,14 @@ impl Client {
         };
         inner.add_staging(cfg.local_buffer_size)?;
         inner.mount(cfg.global_segment_size, &hostname, &host, protocol)?;
+        if !inner.segments.is_empty() {
+            // A new leader learns this client's segments before any call reaches it.
+            let segments: Vec<Segment> = inner.segments.iter().map(|s| s.segment.clone()).collect();
+            let client_id = inner.client_id;
+            inner.master.on_new_leader(Box::new(move |leader| {
+                leader.remount_segment(&segments, client_id)
+            }));
+        }
         let healthy = Arc::new(AtomicBool::new(true));
         let heartbeat = if inner.segments.is_empty() {
             None

@@ -1,4 +1,5 @@
-//! Connecting to a remote master over coro_rpc.
+//! Connecting to a remote master over coro_rpc: directly (`host:port`), or to the
+//! leader named in etcd (`etcd://ep1;ep2`, [`super::leader`]).
 
 use crate::wire::master_api::{ErrorCode, MasterApi};
 use crate::wire::rpc_client::MasterRpcClient;
@@ -7,12 +8,30 @@ use std::time::Duration;
 
 /// Connects to the master at `addr` (`host:port`) with the given RPC deadline and
 /// connect timeout (`MC_RPC_TIMEOUT_MS`, `MC_RPC_CONNECT_TIMEOUT_MS`); the client
-/// checks `ServiceReady` and reconnects by itself after failures.
+/// checks `ServiceReady` and reconnects by itself after failures. `etcd://ep1;ep2`
+/// follows the leader of cluster `MC_STORE_CLUSTER_ID` (default `mooncake_cluster`).
 pub fn connect_master(
     addr: &str,
     rpc_timeout: Duration,
     connect_timeout: Duration,
 ) -> Result<Arc<dyn MasterApi>, ErrorCode> {
+    if addr.starts_with("etcd://") {
+        let cluster = std::env::var("MC_STORE_CLUSTER_ID")
+            .ok()
+            .filter(|c| !c.trim().is_empty())
+            .unwrap_or_else(|| super::leader::DEFAULT_CLUSTER_ID.into());
+        let master = super::leader::FollowingMaster::connect(
+            addr,
+            cluster.trim(),
+            rpc_timeout,
+            connect_timeout,
+        )?;
+        return Ok(master);
+    }
+    if let Some((scheme, _)) = addr.split_once("://") {
+        log::error!("store: master address '{addr}': '{scheme}://' is not supported (etcd://)");
+        return Err(ErrorCode::INVALID_PARAMS);
+    }
     let client = MasterRpcClient::connect(addr, rpc_timeout, connect_timeout)?;
     Ok(Arc::new(client))
 }

@@ -13,6 +13,7 @@ mod client;
 pub mod config;
 mod connect;
 mod heartbeat;
+pub mod leader;
 pub mod memory;
 mod ops;
 mod ops_clear;

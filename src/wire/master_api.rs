@@ -81,6 +81,10 @@ impl std::error::Error for ErrorCode {}
 /// Result of one master operation.
 pub type MasterResult<T> = Result<T, ErrorCode>;
 
+/// What a client does on a new master leader before any call goes there (remount its
+/// segments, as upstream's client does on a leader switch).
+pub type OnNewLeader = Box<dyn Fn(&dyn MasterApi) -> MasterResult<()> + Send + Sync>;
+
 /// Upstream's UUID: `std::pair<uint64_t, uint64_t>`, printed `first-second`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct Uuid {
@@ -353,6 +357,11 @@ pub const DEFAULT_TENANT: &str = "default";
 /// Every master RPC a client uses. Batch calls return one result per input; the
 /// outer `Err` is a failure of the call itself (RPC failure, timeout).
 pub trait MasterApi: Send + Sync {
+    /// Has `hook` run on every new leader before calls go to it, for connections that
+    /// follow a changing leader (`etcd://` master addresses); others ignore it.
+    fn on_new_leader(&self, hook: OnNewLeader) {
+        drop(hook);
+    }
     /// `ServiceReady`: the service version ("2.0.0").
     fn service_ready(&self) -> MasterResult<String>;
     /// `GetStorageConfig`.

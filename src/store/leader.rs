@@ -1,0 +1,269 @@
+//! Following the master leader named in etcd: with `master_server_addr =
+//! "etcd://ep1;ep2"` the client reads the leader's `ip:port` from
+//! `mooncake-store/<cluster_id>/master_view` (`MC_STORE_CLUSTER_ID`, default
+//! `mooncake_cluster`; upstream's key and value), connects to it, watches the key, and
+//! moves to a new leader when the view changes or the leader stops answering. A call
+//! that meets a dead leader is retried on the next one within its own deadline
+//! (`MC_RPC_TIMEOUT_MS`) instead of failing, so a failover is a pause, not an error.
+//! A call that timed out on a leader still in office is not repeated (it may have
+//! been carried out).
+
+use crate::metadata::etcd::EtcdMetadataStore;
+use crate::metadata::MetadataStore;
+use crate::wire::master_api::*;
+use crate::wire::rpc_client::MasterRpcClient;
+use parking_lot::{Mutex, RwLock};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+/// How often the view is read while waiting for a leader.
+const VIEW_POLL: Duration = Duration::from_millis(100);
+/// How often the watcher checks the view for a change.
+const WATCH_PERIOD: Duration = Duration::from_secs(1);
+/// Upstream's default cluster id.
+pub const DEFAULT_CLUSTER_ID: &str = "mooncake_cluster";
+
+/// The `master_view` key of a cluster in etcd.
+pub struct MasterView {
+    etcd: EtcdMetadataStore,
+    key: String,
+}
+
+impl MasterView {
+    /// The view of cluster `cluster_id` in the etcd at `endpoints` (`etcd://ep1;ep2`).
+    pub fn new(endpoints: &str, cluster_id: &str) -> Result<MasterView, ErrorCode> {
+        let etcd = EtcdMetadataStore::new(endpoints).map_err(|e| {
+            log::error!("store: master view in {endpoints}: {e}");
+            ErrorCode::INVALID_PARAMS
+        })?;
+        Ok(MasterView {
+            etcd,
+            key: format!("mooncake-store/{cluster_id}/master_view"),
+        })
+    }
+
+    /// The current leader's `ip:port`, `None` while there is none (an election).
+    pub fn leader(&self) -> Option<String> {
+        match self.etcd.get(&self.key) {
+            Ok(Some(v)) => {
+                let addr = String::from_utf8_lossy(&v).trim().to_string();
+                (!addr.is_empty()).then_some(addr)
+            }
+            Ok(None) => None,
+            Err(e) => {
+                log::warn!("store: reading the master view: {e}");
+                None
+            }
+        }
+    }
+
+    /// Polls until a leader is named, or `deadline` passes.
+    fn wait_for_leader(&self, deadline: Instant) -> Option<String> {
+        loop {
+            if let Some(addr) = self.leader() {
+                return Some(addr);
+            }
+            if Instant::now() + VIEW_POLL > deadline {
+                return None;
+            }
+            std::thread::sleep(VIEW_POLL);
+        }
+    }
+}
+
+/// A master client that follows the leader.
+pub struct FollowingMaster {
+    view: MasterView,
+    rpc_timeout: Duration,
+    connect_timeout: Duration,
+    current: RwLock<(String, Arc<MasterRpcClient>)>,
+    /// One switch at a time.
+    switching: Mutex<()>,
+    on_new_leader: RwLock<Option<OnNewLeader>>,
+}
+
+/// How long a probe of a silent leader's port waits.
+const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Whether something accepts connections at `addr` (a quick probe before a full call
+/// to a leader that stopped answering).
+fn answers(addr: &str) -> bool {
+    use std::net::ToSocketAddrs;
+    addr.to_socket_addrs().is_ok_and(|mut addrs| {
+        addrs.any(|a| std::net::TcpStream::connect_timeout(&a, PROBE_TIMEOUT).is_ok())
+    })
+}
+
+/// Whether `e` says the master could not be reached (rather than answering no).
+fn unreachable(e: ErrorCode) -> bool {
+    e == ErrorCode::RPC_FAIL || e == ErrorCode::RPC_TIMEOUT
+}
+
+impl FollowingMaster {
+    /// Finds the leader of `cluster_id` in the etcd at `endpoints` (waiting up to
+    /// `connect_timeout` for an election) and connects to it; starts the watcher.
+    pub fn connect(
+        endpoints: &str,
+        cluster_id: &str,
+        rpc_timeout: Duration,
+        connect_timeout: Duration,
+    ) -> Result<Arc<FollowingMaster>, ErrorCode> {
+        let view = MasterView::new(endpoints, cluster_id)?;
+        let deadline = Instant::now() + connect_timeout;
+        let (addr, client) = loop {
+            let addr = view.wait_for_leader(deadline).ok_or_else(|| {
+                log::error!("store: no master leader in {endpoints} (cluster {cluster_id})");
+                ErrorCode::RPC_FAIL
+            })?;
+            match MasterRpcClient::connect(&addr, rpc_timeout, connect_timeout) {
+                Ok(c) => break (addr, c),
+                Err(e) if unreachable(e) && Instant::now() < deadline => {
+                    std::thread::sleep(VIEW_POLL);
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        log::info!("store: master leader is {addr} (from {endpoints})");
+        let master = Arc::new(FollowingMaster {
+            view,
+            rpc_timeout,
+            connect_timeout,
+            current: RwLock::new((addr, Arc::new(client))),
+            switching: Mutex::new(()),
+            on_new_leader: RwLock::new(None),
+        });
+        spawn_watcher(Arc::downgrade(&master));
+        Ok(master)
+    }
+
+    /// The leader in use.
+    pub fn leader(&self) -> String {
+        self.current.read().0.clone()
+    }
+
+    /// Moves to the leader the view names now if it is not `from` and answers;
+    /// returns whether the client in use changed (here or by another caller).
+    fn follow_view(&self, from: &str) -> bool {
+        let _one = self.switching.lock();
+        if self.current.read().0 != from {
+            return true;
+        }
+        let Some(addr) = self.view.leader().filter(|a| a != from) else {
+            return false;
+        };
+        let client = match MasterRpcClient::connect(&addr, self.rpc_timeout, self.connect_timeout) {
+            Ok(c) => c,
+            Err(e) => {
+                log::debug!("store: new master leader {addr} not reachable yet: {e}");
+                return false;
+            }
+        };
+        if let Some(hook) = self.on_new_leader.read().as_ref() {
+            if let Err(e) = hook(&client) {
+                log::warn!("store: preparing the new master leader {addr}: {e}");
+                return false;
+            }
+        }
+        log::warn!("store: master leader moved from {from} to {addr}");
+        *self.current.write() = (addr, Arc::new(client));
+        true
+    }
+
+    /// Runs `f` on the leader. A leader that stops answering is waited out: the call
+    /// goes to the next leader the view names, or to the same one once it answers
+    /// again, until the call's deadline. A timeout on a leader that still answers is
+    /// returned (the request may have been carried out).
+    fn call<T>(&self, f: impl Fn(&MasterRpcClient) -> MasterResult<T>) -> MasterResult<T> {
+        let deadline = Instant::now() + self.rpc_timeout;
+        'attempt: loop {
+            let (addr, client) = self.current.read().clone();
+            let e = match f(&client) {
+                Err(e) if unreachable(e) => e,
+                other => return other,
+            };
+            while Instant::now() < deadline {
+                if self.follow_view(&addr) {
+                    continue 'attempt;
+                }
+                if answers(&addr) && client.service_ready().is_ok() {
+                    if e == ErrorCode::RPC_FAIL {
+                        continue 'attempt;
+                    }
+                    return Err(e);
+                }
+                std::thread::sleep(VIEW_POLL);
+            }
+            return Err(e);
+        }
+    }
+}
+
+/// Reads the view every [`WATCH_PERIOD`] and moves to a new leader as soon as one is
+/// named; ends with the client.
+fn spawn_watcher(master: Weak<FollowingMaster>) {
+    let spawned = std::thread::Builder::new()
+        .name("mc-master-view".into())
+        .spawn(move || loop {
+            std::thread::sleep(WATCH_PERIOD);
+            let Some(m) = master.upgrade() else { return };
+            let current = m.leader();
+            if m.view.leader().is_some_and(|named| named != current) {
+                m.follow_view(&current);
+            }
+        });
+    if let Err(e) = spawned {
+        log::warn!("store: no master view watcher ({e}); failovers are found on errors");
+    }
+}
+
+macro_rules! follow_leader {
+    ($( fn $name:ident(&self $(, $arg:ident: $ty:ty)*) -> $ret:ty; )*) => {
+        impl MasterApi for FollowingMaster {
+            fn on_new_leader(&self, hook: OnNewLeader) {
+                *self.on_new_leader.write() = Some(hook);
+            }
+            $(
+                fn $name(&self $(, $arg: $ty)*) -> $ret {
+                    self.call(|m| m.$name($($arg),*))
+                }
+            )*
+        }
+    };
+}
+
+follow_leader! {
+    fn service_ready(&self) -> MasterResult<String>;
+    fn get_storage_config(&self) -> MasterResult<StorageConfig>;
+    fn get_fsdir(&self) -> MasterResult<String>;
+    fn mount_segment(&self, segment: &Segment, client: Uuid) -> MasterResult<()>;
+    fn remount_segment(&self, segments: &[Segment], client: Uuid) -> MasterResult<()>;
+    fn unmount_segment(&self, segment_id: Uuid, client: Uuid) -> MasterResult<()>;
+    fn graceful_unmount_segment(&self, segment_id: Uuid, client: Uuid, grace_ms: u64) -> MasterResult<()>;
+    fn ping(&self, client: Uuid) -> MasterResult<PingResponse>;
+    fn fetch_tasks(&self, client: Uuid, batch_size: u64) -> MasterResult<Vec<TaskAssignment>>;
+    fn exist_key(&self, key: &str, tenant: &str) -> MasterResult<bool>;
+    fn batch_exist_key(&self, keys: &[String], tenant: &str) -> MasterResult<Vec<MasterResult<bool>>>;
+    fn get_replica_list(&self, key: &str, tenant: &str) -> MasterResult<GetReplicaListResponse>;
+    fn batch_get_replica_list(&self, keys: &[String], tenant: &str) -> MasterResult<Vec<MasterResult<GetReplicaListResponse>>>;
+    fn batch_begin_read(&self, keys: &[String], tenant: &str) -> MasterResult<Vec<MasterResult<GetReplicaListResponse>>>;
+    fn batch_end_read(&self, keys: &[String], replica_ids: &[u64], tenant: &str) -> MasterResult<()>;
+    fn get_replica_list_by_regex(&self, regex: &str, tenant: &str) -> MasterResult<Vec<(String, Vec<ReplicaDescriptor>)>>;
+    fn put_start(&self, client: Uuid, key: &str, len: u64, config: &ReplicateConfig, tenant: &str) -> MasterResult<Vec<ReplicaDescriptor>>;
+    fn put_end(&self, client: Uuid, meta: &ObjectMeta, kind: ReplicaType, tenant: &str) -> MasterResult<()>;
+    fn put_revoke(&self, client: Uuid, key: &str, kind: ReplicaType, tenant: &str) -> MasterResult<()>;
+    fn batch_put_start(&self, client: Uuid, keys: &[String], lens: &[u64], config: &ReplicateConfig, tenant: &str) -> MasterResult<Vec<MasterResult<Vec<ReplicaDescriptor>>>>;
+    fn batch_put_end(&self, client: Uuid, metas: &[ObjectMeta], kind: ReplicaType, tenant: &str) -> MasterResult<Vec<MasterResult<()>>>;
+    fn batch_put_revoke(&self, client: Uuid, keys: &[String], kind: ReplicaType, tenant: &str) -> MasterResult<Vec<MasterResult<()>>>;
+    fn upsert_start(&self, client: Uuid, key: &str, len: u64, config: &ReplicateConfig, tenant: &str) -> MasterResult<Vec<ReplicaDescriptor>>;
+    fn upsert_end(&self, client: Uuid, meta: &ObjectMeta, kind: ReplicaType, tenant: &str) -> MasterResult<()>;
+    fn upsert_revoke(&self, client: Uuid, key: &str, kind: ReplicaType, tenant: &str) -> MasterResult<()>;
+    fn batch_upsert_start(&self, client: Uuid, keys: &[String], lens: &[u64], config: &ReplicateConfig, tenant: &str) -> MasterResult<Vec<MasterResult<Vec<ReplicaDescriptor>>>>;
+    fn batch_upsert_end(&self, client: Uuid, metas: &[ObjectMeta], tenant: &str) -> MasterResult<Vec<MasterResult<()>>>;
+    fn batch_upsert_revoke(&self, client: Uuid, keys: &[String], tenant: &str) -> MasterResult<Vec<MasterResult<()>>>;
+    fn remove(&self, key: &str, force: bool, tenant: &str) -> MasterResult<()>;
+    fn remove_by_regex(&self, regex: &str, force: bool, tenant: &str) -> MasterResult<i64>;
+    fn remove_all(&self, force: bool, tenant: &str) -> MasterResult<i64>;
+    fn batch_remove(&self, keys: &[String], force: bool, tenant: &str) -> MasterResult<Vec<MasterResult<()>>>;
+    fn batch_query_ip(&self, clients: &[Uuid]) -> MasterResult<Vec<(Uuid, Vec<String>)>>;
+    fn batch_replica_clear(&self, keys: &[String], client: Uuid, segment_name: &str) -> MasterResult<Vec<String>>;
+}
