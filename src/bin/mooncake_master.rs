@@ -4,13 +4,16 @@
 
 use mooncake::master::admin::AdminHandler;
 use mooncake::master::config::{MasterConfig, MASTER_CONFIG_FLAGS};
+use mooncake::master::ha::{self, snapshot, HaAdminHandler, HaSettings, HaStatus};
 use mooncake::master::rpc_server::RpcServer;
 use mooncake::master::MasterService;
 use mooncake::metadata::http_server::HttpMetadataServer;
+use mooncake::te::net;
 use mooncake::util::flags::{parse_bool, FlagKind, Flags};
 use mooncake::util::http_server::HttpServer;
 use mooncake::util::{logger, signals};
 use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,9 +30,13 @@ usage: mooncake_master [flags]
   --put_start_discard_timeout_sec=30  --put_start_release_timeout_sec=600
   --allocation_strategy=random|free_ratio_first  --memory_allocator=offset|cachelib
   --config_path=<json file with the same keys>
-Flags that turn on HA, snapshots, storage tiers or KV events (--enable_ha,
---enable_snapshot, --root_fs_dir, --enable_offload, ...) are refused: this master does
-not have those features. Other upstream flags are accepted with a warning.";
+HA: --enable_ha=true --etcd_endpoints=h1:2379,h2:2379 (or --ha_backend_connstring)
+  --cluster_id=mooncake_cluster  --rpc_interface=<nic> (the address clients are told
+  when --rpc_address is 0.0.0.0)  --ha_lease_ttl_sec=3  --ha_sync_timeout_ms=2000
+Snapshots: --enable_snapshot=true --snapshot_backup_dir=<dir> (restored at start)
+Flags that turn on storage tiers or KV events (--root_fs_dir, --enable_offload, ...)
+are refused: this master does not have those features. Other upstream flags are
+accepted with a warning.";
 
 /// Flags this binary handles itself (beyond the cache-policy ones of MasterConfig).
 const SERVER_FLAGS: &[(&str, bool)] = &[
@@ -44,6 +51,17 @@ const SERVER_FLAGS: &[(&str, bool)] = &[
     ("config_path", false),
     ("rpc_conn_timeout_seconds", false),
     ("help", true),
+    ("enable_ha", true),
+    ("ha_backend_type", false),
+    ("etcd_endpoints", false),
+    ("ha_backend_connstring", false),
+    ("cluster_id", false),
+    ("rpc_interface", false),
+    ("ha_lease_ttl_sec", false),
+    ("enable_oplog", true),
+    ("enable_snapshot", true),
+    ("enable_snapshot_restore", true),
+    ("snapshot_backup_dir", false),
 ];
 
 /// Upstream flags accepted for compatibility that change nothing here.
@@ -60,14 +78,6 @@ const IGNORED_BOOL_FLAGS: &[&str] = &[
 /// start: running without it would silently drop a guarantee the operator asked for.
 /// Turned off, they are accepted.
 const REFUSED_WHEN_ON: &[(&str, bool, &str)] = &[
-    ("enable_ha", true, "master high availability"),
-    ("enable_oplog", true, "the HA op log"),
-    ("enable_snapshot", true, "metadata snapshots"),
-    (
-        "enable_snapshot_restore",
-        true,
-        "restoring metadata snapshots",
-    ),
     ("root_fs_dir", false, "the shared-file-system storage tier"),
     ("enable_offload", true, "SSD offload"),
     ("offload_on_evict", true, "SSD offload"),
@@ -114,12 +124,76 @@ fn kind_of(name: &str) -> Option<FlagKind> {
 }
 
 /// Everything the binary needs, resolved from the config file and the command line.
+#[derive(Debug)]
 struct Settings {
     rpc: SocketAddr,
     idle_timeout: Option<Duration>,
     metrics: SocketAddr,
     metadata: Option<SocketAddr>,
     master: MasterConfig,
+    /// `--enable_ha`.
+    ha: Option<HaSettings>,
+    /// `--enable_snapshot` / `--enable_snapshot_restore`: the snapshot directory.
+    snapshot: Option<PathBuf>,
+}
+
+/// The `ip:port` clients are told: `--rpc_address`, or `--rpc_interface`'s address
+/// when binding all interfaces, or the first interface's.
+fn advertised(rpc: SocketAddr, interface: &str) -> Result<String, String> {
+    let ip = if !rpc.ip().is_unspecified() {
+        rpc.ip().to_string()
+    } else if !interface.is_empty() {
+        net::named_interface_ip(interface, rpc.is_ipv6())
+            .ok_or_else(|| format!("--rpc_interface={interface}: no such interface up"))?
+    } else {
+        net::first_interface_ip(rpc.is_ipv6()).unwrap_or_else(|| "127.0.0.1".into())
+    };
+    Ok(SocketAddr::new(
+        ip.parse()
+            .map_err(|_| format!("bad interface address {ip}"))?,
+        rpc.port(),
+    )
+    .to_string())
+}
+
+/// The HA settings when `--enable_ha` is on.
+fn ha_settings(
+    get: &dyn Fn(&str, &str) -> String,
+    rpc: SocketAddr,
+    idle_timeout: Option<Duration>,
+    snapshot: Option<PathBuf>,
+) -> Result<Option<HaSettings>, String> {
+    if !parse_bool("enable_ha", &get("enable_ha", "false"))? {
+        return Ok(None);
+    }
+    let backend = get("ha_backend_type", "etcd");
+    if backend != "etcd" {
+        return Err(format!(
+            "--ha_backend_type={backend}: this master elects its leader in etcd only; \
+             refusing to start without HA (use --ha_backend_type=etcd)"
+        ));
+    }
+    let mut endpoints = get("etcd_endpoints", "");
+    if endpoints.trim().is_empty() {
+        endpoints = get("ha_backend_connstring", "");
+    }
+    if endpoints.trim().is_empty() {
+        return Err("--enable_ha=true needs --etcd_endpoints (or --ha_backend_connstring)".into());
+    }
+    let ttl: u64 = get("ha_lease_ttl_sec", "3")
+        .parse()
+        .ok()
+        .filter(|t| *t >= 1)
+        .ok_or("--ha_lease_ttl_sec: a whole number of seconds, at least 1")?;
+    Ok(Some(HaSettings {
+        etcd_endpoints: endpoints,
+        cluster_id: get("cluster_id", ha::election::DEFAULT_CLUSTER_ID),
+        rpc_bind: rpc,
+        rpc_advertised: advertised(rpc, &get("rpc_interface", ""))?,
+        lease_ttl: Duration::from_secs(ttl),
+        idle_timeout,
+        snapshot_dir: snapshot,
+    }))
 }
 
 fn socket(host: &str, port: &str, flag: &str) -> Result<SocketAddr, String> {
@@ -193,9 +267,30 @@ fn settings(flags: &Flags) -> Result<Settings, String> {
     let idle_secs: u64 = get("rpc_conn_timeout_seconds", "0")
         .parse()
         .map_err(|_| "--rpc_conn_timeout_seconds: not a non-negative integer".to_string())?;
+    let idle_timeout = (idle_secs > 0).then(|| Duration::from_secs(idle_secs));
+    let rpc = socket(&get("rpc_address", "0.0.0.0"), &rpc_port, "rpc_address")?;
+    let snapshot = if parse_bool("enable_snapshot", &get("enable_snapshot", "false"))?
+        || parse_bool(
+            "enable_snapshot_restore",
+            &get("enable_snapshot_restore", "false"),
+        )? {
+        let dir = get("snapshot_backup_dir", "");
+        if dir.trim().is_empty() {
+            return Err("--enable_snapshot=true needs --snapshot_backup_dir".into());
+        }
+        Some(PathBuf::from(dir.trim()))
+    } else {
+        None
+    };
+    let ha = ha_settings(&get, rpc, idle_timeout, snapshot.clone())?;
+    if ha.is_none() && parse_bool("enable_oplog", &get("enable_oplog", "false"))? {
+        log::warn!("--enable_oplog has no effect without --enable_ha");
+    }
     Ok(Settings {
-        rpc: socket(&get("rpc_address", "0.0.0.0"), &rpc_port, "rpc_address")?,
-        idle_timeout: (idle_secs > 0).then(|| Duration::from_secs(idle_secs)),
+        rpc,
+        idle_timeout,
+        ha,
+        snapshot,
         metrics: socket(
             &get("metrics_host", "0.0.0.0"),
             &get("metrics_port", "9003"),
@@ -214,18 +309,67 @@ fn settings(flags: &Flags) -> Result<Settings, String> {
     })
 }
 
-fn run(s: Settings) -> Result<(), String> {
-    let master = MasterService::new(s.master);
-    let _metadata = s
-        .metadata
+/// Runs an HA master (see `mooncake::master::ha`) until a stop signal.
+fn run_ha(s: Settings, ha: HaSettings) -> Result<(), String> {
+    let _metadata = start_metadata_server(s.metadata)?;
+    let status = Arc::new(HaStatus::default());
+    let _admin = HttpServer::start(
+        s.metrics,
+        "admin HTTP",
+        Arc::new(HaAdminHandler(status.clone())),
+    )
+    .map_err(|e| format!("admin HTTP on {}: {e}", s.metrics))?;
+    let initial = match &s.snapshot {
+        Some(dir) => snapshot::load(dir).map_err(|e| format!("{}: {e}", dir.display()))?,
+        None => Default::default(),
+    };
+    eprintln!(
+        "mooncake_master (HA, cluster {}, etcd {}) will serve on {} when leader, metrics on {}",
+        ha.cluster_id, ha.etcd_endpoints, ha.rpc_advertised, s.metrics
+    );
+    signals::install_stop_handlers();
+    ha::run(&ha, &s.master, &status, initial, &signals::stop_requested)?;
+    eprintln!("mooncake_master shutting down");
+    Ok(())
+}
+
+fn start_metadata_server(addr: Option<SocketAddr>) -> Result<Option<HttpMetadataServer>, String> {
+    let server = addr
         .map(|addr| {
             HttpMetadataServer::start(addr)
                 .map_err(|e| format!("HTTP metadata server on {addr}: {e}"))
         })
         .transpose()?;
-    if let Some(m) = &_metadata {
+    if let Some(m) = &server {
         eprintln!("HTTP metadata server listening on {}", m.local_addr());
     }
+    Ok(server)
+}
+
+fn run(mut s: Settings) -> Result<(), String> {
+    if let Some(ha) = s.ha.take() {
+        return run_ha(s, ha);
+    }
+    let master = MasterService::new(s.master);
+    let _snapshot = match &s.snapshot {
+        Some(dir) => {
+            let state = snapshot::load(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            let n = master.restore(&state);
+            if n > 0 || !state.segments.is_empty() {
+                eprintln!(
+                    "restored {n} objects and {} segments from {}",
+                    state.segments.len(),
+                    dir.display()
+                );
+            }
+            Some(
+                snapshot::SnapshotWriter::start(dir, &master)
+                    .map_err(|e| format!("snapshot in {}: {e}", dir.display()))?,
+            )
+        }
+        None => None,
+    };
+    let _metadata = start_metadata_server(s.metadata)?;
     let _admin = HttpServer::start(
         s.metrics,
         "admin HTTP",
@@ -332,9 +476,11 @@ mod tests {
     #[test]
     fn features_it_lacks_are_refused_not_ignored() {
         for args in [
-            &["--enable_ha"][..],
-            &["--enable_ha=true", "--etcd_endpoints=127.0.0.1:2379"],
-            &["--enable_snapshot=1"],
+            &[
+                "--enable_ha",
+                "--ha_backend_type=redis",
+                "--etcd_endpoints=h:1",
+            ][..],
             &["--root_fs_dir", "/mnt/ssd"],
             &["--enable_offload=yes"],
             &["--enable_kv_events"],
@@ -345,6 +491,47 @@ mod tests {
             assert!(err.contains("refusing to start"), "{args:?}: {err}");
         }
         assert!(parse(&["--enable_ha=false", "--enable_snapshot=false"]).is_ok());
+    }
+
+    #[test]
+    fn ha_and_snapshot_flags() {
+        // Missing what they need: a clear error.
+        assert!(parse(&["--enable_ha"])
+            .unwrap_err()
+            .contains("--etcd_endpoints"));
+        assert!(parse(&["--enable_snapshot=1"])
+            .unwrap_err()
+            .contains("--snapshot_backup_dir"));
+        let s = parse(&[
+            "--enable_ha=true",
+            "--etcd_endpoints=127.0.0.1:2379;127.0.0.1:2381",
+            "--rpc_address=127.0.0.1",
+            "--port=6000",
+            "--cluster_id=c1",
+            "--enable_oplog=true",
+            "--enable_snapshot=true",
+            "--snapshot_backup_dir=/var/lib/mc",
+        ])
+        .unwrap();
+        let ha = s.ha.unwrap();
+        assert_eq!(ha.rpc_advertised, "127.0.0.1:6000");
+        assert_eq!(ha.cluster_id, "c1");
+        assert_eq!(ha.lease_ttl, Duration::from_secs(3));
+        assert_eq!(ha.snapshot_dir, Some(PathBuf::from("/var/lib/mc")));
+        // The connection string is upstream's other spelling of the endpoints; the
+        // loopback interface names its own address.
+        let s = parse(&[
+            "--enable_ha",
+            "--ha_backend_connstring=127.0.0.1:2379",
+            "--rpc_interface=lo",
+            "--ha_lease_ttl_sec=5",
+        ])
+        .unwrap();
+        let ha = s.ha.unwrap();
+        assert_eq!(ha.etcd_endpoints, "127.0.0.1:2379");
+        assert_eq!(ha.rpc_advertised, "127.0.0.1:50051");
+        assert_eq!(ha.lease_ttl, Duration::from_secs(5));
+        assert_eq!(ha.cluster_id, "mooncake_cluster");
     }
 
     #[test]

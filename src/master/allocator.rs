@@ -153,28 +153,88 @@ impl RangeAllocator {
             (b.offset, b.len)
         };
         if len > size {
-            let rest = self.new_block(offset + size, len - size);
-            let next = self.blocks[idx as usize].next_phys;
-            {
-                let r = &mut self.blocks[rest as usize];
-                r.prev_phys = idx;
-                r.next_phys = next;
-            }
-            if next != NONE {
-                self.blocks[next as usize].prev_phys = rest;
-            }
-            let b = &mut self.blocks[idx as usize];
-            b.next_phys = rest;
-            b.len = size;
+            let rest = self.split(idx, size);
             self.push_free(rest);
         }
-        self.blocks[idx as usize].next_free = USED;
-        self.live += 1;
-        self.used += size;
+        self.hand_out(idx);
         Some(Allocation {
             addr: self.base + offset,
             block: idx,
         })
+    }
+
+    /// An allocator over `[base, base + size)` in which the `ranges` (address, size)
+    /// are already allocated, built in one pass (restoring a replicated state). Returns
+    /// each range's block index, `None` for an empty range, one that leaves the
+    /// segment or overlaps a range before it.
+    pub fn with_allocations(
+        base: u64,
+        size: u64,
+        ranges: &[(u64, u64)],
+    ) -> (RangeAllocator, Vec<Option<u32>>) {
+        let mut a = RangeAllocator::new(base, size);
+        let mut blocks = vec![None; ranges.len()];
+        let mut order: Vec<usize> = (0..ranges.len()).collect();
+        order.sort_by_key(|&i| ranges[i].0);
+        // Ranges are cut, in address order, from the free block at the tail.
+        let mut tail = (a.size > 0).then_some(0u32);
+        for i in order {
+            let Some(t) = tail else { break };
+            let (addr, len) = ranges[i];
+            let (t_off, t_len) = (a.blocks[t as usize].offset, a.blocks[t as usize].len);
+            let Some(off) = addr.checked_sub(a.base) else {
+                continue;
+            };
+            let fits = off >= t_off && off.checked_add(len).is_some_and(|e| e <= t_off + t_len);
+            if len == 0 || !fits {
+                continue;
+            }
+            a.unlink_free(t);
+            let mut idx = t;
+            if off > t_off {
+                idx = a.split(t, off - t_off);
+                a.push_free(t);
+            }
+            tail = None;
+            if a.blocks[idx as usize].len > len {
+                let rest = a.split(idx, len);
+                a.push_free(rest);
+                tail = Some(rest);
+            }
+            a.hand_out(idx);
+            blocks[i] = Some(idx);
+        }
+        (a, blocks)
+    }
+
+    /// Cuts block `idx` (off the free lists) after `keep` bytes; returns the new
+    /// block holding the rest (on no list).
+    fn split(&mut self, idx: u32, keep: u64) -> u32 {
+        let (offset, len, next) = {
+            let b = &self.blocks[idx as usize];
+            (b.offset, b.len, b.next_phys)
+        };
+        let rest = self.new_block(offset + keep, len - keep);
+        {
+            let r = &mut self.blocks[rest as usize];
+            r.prev_phys = idx;
+            r.next_phys = next;
+        }
+        if next != NONE {
+            self.blocks[next as usize].prev_phys = rest;
+        }
+        let b = &mut self.blocks[idx as usize];
+        b.next_phys = rest;
+        b.len = keep;
+        rest
+    }
+
+    /// Marks block `idx` (off the free lists) handed out.
+    fn hand_out(&mut self, idx: u32) {
+        let len = self.blocks[idx as usize].len;
+        self.blocks[idx as usize].next_free = USED;
+        self.live += 1;
+        self.used += len;
     }
 
     /// Frees the allocation `block` starting at `addr`, merging it with free
@@ -409,6 +469,41 @@ mod tests {
         assert_eq!(a.free_range_count(), 1);
         assert_eq!(a.allocate(1000).map(|p| p.addr), Some(0x1000));
         assert_eq!(a.allocate(0), None);
+    }
+
+    #[test]
+    fn restored_allocations_behave_like_allocated_ones() {
+        let base = 0x10_000;
+        let ranges = [
+            (base + 4096, 1024),
+            (base, 100),
+            (base + 50, 10),     // overlaps the one at base
+            (base + 8192, 8192), // ends exactly at the segment's end
+            (base + 16384, 1),   // past the end
+            (base - 1, 1),       // before the start
+            (base + 200, 0),     // empty
+        ];
+        let (mut a, blocks) = RangeAllocator::with_allocations(base, 16384, &ranges);
+        let ok: Vec<bool> = blocks.iter().map(Option::is_some).collect();
+        assert_eq!(ok, [true, true, false, true, false, false, false]);
+        assert_eq!(a.used(), 1024 + 100 + 8192);
+        assert_eq!(a.allocation_count(), 3);
+        // The gaps are free: 100..4096 and 5120..8192.
+        let x = a.allocate(3996).expect("the first gap");
+        assert_eq!(x.addr, base + 100);
+        let y = a.allocate(3072).expect("the second gap");
+        assert_eq!(y.addr, base + 5120);
+        assert!(a.allocate(1).is_none());
+        for (i, b) in blocks.iter().enumerate() {
+            if let Some(block) = b {
+                assert_eq!(a.free(ranges[i].0, *block), Some(ranges[i].1));
+            }
+        }
+        a.free(x.addr, x.block).unwrap();
+        a.free(y.addr, y.block).unwrap();
+        assert_eq!(a.used(), 0);
+        assert_eq!(a.free_range_count(), 1);
+        assert_eq!(a.largest_free(), 16384);
     }
 
     #[test]

@@ -63,6 +63,9 @@ pub struct MasterConfig {
     pub eviction_interval: Duration,
     /// Client-liveness thread period (upstream: 1 s). Not a flag.
     pub client_monitor_interval: Duration,
+    /// `--ha_sync_timeout_ms` (ours, default 2000): how long an RPC waits for a standby
+    /// (or the snapshot writer) to acknowledge its changes before cutting it off.
+    pub ha_sync_timeout: Duration,
 }
 
 impl Default for MasterConfig {
@@ -83,6 +86,7 @@ impl Default for MasterConfig {
             view_version: 0,
             eviction_interval: Duration::from_millis(10),
             client_monitor_interval: Duration::from_secs(1),
+            ha_sync_timeout: Duration::from_millis(2000),
         }
     }
 }
@@ -101,6 +105,7 @@ pub const MASTER_CONFIG_FLAGS: &[(&str, bool)] = &[
     ("allocation_strategy", false),
     ("memory_allocator", false),
     ("enable_multi_tenants", true),
+    ("ha_sync_timeout_ms", false),
 ];
 
 impl MasterConfig {
@@ -152,6 +157,9 @@ impl MasterConfig {
                 }
             }
             "enable_multi_tenants" => self.enable_multi_tenants = parse_bool(v)?,
+            "ha_sync_timeout_ms" => {
+                self.ha_sync_timeout = Duration::from_millis(parse_u64(name, v)?.max(1))
+            }
             _ => return Err(format!("unknown master flag: {name}")),
         }
         Ok(())

@@ -13,6 +13,7 @@ pub mod allocator;
 mod clients;
 pub mod config;
 mod eviction;
+pub mod ha;
 mod metrics;
 mod objects;
 mod placement;
@@ -23,7 +24,7 @@ pub mod rpc_server;
 mod segments;
 mod write;
 
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -70,6 +71,10 @@ pub struct MasterService {
     evict_backoff_until: AtomicU64,
     last_discard: AtomicU64,
     next_replica_id: AtomicU64,
+    /// Changes replicated to standbys and the snapshot (see `ha`).
+    log: Arc<ha::changelog::ReplicationLog>,
+    /// The HA view version `Ping` reports (the etcd revision of the leader's election).
+    view_version: AtomicI64,
     metrics: Metrics,
     lease_ns: u64,
     lease_ms: u64,
@@ -89,9 +94,15 @@ impl MasterService {
         if let Err(e) = config.validate() {
             log::warn!("master config: {e}");
         }
+        let start = Instant::now();
+        let log = Arc::new(ha::changelog::ReplicationLog::new(config.ha_sync_timeout));
         let svc = Arc::new(MasterService {
-            objects: ObjectTable::new(),
-            segments: Segments::new(config.memory_allocator == MemoryAllocator::Cachelib),
+            objects: ObjectTable::new(log.clone(), start),
+            segments: Segments::with_log(
+                config.memory_allocator == MemoryAllocator::Cachelib,
+                log.clone(),
+            ),
+            log,
             clients: clients::Clients::new(),
             discarded: Mutex::new(Vec::new()),
             need_eviction: AtomicBool::new(false),
@@ -99,6 +110,7 @@ impl MasterService {
             evict_backoff_until: AtomicU64::new(0),
             last_discard: AtomicU64::new(0),
             next_replica_id: AtomicU64::new(1),
+            view_version: AtomicI64::new(config.view_version),
             metrics: Metrics::default(),
             lease_ns: dur_ns(config.default_kv_lease_ttl),
             lease_ms: dur_ms(config.default_kv_lease_ttl),
@@ -107,7 +119,7 @@ impl MasterService {
             client_ttl_ns: dur_ns(config.client_ttl),
             default_pin_ms: dur_ms(config.default_kv_soft_pin_ttl),
             max_pin_ms: dur_ms(config.max_kv_soft_pin_ttl),
-            start: Instant::now(),
+            start,
             stop: Mutex::new(None),
             threads: Mutex::new(Vec::new()),
             config,
@@ -161,6 +173,11 @@ impl MasterService {
         }
     }
 
+    /// Sets the view version `Ping` reports (a new HA leader's election revision).
+    pub fn set_view_version(&self, version: i64) {
+        self.view_version.store(version, Ordering::Relaxed);
+    }
+
     /// The configuration in use.
     pub fn config(&self) -> &MasterConfig {
         &self.config
@@ -212,7 +229,10 @@ impl MasterService {
         }
     }
 
+    /// Counts an RPC's result; first waits until what it changed is held by every
+    /// standby in sync and the snapshot (see `ha::log`).
     fn counted<T>(&self, rpc: Rpc, r: MasterResult<T>) -> MasterResult<T> {
+        self.log.wait_durable();
         self.metrics.record(rpc, r.is_ok());
         r
     }
@@ -222,6 +242,7 @@ impl MasterService {
         rpc: Rpc,
         v: Vec<MasterResult<T>>,
     ) -> MasterResult<Vec<MasterResult<T>>> {
+        self.log.wait_durable();
         let failed = v.iter().filter(|r| r.is_err()).count() as u64;
         self.metrics.record_n(rpc, v.len() as u64, failed);
         Ok(v)
@@ -313,7 +334,7 @@ impl MasterApi for MasterService {
     fn ping(&self, client: Uuid) -> MasterResult<PingResponse> {
         let status: ClientStatus = self.clients.ping(client, self.now(), self.client_ttl_ns);
         let r = PingResponse {
-            view_version_id: self.config.view_version,
+            view_version_id: self.view_version.load(Ordering::Relaxed),
             client_status: status,
         };
         self.counted(Rpc::Ping, Ok(r))

@@ -4,14 +4,23 @@
 //!
 //! Lock order: a shard lock may be held while taking the segment table's or the group
 //! index's lock, never the other way round, and never two shard locks at once.
+//!
+//! Replication: every change made through a [`ShardGuard`] (insert, remove, `get_mut`,
+//! `retain`) is recorded in the master's replication log when the guard is released,
+//! still under the shard lock, as the object's whole new state (or its removal); lease
+//! and read-tracking updates (`get_for_lease`) are not replicated.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
 
 use parking_lot::{Mutex, MutexGuard};
 
+use super::ha::changelog::ReplicationLog;
+use super::ha::record::{ObjectState, Record, ReplicaState};
 use super::segments::{Buffer, SegRef};
 use crate::wire::master_api::{
     ErrorCode, ReplicaDescriptor, ReplicaLocation, ReplicaStatus, SoftPinAction, Uuid,
@@ -293,6 +302,60 @@ impl Object {
         self.extra.as_ref().map_or("", |e| &e.group_id)
     }
 
+    /// The soft-pin action waiting for the put to complete.
+    pub fn pending_pin(&self) -> Option<PendingPin> {
+        self.extra.as_ref().and_then(|e| e.pending_pin)
+    }
+
+    /// The replicated form of this object at service time `now`.
+    pub fn state(&self, now: u64) -> ObjectState {
+        ObjectState {
+            client: self.client,
+            age_ns: now.saturating_sub(self.put_start),
+            size: self.size(),
+            replicas: self
+                .replicas
+                .iter()
+                .map(|r| ReplicaState {
+                    id: r.id,
+                    segment: r.seg.segment.id,
+                    addr: r.addr,
+                    size: r.size,
+                    status: r.status,
+                })
+                .collect(),
+            hard_pin: self.hard_pin(),
+            soft_pin_left_ns: self.soft_pin().map(|d| d.saturating_sub(now)),
+            pending_pin: self.pending_pin().map(|p| (p.action, p.ttl_ns)),
+            checksum: self.checksum(),
+            group_id: self.group_id().to_string(),
+        }
+    }
+
+    /// An object restored from its replicated `state` at service time `now`, on
+    /// `replicas` (those whose buffers could be re-established).
+    pub fn from_state(state: &ObjectState, replicas: Replicas, now: u64) -> Object {
+        let pending = state.pending_pin.map_or(
+            PendingPin {
+                action: SoftPinAction::Preserve,
+                ttl_ns: 0,
+            },
+            |(action, ttl_ns)| PendingPin { action, ttl_ns },
+        );
+        let mut o = Object::new(
+            state.client,
+            now.saturating_sub(state.age_ns).max(1),
+            state.size,
+            replicas,
+            state.hard_pin,
+            state.soft_pin_left_ns.map(|left| now.saturating_add(left)),
+            pending,
+            &state.group_id,
+        );
+        o.set_checksum(state.checksum);
+        o
+    }
+
     /// Sets (or clears) the soft-pin action to apply when the put completes.
     pub fn set_pending_pin(&mut self, pin: Option<PendingPin>) {
         // `Preserve` does nothing when applied: the same as no pending action.
@@ -463,17 +526,44 @@ pub(crate) struct ObjectTable {
     shards: Vec<Mutex<Shard>>,
     count: AtomicUsize,
     groups: Mutex<GroupIndex>,
+    log: Arc<ReplicationLog>,
+    /// The service clock's origin (object times are nanoseconds since).
+    start: Instant,
 }
 
 impl ObjectTable {
-    /// An empty table.
-    pub fn new() -> ObjectTable {
+    /// An empty table recording its changes in `log`; object times count from `start`.
+    pub fn new(log: Arc<ReplicationLog>, start: Instant) -> ObjectTable {
         ObjectTable {
             shards: (0..NUM_SHARDS)
                 .map(|_| Mutex::new(Shard::default()))
                 .collect(),
             count: AtomicUsize::new(0),
             groups: Mutex::new(HashMap::new()),
+            log,
+            start,
+        }
+    }
+
+    fn now(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_nanos())
+            .unwrap_or(u64::MAX)
+            .max(1)
+    }
+
+    /// Appends every object's state to the replication log (a full dump), shard by
+    /// shard under each shard's lock.
+    pub fn dump(&self) {
+        for i in 0..NUM_SHARDS {
+            let shard = self.lock(i);
+            let now = self.now();
+            shard.for_each(|t, k, o| {
+                self.log.append(&Record::Object {
+                    tenant: t.to_string(),
+                    key: k.to_string(),
+                    state: o.state(now),
+                });
+            });
         }
     }
 
@@ -495,6 +585,7 @@ impl ObjectTable {
         ShardGuard {
             table: self,
             shard: self.shards[idx % NUM_SHARDS].lock(),
+            changed: Vec::new(),
         }
     }
 
@@ -543,16 +634,43 @@ impl ObjectTable {
 pub(crate) struct ShardGuard<'a> {
     table: &'a ObjectTable,
     shard: MutexGuard<'a, Shard>,
+    /// Keys changed under this guard, recorded when it is released.
+    changed: Vec<(String, String)>,
+}
+
+/// What identifies an object's replica set and their states (a change of it is
+/// replicated).
+fn fingerprint(o: &Object) -> (usize, u64) {
+    let h = o.replicas.iter().fold(0u64, |h, r| {
+        h.wrapping_mul(31)
+            .wrapping_add(r.id)
+            .wrapping_mul(7)
+            .wrapping_add(r.status as u64)
+    });
+    (o.replicas.len(), h)
 }
 
 impl ShardGuard<'_> {
+    fn mark_changed(&mut self, tenant: &str, key: &str) {
+        if self.table.log.is_active() {
+            self.changed.push((tenant.to_string(), key.to_string()));
+        }
+    }
+
     /// The object at (tenant, key).
     pub fn get(&self, tenant: &str, key: &str) -> Option<&Object> {
         self.shard.tenants.get(tenant)?.get(key).map(|o| &**o)
     }
 
-    /// The object at (tenant, key), mutably.
+    /// The object at (tenant, key), mutably; the change is replicated.
     pub fn get_mut(&mut self, tenant: &str, key: &str) -> Option<&mut Object> {
+        self.mark_changed(tenant, key);
+        self.get_for_lease(tenant, key)
+    }
+
+    /// The object at (tenant, key), mutably, for changes that are not replicated:
+    /// leases and read tracking (a new leader grants fresh leases to everything).
+    pub fn get_for_lease(&mut self, tenant: &str, key: &str) -> Option<&mut Object> {
         self.shard
             .tenants
             .get_mut(tenant)?
@@ -562,6 +680,7 @@ impl ShardGuard<'_> {
 
     /// Inserts a new object (the caller checked the key is free).
     pub fn insert(&mut self, tenant: &str, key: &str, obj: Object) {
+        self.mark_changed(tenant, key);
         self.table.group_add(tenant, obj.group_id(), key);
         let old = self
             .shard
@@ -579,6 +698,7 @@ impl ShardGuard<'_> {
 
     /// Removes and returns the object at (tenant, key).
     pub fn remove(&mut self, tenant: &str, key: &str) -> Option<Object> {
+        self.mark_changed(tenant, key);
         let map = self.shard.tenants.get_mut(tenant)?;
         let obj = map.remove(key)?;
         if map.is_empty() {
@@ -608,14 +728,21 @@ impl ShardGuard<'_> {
         freed: &mut Vec<Buffer>,
     ) -> usize {
         let table = self.table;
+        let logging = table.log.is_active();
         let mut removed = 0;
         let mut groups_gone: Vec<(String, String, String)> = Vec::new();
+        let changed = &mut self.changed;
         self.shard.tenants.retain(|t, map| {
             if tenant.is_some_and(|want| want != t) {
                 return true;
             }
             map.retain(|k, obj| {
-                if f(t, k, obj) {
+                let before = logging.then(|| fingerprint(obj));
+                let keep = f(t, k, obj);
+                if before.is_some_and(|b| !keep || b != fingerprint(obj)) {
+                    changed.push((t.clone(), k.to_string()));
+                }
+                if keep {
                     return true;
                 }
                 freed.extend(
@@ -644,6 +771,31 @@ impl ShardGuard<'_> {
             for (k, obj) in map {
                 f(t, k, obj);
             }
+        }
+    }
+}
+
+impl Drop for ShardGuard<'_> {
+    /// Records the new state of every changed key, still under the shard lock, so the
+    /// log holds each key's changes in the order they were made.
+    fn drop(&mut self) {
+        if self.changed.is_empty() {
+            return;
+        }
+        let mut changed = std::mem::take(&mut self.changed);
+        changed.sort_unstable();
+        changed.dedup();
+        let now = self.table.now();
+        for (tenant, key) in changed {
+            let rec = match self.get(&tenant, &key) {
+                Some(o) => Record::Object {
+                    state: o.state(now),
+                    tenant,
+                    key,
+                },
+                None => Record::Removed { tenant, key },
+            };
+            self.table.log.append(&rec);
         }
     }
 }

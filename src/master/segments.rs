@@ -12,6 +12,8 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use super::allocator::RangeAllocator;
+use super::ha::changelog::ReplicationLog;
+use super::ha::record::Record;
 use super::placement::AllocView;
 use crate::wire::master_api::{BufferDescriptor, ErrorCode, MasterResult, Segment, Uuid};
 
@@ -143,16 +145,36 @@ pub(crate) struct Segments {
     capacity: AtomicU64,
     allocated: AtomicU64,
     cachelib: bool,
+    /// Mounts and unmounts are recorded here, under the table's lock.
+    log: Arc<ReplicationLog>,
 }
 
 impl Segments {
     /// An empty table; `cachelib` enforces cachelib's slab alignment on mounts.
+    #[cfg(test)]
     pub fn new(cachelib: bool) -> Segments {
+        Segments::with_log(cachelib, Arc::new(ReplicationLog::new(Default::default())))
+    }
+
+    /// An empty table recording mounts and unmounts in `log`.
+    pub fn with_log(cachelib: bool, log: Arc<ReplicationLog>) -> Segments {
         Segments {
             inner: Mutex::new(Inner::default()),
             capacity: AtomicU64::new(0),
             allocated: AtomicU64::new(0),
             cachelib,
+            log,
+        }
+    }
+
+    /// Appends every mounted segment to the replication log (part of a full dump).
+    pub fn dump(&self) {
+        let inner = self.inner.lock();
+        for m in inner.mounts.values() {
+            self.log.append(&Record::Mount {
+                segment: m.info.segment.clone(),
+                client: m.info.client,
+            });
         }
     }
 
@@ -210,7 +232,51 @@ impl Segments {
         inner.add_name(&segment.name, mount_id);
         inner.by_client.entry(client).or_default().push(segment.id);
         self.capacity.fetch_add(segment.size, Ordering::Relaxed);
+        self.log.append(&Record::Mount {
+            segment: segment.clone(),
+            client,
+        });
         Ok(())
+    }
+
+    /// Mounts `segment` for `client` with the buffers `ranges` (address, size)
+    /// already allocated in it (restoring a replicated state). Returns the buffer of
+    /// each range, `None` for one that overlaps another or leaves the segment.
+    pub fn mount_restored(
+        &self,
+        segment: &Segment,
+        client: Uuid,
+        ranges: &[(u64, u64)],
+    ) -> MasterResult<Vec<Option<Buffer>>> {
+        self.mount(segment, client)?;
+        let mut inner = self.inner.lock();
+        let mid = *inner
+            .by_id
+            .get(&segment.id)
+            .ok_or(ErrorCode::INVALID_PARAMS)?;
+        let m = inner
+            .mounts
+            .get_mut(&mid)
+            .ok_or(ErrorCode::INVALID_PARAMS)?;
+        let (alloc, blocks) = RangeAllocator::with_allocations(segment.base, segment.size, ranges);
+        let before = m.alloc.used();
+        m.alloc = alloc;
+        let after = m.alloc.used();
+        self.allocated.fetch_add(after, Ordering::Relaxed);
+        self.allocated.fetch_sub(before, Ordering::Relaxed);
+        let info = m.info.clone();
+        Ok(ranges
+            .iter()
+            .zip(blocks)
+            .map(|(&(addr, size), block)| {
+                block.map(|block| Buffer {
+                    seg: info.clone(),
+                    addr,
+                    size,
+                    block,
+                })
+            })
+            .collect())
     }
 
     /// `ReMountSegment`'s pre-check: -600 when an already mounted id belongs to another
@@ -413,6 +479,7 @@ impl Segments {
             }
         }
         m.info.alive.store(false, Ordering::Release);
+        self.log.append(&Record::Unmount { id: seg.id });
         self.capacity.fetch_sub(seg.size, Ordering::Relaxed);
         self.allocated.fetch_sub(m.alloc.used(), Ordering::Relaxed);
         Some(m.info)

@@ -132,6 +132,93 @@ impl EtcdMetadataStore {
     }
 }
 
+/// An etcd number, which the JSON gateway writes as a string.
+fn number(v: Option<&Value>) -> Option<i64> {
+    match v? {
+        Value::String(s) => s.parse().ok(),
+        Value::Number(n) => n.as_i64(),
+        _ => None,
+    }
+}
+
+/// What a lease keep-alive found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseState {
+    /// The lease lives, with this many seconds left.
+    Alive(i64),
+    /// The lease expired or was revoked.
+    Gone,
+}
+
+impl EtcdMetadataStore {
+    /// Grants a lease of `ttl_secs`; its id.
+    pub fn grant_lease(&self, ttl_secs: i64) -> Result<i64> {
+        let reply = self.call("/v3/lease/grant", &json!({ "TTL": ttl_secs }))?;
+        number(reply.get("ID"))
+            .filter(|id| *id != 0)
+            .ok_or_else(|| Error::Metadata(format!("etcd: lease grant refused: {reply}")))
+    }
+
+    /// Renews lease `id` once.
+    pub fn keep_alive(&self, id: i64) -> Result<LeaseState> {
+        let reply = self.call("/v3/lease/keepalive", &json!({ "ID": id.to_string() }))?;
+        if let Some(err) = reply.get("error") {
+            let message = err.get("message").and_then(Value::as_str).unwrap_or("");
+            if message.contains("not found") {
+                return Ok(LeaseState::Gone);
+            }
+            return Err(Error::Metadata(format!("etcd: keep-alive: {err}")));
+        }
+        let ttl = number(reply.get("result").and_then(|r| r.get("TTL"))).unwrap_or(0);
+        Ok(if ttl > 0 {
+            LeaseState::Alive(ttl)
+        } else {
+            LeaseState::Gone
+        })
+    }
+
+    /// Revokes lease `id` (deleting its keys).
+    pub fn revoke_lease(&self, id: i64) -> Result<()> {
+        self.call("/v3/lease/revoke", &json!({ "ID": id.to_string() }))
+            .map(drop)
+    }
+
+    /// Puts every `(key, value)` under lease `lease` if `guard` does not exist, in one
+    /// transaction; the revision it happened at, or `None` when `guard` exists.
+    pub fn create_with_lease(
+        &self,
+        guard: &str,
+        puts: &[(&str, &[u8])],
+        lease: i64,
+    ) -> Result<Option<i64>> {
+        let success: Vec<Value> = puts
+            .iter()
+            .map(|(k, v)| {
+                json!({"request_put": {
+                    "key": base64::encode(k.as_bytes()),
+                    "value": base64::encode(v),
+                    "lease": lease.to_string(),
+                }})
+            })
+            .collect();
+        let reply = self.call(
+            "/v3/kv/txn",
+            &json!({
+                "compare": [{
+                    "key": base64::encode(guard.as_bytes()),
+                    "result": "EQUAL",
+                    "target": "CREATE",
+                    "create_revision": "0",
+                }],
+                "success": success,
+            }),
+        )?;
+        let succeeded = reply.get("succeeded").and_then(Value::as_bool) == Some(true);
+        Ok(succeeded
+            .then(|| number(reply.get("header").and_then(|h| h.get("revision"))).unwrap_or(0)))
+    }
+}
+
 impl MetadataStore for EtcdMetadataStore {
     fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
         let reply = self.call(

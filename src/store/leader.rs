@@ -20,8 +20,7 @@ use std::time::{Duration, Instant};
 const VIEW_POLL: Duration = Duration::from_millis(100);
 /// How often the watcher checks the view for a change.
 const WATCH_PERIOD: Duration = Duration::from_secs(1);
-/// Upstream's default cluster id.
-pub const DEFAULT_CLUSTER_ID: &str = "mooncake_cluster";
+pub use crate::master::ha::election::DEFAULT_CLUSTER_ID;
 
 /// The `master_view` key of a cluster in etcd.
 pub struct MasterView {
@@ -174,26 +173,55 @@ impl FollowingMaster {
     /// again, until the call's deadline. A timeout on a leader that still answers is
     /// returned (the request may have been carried out).
     fn call<T>(&self, f: impl Fn(&MasterRpcClient) -> MasterResult<T>) -> MasterResult<T> {
+        self.call_tracked(f).0
+    }
+
+    /// [`FollowingMaster::call`], also saying whether the call was sent again after a
+    /// leader stopped answering (the first attempt may have been carried out).
+    fn call_tracked<T>(
+        &self,
+        f: impl Fn(&MasterRpcClient) -> MasterResult<T>,
+    ) -> (MasterResult<T>, bool) {
         let deadline = Instant::now() + self.rpc_timeout;
+        let mut resent = false;
         'attempt: loop {
             let (addr, client) = self.current.read().clone();
             let e = match f(&client) {
                 Err(e) if unreachable(e) => e,
-                other => return other,
+                other => return (other, resent),
             };
             while Instant::now() < deadline {
                 if self.follow_view(&addr) {
+                    resent = true;
                     continue 'attempt;
                 }
                 if answers(&addr) && client.service_ready().is_ok() {
                     if e == ErrorCode::RPC_FAIL {
+                        resent = true;
                         continue 'attempt;
                     }
-                    return Err(e);
+                    return (Err(e), resent);
                 }
                 std::thread::sleep(VIEW_POLL);
             }
-            return Err(e);
+            return (Err(e), resent);
+        }
+    }
+
+    /// A PutStart sent again after a failover may find the object its first attempt
+    /// created (replicated before the old leader died): the key "exists", yet nothing
+    /// was written. That object is this client's unfinished put: revoke it and start
+    /// again, so the put completes instead of being reported done with no data.
+    fn restart_own_put(
+        &self,
+        client: Uuid,
+        key: &str,
+        start: impl Fn() -> MasterResult<Vec<ReplicaDescriptor>>,
+    ) -> MasterResult<Vec<ReplicaDescriptor>> {
+        match self.call(|m| m.put_revoke(client, key, ReplicaType::All, DEFAULT_TENANT)) {
+            Ok(()) => start(),
+            // Not ours, or already complete: the key really exists.
+            Err(_) => Err(ErrorCode::OBJECT_ALREADY_EXISTS),
         }
     }
 }
@@ -227,6 +255,55 @@ macro_rules! follow_leader {
                     self.call(|m| m.$name($($arg),*))
                 }
             )*
+
+            fn put_start(
+                &self,
+                client: Uuid,
+                key: &str,
+                len: u64,
+                config: &ReplicateConfig,
+                tenant: &str,
+            ) -> MasterResult<Vec<ReplicaDescriptor>> {
+                let start = || self.call(|m| m.put_start(client, key, len, config, tenant));
+                match self.call_tracked(|m| m.put_start(client, key, len, config, tenant)) {
+                    (Err(ErrorCode::OBJECT_ALREADY_EXISTS), true) => {
+                        self.restart_own_put(client, key, start)
+                    }
+                    (r, _) => r,
+                }
+            }
+
+            fn batch_put_start(
+                &self,
+                client: Uuid,
+                keys: &[String],
+                lens: &[u64],
+                config: &ReplicateConfig,
+                tenant: &str,
+            ) -> MasterResult<Vec<MasterResult<Vec<ReplicaDescriptor>>>> {
+                let (r, resent) =
+                    self.call_tracked(|m| m.batch_put_start(client, keys, lens, config, tenant));
+                let mut results = r?;
+                if resent {
+                    for (i, slot) in results.iter_mut().enumerate() {
+                        if *slot == Err(ErrorCode::OBJECT_ALREADY_EXISTS) {
+                            let (key, len) = (&keys[i], lens.get(i).copied().unwrap_or(0));
+                            *slot = self.restart_own_put(client, key, || {
+                                self.call(|m| m.put_start(client, key, len, config, tenant))
+                            });
+                        }
+                    }
+                }
+                Ok(results)
+            }
+
+            fn remove(&self, key: &str, force: bool, tenant: &str) -> MasterResult<()> {
+                match self.call_tracked(|m| m.remove(key, force, tenant)) {
+                    // The first attempt removed it.
+                    (Err(ErrorCode::OBJECT_NOT_FOUND), true) => Ok(()),
+                    (r, _) => r,
+                }
+            }
         }
     };
 }
@@ -248,10 +325,8 @@ follow_leader! {
     fn batch_begin_read(&self, keys: &[String], tenant: &str) -> MasterResult<Vec<MasterResult<GetReplicaListResponse>>>;
     fn batch_end_read(&self, keys: &[String], replica_ids: &[u64], tenant: &str) -> MasterResult<()>;
     fn get_replica_list_by_regex(&self, regex: &str, tenant: &str) -> MasterResult<Vec<(String, Vec<ReplicaDescriptor>)>>;
-    fn put_start(&self, client: Uuid, key: &str, len: u64, config: &ReplicateConfig, tenant: &str) -> MasterResult<Vec<ReplicaDescriptor>>;
     fn put_end(&self, client: Uuid, meta: &ObjectMeta, kind: ReplicaType, tenant: &str) -> MasterResult<()>;
     fn put_revoke(&self, client: Uuid, key: &str, kind: ReplicaType, tenant: &str) -> MasterResult<()>;
-    fn batch_put_start(&self, client: Uuid, keys: &[String], lens: &[u64], config: &ReplicateConfig, tenant: &str) -> MasterResult<Vec<MasterResult<Vec<ReplicaDescriptor>>>>;
     fn batch_put_end(&self, client: Uuid, metas: &[ObjectMeta], kind: ReplicaType, tenant: &str) -> MasterResult<Vec<MasterResult<()>>>;
     fn batch_put_revoke(&self, client: Uuid, keys: &[String], kind: ReplicaType, tenant: &str) -> MasterResult<Vec<MasterResult<()>>>;
     fn upsert_start(&self, client: Uuid, key: &str, len: u64, config: &ReplicateConfig, tenant: &str) -> MasterResult<Vec<ReplicaDescriptor>>;
@@ -260,7 +335,6 @@ follow_leader! {
     fn batch_upsert_start(&self, client: Uuid, keys: &[String], lens: &[u64], config: &ReplicateConfig, tenant: &str) -> MasterResult<Vec<MasterResult<Vec<ReplicaDescriptor>>>>;
     fn batch_upsert_end(&self, client: Uuid, metas: &[ObjectMeta], tenant: &str) -> MasterResult<Vec<MasterResult<()>>>;
     fn batch_upsert_revoke(&self, client: Uuid, keys: &[String], tenant: &str) -> MasterResult<Vec<MasterResult<()>>>;
-    fn remove(&self, key: &str, force: bool, tenant: &str) -> MasterResult<()>;
     fn remove_by_regex(&self, regex: &str, force: bool, tenant: &str) -> MasterResult<i64>;
     fn remove_all(&self, force: bool, tenant: &str) -> MasterResult<i64>;
     fn batch_remove(&self, keys: &[String], force: bool, tenant: &str) -> MasterResult<Vec<MasterResult<()>>>;

@@ -48,6 +48,17 @@ pub fn bind_port(port: u16, ipv6: bool) -> std::io::Result<TcpListener> {
 
 /// The first UP and RUNNING non-loopback interface address (IPv4, or IPv6 when asked).
 pub fn first_interface_ip(ipv6: bool) -> Option<String> {
+    interface_ip(None, ipv6)
+}
+
+/// The address of interface `name` (IPv4, or IPv6 when asked), if it is up.
+pub fn named_interface_ip(name: &str, ipv6: bool) -> Option<String> {
+    interface_ip(Some(name), ipv6)
+}
+
+/// The first address of an UP and RUNNING interface: the one named `name`, or any
+/// non-loopback one.
+fn interface_ip(name: Option<&str>, ipv6: bool) -> Option<String> {
     let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs fills `head` with a list we free below.
     if unsafe { libc::getifaddrs(&mut head) } != 0 {
@@ -61,8 +72,16 @@ pub fn first_interface_ip(ipv6: bool) -> Option<String> {
         cur = ifa.ifa_next;
         let flags = ifa.ifa_flags;
         let up = flags & libc::IFF_UP as u32 != 0 && flags & libc::IFF_RUNNING as u32 != 0;
-        if !up || flags & libc::IFF_LOOPBACK as u32 != 0 || ifa.ifa_addr.is_null() {
+        let loopback = flags & libc::IFF_LOOPBACK as u32 != 0;
+        if !up || ifa.ifa_addr.is_null() || (name.is_none() && loopback) {
             continue;
+        }
+        if let Some(want) = name {
+            // SAFETY: ifa_name is a NUL-terminated string owned by the list.
+            let have = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) };
+            if have.to_bytes() != want.as_bytes() {
+                continue;
+            }
         }
         // SAFETY: ifa_addr is non-null and points to a sockaddr of the given family.
         let family = i32::from(unsafe { (*ifa.ifa_addr).sa_family });

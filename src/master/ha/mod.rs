@@ -1,0 +1,433 @@
+//! Master high availability (`--enable_ha`) and snapshots (`--enable_snapshot`).
+//!
+//! Election is upstream's: the leader holds `mooncake-store/<cluster_id>/master_view`
+//! in etcd under a lease ([`election`]). Replication is ours: standbys do not read an
+//! op log from etcd; each keeps a live copy of the leader's metadata, streamed from
+//! the leader over TCP ([`stream`]) as records of whole objects and segments
+//! ([`record`], [`mirror`]). Every RPC that changes metadata answers only after each
+//! standby in sync (and the snapshot writer) has acknowledged the change ([`log`]),
+//! so whatever a client was told is held by the next leader. A standby promoted
+//! restores its copy into a fresh service ([`MasterService::restore`]) and serves at
+//! once; standbys do not open the RPC port, as upstream.
+//!
+//! A leader that cannot renew its lease for longer than the lease's TTL stops serving
+//! (closes its RPC port) until it can; if the lease is gone it becomes a standby.
+
+pub(crate) mod changelog;
+pub mod election;
+pub mod mirror;
+pub mod record;
+pub mod snapshot;
+mod state;
+pub mod stream;
+
+use crate::master::admin::AdminHandler;
+use crate::master::rpc_server::RpcServer;
+use crate::master::{MasterConfig, MasterService};
+use crate::metadata::etcd::LeaseState;
+use crate::util::http_server::{HttpHandler, HttpReply};
+use election::{Election, Leader, Term};
+use mirror::Mirror;
+use parking_lot::RwLock;
+use serde_json::json;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Upstream's view-lease TTL is 5 s; ours is shorter so a failover takes less.
+pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(3);
+/// How often the view is polled while following or waiting.
+const POLL: Duration = Duration::from_millis(100);
+
+/// What an HA master needs beyond the service configuration.
+#[derive(Debug, Clone)]
+pub struct HaSettings {
+    /// etcd endpoints (`h1:2379,h2:2379`).
+    pub etcd_endpoints: String,
+    /// `--cluster_id` (default `mooncake_cluster`).
+    pub cluster_id: String,
+    /// Where the RPC server binds when leading.
+    pub rpc_bind: SocketAddr,
+    /// The `ip:port` clients are told (the view's value).
+    pub rpc_advertised: String,
+    /// Lease TTL (whole seconds).
+    pub lease_ttl: Duration,
+    /// `--rpc_conn_timeout_seconds`.
+    pub idle_timeout: Option<Duration>,
+    /// `--snapshot_backup_dir` when `--enable_snapshot`: the leader keeps a snapshot.
+    pub snapshot_dir: Option<PathBuf>,
+}
+
+/// A master's role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Not yet part of the cluster.
+    Starting,
+    /// Copying the leader's metadata.
+    Standby,
+    /// Serving.
+    Leader,
+    /// The leader, not serving while its lease cannot be renewed.
+    Suspended,
+}
+
+impl Role {
+    fn name(self) -> &'static str {
+        match self {
+            Role::Starting => "starting",
+            Role::Standby => "standby",
+            Role::Leader => "leader",
+            Role::Suspended => "suspended",
+        }
+    }
+}
+
+#[derive(Default)]
+struct StatusInner {
+    role: Option<Role>,
+    leader: Option<String>,
+    view_version: Option<i64>,
+    master: Option<Arc<MasterService>>,
+    /// A standby holding a whole, current copy of the leader's metadata.
+    in_sync: bool,
+}
+
+/// The HA state shared with the admin service.
+#[derive(Default)]
+pub struct HaStatus(RwLock<StatusInner>);
+
+impl HaStatus {
+    /// The current role.
+    pub fn role(&self) -> Role {
+        self.0.read().role.unwrap_or(Role::Starting)
+    }
+
+    /// The service while leading.
+    pub fn master(&self) -> Option<Arc<MasterService>> {
+        self.0.read().master.clone()
+    }
+
+    /// The leader's RPC address as last seen.
+    pub fn leader(&self) -> Option<String> {
+        self.0.read().leader.clone()
+    }
+
+    fn set_in_sync(&self, in_sync: bool) {
+        self.0.write().in_sync = in_sync;
+    }
+
+    fn set(&self, role: Role, leader: Option<String>, master: Option<Arc<MasterService>>) {
+        let mut s = self.0.write();
+        if s.role != Some(role) || s.leader != leader {
+            log::info!(
+                "master ha: {} (leader {})",
+                role.name(),
+                leader.as_deref().unwrap_or("none")
+            );
+        }
+        s.role = Some(role);
+        s.leader = leader;
+        s.in_sync = false;
+        if role != Role::Leader && role != Role::Suspended {
+            s.view_version = None;
+        }
+        s.master = master;
+    }
+}
+
+/// The admin HTTP service of an HA master: `/health` tells the role (upstream's
+/// fields); everything else is the leader's admin service, 503 elsewhere.
+pub struct HaAdminHandler(pub Arc<HaStatus>);
+
+impl HttpHandler for HaAdminHandler {
+    fn handle(&self, method: &str, target: &str, body: &[u8]) -> HttpReply {
+        let path = target.split_once('?').map_or(target, |(p, _)| p);
+        let role = self.0.role();
+        let master = self.0.master();
+        if path == "/health" {
+            let s = self.0 .0.read();
+            let serving = role == Role::Leader && master.is_some();
+            let value = json!({
+                "status": "ok",
+                "role": role.name(),
+                "ha_state": if serving { "serving" } else { role.name() },
+                "service_ready": serving,
+                "leader_address": s.leader,
+                "view_version": s.view_version,
+                "in_sync": serving || s.in_sync,
+            });
+            return HttpReply {
+                status: 200,
+                content_type: "application/json",
+                body: value.to_string().into_bytes(),
+            };
+        }
+        match master {
+            Some(m) if role == Role::Leader => AdminHandler(m).handle(method, target, body),
+            _ => HttpReply::text(503, &format!("this master is {}", role.name())),
+        }
+    }
+}
+
+/// How a term as leader ended.
+enum TermEnd {
+    /// Another master holds the view.
+    NotElected,
+    /// The lease was lost; the state as it was then.
+    Lost(Mirror),
+    /// Asked to stop.
+    Stopped,
+}
+
+/// Runs an HA master until `stop` returns true: follows the leader as a standby,
+/// campaigns when there is none, serves while leading. `initial` is the state to lead
+/// with if elected before following anyone (a snapshot, or empty).
+pub fn run(
+    settings: &HaSettings,
+    config: &MasterConfig,
+    status: &HaStatus,
+    initial: Mirror,
+    stop: &dyn Fn() -> bool,
+) -> Result<(), String> {
+    let election = Election::new(
+        &settings.etcd_endpoints,
+        &settings.cluster_id,
+        settings.lease_ttl,
+    )
+    .map_err(|e| format!("--etcd_endpoints: {e}"))?;
+    let mut mirror = initial;
+    // Whether this master may lead with what it holds: it has a whole copy, or it has
+    // never seen another leader (a new cluster).
+    let mut fresh = true;
+    let mut leaderless_since: Option<Instant> = None;
+    status.set(Role::Starting, None, None);
+    while !stop() {
+        let leader = match election.leader() {
+            Ok(l) => l,
+            Err(e) => {
+                log::warn!("master ha: reading the view: {e}");
+                std::thread::sleep(POLL);
+                continue;
+            }
+        };
+        match leader {
+            Some(l) if l.rpc == settings.rpc_advertised => {
+                // Our own view from before a restart: wait for its lease to expire.
+                status.set(Role::Standby, Some(l.rpc), None);
+                std::thread::sleep(POLL);
+            }
+            Some(l) => {
+                leaderless_since = None;
+                status.set(Role::Standby, Some(l.rpc.clone()), None);
+                follow_leader(&l, &mut mirror, &mut fresh, status, stop);
+            }
+            None => {
+                let since = *leaderless_since.get_or_insert_with(Instant::now);
+                let waited_out = since.elapsed() > 3 * election.ttl();
+                if !(fresh || mirror.complete || waited_out) {
+                    std::thread::sleep(POLL);
+                    continue;
+                }
+                if waited_out && !(fresh || mirror.complete) {
+                    log::error!(
+                        "master ha: no leader for {:?} and no complete copy here; \
+                         leading with a partial one",
+                        since.elapsed()
+                    );
+                }
+                match lead(&election, settings, config, status, &mirror, stop)? {
+                    TermEnd::NotElected => std::thread::sleep(POLL),
+                    TermEnd::Lost(state) => {
+                        mirror = state;
+                        fresh = false;
+                        leaderless_since = None;
+                        status.set(Role::Standby, None, None);
+                    }
+                    TermEnd::Stopped => return Ok(()),
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Streams the leader's state into `mirror` until the stream ends. A stream starts
+/// with a full dump: once that has arrived the copy replaces `mirror`; a stream that
+/// breaks before leaves `mirror` marked incomplete (it may have missed changes), and
+/// an unreachable leader leaves it as it was (the copy is as current as the leader).
+fn follow_leader(
+    leader: &Leader,
+    mirror: &mut Mirror,
+    fresh: &mut bool,
+    status: &HaStatus,
+    stop: &dyn Fn() -> bool,
+) {
+    let Some(addr) = &leader.replication else {
+        // An upstream leader: nothing to copy from.
+        std::thread::sleep(POLL * 5);
+        return;
+    };
+    let mut copy = Mirror::default();
+    let end = stream::follow(addr, &mut copy, &|m| {
+        status.set_in_sync(m.complete);
+        !stop()
+    });
+    status.set_in_sync(false);
+    if copy.complete {
+        *mirror = copy;
+        *fresh = false;
+    } else if !matches!(end, stream::StreamEnd::Unreachable(_)) {
+        mirror.complete = false;
+        *fresh = false;
+    }
+    match end {
+        stream::StreamEnd::Unreachable(e) | stream::StreamEnd::Lost(e) => {
+            log::debug!("master ha: stream from {addr}: {e}");
+            std::thread::sleep(POLL);
+        }
+        stream::StreamEnd::Corrupt => {
+            log::error!("master ha: the stream from {addr} is corrupt; reconnecting");
+            std::thread::sleep(POLL);
+        }
+        stream::StreamEnd::Stopped => {}
+    }
+}
+
+/// Campaigns with `state`; when elected, serves until the lease is lost or `stop`.
+fn lead(
+    election: &Election,
+    settings: &HaSettings,
+    config: &MasterConfig,
+    status: &HaStatus,
+    state: &Mirror,
+    stop: &dyn Fn() -> bool,
+) -> Result<TermEnd, String> {
+    let master = MasterService::new(config.clone());
+    let restored = master.restore(state);
+    let repl_bind = SocketAddr::new(settings.rpc_bind.ip(), 0);
+    let replication = stream::ReplicationServer::start(repl_bind, &master)
+        .map_err(|e| format!("replication listener on {repl_bind}: {e}"))?;
+    let repl_addr = format!(
+        "{}:{}",
+        advertised_host(&settings.rpc_advertised),
+        replication.local_addr().port()
+    );
+    let term = match election.campaign(&settings.rpc_advertised, &repl_addr) {
+        Ok(Some(t)) => t,
+        Ok(None) => {
+            master.shutdown();
+            return Ok(TermEnd::NotElected);
+        }
+        Err(e) => {
+            log::warn!("master ha: campaign: {e}");
+            master.shutdown();
+            return Ok(TermEnd::NotElected);
+        }
+    };
+    master.set_view_version(term.revision);
+    log::warn!(
+        "master ha: elected leader as {} (view version {}), {restored} objects restored",
+        settings.rpc_advertised,
+        term.revision
+    );
+    let _snapshot = match &settings.snapshot_dir {
+        Some(dir) => Some(
+            snapshot::SnapshotWriter::start(dir, &master)
+                .map_err(|e| format!("snapshot in {}: {e}", dir.display()))?,
+        ),
+        None => None,
+    };
+    let end = serve_term(election, settings, status, &master, &term, stop);
+    drop(replication);
+    let end = match end {
+        Ok(TermEnd::Lost(_)) => TermEnd::Lost(snapshot::copy_of(&master)),
+        other => other?,
+    };
+    master.shutdown();
+    Ok(end)
+}
+
+fn advertised_host(addr: &str) -> &str {
+    addr.rsplit_once(':').map_or(addr, |(h, _)| h)
+}
+
+/// Serves RPCs and renews the lease every third of its TTL.
+fn serve_term(
+    election: &Election,
+    settings: &HaSettings,
+    status: &HaStatus,
+    master: &Arc<MasterService>,
+    term: &Term,
+    stop: &dyn Fn() -> bool,
+) -> Result<TermEnd, String> {
+    let start_rpc = || {
+        RpcServer::start_with_events(
+            settings.rpc_bind,
+            master.clone(),
+            Some(master.clone()),
+            settings.idle_timeout,
+        )
+        .map_err(|e| format!("master RPC on {}: {e}", settings.rpc_bind))
+    };
+    let mut rpc = Some(start_rpc()?);
+    {
+        let mut s = status.0.write();
+        s.view_version = Some(term.revision);
+    }
+    status.set(
+        Role::Leader,
+        Some(settings.rpc_advertised.clone()),
+        Some(master.clone()),
+    );
+    let renew_every = election.ttl() / 3;
+    let mut last_renewed = Instant::now();
+    let mut next_renewal = Instant::now() + renew_every;
+    loop {
+        if stop() {
+            drop(rpc);
+            election.resign(term);
+            return Ok(TermEnd::Stopped);
+        }
+        if Instant::now() < next_renewal {
+            std::thread::sleep(POLL.min(renew_every));
+            continue;
+        }
+        next_renewal = Instant::now() + renew_every;
+        match election.keep_alive(term) {
+            Ok(LeaseState::Alive(_)) => {
+                last_renewed = Instant::now();
+                if rpc.is_none() {
+                    log::warn!("master ha: lease renewed; serving again");
+                    rpc = Some(start_rpc()?);
+                    status.set(
+                        Role::Leader,
+                        Some(settings.rpc_advertised.clone()),
+                        Some(master.clone()),
+                    );
+                }
+            }
+            Ok(LeaseState::Gone) => {
+                log::error!("master ha: the leader lease is gone; stepping down");
+                drop(rpc);
+                return Ok(TermEnd::Lost(Mirror::default()));
+            }
+            Err(e) => {
+                let silent = last_renewed.elapsed();
+                // Another master may be elected once the TTL has passed since the
+                // last renewal: stop serving a little before.
+                if rpc.is_some() && silent + renew_every >= election.ttl() {
+                    log::error!(
+                        "master ha: lease not renewed for {silent:?} ({e}); not serving \
+                         until it is"
+                    );
+                    rpc = None;
+                    status.set(Role::Suspended, Some(settings.rpc_advertised.clone()), None);
+                } else {
+                    log::warn!("master ha: renewing the lease: {e}");
+                }
+                next_renewal = Instant::now() + POLL * 2;
+            }
+        }
+    }
+}

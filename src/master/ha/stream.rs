@@ -1,0 +1,242 @@
+//! The replication stream between a leader and its standbys, over TCP.
+//!
+//! A standby connects to the leader's replication port and sends [`MAGIC`]. The
+//! leader attaches it as a follower and sends frames `u32 length, u64 number, record`
+//! (length counts number and record): first a full dump, then every change; an empty
+//! frame (`length` 8, number 0) every [`IDLE_PING`] when there is nothing to send.
+//! The standby answers with the `u64` number of the last record it applied whenever
+//! it has applied everything it has read. Little-endian throughout.
+
+use super::changelog::FollowerHandle;
+use super::mirror::Mirror;
+use super::record::Record;
+use crate::master::MasterService;
+use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// What a standby sends first (the stream's format version).
+pub(crate) const MAGIC: &[u8; 8] = b"MCHAREP1";
+/// Largest frame accepted.
+const MAX_FRAME: u32 = 64 << 20;
+/// How often an idle stream carries an empty frame.
+const IDLE_PING: Duration = Duration::from_millis(500);
+/// A stream silent this long is dead.
+const SILENCE: Duration = Duration::from_secs(3);
+/// Records per write.
+const BATCH: usize = 4096;
+
+/// The leader's replication listener: one sender and one acknowledgement reader
+/// thread per standby.
+pub struct ReplicationServer {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    accept: Option<JoinHandle<()>>,
+}
+
+impl ReplicationServer {
+    /// Listens on `bind` (port 0: any) and streams `master`'s state to each standby.
+    pub fn start(bind: SocketAddr, master: &Arc<MasterService>) -> io::Result<ReplicationServer> {
+        let listener = TcpListener::bind(bind)?;
+        let addr = listener.local_addr()?;
+        listener.set_nonblocking(true)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let (weak, flag) = (Arc::downgrade(master), stop.clone());
+        let accept = std::thread::Builder::new()
+            .name("mc-ha-accept".into())
+            .spawn(move || accept_loop(listener, weak, flag))?;
+        Ok(ReplicationServer {
+            addr,
+            stop,
+            accept: Some(accept),
+        })
+    }
+
+    /// The address standbys connect to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for ReplicationServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(h) = self.accept.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+fn accept_loop(listener: TcpListener, master: Weak<MasterService>, stop: Arc<AtomicBool>) {
+    while !stop.load(Ordering::Acquire) {
+        match listener.accept() {
+            Ok((stream, peer)) => {
+                let Some(m) = master.upgrade() else { return };
+                let stop = stop.clone();
+                let spawned =
+                    std::thread::Builder::new()
+                        .name("mc-ha-send".into())
+                        .spawn(move || {
+                            if let Err(e) = serve_standby(stream, &m, &stop) {
+                                log::warn!("master ha: standby {peer}: {e}");
+                            }
+                        });
+                if let Err(e) = spawned {
+                    log::error!("master ha: no thread for standby {peer}: {e}");
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => {
+                log::warn!("master ha: accept: {e}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+}
+
+fn serve_standby(stream: TcpStream, master: &MasterService, stop: &AtomicBool) -> io::Result<()> {
+    stream.set_nonblocking(false)?;
+    stream.set_nodelay(true)?;
+    stream.set_read_timeout(Some(SILENCE))?;
+    let mut magic = [0u8; 8];
+    (&stream).read_exact(&mut magic)?;
+    if &magic != MAGIC {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "not a standby"));
+    }
+    let peer = stream.peer_addr()?;
+    let follower = Arc::new(master.attach_follower());
+    log::info!("master ha: standby {peer} attached; sending the full state");
+    let acks = {
+        let (stream, follower) = (stream.try_clone()?, follower.clone());
+        std::thread::Builder::new()
+            .name("mc-ha-acks".into())
+            .spawn(move || read_acks(stream, &follower))?
+    };
+    let result = send_records(&stream, &follower, stop);
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+    let _ = acks.join();
+    log::info!("master ha: standby {peer} detached");
+    result
+}
+
+fn send_records(
+    stream: &TcpStream,
+    follower: &FollowerHandle,
+    stop: &AtomicBool,
+) -> io::Result<()> {
+    let mut w = BufWriter::with_capacity(1 << 16, stream);
+    while !stop.load(Ordering::Acquire) {
+        let Some(batch) = follower.next_batch(BATCH, IDLE_PING) else {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "cut off"));
+        };
+        if batch.is_empty() {
+            write_frame(&mut w, 0, &[])?;
+        }
+        for (seq, bytes) in &batch {
+            write_frame(&mut w, *seq, bytes)?;
+        }
+        w.flush()?;
+    }
+    Ok(())
+}
+
+fn write_frame(w: &mut impl Write, seq: u64, bytes: &[u8]) -> io::Result<()> {
+    let len = u32::try_from(bytes.len() + 8)
+        .ok()
+        .filter(|l| *l <= MAX_FRAME)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "record too large"))?;
+    w.write_all(&len.to_le_bytes())?;
+    w.write_all(&seq.to_le_bytes())?;
+    w.write_all(bytes)
+}
+
+fn read_acks(stream: TcpStream, follower: &FollowerHandle) {
+    let mut r = BufReader::new(stream);
+    let mut word = [0u8; 8];
+    while r.read_exact(&mut word).is_ok() {
+        follower.ack(u64::from_le_bytes(word));
+    }
+}
+
+/// Why a standby's stream ended.
+#[derive(Debug)]
+pub enum StreamEnd {
+    /// Could not connect.
+    Unreachable(io::Error),
+    /// The leader closed the stream or went silent.
+    Lost(io::Error),
+    /// `keep_going` returned false.
+    Stopped,
+    /// The leader sent something that is not a record.
+    Corrupt,
+}
+
+/// Connects to the leader's stream at `addr` and applies it to `mirror` until the
+/// stream ends or `keep_going` (given the mirror) returns false; it is asked at least
+/// every [`IDLE_PING`].
+pub fn follow(addr: &str, mirror: &mut Mirror, keep_going: &dyn Fn(&Mirror) -> bool) -> StreamEnd {
+    let stream = match connect(addr) {
+        Ok(s) => s,
+        Err(e) => return StreamEnd::Unreachable(e),
+    };
+    match apply_stream(&stream, mirror, keep_going) {
+        Ok(end) => end,
+        Err(e) => StreamEnd::Lost(e),
+    }
+}
+
+fn connect(addr: &str) -> io::Result<TcpStream> {
+    use std::net::ToSocketAddrs;
+    let mut last = io::Error::new(io::ErrorKind::NotFound, format!("no address in {addr}"));
+    for a in addr.to_socket_addrs()? {
+        match TcpStream::connect_timeout(&a, Duration::from_secs(1)) {
+            Ok(s) => {
+                s.set_nodelay(true)?;
+                s.set_read_timeout(Some(SILENCE))?;
+                (&s).write_all(MAGIC)?;
+                return Ok(s);
+            }
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
+fn apply_stream(
+    stream: &TcpStream,
+    mirror: &mut Mirror,
+    keep_going: &dyn Fn(&Mirror) -> bool,
+) -> io::Result<StreamEnd> {
+    let mut r = BufReader::with_capacity(1 << 16, stream);
+    let mut last = 0u64;
+    let mut body = Vec::new();
+    loop {
+        if !keep_going(mirror) {
+            return Ok(StreamEnd::Stopped);
+        }
+        let mut head = [0u8; 4];
+        r.read_exact(&mut head)?;
+        let len = u32::from_le_bytes(head);
+        if !(8..=MAX_FRAME).contains(&len) {
+            return Ok(StreamEnd::Corrupt);
+        }
+        body.resize(len as usize, 0);
+        r.read_exact(&mut body)?;
+        let seq = u64::from_le_bytes(body[..8].try_into().unwrap_or_default());
+        if seq != 0 {
+            let Some(rec) = Record::decode(&body[8..]) else {
+                return Ok(StreamEnd::Corrupt);
+            };
+            mirror.apply(rec);
+            last = seq;
+        }
+        if r.buffer().is_empty() && last != 0 {
+            (&*stream).write_all(&last.to_le_bytes())?;
+        }
+    }
+}

@@ -1,0 +1,388 @@
+//! Master high availability and snapshots, end to end: our masters with
+//! `--enable_ha=true` on a real etcd, our store clients addressing them as
+//! `etcd://…`, puts and gets running while the leader is SIGKILLed (two masters, then
+//! the new leader with a third standing by), etcd itself restarted under load, and
+//! upstream 0.3.13's Python client against our HA masters. Every acknowledged object
+//! must stay readable with its exact bytes. Also a master with `--enable_snapshot`
+//! killed and restarted on its address. Needs etcd (`MOONCAKE_SKIP_KV_SERVERS=1`
+//! skips) and, for the upstream client, the peer (`MOONCAKE_SKIP_INTEROP=1`).
+
+mod interop_common;
+mod kv_servers;
+mod store_interop_common;
+
+use interop_common::{pattern, peer, ChildGuard};
+use kv_servers::Etcd;
+use mooncake::store::{Client, ReplicateConfig, SetupConfig};
+use parking_lot::Mutex;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use store_interop_common::*;
+
+const MIB: u64 = 1 << 20;
+const VALUE: usize = 64 << 10;
+
+/// One of our masters with `--enable_ha=true`.
+struct HaMaster {
+    guard: ChildGuard,
+    rpc_port: u16,
+    metrics_port: u16,
+}
+
+impl HaMaster {
+    fn start(etcd: &Etcd, extra: &[&str]) -> HaMaster {
+        let (rpc, metrics) = (free_port(), free_port());
+        let mut cmd = Command::new(our_master_binary());
+        cmd.args([
+            "--enable_ha=true".to_string(),
+            format!("--etcd_endpoints=127.0.0.1:{}", etcd.port),
+            "--rpc_address=127.0.0.1".into(),
+            format!("--port={rpc}"),
+            "--metrics_host=127.0.0.1".into(),
+            format!("--metrics_port={metrics}"),
+        ])
+        .args(extra)
+        .stdin(Stdio::null());
+        die_with_parent(&mut cmd);
+        let m = HaMaster {
+            guard: ChildGuard::spawn(cmd, "our-ha-master", false),
+            rpc_port: rpc,
+            metrics_port: metrics,
+        };
+        m.wait_for("to start", |h| h.contains("\"status\":\"ok\""));
+        m
+    }
+
+    fn health(&self) -> String {
+        http_get(&format!("http://127.0.0.1:{}/health", self.metrics_port))
+            .map(|(_, b)| b)
+            .unwrap_or_default()
+    }
+
+    fn wait_for(&self, what: &str, ok: impl Fn(&str) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !ok(&self.health()) {
+            assert!(
+                Instant::now() < deadline,
+                "HA master on {} {what}: {}\n{}",
+                self.rpc_port,
+                self.health(),
+                self.guard.log_tail()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn wait_leader(&self) {
+        self.wait_for("to lead", |h| h.contains("\"role\":\"leader\""));
+    }
+
+    fn wait_in_sync_standby(&self) {
+        self.wait_for("to hold a copy", |h| {
+            h.contains("\"role\":\"standby\"") && h.contains("\"in_sync\":true")
+        });
+    }
+
+    fn kill(&mut self) {
+        let _ = self.guard.child.kill();
+        let _ = self.guard.child.wait();
+    }
+}
+
+fn client(etcd: &Etcd, segment: u64) -> Client {
+    init_our_client_env();
+    let cfg = SetupConfig {
+        local_hostname: "127.0.0.1".into(),
+        metadata_server: etcd.url(),
+        global_segment_size: segment,
+        local_buffer_size: 16 * MIB,
+        protocol: "tcp".into(),
+        device_name: String::new(),
+        master_server_addr: etcd.url(),
+    };
+    Client::setup(&cfg).expect("client setup through the master view")
+}
+
+fn value_of(key: &str) -> Vec<u8> {
+    let seed = key
+        .bytes()
+        .fold(7u8, |a, b| a.wrapping_mul(31).wrapping_add(b));
+    pattern(VALUE, seed)
+}
+
+/// Puts from several clients until stopped (at most `cap` each, so nothing needs to
+/// be evicted); remembers what was acknowledged.
+struct Load {
+    stop: Arc<AtomicBool>,
+    acked: Arc<Mutex<Vec<String>>>,
+    failed: Arc<AtomicU64>,
+    /// Milliseconds since `t0` of the latest acknowledged put.
+    last_ok_ms: Arc<AtomicU64>,
+    t0: Instant,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Load {
+    fn start(clients: &[Arc<Client>], prefix: &str, cap: u64) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let acked = Arc::new(Mutex::new(Vec::new()));
+        let failed = Arc::new(AtomicU64::new(0));
+        let last_ok_ms = Arc::new(AtomicU64::new(0));
+        let t0 = Instant::now();
+        let threads = clients
+            .iter()
+            .enumerate()
+            .map(|(ci, c)| {
+                let (c, stop, acked, failed, last) = (
+                    c.clone(),
+                    stop.clone(),
+                    acked.clone(),
+                    failed.clone(),
+                    last_ok_ms.clone(),
+                );
+                let prefix = format!("{prefix}-c{ci}");
+                std::thread::spawn(move || {
+                    let mut i = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        if i == cap {
+                            std::thread::sleep(Duration::from_millis(10));
+                            continue;
+                        }
+                        let key = format!("{prefix}-{i}");
+                        i += 1;
+                        match c.put(&key, &value_of(&key), &ReplicateConfig::default()) {
+                            Ok(()) => {
+                                acked.lock().push(key);
+                                last.store(t0.elapsed().as_millis() as u64, Ordering::Relaxed);
+                            }
+                            Err(_) => {
+                                failed.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        Load {
+            stop,
+            acked,
+            failed,
+            last_ok_ms,
+            t0,
+            threads,
+        }
+    }
+
+    fn acked(&self) -> usize {
+        self.acked.lock().len()
+    }
+
+    fn wait_acked(&self, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while self.acked() < n {
+            assert!(
+                Instant::now() < deadline,
+                "only {} puts acknowledged",
+                self.acked()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Kills the leader with `kill` and waits until puts flow again: more puts
+    /// acknowledged than the one each client may have had in flight. The time it took.
+    fn across(&self, kill: impl FnOnce()) -> Duration {
+        let before = self.acked() + self.threads.len();
+        let killed = Instant::now();
+        kill();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while self.acked() <= before {
+            assert!(
+                Instant::now() < deadline,
+                "no put succeeded after the failover"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let last = Duration::from_millis(self.last_ok_ms.load(Ordering::Relaxed));
+        (self.t0 + last).saturating_duration_since(killed)
+    }
+
+    fn stop(self) -> (Vec<String>, u64) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads {
+            t.join().unwrap();
+        }
+        let acked = self.acked.lock().clone();
+        (acked, self.failed.load(Ordering::Relaxed))
+    }
+}
+
+/// Every key in `acked` reads back exactly.
+fn assert_all_readable(c: &Client, acked: &[String]) {
+    let mut lost = Vec::new();
+    for key in acked {
+        let mut buf = vec![0u8; VALUE];
+        match c.get_into(key, &mut buf) {
+            Ok(n) if n as usize == VALUE && buf == value_of(key) => {}
+            Ok(n) => panic!("{key}: wrong bytes ({n} read)"),
+            Err(e) => lost.push(format!("{key}: {e:?}")),
+        }
+    }
+    assert!(
+        lost.is_empty(),
+        "{} of {} acknowledged objects lost: {:?}",
+        lost.len(),
+        acked.len(),
+        &lost[..lost.len().min(10)]
+    );
+}
+
+#[test]
+fn leader_killed_under_load_twice_loses_nothing() {
+    let Some(etcd) = Etcd::start("leader_killed_under_load_twice_loses_nothing") else {
+        return;
+    };
+    let mut a = HaMaster::start(&etcd, &[]);
+    a.wait_leader();
+    let mut b = HaMaster::start(&etcd, &[]);
+    b.wait_in_sync_standby();
+
+    let clients: Vec<Arc<Client>> = (0..2).map(|_| Arc::new(client(&etcd, 64 * MIB))).collect();
+    // 64 MiB segments hold 1024 values each: no eviction with 900 per client.
+    let load = Load::start(&clients, "one", 900);
+    load.wait_acked(100);
+    let first = load.across(|| a.kill());
+    b.wait_leader();
+    load.wait_acked(load.acked() + 50);
+
+    // A third master joins as a standby; then the new leader dies too.
+    let c = HaMaster::start(&etcd, &[]);
+    c.wait_in_sync_standby();
+    let second = load.across(|| b.kill());
+    c.wait_leader();
+    load.wait_acked(load.acked() + 50);
+    let (acked, failed) = load.stop();
+    eprintln!(
+        "failovers: {first:?} and {second:?}; {} puts acknowledged, {failed} failed",
+        acked.len()
+    );
+    assert_eq!(failed, 0, "puts failed during the failovers");
+    for cl in &clients {
+        assert_all_readable(cl, &acked);
+    }
+    // The clients leave while a leader still runs (they unmount there).
+    drop(clients);
+}
+
+#[test]
+fn etcd_restart_under_load_is_ridden_out() {
+    let Some(mut etcd) = Etcd::start("etcd_restart_under_load_is_ridden_out") else {
+        return;
+    };
+    let a = HaMaster::start(&etcd, &[]);
+    a.wait_leader();
+    let b = HaMaster::start(&etcd, &[]);
+    b.wait_in_sync_standby();
+    let clients = vec![Arc::new(client(&etcd, 128 * MIB))];
+    let load = Load::start(&clients, "etcd", 1800);
+    load.wait_acked(50);
+    etcd.restart();
+    load.wait_acked((load.acked() + 100).min(1800));
+    let (acked, failed) = load.stop();
+    assert_eq!(failed, 0, "puts failed while etcd restarted");
+    assert_all_readable(&clients[0], &acked);
+    // One of the two leads.
+    assert!(
+        a.health().contains("\"role\":\"leader\"") || b.health().contains("\"role\":\"leader\"")
+    );
+    drop(clients);
+}
+
+#[test]
+fn upstream_python_client_against_our_ha_masters() {
+    let Some(peer) = peer("upstream_python_client_against_our_ha_masters") else {
+        return;
+    };
+    let Some(etcd) = Etcd::start("upstream_python_client_against_our_ha_masters") else {
+        return;
+    };
+    let mut a = HaMaster::start(&etcd, &[]);
+    a.wait_leader();
+    let b = HaMaster::start(&etcd, &[]);
+    b.wait_in_sync_standby();
+    // The data lives in our client's segment, which survives the failover.
+    let owner = client(&etcd, 64 * MIB);
+    let mut py = PyStore::start(
+        &peer,
+        "upstream-py-ha",
+        &etcd.url(),
+        &etcd.url(),
+        0,
+        16 * MIB,
+        MIB,
+    );
+    for i in 0..100u64 {
+        assert_eq!(
+            py.put(
+                &format!("py-{i}"),
+                val(VALUE as u64, i as u8),
+                default_cfg()
+            ),
+            0
+        );
+    }
+    a.kill();
+    b.wait_leader();
+    // Upstream's client finds the new leader through the view and reads everything.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (n, ok) = py.get("py-0", val(VALUE as u64, 0));
+        if n == VALUE as u64 && ok {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "upstream client never read after failover"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for i in 0..100u64 {
+        let (n, ok) = py.get(&format!("py-{i}"), val(VALUE as u64, i as u8));
+        assert!(n == VALUE as u64 && ok, "py-{i} lost");
+    }
+    let mut buf = vec![0u8; VALUE];
+    assert_eq!(owner.get_into("py-7", &mut buf), Ok(VALUE as u64));
+    py.quit();
+    drop(owner);
+}
+
+#[test]
+fn snapshot_restart_serves_every_object() {
+    let dir = std::env::temp_dir().join(format!("mc-snapshot-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let snap = format!("--snapshot_backup_dir={}", dir.display());
+    let mut m = MasterProc::ours(&["--enable_snapshot=true", &snap]);
+    let c = our_client(&m, 64 * MIB, 16 * MIB);
+    let keys: Vec<String> = (0..200).map(|i| format!("snap-{i}")).collect();
+    for k in &keys {
+        c.put(k, &value_of(k), &ReplicateConfig::default()).unwrap();
+    }
+    c.remove("snap-0", false).unwrap();
+    m.restart();
+    let mut buf = vec![0u8; VALUE];
+    assert_eq!(
+        c.get_into("snap-0", &mut buf).ok(),
+        None,
+        "a removed object came back"
+    );
+    assert_all_readable(&c, &keys[1..]);
+    // And the restarted master keeps writing its snapshot.
+    c.put("after", &value_of("after"), &ReplicateConfig::default())
+        .unwrap();
+    m.restart();
+    assert_all_readable(&c, &["after".to_string(), keys[5].clone()]);
+    drop(c);
+    let _ = std::fs::remove_dir_all(&dir);
+}
