@@ -113,11 +113,15 @@ fn value_of(key: &str) -> Vec<u8> {
 }
 
 /// Puts from several clients until stopped (at most `cap` each, so nothing needs to
-/// be evicted); remembers what was acknowledged.
+/// be evicted), each followed by a read of one of the client's earlier acknowledged
+/// objects, checked byte for byte; remembers what was acknowledged.
 struct Load {
     stop: Arc<AtomicBool>,
     acked: Arc<Mutex<Vec<String>>>,
     failed: Arc<AtomicU64>,
+    /// Reads of acknowledged objects that failed or returned other bytes.
+    bad_reads: Arc<AtomicU64>,
+    reads: Arc<AtomicU64>,
     /// Milliseconds since `t0` of the latest acknowledged put.
     last_ok_ms: Arc<AtomicU64>,
     t0: Instant,
@@ -129,6 +133,8 @@ impl Load {
         let stop = Arc::new(AtomicBool::new(false));
         let acked = Arc::new(Mutex::new(Vec::new()));
         let failed = Arc::new(AtomicU64::new(0));
+        let bad_reads = Arc::new(AtomicU64::new(0));
+        let reads = Arc::new(AtomicU64::new(0));
         let last_ok_ms = Arc::new(AtomicU64::new(0));
         let t0 = Instant::now();
         let threads = clients
@@ -142,6 +148,7 @@ impl Load {
                     failed.clone(),
                     last_ok_ms.clone(),
                 );
+                let (bad_reads, reads) = (bad_reads.clone(), reads.clone());
                 let prefix = format!("{prefix}-c{ci}");
                 std::thread::spawn(move || {
                     let mut i = 0u64;
@@ -161,6 +168,18 @@ impl Load {
                                 failed.fetch_add(1, Ordering::Relaxed);
                             }
                         }
+                        // An earlier object of this client, picked by a multiplicative hash.
+                        let pick = (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) % i;
+                        let earlier = format!("{prefix}-{pick}");
+                        let mut buf = vec![0u8; VALUE];
+                        reads.fetch_add(1, Ordering::Relaxed);
+                        let good = c
+                            .get_into(&earlier, &mut buf)
+                            .is_ok_and(|n| n as usize == VALUE)
+                            && buf == value_of(&earlier);
+                        if !good && acked.lock().contains(&earlier) {
+                            bad_reads.fetch_add(1, Ordering::Relaxed);
+                        }
                     }
                 })
             })
@@ -169,6 +188,8 @@ impl Load {
             stop,
             acked,
             failed,
+            bad_reads,
+            reads,
             last_ok_ms,
             t0,
             threads,
@@ -209,11 +230,19 @@ impl Load {
         (self.t0 + last).saturating_duration_since(killed)
     }
 
+    /// Stops; the acknowledged keys and the number of failed puts. Panics on a bad
+    /// read of an acknowledged object.
     fn stop(self) -> (Vec<String>, u64) {
         self.stop.store(true, Ordering::Relaxed);
         for t in self.threads {
             t.join().unwrap();
         }
+        let bad = self.bad_reads.load(Ordering::Relaxed);
+        let reads = self.reads.load(Ordering::Relaxed);
+        assert_eq!(
+            bad, 0,
+            "{bad} of {reads} reads of acknowledged objects failed"
+        );
         let acked = self.acked.lock().clone();
         (acked, self.failed.load(Ordering::Relaxed))
     }

@@ -313,14 +313,19 @@ fn lead(
         advertised_host(&settings.rpc_advertised),
         replication.local_addr().port()
     );
+    // The RPC port is open before the view names it: upstream clients watching the
+    // view connect the moment it changes, and one refused waits for its next resync.
+    let rpc = start_rpc(settings, &master)?;
     let term = match election.campaign(&settings.rpc_advertised, &repl_addr) {
         Ok(Some(t)) => t,
         Ok(None) => {
+            drop(rpc);
             master.shutdown();
             return Ok(TermEnd::NotElected);
         }
         Err(e) => {
             log::warn!("master ha: campaign: {e}");
+            drop(rpc);
             master.shutdown();
             return Ok(TermEnd::NotElected);
         }
@@ -338,7 +343,7 @@ fn lead(
         ),
         None => None,
     };
-    let end = serve_term(election, settings, status, &master, &term, stop);
+    let end = serve_term(election, settings, status, &master, &term, rpc, stop);
     drop(replication);
     let end = match end {
         Ok(TermEnd::Lost(_)) => TermEnd::Lost(snapshot::copy_of(&master)),
@@ -352,25 +357,28 @@ fn advertised_host(addr: &str) -> &str {
     addr.rsplit_once(':').map_or(addr, |(h, _)| h)
 }
 
-/// Serves RPCs and renews the lease every third of its TTL.
+/// The leader's RPC server.
+fn start_rpc(settings: &HaSettings, master: &Arc<MasterService>) -> Result<RpcServer, String> {
+    RpcServer::start_with_events(
+        settings.rpc_bind,
+        master.clone(),
+        Some(master.clone()),
+        settings.idle_timeout,
+    )
+    .map_err(|e| format!("master RPC on {}: {e}", settings.rpc_bind))
+}
+
+/// Serves RPCs (on `rpc`) and renews the lease every third of its TTL.
 fn serve_term(
     election: &Election,
     settings: &HaSettings,
     status: &HaStatus,
     master: &Arc<MasterService>,
     term: &Term,
+    rpc: RpcServer,
     stop: &dyn Fn() -> bool,
 ) -> Result<TermEnd, String> {
-    let start_rpc = || {
-        RpcServer::start_with_events(
-            settings.rpc_bind,
-            master.clone(),
-            Some(master.clone()),
-            settings.idle_timeout,
-        )
-        .map_err(|e| format!("master RPC on {}: {e}", settings.rpc_bind))
-    };
-    let mut rpc = Some(start_rpc()?);
+    let mut rpc = Some(rpc);
     {
         let mut s = status.0.write();
         s.view_version = Some(term.revision);
@@ -399,7 +407,7 @@ fn serve_term(
                 last_renewed = Instant::now();
                 if rpc.is_none() {
                     log::warn!("master ha: lease renewed; serving again");
-                    rpc = Some(start_rpc()?);
+                    rpc = Some(start_rpc(settings, master)?);
                     status.set(
                         Role::Leader,
                         Some(settings.rpc_advertised.clone()),
