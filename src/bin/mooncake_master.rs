@@ -30,7 +30,8 @@ usage: mooncake_master [flags]
   --put_start_discard_timeout_sec=30  --put_start_release_timeout_sec=600
   --allocation_strategy=random|free_ratio_first  --memory_allocator=offset|cachelib
   --config_path=<json file with the same keys>
-HA: --enable_ha=true --etcd_endpoints=h1:2379,h2:2379 (or --ha_backend_connstring)
+HA: --enable_ha=true --etcd_endpoints=h1:2379,h2:2379 (or --ha_backend_connstring), or
+  --ha_backend_type=redis --ha_backend_connstring=redis://host:port
   --cluster_id=mooncake_cluster  --rpc_interface=<nic> (the address clients are told
   when --rpc_address is 0.0.0.0)  --ha_lease_ttl_sec=3  --ha_sync_timeout_ms=2000
 Snapshots: --enable_snapshot=true --snapshot_backup_dir=<dir> (restored at start)
@@ -167,18 +168,40 @@ fn ha_settings(
         return Ok(None);
     }
     let backend = get("ha_backend_type", "etcd");
-    if backend != "etcd" {
+    let connstring = get("ha_backend_connstring", "");
+    let endpoints = match backend.as_str() {
+        "etcd" => {
+            let list = get("etcd_endpoints", "");
+            if list.trim().is_empty() {
+                connstring
+            } else {
+                list
+            }
+        }
+        "redis" => {
+            let c = connstring.trim();
+            if c.is_empty() || c.starts_with("redis://") {
+                c.to_string()
+            } else {
+                format!("redis://{c}")
+            }
+        }
+        other => {
+            return Err(format!(
+                "--ha_backend_type={other}: this master elects its leader in etcd or Redis; \
+                 refusing to start without HA"
+            ))
+        }
+    };
+    if endpoints.trim().is_empty() {
         return Err(format!(
-            "--ha_backend_type={backend}: this master elects its leader in etcd only; \
-             refusing to start without HA (use --ha_backend_type=etcd)"
+            "--enable_ha=true needs {}",
+            if backend == "redis" {
+                "--ha_backend_connstring=redis://host:port"
+            } else {
+                "--etcd_endpoints (or --ha_backend_connstring)"
+            }
         ));
-    }
-    let mut endpoints = get("etcd_endpoints", "");
-    if endpoints.trim().is_empty() {
-        endpoints = get("ha_backend_connstring", "");
-    }
-    if endpoints.trim().is_empty() {
-        return Err("--enable_ha=true needs --etcd_endpoints (or --ha_backend_connstring)".into());
     }
     let ttl: u64 = get("ha_lease_ttl_sec", "3")
         .parse()
@@ -186,7 +209,7 @@ fn ha_settings(
         .filter(|t| *t >= 1)
         .ok_or("--ha_lease_ttl_sec: a whole number of seconds, at least 1")?;
     Ok(Some(HaSettings {
-        etcd_endpoints: endpoints,
+        backend: endpoints,
         cluster_id: get("cluster_id", ha::election::DEFAULT_CLUSTER_ID),
         rpc_bind: rpc,
         rpc_advertised: advertised(rpc, &get("rpc_interface", ""))?,
@@ -324,8 +347,8 @@ fn run_ha(s: Settings, ha: HaSettings) -> Result<(), String> {
         None => Default::default(),
     };
     eprintln!(
-        "mooncake_master (HA, cluster {}, etcd {}) will serve on {} when leader, metrics on {}",
-        ha.cluster_id, ha.etcd_endpoints, ha.rpc_advertised, s.metrics
+        "mooncake_master (HA, cluster {}, election in {}) will serve on {} when leader, metrics on {}",
+        ha.cluster_id, ha.backend, ha.rpc_advertised, s.metrics
     );
     signals::install_stop_handlers();
     ha::run(&ha, &s.master, &status, initial, &signals::stop_requested)?;
@@ -478,7 +501,7 @@ mod tests {
         for args in [
             &[
                 "--enable_ha",
-                "--ha_backend_type=redis",
+                "--ha_backend_type=k8s",
                 "--etcd_endpoints=h:1",
             ][..],
             &["--root_fs_dir", "/mnt/ssd"],
@@ -528,10 +551,20 @@ mod tests {
         ])
         .unwrap();
         let ha = s.ha.unwrap();
-        assert_eq!(ha.etcd_endpoints, "127.0.0.1:2379");
+        assert_eq!(ha.backend, "127.0.0.1:2379");
         assert_eq!(ha.rpc_advertised, "127.0.0.1:50051");
         assert_eq!(ha.lease_ttl, Duration::from_secs(5));
         assert_eq!(ha.cluster_id, "mooncake_cluster");
+        let s = parse(&[
+            "--enable_ha",
+            "--ha_backend_type=redis",
+            "--ha_backend_connstring=10.0.0.1:6379",
+        ])
+        .unwrap();
+        assert_eq!(s.ha.unwrap().backend, "redis://10.0.0.1:6379");
+        assert!(parse(&["--enable_ha", "--ha_backend_type=redis"])
+            .unwrap_err()
+            .contains("redis://"));
     }
 
     #[test]

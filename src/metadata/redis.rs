@@ -229,6 +229,72 @@ fn read_reply(conn: &mut impl BufRead) -> Result<Reply> {
     }
 }
 
+/// Sets `KEYS[1] = ARGV[1]` (if absent) and `KEYS[2] = ARGV[2]`, both expiring in
+/// `ARGV[3]` ms, and bumps the counter `KEYS[3]`; its new value, or 0 when `KEYS[1]`
+/// existed.
+const CREATE_WITH_TTL: &str = "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[3]) then \
+     redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3]) \
+     return redis.call('INCR', KEYS[3]) else return 0 end";
+/// Extends `KEYS[1]` and `KEYS[2]` to `ARGV[2]` ms if `KEYS[1]` holds `ARGV[1]`; 1 if
+/// it did.
+const RENEW_IF_OWNER: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
+     redis.call('PEXPIRE', KEYS[1], ARGV[2]) redis.call('PEXPIRE', KEYS[2], ARGV[2]) \
+     return 1 else return 0 end";
+/// Deletes `KEYS[1]` and `KEYS[2]` if `KEYS[1]` holds `ARGV[1]`.
+const DELETE_IF_OWNER: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
+     return redis.call('DEL', KEYS[1], KEYS[2]) else return 0 end";
+
+impl RedisMetadataStore {
+    fn eval_integer(&self, script: &str, keys: &[&str], args: &[&[u8]]) -> Result<i64> {
+        let n = keys.len().to_string();
+        let mut cmd: Vec<&[u8]> = vec![b"EVAL", script.as_bytes(), n.as_bytes()];
+        cmd.extend(keys.iter().map(|k| k.as_bytes()));
+        cmd.extend_from_slice(args);
+        match self.run(&cmd)? {
+            Reply::Integer(i) => Ok(i),
+            other => Err(Error::Metadata(format!("redis EVAL: unexpected {other:?}"))),
+        }
+    }
+
+    /// Creates `key = value` and `companion = companion_value`, expiring after `ttl`,
+    /// unless `key` exists; bumps `counter`. The counter's new value, `None` when `key`
+    /// existed.
+    pub fn create_with_ttl(
+        &self,
+        (key, value): (&str, &[u8]),
+        (companion, companion_value): (&str, &[u8]),
+        counter: &str,
+        ttl: std::time::Duration,
+    ) -> Result<Option<i64>> {
+        let ms = ttl.as_millis().max(1).to_string();
+        let n = self.eval_integer(
+            CREATE_WITH_TTL,
+            &[key, companion, counter],
+            &[value, companion_value, ms.as_bytes()],
+        )?;
+        Ok((n > 0).then_some(n))
+    }
+
+    /// Extends `key` and `companion` to `ttl` if `key` still holds `value`; whether it
+    /// did.
+    pub fn renew_if_owner(
+        &self,
+        key: &str,
+        companion: &str,
+        value: &[u8],
+        ttl: std::time::Duration,
+    ) -> Result<bool> {
+        let ms = ttl.as_millis().max(1).to_string();
+        Ok(self.eval_integer(RENEW_IF_OWNER, &[key, companion], &[value, ms.as_bytes()])? == 1)
+    }
+
+    /// Deletes `key` and `companion` if `key` still holds `value`.
+    pub fn delete_if_owner(&self, key: &str, companion: &str, value: &[u8]) -> Result<()> {
+        self.eval_integer(DELETE_IF_OWNER, &[key, companion], &[value])
+            .map(drop)
+    }
+}
+
 impl MetadataStore for RedisMetadataStore {
     fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
         match self.run(&[b"GET", key.as_bytes()])? {

@@ -9,13 +9,14 @@ use std::time::Duration;
 /// Connects to the master at `addr` (`host:port`) with the given RPC deadline and
 /// connect timeout (`MC_RPC_TIMEOUT_MS`, `MC_RPC_CONNECT_TIMEOUT_MS`); the client
 /// checks `ServiceReady` and reconnects by itself after failures. `etcd://ep1;ep2`
-/// follows the leader of cluster `MC_STORE_CLUSTER_ID` (default `mooncake_cluster`).
+/// (or `redis://host:port`) follows the leader of cluster `MC_STORE_CLUSTER_ID`
+/// (default `mooncake_cluster`).
 pub fn connect_master(
     addr: &str,
     rpc_timeout: Duration,
     connect_timeout: Duration,
 ) -> Result<Arc<dyn MasterApi>, ErrorCode> {
-    if addr.starts_with("etcd://") {
+    if addr.starts_with("etcd://") || addr.starts_with("redis://") {
         let cluster = std::env::var("MC_STORE_CLUSTER_ID")
             .ok()
             .filter(|c| !c.trim().is_empty())
@@ -29,7 +30,9 @@ pub fn connect_master(
         return Ok(master);
     }
     if let Some((scheme, _)) = addr.split_once("://") {
-        log::error!("store: master address '{addr}': '{scheme}://' is not supported (etcd://)");
+        log::error!(
+            "store: master address '{addr}': '{scheme}://' is not supported (etcd://, redis://)"
+        );
         return Err(ErrorCode::INVALID_PARAMS);
     }
     let client = MasterRpcClient::connect(addr, rpc_timeout, connect_timeout)?;

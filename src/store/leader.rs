@@ -1,5 +1,5 @@
-//! Following the master leader named in etcd: with `master_server_addr =
-//! "etcd://ep1;ep2"` the client reads the leader's `ip:port` from
+//! Following the master leader named in etcd (or Redis): with `master_server_addr =
+//! "etcd://ep1;ep2"` (or `"redis://host:port"`) the client reads the leader's `ip:port` from
 //! `mooncake-store/<cluster_id>/master_view` (`MC_STORE_CLUSTER_ID`, default
 //! `mooncake_cluster`; upstream's key and value), connects to it, watches the key, and
 //! moves to a new leader when the view changes or the leader stops answering. A call
@@ -9,6 +9,7 @@
 //! been carried out).
 
 use crate::metadata::etcd::EtcdMetadataStore;
+use crate::metadata::redis::{RedisAuth, RedisMetadataStore};
 use crate::metadata::MetadataStore;
 use crate::wire::master_api::*;
 use crate::wire::rpc_client::MasterRpcClient;
@@ -22,28 +23,36 @@ const VIEW_POLL: Duration = Duration::from_millis(100);
 const WATCH_PERIOD: Duration = Duration::from_secs(1);
 pub use crate::master::ha::election::DEFAULT_CLUSTER_ID;
 
-/// The `master_view` key of a cluster in etcd.
+/// The `master_view` key of a cluster in etcd or Redis.
 pub struct MasterView {
-    etcd: EtcdMetadataStore,
+    store: Box<dyn MetadataStore>,
     key: String,
 }
 
 impl MasterView {
-    /// The view of cluster `cluster_id` in the etcd at `endpoints` (`etcd://ep1;ep2`).
+    /// The view of cluster `cluster_id` in the etcd at `endpoints` (`etcd://ep1;ep2`),
+    /// or in Redis (`redis://host:port`, credentials from `MC_REDIS_*`).
     pub fn new(endpoints: &str, cluster_id: &str) -> Result<MasterView, ErrorCode> {
-        let etcd = EtcdMetadataStore::new(endpoints).map_err(|e| {
+        let store: crate::error::Result<Box<dyn MetadataStore>> =
+            if endpoints.starts_with("redis://") {
+                RedisMetadataStore::new(endpoints, RedisAuth::from_env())
+                    .map(|r| Box::new(r) as Box<dyn MetadataStore>)
+            } else {
+                EtcdMetadataStore::new(endpoints).map(|e| Box::new(e) as Box<dyn MetadataStore>)
+            };
+        let store = store.map_err(|e| {
             log::error!("store: master view in {endpoints}: {e}");
             ErrorCode::INVALID_PARAMS
         })?;
         Ok(MasterView {
-            etcd,
+            store,
             key: format!("mooncake-store/{cluster_id}/master_view"),
         })
     }
 
     /// The current leader's `ip:port`, `None` while there is none (an election).
     pub fn leader(&self) -> Option<String> {
-        match self.etcd.get(&self.key) {
+        match self.store.get(&self.key) {
             Ok(Some(v)) => {
                 let addr = String::from_utf8_lossy(&v).trim().to_string();
                 (!addr.is_empty()).then_some(addr)

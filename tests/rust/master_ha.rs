@@ -12,7 +12,7 @@ mod kv_servers;
 mod store_interop_common;
 
 use interop_common::{pattern, peer, ChildGuard};
-use kv_servers::Etcd;
+use kv_servers::{Etcd, Redis};
 use mooncake::store::{Client, ReplicateConfig, SetupConfig};
 use parking_lot::Mutex;
 use std::process::{Command, Stdio};
@@ -33,18 +33,28 @@ struct HaMaster {
 
 impl HaMaster {
     fn start(etcd: &Etcd, extra: &[&str]) -> HaMaster {
+        let backend = format!("--etcd_endpoints=127.0.0.1:{}", etcd.port);
+        HaMaster::start_with(&[&backend], extra)
+    }
+
+    fn start_on_redis(redis: &Redis) -> HaMaster {
+        let conn = format!("--ha_backend_connstring={}", redis.url());
+        HaMaster::start_with(&["--ha_backend_type=redis", &conn], &[])
+    }
+
+    fn start_with(backend: &[&str], extra: &[&str]) -> HaMaster {
         let (rpc, metrics) = (free_port(), free_port());
         let mut cmd = Command::new(our_master_binary());
-        cmd.args([
-            "--enable_ha=true".to_string(),
-            format!("--etcd_endpoints=127.0.0.1:{}", etcd.port),
-            "--rpc_address=127.0.0.1".into(),
-            format!("--port={rpc}"),
-            "--metrics_host=127.0.0.1".into(),
-            format!("--metrics_port={metrics}"),
-        ])
-        .args(extra)
-        .stdin(Stdio::null());
+        cmd.arg("--enable_ha=true")
+            .args(backend)
+            .args([
+                "--rpc_address=127.0.0.1".to_string(),
+                format!("--port={rpc}"),
+                "--metrics_host=127.0.0.1".into(),
+                format!("--metrics_port={metrics}"),
+            ])
+            .args(extra)
+            .stdin(Stdio::null());
         die_with_parent(&mut cmd);
         let m = HaMaster {
             guard: ChildGuard::spawn(cmd, "our-ha-master", false),
@@ -92,15 +102,20 @@ impl HaMaster {
 }
 
 fn client(etcd: &Etcd, segment: u64) -> Client {
+    client_of(&etcd.url(), segment)
+}
+
+/// A client whose metadata and master view are both in `url` (etcd:// or redis://).
+fn client_of(url: &str, segment: u64) -> Client {
     init_our_client_env();
     let cfg = SetupConfig {
         local_hostname: "127.0.0.1".into(),
-        metadata_server: etcd.url(),
+        metadata_server: url.into(),
         global_segment_size: segment,
         local_buffer_size: 16 * MIB,
         protocol: "tcp".into(),
         device_name: String::new(),
-        master_server_addr: etcd.url(),
+        master_server_addr: url.into(),
     };
     Client::setup(&cfg).expect("client setup through the master view")
 }
@@ -302,6 +317,28 @@ fn leader_killed_under_load_twice_loses_nothing() {
         assert_all_readable(cl, &acked);
     }
     // The clients leave while a leader still runs (they unmount there).
+    drop(clients);
+}
+
+#[test]
+fn redis_election_fails_over_under_load() {
+    let Some(redis) = Redis::start("redis_election_fails_over_under_load", None) else {
+        return;
+    };
+    let mut a = HaMaster::start_on_redis(&redis);
+    a.wait_leader();
+    let b = HaMaster::start_on_redis(&redis);
+    b.wait_in_sync_standby();
+    let clients = vec![Arc::new(client_of(&redis.url(), 64 * MIB))];
+    let load = Load::start(&clients, "redis", 900);
+    load.wait_acked(50);
+    let took = load.across(|| a.kill());
+    b.wait_leader();
+    load.wait_acked(load.acked() + 50);
+    let (acked, failed) = load.stop();
+    eprintln!("redis failover: {took:?}");
+    assert_eq!(failed, 0, "puts failed during the failover");
+    assert_all_readable(&clients[0], &acked);
     drop(clients);
 }
 

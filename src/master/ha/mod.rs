@@ -43,8 +43,9 @@ const POLL: Duration = Duration::from_millis(100);
 /// What an HA master needs beyond the service configuration.
 #[derive(Debug, Clone)]
 pub struct HaSettings {
-    /// etcd endpoints (`h1:2379,h2:2379`).
-    pub etcd_endpoints: String,
+    /// Where the election runs: etcd endpoints (`h1:2379,h2:2379`) or
+    /// `redis://host:port`.
+    pub backend: String,
     /// `--cluster_id` (default `mooncake_cluster`).
     pub cluster_id: String,
     /// Where the RPC server binds when leading.
@@ -190,12 +191,8 @@ pub fn run(
     initial: Mirror,
     stop: &dyn Fn() -> bool,
 ) -> Result<(), String> {
-    let election = Election::new(
-        &settings.etcd_endpoints,
-        &settings.cluster_id,
-        settings.lease_ttl,
-    )
-    .map_err(|e| format!("--etcd_endpoints: {e}"))?;
+    let election = Election::new(&settings.backend, &settings.cluster_id, settings.lease_ttl)
+        .map_err(|e| format!("HA backend {}: {e}", settings.backend))?;
     let mut mirror = initial;
     // Whether this master may lead with what it holds: it has a whole copy, or it has
     // never seen another leader (a new cluster).
