@@ -229,10 +229,7 @@ impl MasterService {
         }
     }
 
-    /// Counts an RPC's result; first waits until what it changed is held by every
-    /// standby in sync and the snapshot (see `ha::log`).
     fn counted<T>(&self, rpc: Rpc, r: MasterResult<T>) -> MasterResult<T> {
-        self.log.wait_durable();
         self.metrics.record(rpc, r.is_ok());
         r
     }
@@ -242,7 +239,6 @@ impl MasterService {
         rpc: Rpc,
         v: Vec<MasterResult<T>>,
     ) -> MasterResult<Vec<MasterResult<T>>> {
-        self.log.wait_durable();
         let failed = v.iter().filter(|r| r.is_err()).count() as u64;
         self.metrics.record_n(rpc, v.len() as u64, failed);
         Ok(v)
@@ -266,6 +262,12 @@ impl rpc_server::ConnectionEvents for MasterService {
 }
 
 impl MasterApi for MasterService {
+    /// Waits until what this thread's requests changed is held by every standby in
+    /// sync and the snapshot (see `ha::changelog`).
+    fn before_reply(&self) {
+        self.log.wait_durable();
+    }
+
     fn service_ready(&self) -> MasterResult<String> {
         self.counted(Rpc::ServiceReady, Ok(SERVICE_VERSION.to_string()))
     }

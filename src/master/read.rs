@@ -29,7 +29,7 @@ impl MasterService {
     fn lease_group(&self, tenant: &str, group: &str, now: u64) {
         for m in self.objects.group_members(tenant, group) {
             let mut shard = self.objects.lock_key(tenant, &m);
-            if let Some(o) = shard.get_mut(tenant, &m) {
+            if let Some(o) = shard.get_for_lease(tenant, &m) {
                 o.grant_lease(now, self.lease_ns);
             }
         }
@@ -40,7 +40,7 @@ impl MasterService {
         let tenant = self.tenant(tenant);
         let now = self.now();
         let mut shard = self.objects.lock_key(tenant, key);
-        let Some(o) = shard.get_mut(tenant, key) else {
+        let Some(o) = shard.get_for_lease(tenant, key) else {
             return Ok(false);
         };
         if !o.has_readable() {
@@ -88,7 +88,7 @@ impl MasterService {
         let now = self.now();
         let mut shard = self.objects.lock_key(tenant, key);
         let o = shard
-            .get_mut(tenant, key)
+            .get_for_lease(tenant, key)
             .ok_or(ErrorCode::OBJECT_NOT_FOUND)?;
         let replicas = o.readable_descriptors();
         if replicas.is_empty() {
@@ -114,7 +114,7 @@ impl MasterService {
     pub(super) fn end_read_one(&self, key: &str, replica_id: u64, tenant: &str) {
         let tenant = self.tenant(tenant);
         let mut shard = self.objects.lock_key(tenant, key);
-        if let Some(o) = shard.get_mut(tenant, key) {
+        if let Some(o) = shard.get_for_lease(tenant, key) {
             if o.has_replica(replica_id) {
                 o.end_read();
             }
@@ -142,7 +142,7 @@ impl MasterService {
                 }
             });
             for k in matched {
-                if let Some(o) = shard.get_mut(tenant, &k) {
+                if let Some(o) = shard.get_for_lease(tenant, &k) {
                     let descs = o.readable_descriptors();
                     if let Some(g) = self.lease(o, now) {
                         groups.push(g);

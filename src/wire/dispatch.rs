@@ -197,12 +197,21 @@ fn serve_loop(
             err = 14; // message_too_large
             resp = coro_rpc::error_body("body larger than 4G");
         }
-        writer.write_all(&coro_rpc::encode_response(h.seq, err, &resp))?;
+        let reply = coro_rpc::encode_response(h.seq, err, &resp);
+        // No reply leaves before the API allows it (`before_reply`): not through a
+        // full buffer either.
+        if writer.buffer().len() + reply.len() > writer.capacity() {
+            api.before_reply();
+            writer.flush()?;
+        }
+        writer.write_all(&reply)?;
         // Coalesce replies while another whole request is already buffered; flush
         // before anything could block on the socket.
         if !whole_request_buffered(reader.buffer()) {
+            api.before_reply();
             writer.flush()?;
         }
     }
+    api.before_reply();
     writer.flush()
 }

@@ -362,6 +362,10 @@ pub trait MasterApi: Send + Sync {
     fn on_new_leader(&self, hook: OnNewLeader) {
         drop(hook);
     }
+    /// Called by an RPC server before replies to requests this thread handled are
+    /// sent: a replicated master waits here until their changes are durable, once for
+    /// a whole run of pipelined requests. Others do nothing.
+    fn before_reply(&self) {}
     /// `ServiceReady`: the service version ("2.0.0").
     fn service_ready(&self) -> MasterResult<String>;
     /// `GetStorageConfig`.

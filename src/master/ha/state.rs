@@ -93,3 +93,133 @@ impl MasterService {
         restored
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::record::Record;
+    use super::super::snapshot::copy_of;
+    use crate::master::{MasterConfig, MasterService};
+    use crate::wire::master_api::{
+        MasterApi, ObjectMeta, ReplicaType, ReplicateConfig, Segment, Uuid, DEFAULT_TENANT,
+    };
+    use std::time::Duration;
+
+    const CLIENT: Uuid = Uuid {
+        first: 1,
+        second: 1,
+    };
+
+    fn segment() -> Segment {
+        Segment {
+            id: Uuid {
+                first: 9,
+                second: 9,
+            },
+            name: "127.0.0.1:12345".into(),
+            base: 1 << 40,
+            size: 64 << 20,
+            te_endpoint: "127.0.0.1:12345".into(),
+            protocol: "tcp".into(),
+            host_id: String::new(),
+        }
+    }
+
+    fn put(m: &MasterService, key: &str, len: u64) {
+        m.put_start(
+            CLIENT,
+            key,
+            len,
+            &ReplicateConfig::default(),
+            DEFAULT_TENANT,
+        )
+        .unwrap();
+        let meta = ObjectMeta {
+            key: key.into(),
+            checksum: None,
+        };
+        m.put_end(CLIENT, &meta, ReplicaType::All, DEFAULT_TENANT)
+            .unwrap();
+    }
+
+    fn drain(f: &super::FollowerHandle) -> Vec<Record> {
+        let mut out = Vec::new();
+        while let Some(batch) = f.next_batch(usize::MAX, Duration::ZERO) {
+            if batch.is_empty() {
+                break;
+            }
+            out.extend(batch.iter().filter_map(|(_, b)| Record::decode(b)));
+        }
+        out
+    }
+
+    #[test]
+    fn changes_are_recorded_and_reads_are_not() {
+        let m = MasterService::new(MasterConfig::default());
+        m.mount_segment(&segment(), CLIENT).unwrap();
+        put(&m, "before", 1000);
+        let f = m.attach_follower();
+        let dump = drain(&f);
+        assert!(matches!(dump[0], Record::Mount { .. }));
+        assert!(matches!(&dump[1], Record::Object { key, .. } if key == "before"));
+        assert_eq!(dump[2], Record::DumpDone);
+        assert_eq!(dump.len(), 3);
+
+        put(&m, "after", 2000);
+        assert_eq!(m.exist_key("after", DEFAULT_TENANT), Ok(true));
+        m.get_replica_list("after", DEFAULT_TENANT).unwrap();
+        m.batch_begin_read(&["before".to_string()], DEFAULT_TENANT)
+            .unwrap();
+        m.remove("before", true, DEFAULT_TENANT).unwrap();
+        let keys: Vec<String> = drain(&f)
+            .into_iter()
+            .map(|r| match r {
+                Record::Object { key, .. } => format!("object {key}"),
+                Record::Removed { key, .. } => format!("removed {key}"),
+                other => format!("{other:?}"),
+            })
+            .collect();
+        // PutStart and PutEnd of "after", the removal of "before"; no read.
+        assert_eq!(keys, ["object after", "object after", "removed before"]);
+    }
+
+    #[test]
+    fn a_restored_service_serves_the_same_objects() {
+        let m = MasterService::new(MasterConfig::default());
+        m.mount_segment(&segment(), CLIENT).unwrap();
+        for i in 0..50 {
+            put(&m, &format!("k{i}"), 4096 + i);
+        }
+        // One put in flight: restored as such, and its PutEnd completes it.
+        m.put_start(
+            CLIENT,
+            "pending",
+            100,
+            &ReplicateConfig::default(),
+            DEFAULT_TENANT,
+        )
+        .unwrap();
+        let copy = copy_of(&m);
+        assert!(copy.complete);
+        let n = MasterService::new(MasterConfig::default());
+        assert_eq!(n.restore(&copy), 51);
+        for i in 0..50 {
+            let key = format!("k{i}");
+            assert_eq!(
+                n.get_replica_list(&key, DEFAULT_TENANT).unwrap().replicas,
+                m.get_replica_list(&key, DEFAULT_TENANT).unwrap().replicas
+            );
+        }
+        let meta = ObjectMeta {
+            key: "pending".into(),
+            checksum: None,
+        };
+        n.put_end(CLIENT, &meta, ReplicaType::All, DEFAULT_TENANT)
+            .unwrap();
+        assert_eq!(n.exist_key("pending", DEFAULT_TENANT), Ok(true));
+        // New puts do not overlap the restored buffers.
+        put(&n, "new", 1 << 20);
+        let new = n.get_replica_list("new", DEFAULT_TENANT).unwrap().replicas;
+        assert_eq!(n.allocated_bytes(), m.allocated_bytes() + (1 << 20));
+        assert!(!new.is_empty());
+    }
+}
