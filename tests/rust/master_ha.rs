@@ -13,6 +13,8 @@ mod store_interop_common;
 
 use interop_common::{pattern, peer, ChildGuard};
 use kv_servers::{Etcd, Redis};
+use mooncake::metadata::etcd::EtcdMetadataStore;
+use mooncake::metadata::MetadataStore;
 use mooncake::store::{Client, ReplicateConfig, SetupConfig};
 use parking_lot::Mutex;
 use std::process::{Command, Stdio};
@@ -363,6 +365,67 @@ fn etcd_restart_under_load_is_ridden_out() {
     assert!(
         a.health().contains("\"role\":\"leader\"") || b.health().contains("\"role\":\"leader\"")
     );
+    drop(clients);
+}
+
+#[test]
+fn etcd_paused_past_the_lease_under_load_loses_nothing() {
+    let Some(etcd) = Etcd::start("etcd_paused_past_the_lease_under_load_loses_nothing") else {
+        return;
+    };
+    let a = HaMaster::start(&etcd, &[]);
+    a.wait_leader();
+    let b = HaMaster::start(&etcd, &[]);
+    b.wait_in_sync_standby();
+    let clients = vec![Arc::new(client(&etcd, 128 * MIB))];
+    let load = Load::start(&clients, "paused", 1800);
+    load.wait_acked(50);
+    // Longer than the 3 s lease: the leader stops serving while it cannot renew; when
+    // etcd resumes, the expired lease is revoked and a leader is elected again.
+    etcd.pause_for(Duration::from_secs(5));
+    load.wait_acked((load.acked() + 100).min(1800));
+    let (acked, failed) = load.stop();
+    assert_eq!(failed, 0, "puts failed while etcd was paused");
+    assert_all_readable(&clients[0], &acked);
+    let leaders = [&a, &b]
+        .iter()
+        .filter(|m| m.health().contains("\"role\":\"leader\""))
+        .count();
+    assert_eq!(leaders, 1, "{}\n{}", a.health(), b.health());
+    drop(clients);
+}
+
+#[test]
+fn a_leader_stopped_gracefully_hands_over_at_once() {
+    let Some(etcd) = Etcd::start("a_leader_stopped_gracefully_hands_over_at_once") else {
+        return;
+    };
+    let a = HaMaster::start(&etcd, &[]);
+    a.wait_leader();
+    let b = HaMaster::start(&etcd, &[]);
+    b.wait_in_sync_standby();
+    let clients = vec![Arc::new(client(&etcd, 64 * MIB))];
+    let load = Load::start(&clients, "term", 900);
+    load.wait_acked(50);
+    // SIGTERM: the leader gives its lease back instead of letting it expire, so by the
+    // time it has exited the view no longer names it.
+    let mut a = a;
+    let ok = Command::new("kill")
+        .args(["-TERM", &a.guard.child.id().to_string()])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok);
+    let _ = a.guard.child.wait();
+    let view = EtcdMetadataStore::new(&etcd.url())
+        .unwrap()
+        .get("mooncake-store/mooncake_cluster/master_view")
+        .unwrap();
+    assert_ne!(view, Some(format!("127.0.0.1:{}", a.rpc_port).into_bytes()));
+    b.wait_leader();
+    load.wait_acked(load.acked() + 50);
+    let (acked, failed) = load.stop();
+    assert_eq!(failed, 0);
+    assert_all_readable(&clients[0], &acked);
     drop(clients);
 }
 

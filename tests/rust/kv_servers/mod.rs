@@ -161,6 +161,22 @@ impl Etcd {
         format!("etcd://127.0.0.1:{}", self.port)
     }
 
+    /// Freezes the member (SIGSTOP) for `pause`, then lets it run again (SIGCONT):
+    /// leases that expired meanwhile are revoked when it resumes.
+    pub fn pause_for(&self, pause: std::time::Duration) {
+        let pid = self.server.child.id().to_string();
+        let signal = |sig: &str| {
+            let ok = Command::new("kill")
+                .args([sig, &pid])
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "kill {sig} {pid}");
+        };
+        signal("-STOP");
+        std::thread::sleep(pause);
+        signal("-CONT");
+    }
+
     /// Kills the member and starts it again on the same ports and data.
     pub fn restart(&mut self) {
         let cmd = Etcd::command(self.port, self.peer_port, &self.server.dir);
