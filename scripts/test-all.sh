@@ -4,7 +4,9 @@
 #  1. scripts/test-tools.sh installs missing Debian packages (as root, with apt-get)
 #     and the upstream 0.3.13 peer (scripts/upstream-peer.sh, from PyPI); a check whose
 #     tools cannot be had is skipped with one `SKIP <check>: <why>` line.
-#  2. cargo test: Rust unit and integration tests, the C ABI tests under
+#  2. cargo test: Rust unit and integration tests (the Transfer Engine and store
+#     suites twice: with the same-host path and with MC_DISABLE_SAME_HOST=1), the
+#     C ABI tests under
 #     AddressSanitizer, the header check, interop against the peer, packaging.
 #  3. scripts/test-python.sh: the Python package's tests against our library, and the
 #     same modules against upstream's wheel.
@@ -32,6 +34,12 @@ log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 status=0
 cargo test --no-fail-fast -- --test-threads="${MOONCAKE_TEST_THREADS:-2}" 2>&1 | tee "$log" || status=$?
+# Engines on one host copy directly between processes by default; the Transfer
+# Engine and store suites once more over sockets only.
+echo "== the Transfer Engine and store suites with MC_DISABLE_SAME_HOST=1"
+MC_DISABLE_SAME_HOST=1 cargo test --no-fail-fast --test te_loopback --test te_metadata \
+  --test metadata_backends --test store_client --test store_faults --test store_pressure \
+  -- --test-threads="${MOONCAKE_TEST_THREADS:-2}" 2>&1 | tee -a "$log" || status=$?
 if [ -z "${MOONCAKE_SKIP_PYTHON:-}" ]; then
   bash scripts/test-python.sh 2>&1 | tee -a "$log" || status=$?
 fi

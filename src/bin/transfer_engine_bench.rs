@@ -24,6 +24,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use mooncake::config::Config;
 use mooncake::te::{Op, TaskStatus, TransferEngine, TransferRequest};
 use mooncake::util::{logger, signals};
 
@@ -122,6 +123,9 @@ struct Settings {
     local_server_name: String,
     segment_id: String,
     protocol: String,
+    /// `--protocol` was given: no fallback from RDMA to TCP, and `--protocol=tcp`
+    /// means sockets even between processes on one host.
+    protocol_explicit: bool,
     device_name: String,
     nic_priority_matrix: String,
     auto_discovery: bool,
@@ -424,6 +428,7 @@ impl RawFlags {
             metadata_server: self.metadata_server,
             local_server_name: self.local_server_name,
             segment_id: self.segment_id,
+            protocol_explicit: self.explicit.contains("protocol"),
             protocol: self.protocol,
             device_name: self.device_name,
             nic_priority_matrix: self.nic_priority_matrix,
@@ -517,13 +522,30 @@ struct Node {
 
 impl Node {
     fn start(s: &Settings, name: &str) -> Result<Node, String> {
-        let engine = TransferEngine::new(&s.metadata_server, name, s.auto_discovery)
-            .map_err(|e| format!("cannot start transfer engine '{name}': {e}"))?;
+        let config = Config {
+            disable_same_host: Config::global().disable_same_host
+                || (s.protocol_explicit && s.protocol == "tcp"),
+            ..Config::global().clone()
+        };
+        let engine =
+            TransferEngine::with_config(config, &s.metadata_server, name, s.auto_discovery)
+                .map_err(|e| format!("cannot start transfer engine '{name}': {e}"))?;
         if !s.auto_discovery {
             let topology = s.topology()?;
-            engine
-                .install(&s.protocol, topology.as_deref())
-                .map_err(|e| format!("installing transport '{}': {e}", s.protocol))?;
+            let installed = engine.install(&s.protocol, topology.as_deref());
+            match installed {
+                // Upstream's default protocol on a host without RDMA: TCP (and the
+                // same-host path) instead of giving up.
+                Err(e) if s.protocol == "rdma" && !s.protocol_explicit => {
+                    log::warn!("no RDMA here ({e}); using tcp (pass --protocol to insist)");
+                    engine
+                        .install("tcp", None)
+                        .map_err(|e| format!("installing transport 'tcp': {e}"))?;
+                }
+                other => {
+                    other.map_err(|e| format!("installing transport '{}': {e}", s.protocol))?
+                }
+            }
         }
         let buffer = Buffer::new(s.buffer_size)?;
         engine

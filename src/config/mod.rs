@@ -45,6 +45,9 @@ pub struct Config {
     pub tcp_lanes_per_peer: usize,
     /// `MC_DISABLE_LOCAL_COPY` (ours): send transfers to the own segment over TCP too.
     pub disable_local_copy: bool,
+    /// `MC_DISABLE_SAME_HOST` (ours): never copy directly between processes on one
+    /// host; peers there are reached over TCP like any other.
+    pub disable_same_host: bool,
     /// `MC_BUSY_POLL_US` (ours): how long a thread that expects a reply any moment
     /// (an RPC to the master, a small transfer) busy-polls its socket before sleeping
     /// in the kernel; 0 turns busy-polling off. Default 100.
@@ -141,6 +144,8 @@ impl Config {
                 16,
             ) as usize,
             disable_local_copy: get(&["MC_DISABLE_LOCAL_COPY"])
+                .is_some_and(|v| !matches!(v.trim(), "" | "0" | "false" | "no")),
+            disable_same_host: get(&["MC_DISABLE_SAME_HOST"])
                 .is_some_and(|v| !matches!(v.trim(), "" | "0" | "false" | "no")),
             busy_poll_us: num(&["MC_BUSY_POLL_US"], DEFAULT_BUSY_POLL_US, 0, 100_000) as u64,
             rdma,

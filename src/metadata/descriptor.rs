@@ -19,6 +19,16 @@ pub struct BufferDesc {
     pub length: u64,
 }
 
+/// Where an engine takes same-host requests (ours: `mc_same_host` in the descriptor,
+/// ignored by upstream readers), see `te::transport::same_host`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SameHostDesc {
+    /// The host and namespace identity of the engine.
+    pub identity: String,
+    /// Its abstract Unix socket name.
+    pub socket: String,
+}
+
 /// A decoded segment descriptor.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SegmentDesc {
@@ -38,6 +48,8 @@ pub struct SegmentDesc {
     pub buffers: Vec<BufferDesc>,
     /// Devices, keyed buffers and topology of an RDMA segment (`protocol: "rdma"`).
     pub rdma: Option<RdmaPart>,
+    /// Same-host endpoint (ours only; absent from upstream's descriptors).
+    pub same_host: Option<SameHostDesc>,
 }
 
 impl SegmentDesc {
@@ -65,6 +77,12 @@ impl SegmentDesc {
                     .collect();
                 obj.insert("buffers".into(), Value::Array(buffers));
             }
+        }
+        if let Some(sh) = &self.same_host {
+            obj.insert(
+                "mc_same_host".into(),
+                json!({"identity": sh.identity, "socket": sh.socket}),
+            );
         }
         obj.insert("name".into(), self.name.clone().into());
         obj.insert("protocol".into(), self.protocol.clone().into());
@@ -125,6 +143,15 @@ impl SegmentDesc {
             .map_or(1, |v| v.min(u32::MAX as u64) as u32);
         let tcp_data_host = str_field(obj, "tcp_data_host").filter(|s| !s.is_empty());
         let rdma_server_name = str_field(obj, "rdma_server_name").filter(|s| !s.is_empty());
+        // Malformed or partial: as if absent (the peer is then reached over TCP).
+        let same_host = obj
+            .get("mc_same_host")
+            .and_then(Value::as_object)
+            .and_then(|sh| {
+                let identity = str_field(sh, "identity").filter(|s| !s.is_empty())?;
+                let socket = str_field(sh, "socket").filter(|s| !s.is_empty())?;
+                Some(SameHostDesc { identity, socket })
+            });
         let mut buffers = Vec::new();
         let mut rdma = None;
         if protocol == "tcp" {
@@ -150,6 +177,7 @@ impl SegmentDesc {
             rdma_server_name,
             buffers,
             rdma,
+            same_host,
         })
     }
 
@@ -244,11 +272,31 @@ mod tests {
                 length: 10,
             }],
             rdma: None,
+            same_host: Some(SameHostDesc {
+                identity: "boot:x/user:[1]".into(),
+                socket: "mooncake-te-1".into(),
+            }),
         };
         let s = d.to_json_string();
         assert!(s.contains("18446744073709551605"), "{s}");
         assert!(s.starts_with(r#"{"buffers":[{"addr":"#), "{s}");
         assert_eq!(SegmentDesc::from_slice(s.as_bytes()).unwrap(), d);
+    }
+
+    #[test]
+    fn a_malformed_same_host_field_is_ignored() {
+        for sh in [
+            r#""x""#,
+            r#"{"identity":"i"}"#,
+            r#"{"identity":"","socket":"s"}"#,
+            r#"{"identity":1,"socket":"s"}"#,
+        ] {
+            let s = format!(r#"{{"name":"a","protocol":"tcp","mc_same_host":{sh}}}"#);
+            assert_eq!(
+                SegmentDesc::from_slice(s.as_bytes()).unwrap().same_host,
+                None
+            );
+        }
     }
 
     #[test]

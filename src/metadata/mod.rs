@@ -10,7 +10,7 @@ pub mod redis;
 
 use crate::error::{Error, Result};
 
-pub use descriptor::{BufferDesc, SegmentDesc};
+pub use descriptor::{BufferDesc, SameHostDesc, SegmentDesc};
 pub use descriptor_rdma::{RdmaBuffer, RdmaDevice, RdmaPart};
 pub use keys::KeyLayout;
 

@@ -42,6 +42,7 @@ impl LocalSegment {
     /// when TCP is installed, for peers of this library without RDMA).
     pub fn descriptor(&self) -> Option<SegmentDesc> {
         let tcp_port = self.tcp.read().as_ref().map(|t| t.port());
+        let same_host = self.tcp.read().as_ref().and_then(|t| t.same_host_desc());
         if let Some(rdma) = self.rdma.read().as_ref() {
             let part = rdma.describe();
             let buffers = part.plain_buffers();
@@ -54,6 +55,7 @@ impl LocalSegment {
                 rdma_server_name: (rdma.server() != self.name).then(|| rdma.server().to_string()),
                 buffers,
                 rdma: Some(part),
+                same_host,
             });
         }
         let port = tcp_port?;
@@ -76,6 +78,7 @@ impl LocalSegment {
             rdma_server_name: None,
             rdma: None,
             buffers,
+            same_host,
         })
     }
 

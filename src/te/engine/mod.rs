@@ -12,6 +12,7 @@ use crate::te::memory::{MemoryRegistry, Range};
 use crate::te::rpc::{encode_json, RpcClient, RpcServer};
 use crate::te::segment::{SegmentCache, LOCAL_SEGMENT_ID};
 use crate::te::transport::local;
+use crate::te::transport::same_host::SameHostError;
 use crate::te::transport::staging::Stager;
 use crate::te::transport::tcp::{Endpoint, Op, TcpTransport, INLINE_MAX_BYTES};
 use crate::te::transport::PeerRequest;
@@ -273,6 +274,13 @@ impl TransferEngine {
         self.inner.local.memory.find(addr, len).is_some()
     }
 
+    /// Bytes this engine moved as an initiator over the same-host path (diagnostics:
+    /// 0 when every peer is reached over the network).
+    pub fn same_host_bytes(&self) -> u64 {
+        let tcp = self.inner.local.tcp.read();
+        tcp.as_ref().map_or(0, |t| t.same_host_bytes())
+    }
+
     /// Whether a transport of that name is installed.
     pub fn has_transport(&self, proto: &str) -> bool {
         match proto {
@@ -395,7 +403,11 @@ impl TransferEngine {
             .collect::<Result<Vec<_>>>()?;
         let mut reservation = batch.reserve(requests.len())?;
         let signal = batch.signal();
-        if let Some(tasks) = self.inner.start_small_batch(requests, &routes, &signal) {
+        let together = self
+            .inner
+            .start_same_host_batch(requests, &routes, &signal)
+            .or_else(|| self.inner.start_small_batch(requests, &routes, &signal));
+        if let Some(tasks) = together {
             tasks.into_iter().for_each(|t| reservation.push(t));
             return Ok(());
         }
@@ -570,6 +582,8 @@ fn spawn_refresher(inner: Weak<Inner>, secs: u64) -> std::thread::JoinHandle<()>
 enum Route {
     Local,
     Tcp(Endpoint),
+    /// A peer on this host: its same-host socket, and its TCP endpoint to fall back to.
+    SameHost(String, Endpoint),
     Rdma(String, Arc<SegmentDesc>),
 }
 
@@ -771,11 +785,19 @@ impl Inner {
             None => self.rpc_address(&desc.name)?.0,
         };
         let v2 = desc.tcp_proto_version >= 2 && !self.config.tcp_force_v1;
-        Ok(Route::Tcp(Endpoint {
+        let endpoint = Endpoint {
             host,
             port: desc.tcp_data_port,
             v2,
-        }))
+        };
+        let same_host = desc.same_host.as_ref().and_then(|sh| {
+            let tcp = self.local.tcp.read();
+            tcp.as_ref()?.same_host_peer(sh)
+        });
+        Ok(match same_host {
+            Some(socket) if !self.config.disable_same_host => Route::SameHost(socket, endpoint),
+            _ => Route::Tcp(endpoint),
+        })
     }
 
     /// The GPU runtime when `addr` is GPU memory (registered as such, or so the
@@ -817,6 +839,68 @@ impl Inner {
         Some(tcp.submit_small_batch(endpoint, &batch, signal))
     }
 
+    /// Moves requests to one same-host peer on the calling thread, all at once; those
+    /// the path cannot take (no permission) go to the peer's TCP `endpoint`. One
+    /// task per request, in order.
+    fn start_same_host(
+        &self,
+        socket: &str,
+        endpoint: &Endpoint,
+        requests: &[&TransferRequest],
+        signal: &Arc<CompletionSignal>,
+    ) -> Vec<Arc<Task>> {
+        let Some(tcp) = self.local.tcp.read().clone() else {
+            return requests.iter().map(|r| Task::failed(r.length)).collect();
+        };
+        let peer: Vec<PeerRequest> = requests.iter().map(|r| PeerRequest::from(*r)).collect();
+        let results = tcp.same_host_transfer(socket, &peer);
+        let alone = requests.len() == 1;
+        requests
+            .iter()
+            .zip(results)
+            .map(|(req, result)| match result {
+                Ok(()) => {
+                    let task = Task::new(req.length, 1, None);
+                    task.finish_slice(true);
+                    task
+                }
+                Err(SameHostError::Unavailable(_)) => {
+                    self.start(req, Route::Tcp(endpoint.clone()), signal, alone)
+                }
+                Err(e) => {
+                    log::warn!("same-host transfer failed: {e:?}");
+                    Task::failed(req.length)
+                }
+            })
+            .collect()
+    }
+
+    /// Starts a whole submission whose requests all go to one same-host peer from
+    /// host memory as one pipelined exchange; `None` when they do not.
+    fn start_same_host_batch(
+        &self,
+        requests: &[TransferRequest],
+        routes: &[Route],
+        signal: &Arc<CompletionSignal>,
+    ) -> Option<Vec<Arc<Task>>> {
+        let Some(Route::SameHost(socket, endpoint)) = routes.first() else {
+            return None;
+        };
+        let same_peer = routes
+            .iter()
+            .all(|r| matches!(r, Route::SameHost(s, _) if s == socket));
+        if requests.len() < 2
+            || !same_peer
+            || requests
+                .iter()
+                .any(|r| r.length == 0 || self.gpu_of(r.source).is_some())
+        {
+            return None;
+        }
+        let refs: Vec<&TransferRequest> = requests.iter().collect();
+        Some(self.start_same_host(socket, endpoint, &refs, signal))
+    }
+
     /// Starts one request on its route; `alone`: it is the whole submission.
     fn start(
         &self,
@@ -853,6 +937,16 @@ impl Inner {
                 };
                 let request = PeerRequest::from(req);
                 rdma.submit(&segment, &desc, &request, Some(signal.clone()))
+            }
+            Route::SameHost(socket, endpoint) => {
+                if req.length == 0 || self.gpu_of(req.source).is_some() {
+                    return self.start(req, Route::Tcp(endpoint), signal, alone);
+                }
+                let tasks = self.start_same_host(&socket, &endpoint, &[req], signal);
+                tasks
+                    .into_iter()
+                    .next()
+                    .unwrap_or_else(|| Task::failed(req.length))
             }
             Route::Tcp(endpoint) => {
                 let tcp = self.local.tcp.read().clone();

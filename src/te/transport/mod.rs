@@ -2,6 +2,7 @@
 
 pub mod local;
 pub mod rdma;
+pub mod same_host;
 pub mod staging;
 pub mod tcp;
 

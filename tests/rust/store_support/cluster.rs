@@ -51,14 +51,16 @@ pub struct Proc {
 }
 
 impl Proc {
-    /// Spawns `cmd` without inherited `MC_*` variables, with `env` set. With
+    /// Spawns `cmd` without inherited `MC_*` variables (but `MC_DISABLE_SAME_HOST`,
+    /// which picks the path the whole suite runs over), with `env` set. With
     /// `interactive`, stdin and stdout are pipes (stdout read line by line).
     pub fn spawn(mut cmd: Command, what: &str, env: &[(&str, &str)], interactive: bool) -> Proc {
         let log = log_path(what);
         let file = std::fs::File::create(&log).expect("creating a child log");
         cmd.stderr(file.try_clone().expect("cloning the log handle"));
         for (k, _) in std::env::vars_os() {
-            if k.to_string_lossy().starts_with("MC_") {
+            let name = k.to_string_lossy();
+            if name.starts_with("MC_") && name != "MC_DISABLE_SAME_HOST" {
                 cmd.env_remove(k);
             }
         }

@@ -10,8 +10,11 @@ pub mod wire;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::metadata::SameHostDesc;
 use crate::te::batch::{CompletionSignal, Task};
 use crate::te::memory::MemoryRegistry;
+use crate::te::transport::same_host::target::SameHostTarget;
+use crate::te::transport::same_host::{identity, Request, SameHostError, SameHostInitiator};
 use crate::te::transport::PeerRequest;
 pub use lane::INLINE_MAX_BYTES;
 use lane::{Lane, LaneConfig, Slice};
@@ -67,9 +70,13 @@ impl Peer {
     }
 }
 
-/// The installed TCP transport of one engine.
+/// The installed TCP transport of one engine, with its same-host shortcut.
 pub struct TcpTransport {
     target: parking_lot::Mutex<TcpTarget>,
+    /// Serves same-host peers (absent when disabled or unavailable).
+    same_host_target: Option<parking_lot::Mutex<SameHostTarget>>,
+    /// Sends same-host requests.
+    same_host: SameHostInitiator,
     peers: RwLock<HashMap<Endpoint, Arc<Peer>>>,
     lanes_per_peer: usize,
     connect_timeout: Duration,
@@ -85,10 +92,25 @@ impl TcpTransport {
             config.use_ipv6,
         )?;
         let progress = Duration::from_secs(config.tcp_progress_timeout_secs);
+        let same_host_target = if config.disable_same_host || identity::host_identity().is_none() {
+            None
+        } else {
+            match SameHostTarget::start(memory.clone()) {
+                Ok(t) => Some(parking_lot::Mutex::new(t)),
+                Err(e) => {
+                    log::warn!("no same-host listener ({e}); same-host peers use TCP");
+                    None
+                }
+            }
+        };
         let target = TcpTarget::start(listener, memory, progress)
             .map_err(|e| Error::socket("starting the tcp data listener", e))?;
         Ok(TcpTransport {
             target: parking_lot::Mutex::new(target),
+            same_host_target,
+            same_host: SameHostInitiator::new(Duration::from_secs(
+                config.tcp_progress_timeout_secs,
+            )),
             peers: RwLock::new(HashMap::new()),
             lanes_per_peer: config.tcp_lanes_per_peer,
             connect_timeout: Duration::from_secs(config.handshake_connect_timeout_secs),
@@ -103,6 +125,49 @@ impl TcpTransport {
     /// The data port published as `tcp_data_port`.
     pub fn port(&self) -> u16 {
         self.target.lock().port()
+    }
+
+    /// Where same-host peers reach this engine (published as `mc_same_host`).
+    pub fn same_host_desc(&self) -> Option<SameHostDesc> {
+        let target = self.same_host_target.as_ref()?;
+        Some(SameHostDesc {
+            identity: identity::host_identity()?.to_string(),
+            socket: target.lock().socket_name().to_string(),
+        })
+    }
+
+    /// The same-host socket of a peer described by `desc`, when it shares this
+    /// host (same identity) and has not been found unusable.
+    pub fn same_host_peer(&self, desc: &SameHostDesc) -> Option<String> {
+        let mine = identity::host_identity()?;
+        (self.same_host_target.is_some()
+            && desc.identity == mine
+            && !self.same_host.is_unavailable(&desc.socket))
+        .then(|| desc.socket.clone())
+    }
+
+    /// Bytes this engine moved over the same-host path as an initiator.
+    pub fn same_host_bytes(&self) -> u64 {
+        self.same_host.bytes_moved()
+    }
+
+    /// Moves requests to a same-host peer on the calling thread (see
+    /// [`SameHostInitiator::transfer_all`]); one result per request.
+    pub fn same_host_transfer(
+        &self,
+        socket: &str,
+        reqs: &[PeerRequest],
+    ) -> Vec<std::result::Result<(), SameHostError>> {
+        let reqs: Vec<Request> = reqs
+            .iter()
+            .map(|r| Request {
+                op: r.op,
+                remote: r.remote,
+                local: r.local,
+                len: r.len,
+            })
+            .collect();
+        self.same_host.transfer_all(socket, &reqs)
     }
 
     fn peer(&self, endpoint: &Endpoint) -> Result<Arc<Peer>> {
@@ -221,6 +286,9 @@ impl TcpTransport {
 
     /// Stops the data listener and every lane.
     pub fn shutdown(&self) {
+        if let Some(t) = &self.same_host_target {
+            t.lock().stop();
+        }
         self.target.lock().stop();
         self.peers.write().clear();
     }

@@ -1,0 +1,264 @@
+//! Same-host transfers: between two engines on one host (same boot, user, pid and
+//! network namespaces, see [`identity`]) bytes are copied directly between the two
+//! processes' memory instead of through loopback TCP.
+//!
+//! The target publishes an abstract Unix socket in its segment descriptor
+//! (`mc_same_host`, ignored by upstream readers). The initiator sends each batch of
+//! requests there; the target checks every range against its remotely accessible
+//! regions exactly as over TCP and pins the granted ones; the initiator copies them
+//! with `process_vm_readv`/`process_vm_writev` (the target's pid comes from the
+//! kernel, `SO_PEERCRED`) and releases them. The target never writes into the
+//! initiator, so an initiator that gives up on a stalled target risks nothing.
+//!
+//! Permission: the kernel's ptrace access check on the target, so the initiator must
+//! run as the same user (or hold `CAP_SYS_PTRACE`); with Yama `ptrace_scope=1` the
+//! target allows it with `PR_SET_PTRACER_ANY` when its listener starts (scope 2 or 3,
+//! a seccomp profile that forbids the calls, or another user make the copy fail with
+//! `EPERM`). A peer whose socket cannot be reached or whose copies are refused is
+//! reached over TCP from then on, with one log line.
+
+mod copy;
+pub mod identity;
+pub mod target;
+pub mod wire;
+
+use crate::te::transport::tcp::wire::{decode_status, Op, STATUS_LEN};
+use copy::Direction;
+use parking_lot::Mutex;
+use std::collections::{HashMap, HashSet};
+use std::io::{self, Read, Write};
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixStream};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Once;
+use std::time::Duration;
+pub use wire::Request;
+
+/// Idle connections kept per peer.
+const POOL_MAX: usize = 16;
+
+/// Why a same-host transfer did not happen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SameHostError {
+    /// The path cannot be used with this peer (no socket, permission refused): use
+    /// TCP. Nothing was moved.
+    Unavailable(String),
+    /// The target refused the address, as it would over TCP.
+    Rejected,
+    /// The transfer failed (the peer died, a range was not mapped).
+    Failed(String),
+}
+
+/// The initiator side: pooled connections per peer socket, and the peers sent to
+/// TCP.
+pub struct SameHostInitiator {
+    /// Idle connections per socket, with the target's pid.
+    pools: Mutex<HashMap<String, Vec<(UnixStream, i32)>>>,
+    unavailable: Mutex<HashSet<String>>,
+    io_timeout: Duration,
+    moved: AtomicU64,
+}
+
+impl SameHostInitiator {
+    /// An initiator whose every request has `io_timeout` to be answered.
+    pub fn new(io_timeout: Duration) -> SameHostInitiator {
+        SameHostInitiator {
+            pools: Mutex::new(HashMap::new()),
+            unavailable: Mutex::new(HashSet::new()),
+            io_timeout,
+            moved: AtomicU64::new(0),
+        }
+    }
+
+    /// Bytes moved over the same-host path so far.
+    pub fn bytes_moved(&self) -> u64 {
+        self.moved.load(Ordering::Relaxed)
+    }
+
+    /// Whether `socket` was found unusable (its peer goes over TCP).
+    pub fn is_unavailable(&self, socket: &str) -> bool {
+        self.unavailable.lock().contains(socket)
+    }
+
+    /// Moves `len` bytes between `local` here and `remote` in the target at `socket`;
+    /// blocks until done.
+    pub fn transfer(
+        &self,
+        socket: &str,
+        op: Op,
+        local: u64,
+        remote: u64,
+        len: u64,
+    ) -> Result<(), SameHostError> {
+        let req = Request {
+            op,
+            remote,
+            local,
+            len,
+        };
+        self.transfer_all(socket, &[req]).remove(0)
+    }
+
+    /// Moves every request to the target at `socket` as one batch on one connection:
+    /// the target grants (pins) or refuses each, this thread copies the granted ones
+    /// with `process_vm_readv/writev`, then releases them. Blocks until done; one
+    /// result per request, in order.
+    pub fn transfer_all(&self, socket: &str, reqs: &[Request]) -> Vec<Result<(), SameHostError>> {
+        let mut results = Vec::with_capacity(reqs.len());
+        for chunk in reqs.chunks(wire::MAX_BATCH as usize) {
+            results.extend(self.transfer_batch(socket, chunk));
+        }
+        results
+    }
+
+    fn transfer_batch(&self, socket: &str, reqs: &[Request]) -> Vec<Result<(), SameHostError>> {
+        let fail = |why: String| -> Vec<Result<(), SameHostError>> {
+            reqs.iter()
+                .map(|_| {
+                    Err(SameHostError::Failed(format!(
+                        "same-host peer {socket}: {why}"
+                    )))
+                })
+                .collect()
+        };
+        let (mut conn, pid) = match self.take(socket) {
+            Ok(c) => c,
+            Err(e) => {
+                let err = self.give_up(socket, format!("connect: {e}"));
+                return reqs.iter().map(|_| Err(err.clone())).collect();
+            }
+        };
+        let mut out = Vec::with_capacity(wire::BATCH_HEADER_LEN + reqs.len() * wire::REQUEST_LEN);
+        out.extend_from_slice(&wire::encode_batch(reqs.len() as u32));
+        for r in reqs {
+            out.extend_from_slice(&r.encode());
+        }
+        let mut grants = vec![0u8; reqs.len() * STATUS_LEN];
+        if let Err(e) = conn
+            .write_all(&out)
+            .and_then(|()| conn.read_exact(&mut grants))
+        {
+            // Nothing was copied; the connection is dropped (the target unpins).
+            return fail(e.to_string());
+        }
+        let mut results = Vec::with_capacity(reqs.len());
+        for (r, grant) in reqs.iter().zip(grants.chunks_exact(STATUS_LEN)) {
+            let mut frame = [0u8; STATUS_LEN];
+            frame.copy_from_slice(grant);
+            results.push(match decode_status(&frame) {
+                Some(wire::OK) => self.copy_granted(socket, pid, r),
+                Some(wire::REJECTED) => Err(SameHostError::Rejected),
+                _ => return fail("bad reply".into()),
+            });
+        }
+        if conn
+            .write_all(&wire::encode_status_frame(wire::RELEASE))
+            .is_ok()
+        {
+            self.give_back(socket, conn, pid);
+        }
+        results
+    }
+
+    /// Copies one granted request between this process and the target `pid`.
+    fn copy_granted(&self, socket: &str, pid: i32, r: &Request) -> Result<(), SameHostError> {
+        if self.is_unavailable(socket) {
+            return Err(SameHostError::Unavailable(
+                "the kernel refused the copy".into(),
+            ));
+        }
+        let dir = match r.op {
+            Op::Write => Direction::Push,
+            Op::Read => Direction::Pull,
+        };
+        // SAFETY: the caller's request names its own registered memory at `local`,
+        // as for every transport (the engine validated the source for a write).
+        match unsafe { copy::copy(pid, dir, r.local, r.remote, r.len) } {
+            Ok(()) => {
+                self.moved.fetch_add(r.len, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                Err(self.give_up(socket, format!("the kernel refused the copy: {e}")))
+            }
+            Err(e) => Err(SameHostError::Failed(format!("same-host copy: {e}"))),
+        }
+    }
+
+    /// A pooled or new connection to `socket`, with the target's pid as the kernel
+    /// reports it.
+    fn take(&self, socket: &str) -> io::Result<(UnixStream, i32)> {
+        if let Some(c) = self.pools.lock().get_mut(socket).and_then(Vec::pop) {
+            return Ok(c);
+        }
+        let conn = UnixStream::connect_addr(&SocketAddr::from_abstract_name(socket)?)?;
+        conn.set_read_timeout(Some(self.io_timeout))?;
+        conn.set_write_timeout(Some(self.io_timeout))?;
+        let pid =
+            peer_pid(&conn).ok_or_else(|| io::Error::other("no peer credentials on the socket"))?;
+        Ok((conn, pid))
+    }
+
+    fn give_back(&self, socket: &str, conn: UnixStream, pid: i32) {
+        let mut pools = self.pools.lock();
+        let pool = pools.entry(socket.to_string()).or_default();
+        if pool.len() < POOL_MAX {
+            pool.push((conn, pid));
+        }
+    }
+
+    /// Sends `socket`'s peer to TCP for good; the error saying so.
+    fn give_up(&self, socket: &str, why: String) -> SameHostError {
+        if self.unavailable.lock().insert(socket.to_string()) {
+            log::warn!("same-host path to {socket} unavailable ({why}); using TCP for it");
+        }
+        self.pools.lock().remove(socket);
+        SameHostError::Unavailable(why)
+    }
+}
+
+/// The pid of the process at the other end of a connected socket, as the kernel
+/// recorded it (for a client: the listener's, at `listen`).
+fn peer_pid(stream: &UnixStream) -> Option<i32> {
+    use std::os::fd::AsRawFd;
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` and `len` are valid for writes of the sizes given.
+    let rc = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0 && cred.pid > 0).then_some(cred.pid)
+}
+
+/// With Yama `ptrace_scope=1`, lets same-host initiators copy into and out of this
+/// process's registered memory (`PR_SET_PTRACER_ANY`; the kernel still requires the
+/// same user). Done once, when the same-host listener starts.
+fn allow_peers_to_copy() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let scope = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default();
+        if scope == "1" {
+            // SAFETY: prctl with integer arguments only.
+            let rc =
+                unsafe { libc::prctl(libc::PR_SET_PTRACER, libc::PR_SET_PTRACER_ANY, 0, 0, 0) };
+            if rc != 0 {
+                log::warn!(
+                    "same-host: PR_SET_PTRACER failed ({}); peers may fall back to TCP",
+                    io::Error::last_os_error()
+                );
+            }
+        }
+    });
+}

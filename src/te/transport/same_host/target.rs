@@ -1,0 +1,200 @@
+//! The target side: an abstract Unix socket (named in the segment descriptor). Each
+//! request is checked against the registered, remotely accessible regions exactly as
+//! a TCP request is; a granted one stays pinned (it cannot be unregistered) until
+//! the initiator, which copies the bytes itself, releases its batch or goes away.
+//! The target never touches the initiator's memory, so an initiator that gives up on
+//! a slow target has nothing to fear from it.
+
+use super::wire::{decode_batch, Request, BATCH_HEADER_LEN, OK, REJECTED, RELEASE, REQUEST_LEN};
+use crate::te::memory::{MemoryRegistry, Region};
+use crate::te::transport::tcp::wire::{decode_status, encode_status, STATUS_LEN};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::net::Shutdown;
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+struct Shared {
+    memory: Arc<MemoryRegistry>,
+    stopping: AtomicBool,
+    connections: Mutex<HashMap<u64, (UnixStream, JoinHandle<()>)>>,
+    next_conn: AtomicU64,
+}
+
+/// The same-host listener and its connection threads.
+pub struct SameHostTarget {
+    shared: Arc<Shared>,
+    name: String,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+impl SameHostTarget {
+    /// Starts serving the regions of `memory` on a fresh abstract socket.
+    pub fn start(memory: Arc<MemoryRegistry>) -> io::Result<SameHostTarget> {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let name = format!(
+            "mooncake-te-{}-{nanos:x}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        super::allow_peers_to_copy();
+        let listener = UnixListener::bind_addr(&SocketAddr::from_abstract_name(&name)?)?;
+        listener.set_nonblocking(true)?;
+        let shared = Arc::new(Shared {
+            memory,
+            stopping: AtomicBool::new(false),
+            connections: Mutex::new(HashMap::new()),
+            next_conn: AtomicU64::new(0),
+        });
+        let acceptor_shared = shared.clone();
+        let acceptor = std::thread::Builder::new()
+            .name("mc-shm-accept".into())
+            .spawn(move || accept_loop(listener, acceptor_shared))?;
+        Ok(SameHostTarget {
+            shared,
+            name,
+            acceptor: Some(acceptor),
+        })
+    }
+
+    /// The abstract socket name peers connect to.
+    pub fn socket_name(&self) -> &str {
+        &self.name
+    }
+
+    /// Stops accepting, closes every connection and joins every thread, so no
+    /// registered memory is touched after this returns.
+    pub fn stop(&mut self) {
+        let Some(acceptor) = self.acceptor.take() else {
+            return;
+        };
+        self.shared.stopping.store(true, Ordering::SeqCst);
+        let _ = acceptor.join();
+        let conns: Vec<_> = self.shared.connections.lock().drain().collect();
+        for (_, (stream, handle)) in conns {
+            let _ = stream.shutdown(Shutdown::Both);
+            let _ = handle.join();
+        }
+    }
+}
+
+impl Drop for SameHostTarget {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn accept_loop(listener: UnixListener, shared: Arc<Shared>) {
+    while !shared.stopping.load(Ordering::SeqCst) {
+        let stream = match listener.accept() {
+            Ok((s, _)) => s,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            }
+            Err(_) => {
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            }
+        };
+        if stream.set_nonblocking(false).is_err() {
+            continue;
+        }
+        let Ok(control) = stream.try_clone() else {
+            continue;
+        };
+        let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
+        let conn_shared = shared.clone();
+        let mut conns = shared.connections.lock();
+        let spawned = std::thread::Builder::new()
+            .name("mc-shm-serve".into())
+            .spawn(move || {
+                if let Err(e) = serve(&stream, &conn_shared) {
+                    log::debug!("same-host connection closed: {e}");
+                }
+                let _ = stream.shutdown(Shutdown::Both);
+                conn_shared.connections.lock().remove(&id);
+            });
+        if let Ok(handle) = spawned {
+            conns.insert(id, (control, handle));
+        }
+        conns.retain(|_, (_, h)| !h.is_finished());
+    }
+}
+
+fn serve(mut stream: &UnixStream, shared: &Shared) -> io::Result<()> {
+    let mut head = [0u8; BATCH_HEADER_LEN];
+    let mut raw = vec![0u8; REQUEST_LEN];
+    loop {
+        if stream.read_exact(&mut head).is_err() || shared.stopping.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let Some(count) = decode_batch(&head) else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "bad batch header",
+            ));
+        };
+        let mut granted: Vec<Arc<Region>> = Vec::new();
+        let mut replies = Vec::with_capacity(count as usize * STATUS_LEN);
+        raw.resize(count as usize * REQUEST_LEN, 0);
+        stream.read_exact(&mut raw)?;
+        for chunk in raw.chunks_exact(REQUEST_LEN) {
+            let mut one = [0u8; REQUEST_LEN];
+            one.copy_from_slice(chunk);
+            let Some(req) = Request::decode(&one) else {
+                return Err(io::Error::new(io::ErrorKind::InvalidData, "bad request"));
+            };
+            let code = match accessible(shared, &req) {
+                Some(region) => {
+                    granted.push(region);
+                    OK
+                }
+                None => REJECTED,
+            };
+            replies.extend_from_slice(&encode_status(code));
+        }
+        // Pinned from the grant until the release: the initiator copies meanwhile.
+        // Each region once (a second read lock could wait behind an unregister).
+        granted.sort_by_key(|r| Arc::as_ptr(r) as usize);
+        granted.dedup_by(|a, b| Arc::ptr_eq(a, b));
+        let mut pins: Vec<_> = granted.iter().map(|r| r.pin()).collect();
+        if pins.iter().any(Option::is_none) {
+            // Unregistered between the check and the pin: refuse the whole batch.
+            pins.clear();
+            let refused: Vec<u8> = (0..count).flat_map(|_| encode_status(REJECTED)).collect();
+            stream.write_all(&refused)?;
+        } else {
+            stream.write_all(&replies)?;
+        }
+        // No deadline while pins are held: a region the initiator may still be
+        // copying into must not be given back before it says so or is gone.
+        stream.set_read_timeout(None)?;
+        let mut release = [0u8; STATUS_LEN];
+        let released = stream.read_exact(&mut release);
+        drop(pins);
+        released?;
+        if decode_status(&release) != Some(RELEASE) {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "bad release"));
+        }
+    }
+}
+
+/// The remotely accessible host-memory region holding the whole request.
+fn accessible(shared: &Shared, req: &Request) -> Option<Arc<Region>> {
+    if req.len == 0 || usize::try_from(req.len).is_err() {
+        return None;
+    }
+    shared
+        .memory
+        .find(req.remote, req.len)
+        .filter(|r| r.remote_accessible && r.device.is_none())
+}

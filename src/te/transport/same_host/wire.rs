@@ -1,0 +1,136 @@
+//! The same-host exchange, little-endian throughout:
+//!
+//! 1. initiator: a batch header (`u32` count, 1 to [`MAX_BATCH`], and four zero
+//!    bytes), then that many 32-byte requests: `op` (0 read, 1 write, seen from the
+//!    initiator), seven zero bytes, the target address, the initiator's address, the
+//!    length;
+//! 2. target: one TCP v2 status frame per request, [`OK`] (granted: the region is
+//!    pinned) or [`REJECTED`];
+//! 3. initiator: copies the granted ones itself, then sends [`RELEASE`] (a status
+//!    frame), after which the target unpins them.
+//!
+//! The decoders refuse anything else and never panic.
+
+use crate::te::transport::tcp::wire::Op;
+
+/// Size of a request.
+pub const REQUEST_LEN: usize = 32;
+/// Size of a batch header.
+pub const BATCH_HEADER_LEN: usize = 8;
+/// Most requests in one batch.
+pub const MAX_BATCH: u32 = 4096;
+/// Granted: the target range is pinned until [`RELEASE`].
+pub const OK: u32 = 0;
+/// The target range is not inside one remotely accessible region (as over TCP).
+pub const REJECTED: u32 = 1;
+/// The initiator is done with the granted ranges of the batch.
+pub const RELEASE: u32 = 0xFFFF;
+
+/// A status frame (as TCP v2's) carrying `code`.
+pub fn encode_status_frame(code: u32) -> [u8; crate::te::transport::tcp::wire::STATUS_LEN] {
+    crate::te::transport::tcp::wire::encode_status(code)
+}
+
+/// Encodes a batch header.
+pub fn encode_batch(count: u32) -> [u8; BATCH_HEADER_LEN] {
+    let mut out = [0u8; BATCH_HEADER_LEN];
+    out[..4].copy_from_slice(&count.to_le_bytes());
+    out
+}
+
+/// Decodes a batch header: the count when it is within 1..=[`MAX_BATCH`].
+pub fn decode_batch(b: &[u8; BATCH_HEADER_LEN]) -> Option<u32> {
+    let count = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+    (b[4..].iter().all(|x| *x == 0) && (1..=MAX_BATCH).contains(&count)).then_some(count)
+}
+
+/// One request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Request {
+    /// Read or write, seen from the initiator.
+    pub op: Op,
+    /// Address in the target.
+    pub remote: u64,
+    /// Address in the initiator.
+    pub local: u64,
+    /// Bytes.
+    pub len: u64,
+}
+
+impl Request {
+    /// The wire form.
+    pub fn encode(&self) -> [u8; REQUEST_LEN] {
+        let mut out = [0u8; REQUEST_LEN];
+        out[0] = match self.op {
+            Op::Read => 0,
+            Op::Write => 1,
+        };
+        out[8..16].copy_from_slice(&self.remote.to_le_bytes());
+        out[16..24].copy_from_slice(&self.local.to_le_bytes());
+        out[24..32].copy_from_slice(&self.len.to_le_bytes());
+        out
+    }
+
+    /// Decodes a request; `None` for an unknown op or non-zero padding.
+    pub fn decode(b: &[u8; REQUEST_LEN]) -> Option<Request> {
+        let op = match b[0] {
+            0 => Op::Read,
+            1 => Op::Write,
+            _ => return None,
+        };
+        if b[1..8].iter().any(|x| *x != 0) {
+            return None;
+        }
+        let word = |i: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&b[i..i + 8]);
+            u64::from_le_bytes(w)
+        };
+        Some(Request {
+            op,
+            remote: word(8),
+            local: word(16),
+            len: word(24),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn round_trip_and_refusals() {
+        let r = Request {
+            op: Op::Write,
+            remote: 0x7f00_0000_1000,
+            local: 0x5555_0000,
+            len: 4 << 20,
+        };
+        assert_eq!(Request::decode(&r.encode()), Some(r));
+        let mut bad = r.encode();
+        bad[0] = 2;
+        assert_eq!(Request::decode(&bad), None);
+        let mut bad = r.encode();
+        bad[5] = 1;
+        assert_eq!(Request::decode(&bad), None);
+        assert_eq!(decode_batch(&encode_batch(16)), Some(16));
+        assert_eq!(decode_batch(&encode_batch(0)), None);
+        assert_eq!(decode_batch(&encode_batch(MAX_BATCH + 1)), None);
+        let mut b = encode_batch(3);
+        b[7] = 1;
+        assert_eq!(decode_batch(&b), None);
+    }
+
+    proptest! {
+        #[test]
+        fn decode_is_total(bytes in proptest::collection::vec(any::<u8>(), REQUEST_LEN)) {
+            let mut b = [0u8; REQUEST_LEN];
+            b.copy_from_slice(&bytes);
+            if let Some(r) = Request::decode(&b) {
+                prop_assert_eq!(r.encode(), b);
+            }
+        }
+    }
+}

@@ -1,0 +1,336 @@
+//! The same-host path: two engines on one host copy directly between their
+//! processes (data verified byte for byte, and the bytes counted on that path), the
+//! target still refuses what it refuses over TCP, `MC_DISABLE_SAME_HOST` keeps
+//! sockets, a target that may not be copied into (another user) is reached over TCP
+//! instead, and a target killed mid-transfer fails the transfer without harming the
+//! initiator. Cross-process cases run our `transfer_engine_bench` as the target.
+
+mod interop_common;
+
+use interop_common::{pattern, ChildGuard};
+use mooncake::config::Config;
+use mooncake::te::{Op, TaskStatus, TransferEngine, TransferRequest};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const MIB: u64 = 1 << 20;
+
+fn engine_with(config: Config) -> TransferEngine {
+    TransferEngine::with_config(config, "P2PHANDSHAKE", "127.0.0.1:0", true).expect("engine")
+}
+
+fn engine() -> TransferEngine {
+    engine_with(Config::global().clone())
+}
+
+/// Runs one request to completion; whether it succeeded.
+fn run(e: &TransferEngine, req: TransferRequest) -> bool {
+    let batch = e.allocate_batch(1);
+    e.submit(batch, &[req]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        let (s, _) = e.transfer_status(batch, 0).unwrap();
+        if s.is_terminal() || Instant::now() > deadline {
+            break s;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    e.free_batch(batch).unwrap();
+    status == TaskStatus::Completed
+}
+
+fn req(op: Op, local: u64, target: i32, remote: u64, len: u64) -> TransferRequest {
+    TransferRequest {
+        op,
+        source: local,
+        target_id: target,
+        target_offset: remote,
+        length: len,
+    }
+}
+
+/// Writes `data` at `remote` and reads it back into a fresh buffer.
+fn round_trip(e: &TransferEngine, target: i32, remote: u64, data: &[u8]) -> Vec<u8> {
+    let mut src = data.to_vec();
+    let mut back = vec![0u8; data.len()];
+    let (s, b) = (src.as_mut_ptr() as u64, back.as_mut_ptr() as u64);
+    let len = data.len() as u64;
+    e.register_memory(s, len, "cpu:0", false).unwrap();
+    e.register_memory(b, len, "cpu:0", false).unwrap();
+    assert!(run(e, req(Op::Write, s, target, remote, len)), "write");
+    assert!(run(e, req(Op::Read, b, target, remote, len)), "read");
+    e.unregister_memory(s).unwrap();
+    e.unregister_memory(b).unwrap();
+    back
+}
+
+#[test]
+fn two_engines_on_one_host_copy_directly() {
+    let target = engine();
+    let initiator = engine();
+    let mut remote = vec![0u8; 8 * MIB as usize];
+    let raddr = remote.as_mut_ptr() as u64;
+    target
+        .register_memory(raddr, remote.len() as u64, "cpu:0", true)
+        .unwrap();
+    let id = initiator.open_segment(target.segment_name()).unwrap();
+    let desc = initiator.segment_descriptor(id).unwrap();
+    assert!(
+        desc.same_host.is_some(),
+        "the target publishes its same-host socket"
+    );
+    for (off, len) in [
+        (0u64, 1usize),
+        (4096, 65536),
+        (MIB, 4 * MIB as usize),
+        (13, 777_777),
+    ] {
+        let data = pattern(len, off as u8);
+        assert_eq!(round_trip(&initiator, id, raddr + off, &data), data);
+        assert_eq!(&remote[off as usize..off as usize + len], &data[..]);
+    }
+    assert!(initiator.same_host_bytes() >= 2 * (1 + 65536 + 4 * MIB + 777_777));
+}
+
+#[test]
+fn the_target_refuses_what_it_refuses_over_tcp() {
+    let target = engine();
+    let initiator = engine();
+    let mut open = vec![0u8; MIB as usize];
+    let mut private = vec![7u8; MIB as usize];
+    let (oaddr, paddr) = (open.as_mut_ptr() as u64, private.as_mut_ptr() as u64);
+    target.register_memory(oaddr, MIB, "cpu:0", true).unwrap();
+    target.register_memory(paddr, MIB, "cpu:0", false).unwrap();
+    let id = initiator.open_segment(target.segment_name()).unwrap();
+    let mut local = vec![1u8; 2 * MIB as usize];
+    let laddr = local.as_mut_ptr() as u64;
+    initiator
+        .register_memory(laddr, 2 * MIB, "cpu:0", false)
+        .unwrap();
+    // Beyond the region, straddling its end, and a region not remotely accessible.
+    assert!(!run(&initiator, req(Op::Write, laddr, id, oaddr + MIB, 16)));
+    assert!(!run(
+        &initiator,
+        req(Op::Write, laddr, id, oaddr + MIB - 8, 16)
+    ));
+    assert!(!run(&initiator, req(Op::Read, laddr, id, paddr, 16)));
+    assert!(!run(&initiator, req(Op::Write, laddr, id, paddr, 16)));
+    assert!(
+        private.iter().all(|b| *b == 7),
+        "the private region is untouched"
+    );
+    // The path still works afterwards.
+    assert!(run(&initiator, req(Op::Write, laddr, id, oaddr, MIB)));
+    assert!(open.iter().all(|b| *b == 1));
+    assert!(initiator.same_host_bytes() >= MIB);
+    drop(local);
+}
+
+#[test]
+fn disabled_same_host_keeps_sockets() {
+    let config = Config {
+        disable_same_host: true,
+        ..Config::global().clone()
+    };
+    let target = engine_with(config.clone());
+    let initiator = engine_with(config);
+    let mut remote = vec![0u8; MIB as usize];
+    let raddr = remote.as_mut_ptr() as u64;
+    target.register_memory(raddr, MIB, "cpu:0", true).unwrap();
+    let id = initiator.open_segment(target.segment_name()).unwrap();
+    assert!(initiator
+        .segment_descriptor(id)
+        .unwrap()
+        .same_host
+        .is_none());
+    let data = pattern(MIB as usize, 3);
+    assert_eq!(round_trip(&initiator, id, raddr, &data), data);
+    assert_eq!(initiator.same_host_bytes(), 0);
+}
+
+/// Our `transfer_engine_bench --mode=target` (optionally under `wrapper`), with the
+/// segment name it announces.
+fn bench_target(wrapper: &[&str], buffer: u64) -> (ChildGuard, String) {
+    let bench = env!("CARGO_BIN_EXE_transfer_engine_bench");
+    let mut argv: Vec<String> = wrapper.iter().map(|s| s.to_string()).collect();
+    argv.push(bench.into());
+    argv.extend([
+        "--mode=target".into(),
+        "--metadata_server=P2PHANDSHAKE".into(),
+        "--local_server_name=127.0.0.1".into(),
+        "--auto_discovery".into(),
+        format!("--buffer_size={buffer}"),
+    ]);
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..])
+        .env("MC_TCP_BIND_ADDRESS", "127.0.0.1")
+        .stdin(Stdio::null());
+    let mut guard = ChildGuard::spawn(cmd, "same-host-target", false);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let name = loop {
+        let log = guard.log_tail();
+        if let Some(name) = log.lines().find_map(|l| l.split("listening on ").nth(1)) {
+            break name.trim().to_string();
+        }
+        assert!(
+            guard.exited().is_none() && Instant::now() < deadline,
+            "the target did not start\n{log}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    (guard, name)
+}
+
+/// The address of the target's buffer: the only remotely accessible region it
+/// publishes.
+fn target_buffer(e: &TransferEngine, id: i32) -> u64 {
+    let desc = e.segment_descriptor(id).unwrap();
+    desc.buffers.first().expect("one buffer").addr
+}
+
+#[test]
+fn another_process_on_this_host() {
+    let (_target, name) = bench_target(&[], 64 * MIB);
+    let initiator = engine();
+    let id = initiator.open_segment(&name).unwrap();
+    assert!(initiator
+        .segment_descriptor(id)
+        .unwrap()
+        .same_host
+        .is_some());
+    let remote = target_buffer(&initiator, id);
+    let data = pattern(16 * MIB as usize, 9);
+    assert_eq!(round_trip(&initiator, id, remote + 4096, &data), data);
+    assert!(initiator.same_host_bytes() >= 32 * MIB);
+}
+
+#[test]
+fn an_initiator_of_another_user_goes_over_tcp() {
+    let setpriv = [
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+    ];
+    let runs = Command::new(setpriv[0])
+        .args(&setpriv[1..])
+        .arg("true")
+        .status()
+        .is_ok_and(|s| s.success());
+    if !runs {
+        eprintln!("SKIP an_initiator_of_another_user_goes_over_tcp: setpriv cannot switch users");
+        return;
+    }
+    // This process (root) is the target; our bench, as nobody, writes into it. The
+    // kernel refuses nobody's copies into root's memory: the bench says so once and
+    // moves the bytes over TCP.
+    let target = engine();
+    let mut remote = vec![0xAAu8; 4 * MIB as usize];
+    let raddr = remote.as_mut_ptr() as u64;
+    target
+        .register_memory(raddr, remote.len() as u64, "cpu:0", true)
+        .unwrap();
+    let mut cmd = Command::new(setpriv[0]);
+    cmd.args(&setpriv[1..])
+        .arg(env!("CARGO_BIN_EXE_transfer_engine_bench"))
+        .args([
+            "--metadata_server=P2PHANDSHAKE",
+            "--local_server_name=127.0.0.1",
+            &format!("--segment_id={}", target.segment_name()),
+            "--operation=write",
+            "--threads=1",
+            "--batch_size=4",
+            "--block_size=65536",
+            "--buffer_size=262144",
+            "--duration=1",
+        ])
+        .env("MC_TCP_BIND_ADDRESS", "127.0.0.1")
+        .stdin(Stdio::null());
+    let mut bench = ChildGuard::spawn(cmd, "same-host-nobody", false);
+    let status = bench.wait_until(Instant::now() + Duration::from_secs(60));
+    let log = bench.log_tail();
+    assert!(status.is_some_and(|s| s.success()), "bench failed\n{log}");
+    assert!(log.contains("Test completed"), "{log}");
+    assert_eq!(log.matches("same-host path to").count(), 1, "{log}");
+    assert!(
+        remote[..262144].iter().any(|b| *b != 0xAA),
+        "nothing was written"
+    );
+    drop(target);
+}
+
+#[test]
+fn a_target_killed_mid_transfer_fails_the_transfer_only() {
+    let (mut target, name) = bench_target(&[], 256 * MIB);
+    let initiator = engine();
+    let id = initiator.open_segment(&name).unwrap();
+    let remote = target_buffer(&initiator, id);
+    let mut local = vec![3u8; 256 * MIB as usize];
+    let laddr = local.as_mut_ptr() as u64;
+    initiator
+        .register_memory(laddr, local.len() as u64, "cpu:0", false)
+        .unwrap();
+    let pid = target.child.id();
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(20));
+        let _ = Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+    });
+    // Writes until one fails: the target is gone.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while run(&initiator, req(Op::Write, laddr, id, remote, 256 * MIB)) {
+        assert!(Instant::now() < deadline, "the target never went away");
+    }
+    killer.join().unwrap();
+    let _ = target.child.wait();
+    // The initiator lives on and still works with its own memory.
+    local[0] = 9;
+    assert_eq!(local[0], 9);
+}
+
+#[test]
+fn one_submission_of_many_requests_fails_only_the_refused_ones() {
+    let target = engine();
+    let initiator = engine();
+    let mut remote = vec![0u8; 4 * MIB as usize];
+    let raddr = remote.as_mut_ptr() as u64;
+    target
+        .register_memory(raddr, remote.len() as u64, "cpu:0", true)
+        .unwrap();
+    let id = initiator.open_segment(target.segment_name()).unwrap();
+    let mut local = pattern(4 * MIB as usize, 11);
+    let laddr = local.as_mut_ptr() as u64;
+    initiator
+        .register_memory(laddr, local.len() as u64, "cpu:0", false)
+        .unwrap();
+    // 64 writes of 64 KiB, every 10th aimed past the region.
+    let block = 64 << 10;
+    let reqs: Vec<TransferRequest> = (0..64u64)
+        .map(|i| {
+            let remote = if i % 10 == 9 {
+                raddr + 4 * MIB + i
+            } else {
+                raddr + i * block
+            };
+            req(Op::Write, laddr + i * block, id, remote, block)
+        })
+        .collect();
+    let batch = initiator.allocate_batch(reqs.len());
+    initiator.submit(batch, &reqs).unwrap();
+    for i in 0..reqs.len() {
+        let (status, _) = initiator.transfer_status(batch, i).unwrap();
+        let expected = if i % 10 == 9 {
+            TaskStatus::Failed
+        } else {
+            TaskStatus::Completed
+        };
+        assert_eq!(status, expected, "request {i}");
+    }
+    initiator.free_batch(batch).unwrap();
+    for i in (0..64usize).filter(|i| i % 10 != 9) {
+        let r = i * block as usize..(i + 1) * block as usize;
+        assert_eq!(remote[r.clone()], local[r], "block {i}");
+    }
+    local.clear();
+}
