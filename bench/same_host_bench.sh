@@ -2,8 +2,9 @@
 # Same-host Transfer Engine benchmark: two processes on one host, upstream Mooncake's
 # transfer_engine_bench (the PyPI wheel installed by scripts/upstream-peer.sh; TCP, its
 # only way between processes here) against ours with the default flags (the same-host
-# path), and against memcpy with the same thread count and block size
-# (examples/memcpy_bench.rs). Rounds are interleaved; each row reports the median.
+# path), and against memcpy with the same thread count, block size and working set
+# (batch x block bytes per thread, which the bench moves again every batch;
+# examples/memcpy_bench.rs). Rounds are interleaved; each row reports the median.
 #
 # Runs: operation in {write, read} x block size in {64 KiB (batch 32), 4 MiB (batch 4)},
 # threads THREADS, buffer 256 MiB, P2PHANDSHAKE metadata on 127.0.0.1.
@@ -50,7 +51,9 @@ for round in $(seq "$ROUNDS"); do
       COMMON=(--metadata_server=P2PHANDSHAKE --buffer_size=$BUFFER_SIZE)
       pair "$OURS" "$OURS" "$op" "$block" "$batch" "ours-$op-$block-$round"
       OURS_R[$key]="${OURS_R[$key]:-} $RESULT"
-      m=$("$MEMCPY" --threads="$THREADS" --block_size="$block" --buffer_size=$BUFFER_SIZE \
+      # The bench moves the same batch*block bytes per thread every batch: memcpy gets
+      # the same working set.
+      m=$("$MEMCPY" --threads="$THREADS" --block_size="$block" --buffer_size=$((block * batch)) \
         --duration="$DURATION" | grep -oE '[0-9.]+ GB/s' | grep -oE '^[0-9.]+' || echo FAIL)
       log "round $round $key memcpy: $m GB/s"
       MEM[$key]="${MEM[$key]:-} $m"
