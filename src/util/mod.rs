@@ -3,6 +3,7 @@
 
 pub mod base64;
 pub mod busy_poll;
+pub mod conn_threads;
 pub mod flags;
 pub mod http_server;
 pub mod logger;

@@ -8,10 +8,8 @@
 use super::wire::{decode_batch, Request, BATCH_HEADER_LEN, OK, REJECTED, RELEASE, REQUEST_LEN};
 use crate::te::memory::{MemoryRegistry, Region};
 use crate::te::transport::tcp::wire::{decode_status, encode_status, STATUS_LEN};
-use parking_lot::Mutex;
-use std::collections::HashMap;
+use crate::util::conn_threads::ConnThreads;
 use std::io::{self, Read, Write};
-use std::net::Shutdown;
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -22,8 +20,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 struct Shared {
     memory: Arc<MemoryRegistry>,
     stopping: AtomicBool,
-    connections: Mutex<HashMap<u64, (UnixStream, JoinHandle<()>)>>,
-    next_conn: AtomicU64,
+    connections: ConnThreads<UnixStream>,
 }
 
 /// The same-host listener and its connection threads.
@@ -51,8 +48,7 @@ impl SameHostTarget {
         let shared = Arc::new(Shared {
             memory,
             stopping: AtomicBool::new(false),
-            connections: Mutex::new(HashMap::new()),
-            next_conn: AtomicU64::new(0),
+            connections: ConnThreads::default(),
         });
         let acceptor_shared = shared.clone();
         let acceptor = std::thread::Builder::new()
@@ -78,11 +74,7 @@ impl SameHostTarget {
         };
         self.shared.stopping.store(true, Ordering::SeqCst);
         let _ = acceptor.join();
-        let conns: Vec<_> = self.shared.connections.lock().drain().collect();
-        for (_, (stream, handle)) in conns {
-            let _ = stream.shutdown(Shutdown::Both);
-            let _ = handle.join();
-        }
+        self.shared.connections.close_all();
     }
 }
 
@@ -96,11 +88,8 @@ fn accept_loop(listener: UnixListener, shared: Arc<Shared>) {
     while !shared.stopping.load(Ordering::SeqCst) {
         let stream = match listener.accept() {
             Ok((s, _)) => s,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(20));
-                continue;
-            }
             Err(_) => {
+                // Nothing waiting (non-blocking) or a transient error.
                 std::thread::sleep(Duration::from_millis(20));
                 continue;
             }
@@ -108,25 +97,12 @@ fn accept_loop(listener: UnixListener, shared: Arc<Shared>) {
         if stream.set_nonblocking(false).is_err() {
             continue;
         }
-        let Ok(control) = stream.try_clone() else {
-            continue;
-        };
-        let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
         let conn_shared = shared.clone();
-        let mut conns = shared.connections.lock();
-        let spawned = std::thread::Builder::new()
-            .name("mc-shm-serve".into())
-            .spawn(move || {
-                if let Err(e) = serve(&stream, &conn_shared) {
-                    log::debug!("same-host connection closed: {e}");
-                }
-                let _ = stream.shutdown(Shutdown::Both);
-                conn_shared.connections.lock().remove(&id);
-            });
-        if let Ok(handle) = spawned {
-            conns.insert(id, (control, handle));
-        }
-        conns.retain(|_, (_, h)| !h.is_finished());
+        shared.connections.spawn("mc-shm-serve", stream, move |stream| {
+            if let Err(e) = serve(stream, &conn_shared) {
+                log::debug!("same-host connection closed: {e}");
+            }
+        });
     }
 }
 

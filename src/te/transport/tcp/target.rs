@@ -5,11 +5,10 @@ use super::io::{send_all, send_buf};
 use super::reader::SocketReader;
 use super::wire::{encode_status, Header, Op, HEADER_LEN, STATUS_LEN, STATUS_OK, STATUS_REJECTED};
 use crate::te::memory::{MemoryRegistry, Region};
-use parking_lot::Mutex;
-use std::collections::HashMap;
-use std::net::{Shutdown, TcpListener, TcpStream};
+use crate::util::conn_threads::ConnThreads;
+use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -18,8 +17,7 @@ struct Shared {
     memory: Arc<MemoryRegistry>,
     stopping: AtomicBool,
     progress_timeout: Duration,
-    connections: Mutex<HashMap<u64, (TcpStream, JoinHandle<()>)>>,
-    next_conn: AtomicU64,
+    connections: ConnThreads<TcpStream>,
 }
 
 /// The data listener and its connection threads.
@@ -41,8 +39,7 @@ impl TcpTarget {
             memory,
             stopping: AtomicBool::new(false),
             progress_timeout,
-            connections: Mutex::new(HashMap::new()),
-            next_conn: AtomicU64::new(0),
+            connections: ConnThreads::default(),
         });
         let acceptor_shared = shared.clone();
         let acceptor = std::thread::Builder::new()
@@ -72,11 +69,7 @@ impl TcpTarget {
             Duration::from_secs(1),
         );
         let _ = acceptor.join();
-        let conns: Vec<_> = self.shared.connections.lock().drain().collect();
-        for (_, (stream, handle)) in conns {
-            let _ = stream.shutdown(Shutdown::Both);
-            let _ = handle.join();
-        }
+        self.shared.connections.close_all();
     }
 }
 
@@ -99,25 +92,12 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         let _ = stream.set_nodelay(true);
         let _ = stream.set_read_timeout(Some(shared.progress_timeout));
         let _ = stream.set_write_timeout(Some(shared.progress_timeout));
-        let Ok(control) = stream.try_clone() else {
-            continue;
-        };
-        let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
         let conn_shared = shared.clone();
-        let mut conns = shared.connections.lock();
-        let spawned = std::thread::Builder::new()
-            .name("mc-tcp-serve".into())
-            .spawn(move || {
-                if let Err(e) = serve(&stream, &conn_shared) {
-                    log::debug!("tcp data connection from {peer} closed: {e}");
-                }
-                let _ = stream.shutdown(Shutdown::Both);
-                conn_shared.connections.lock().remove(&id);
-            });
-        if let Ok(handle) = spawned {
-            conns.insert(id, (control, handle));
-        }
-        conns.retain(|_, (_, h)| !h.is_finished());
+        shared.connections.spawn("mc-tcp-serve", stream, move |stream| {
+            if let Err(e) = serve(stream, &conn_shared) {
+                log::debug!("tcp data connection from {peer} closed: {e}");
+            }
+        });
     }
 }
 
