@@ -98,11 +98,13 @@ fn accept_loop(listener: UnixListener, shared: Arc<Shared>) {
             continue;
         }
         let conn_shared = shared.clone();
-        shared.connections.spawn("mc-shm-serve", stream, move |stream| {
-            if let Err(e) = serve(stream, &conn_shared) {
-                log::debug!("same-host connection closed: {e}");
-            }
-        });
+        shared
+            .connections
+            .spawn("mc-shm-serve", stream, move |stream| {
+                if let Err(e) = serve(stream, &conn_shared) {
+                    log::debug!("same-host connection closed: {e}");
+                }
+            });
     }
 }
 

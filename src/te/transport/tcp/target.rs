@@ -93,11 +93,13 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         let _ = stream.set_read_timeout(Some(shared.progress_timeout));
         let _ = stream.set_write_timeout(Some(shared.progress_timeout));
         let conn_shared = shared.clone();
-        shared.connections.spawn("mc-tcp-serve", stream, move |stream| {
-            if let Err(e) = serve(stream, &conn_shared) {
-                log::debug!("tcp data connection from {peer} closed: {e}");
-            }
-        });
+        shared
+            .connections
+            .spawn("mc-tcp-serve", stream, move |stream| {
+                if let Err(e) = serve(stream, &conn_shared) {
+                    log::debug!("tcp data connection from {peer} closed: {e}");
+                }
+            });
     }
 }
 
