@@ -864,7 +864,7 @@ impl Inner {
                     task.finish_slice(true);
                     task
                 }
-                Err(SameHostError::Unavailable(_)) => {
+                Err(SameHostError::Unavailable(_) | SameHostError::UseTcp) => {
                     self.start(req, Route::Tcp(endpoint.clone()), signal, alone)
                 }
                 Err(e) => {

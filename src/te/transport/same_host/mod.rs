@@ -45,6 +45,8 @@ pub enum SameHostError {
     Unavailable(String),
     /// The target refused the address, as it would over TCP.
     Rejected,
+    /// The target asks for this request over TCP (its memory is on a GPU).
+    UseTcp,
     /// The transfer failed (the peer died, a range was not mapped).
     Failed(String),
 }
@@ -148,6 +150,7 @@ impl SameHostInitiator {
             results.push(match decode_status(&frame) {
                 Some(wire::OK) => self.copy_granted(socket, pid, r),
                 Some(wire::REJECTED) => Err(SameHostError::Rejected),
+                Some(wire::USE_TCP) => Err(SameHostError::UseTcp),
                 _ => return fail("bad reply".into()),
             });
         }

@@ -5,7 +5,9 @@
 //! The target never touches the initiator's memory, so an initiator that gives up on
 //! a slow target has nothing to fear from it.
 
-use super::wire::{decode_batch, Request, BATCH_HEADER_LEN, OK, REJECTED, RELEASE, REQUEST_LEN};
+use super::wire::{
+    decode_batch, Request, BATCH_HEADER_LEN, OK, REJECTED, RELEASE, REQUEST_LEN, USE_TCP,
+};
 use crate::te::memory::{MemoryRegistry, Region};
 use crate::te::transport::tcp::wire::{decode_status, encode_status, STATUS_LEN};
 use crate::util::conn_threads::ConnThreads;
@@ -132,6 +134,8 @@ fn serve(mut stream: &UnixStream, shared: &Shared) -> io::Result<()> {
                 return Err(io::Error::new(io::ErrorKind::InvalidData, "bad request"));
             };
             let code = match accessible(shared, &req) {
+                // GPU memory is staged through the GPU runtime by the TCP target.
+                Some(region) if region.device.is_some() => USE_TCP,
                 Some(region) => {
                     granted.push(region);
                     OK
@@ -166,7 +170,7 @@ fn serve(mut stream: &UnixStream, shared: &Shared) -> io::Result<()> {
     }
 }
 
-/// The remotely accessible host-memory region holding the whole request.
+/// The remotely accessible region holding the whole request.
 fn accessible(shared: &Shared, req: &Request) -> Option<Arc<Region>> {
     if req.len == 0 || usize::try_from(req.len).is_err() {
         return None;
@@ -174,5 +178,5 @@ fn accessible(shared: &Shared, req: &Request) -> Option<Arc<Region>> {
     shared
         .memory
         .find(req.remote, req.len)
-        .filter(|r| r.remote_accessible && r.device.is_none())
+        .filter(|r| r.remote_accessible)
 }

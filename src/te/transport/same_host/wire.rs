@@ -5,7 +5,7 @@
 //!    initiator), seven zero bytes, the target address, the initiator's address, the
 //!    length;
 //! 2. target: one TCP v2 status frame per request, [`OK`] (granted: the region is
-//!    pinned) or [`REJECTED`];
+//!    pinned), [`REJECTED`] or [`USE_TCP`];
 //! 3. initiator: copies the granted ones itself, then sends [`RELEASE`] (a status
 //!    frame), after which the target unpins them.
 //!
@@ -23,6 +23,8 @@ pub const MAX_BATCH: u32 = 4096;
 pub const OK: u32 = 0;
 /// The target range is not inside one remotely accessible region (as over TCP).
 pub const REJECTED: u32 = 1;
+/// The range is in memory this path cannot reach (GPU memory): send it over TCP.
+pub const USE_TCP: u32 = 2;
 /// The initiator is done with the granted ranges of the batch.
 pub const RELEASE: u32 = 0xFFFF;
 
