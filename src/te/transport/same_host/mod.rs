@@ -45,7 +45,8 @@ pub enum SameHostError {
     Unavailable(String),
     /// The target refused the address, as it would over TCP.
     Rejected,
-    /// The target asks for this request over TCP (its memory is on a GPU).
+    /// Send this request over TCP: the target asks for it (its memory is on a GPU),
+    /// or did not grant the batch in time.
     UseTcp,
     /// The transfer failed (the peer died, a range was not mapped).
     Failed(String),
@@ -62,7 +63,9 @@ pub struct SameHostInitiator {
 }
 
 impl SameHostInitiator {
-    /// An initiator whose every request has `io_timeout` to be answered.
+    /// An initiator whose batches are granted within `io_timeout` or sent over TCP
+    /// (a healthy target answers in microseconds: keep it short, the submitting thread
+    /// waits for it).
     pub fn new(io_timeout: Duration) -> SameHostInitiator {
         SameHostInitiator {
             pools: Mutex::new(HashMap::new()),
@@ -140,7 +143,16 @@ impl SameHostInitiator {
             .write_all(&out)
             .and_then(|()| conn.read_exact(&mut grants))
         {
-            // Nothing was copied; the connection is dropped (the target unpins).
+            // Nothing was copied; the connection is dropped (the target unpins). A
+            // target that is slow to answer (stopped, overloaded) gets this batch over
+            // TCP, whose transfers run in the background under the caller's deadline.
+            if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            ) {
+                log::debug!("same-host peer {socket} did not answer in time; batch sent over TCP");
+                return reqs.iter().map(|_| Err(SameHostError::UseTcp)).collect();
+            }
             return fail(e.to_string());
         }
         let mut results = Vec::with_capacity(reqs.len());

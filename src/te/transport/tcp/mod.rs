@@ -26,6 +26,8 @@ use std::time::Duration;
 use target::TcpTarget;
 pub use wire::Op;
 
+/// How long a same-host target may take to grant a batch before it goes over TCP.
+const SAME_HOST_GRANT_TIMEOUT: Duration = Duration::from_secs(1);
 /// Requests at least this long are split across a peer's lanes.
 const SPLIT_THRESHOLD: u64 = 512 << 10;
 /// Smallest piece a split request is cut into.
@@ -108,9 +110,7 @@ impl TcpTransport {
         Ok(TcpTransport {
             target: parking_lot::Mutex::new(target),
             same_host_target,
-            same_host: SameHostInitiator::new(Duration::from_secs(
-                config.tcp_progress_timeout_secs,
-            )),
+            same_host: SameHostInitiator::new(SAME_HOST_GRANT_TIMEOUT),
             peers: RwLock::new(HashMap::new()),
             lanes_per_peer: config.tcp_lanes_per_peer,
             connect_timeout: Duration::from_secs(config.handshake_connect_timeout_secs),
