@@ -6,12 +6,14 @@
 //! initiator. Cross-process cases run our `transfer_engine_bench` as the target.
 
 mod interop_common;
+mod te_support;
 
-use interop_common::{pattern, ChildGuard};
+use interop_common::ChildGuard;
 use mooncake::config::Config;
 use mooncake::te::{Op, TaskStatus, TransferEngine, TransferRequest};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use te_support::{pattern, req, run};
 
 const MIB: u64 = 1 << 20;
 
@@ -60,29 +62,8 @@ fn engine() -> TransferEngine {
 }
 
 /// Runs one request to completion; whether it succeeded.
-fn run(e: &TransferEngine, req: TransferRequest) -> bool {
-    let batch = e.allocate_batch(1);
-    e.submit(batch, &[req]).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        let (s, _) = e.transfer_status(batch, 0).unwrap();
-        if s.is_terminal() || Instant::now() > deadline {
-            break s;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    };
-    e.free_batch(batch).unwrap();
-    status == TaskStatus::Completed
-}
-
-fn req(op: Op, local: u64, target: i32, remote: u64, len: u64) -> TransferRequest {
-    TransferRequest {
-        op,
-        source: local,
-        target_id: target,
-        target_offset: remote,
-        length: len,
-    }
+fn ok(e: &TransferEngine, r: TransferRequest) -> bool {
+    run(e, &[r]) == [TaskStatus::Completed]
 }
 
 /// Writes `data` at `remote` and reads it back into a fresh buffer.
@@ -93,8 +74,8 @@ fn round_trip(e: &TransferEngine, target: i32, remote: u64, data: &[u8]) -> Vec<
     let len = data.len() as u64;
     e.register_memory(s, len, "cpu:0", false).unwrap();
     e.register_memory(b, len, "cpu:0", false).unwrap();
-    assert!(run(e, req(Op::Write, s, target, remote, len)), "write");
-    assert!(run(e, req(Op::Read, b, target, remote, len)), "read");
+    assert!(ok(e, req(Op::Write, s, target, remote, len)), "write");
+    assert!(ok(e, req(Op::Read, b, target, remote, len)), "read");
     e.unregister_memory(s).unwrap();
     e.unregister_memory(b).unwrap();
     back
@@ -144,19 +125,19 @@ fn the_target_refuses_what_it_refuses_over_tcp() {
         .register_memory(laddr, 2 * MIB, "cpu:0", false)
         .unwrap();
     // Beyond the region, straddling its end, and a region not remotely accessible.
-    assert!(!run(&initiator, req(Op::Write, laddr, id, oaddr + MIB, 16)));
-    assert!(!run(
+    assert!(!ok(&initiator, req(Op::Write, laddr, id, oaddr + MIB, 16)));
+    assert!(!ok(
         &initiator,
         req(Op::Write, laddr, id, oaddr + MIB - 8, 16)
     ));
-    assert!(!run(&initiator, req(Op::Read, laddr, id, paddr, 16)));
-    assert!(!run(&initiator, req(Op::Write, laddr, id, paddr, 16)));
+    assert!(!ok(&initiator, req(Op::Read, laddr, id, paddr, 16)));
+    assert!(!ok(&initiator, req(Op::Write, laddr, id, paddr, 16)));
     assert!(
         private.iter().all(|b| *b == 7),
         "the private region is untouched"
     );
     // The path still works afterwards.
-    assert!(run(&initiator, req(Op::Write, laddr, id, oaddr, MIB)));
+    assert!(ok(&initiator, req(Op::Write, laddr, id, oaddr, MIB)));
     assert!(open.iter().all(|b| *b == 1));
     assert_same_host_moved(&initiator, MIB);
     drop(local);
@@ -315,7 +296,7 @@ fn a_target_killed_mid_transfer_fails_the_transfer_only() {
     });
     // Writes until one fails: the target is gone.
     let deadline = Instant::now() + Duration::from_secs(60);
-    while run(&initiator, req(Op::Write, laddr, id, remote, 256 * MIB)) {
+    while ok(&initiator, req(Op::Write, laddr, id, remote, 256 * MIB)) {
         assert!(Instant::now() < deadline, "the target never went away");
     }
     killer.join().unwrap();

@@ -67,32 +67,17 @@ mod tests {
     fn copies_within_this_process_both_ways() {
         let pid = std::process::id() as i32;
         let src: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
-        let mut dst = vec![0u8; src.len()];
-        // SAFETY: dst is writable for its length.
-        unsafe {
-            copy(
-                pid,
-                Direction::Pull,
-                dst.as_mut_ptr() as u64,
-                src.as_ptr() as u64,
-                src.len() as u64,
-            )
+        // A pull writes "ours" from "theirs"; a push writes "theirs" from "ours".
+        for dir in [Direction::Pull, Direction::Push] {
+            let mut dst = vec![0u8; src.len()];
+            let (ours, theirs) = match dir {
+                Direction::Pull => (dst.as_mut_ptr() as u64, src.as_ptr() as u64),
+                Direction::Push => (src.as_ptr() as u64, dst.as_mut_ptr() as u64),
+            };
+            // SAFETY: both buffers live for the call; the written one is `dst`.
+            unsafe { copy(pid, dir, ours, theirs, src.len() as u64) }.unwrap();
+            assert_eq!(dst, src, "{dir:?}");
         }
-        .unwrap();
-        assert_eq!(dst, src);
-        let mut back = vec![0u8; src.len()];
-        // SAFETY: src is readable for its length.
-        unsafe {
-            copy(
-                pid,
-                Direction::Push,
-                src.as_ptr() as u64,
-                back.as_mut_ptr() as u64,
-                src.len() as u64,
-            )
-        }
-        .unwrap();
-        assert_eq!(back, src);
         // An unmapped remote range is an error, not a crash.
         let mut one = [0u8; 16];
         // SAFETY: `one` is writable.

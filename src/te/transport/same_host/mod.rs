@@ -156,48 +156,40 @@ impl SameHostInitiator {
             return fail(e.to_string());
         }
         let mut results = Vec::with_capacity(reqs.len());
+        let mut moved = 0;
+        // Once the kernel refuses a copy, the rest of the batch goes over TCP.
+        let mut refused: Option<SameHostError> = None;
         for (r, grant) in reqs.iter().zip(grants.chunks_exact(STATUS_LEN)) {
             let mut frame = [0u8; STATUS_LEN];
             frame.copy_from_slice(grant);
             results.push(match decode_status(&frame) {
-                Some(wire::OK) => self.copy_granted(socket, pid, r),
+                Some(wire::OK) if refused.is_some() => Err(SameHostError::UseTcp),
+                Some(wire::OK) => match copy_granted(pid, r) {
+                    Ok(()) => {
+                        moved += r.len;
+                        Ok(())
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                        let err = self.give_up(socket, format!("the kernel refused the copy: {e}"));
+                        refused = Some(err.clone());
+                        Err(err)
+                    }
+                    Err(e) => Err(SameHostError::Failed(format!("same-host copy: {e}"))),
+                },
                 Some(wire::REJECTED) => Err(SameHostError::Rejected),
                 Some(wire::USE_TCP) => Err(SameHostError::UseTcp),
                 _ => return fail("bad reply".into()),
             });
         }
-        if conn
-            .write_all(&wire::encode_status_frame(wire::RELEASE))
-            .is_ok()
+        self.moved.fetch_add(moved, Ordering::Relaxed);
+        if refused.is_none()
+            && conn
+                .write_all(&wire::encode_status_frame(wire::RELEASE))
+                .is_ok()
         {
             self.give_back(socket, conn, pid);
         }
         results
-    }
-
-    /// Copies one granted request between this process and the target `pid`.
-    fn copy_granted(&self, socket: &str, pid: i32, r: &Request) -> Result<(), SameHostError> {
-        if self.is_unavailable(socket) {
-            return Err(SameHostError::Unavailable(
-                "the kernel refused the copy".into(),
-            ));
-        }
-        let dir = match r.op {
-            Op::Write => Direction::Push,
-            Op::Read => Direction::Pull,
-        };
-        // SAFETY: the caller's request names its own registered memory at `local`,
-        // as for every transport (the engine validated the source for a write).
-        match unsafe { copy::copy(pid, dir, r.local, r.remote, r.len) } {
-            Ok(()) => {
-                self.moved.fetch_add(r.len, Ordering::Relaxed);
-                Ok(())
-            }
-            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
-                Err(self.give_up(socket, format!("the kernel refused the copy: {e}")))
-            }
-            Err(e) => Err(SameHostError::Failed(format!("same-host copy: {e}"))),
-        }
     }
 
     /// A pooled or new connection to `socket`, with the target's pid as the kernel
@@ -230,6 +222,17 @@ impl SameHostInitiator {
         self.pools.lock().remove(socket);
         SameHostError::Unavailable(why)
     }
+}
+
+/// Copies one granted request between this process and the target `pid`.
+fn copy_granted(pid: i32, r: &Request) -> io::Result<()> {
+    let dir = match r.op {
+        Op::Write => Direction::Push,
+        Op::Read => Direction::Pull,
+    };
+    // SAFETY: the caller's request names its own memory at `local`, as for every
+    // transport; the kernel checks both ranges and fails rather than fault.
+    unsafe { copy::copy(pid, dir, r.local, r.remote, r.len) }
 }
 
 /// The pid of the process at the other end of a connected socket, as the kernel
