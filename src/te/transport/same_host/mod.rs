@@ -85,25 +85,6 @@ impl SameHostInitiator {
         self.unavailable.lock().contains(socket)
     }
 
-    /// Moves `len` bytes between `local` here and `remote` in the target at `socket`;
-    /// blocks until done.
-    pub fn transfer(
-        &self,
-        socket: &str,
-        op: Op,
-        local: u64,
-        remote: u64,
-        len: u64,
-    ) -> Result<(), SameHostError> {
-        let req = Request {
-            op,
-            remote,
-            local,
-            len,
-        };
-        self.transfer_all(socket, &[req]).remove(0)
-    }
-
     /// Moves every request to the target at `socket` as one batch on one connection:
     /// the target grants (pins) or refuses each, this thread copies the granted ones
     /// with `process_vm_readv/writev`, then releases them. Blocks until done; one
