@@ -444,6 +444,35 @@ int mooncake_store_batch_replica_clear(mooncake_store_t store,
                                        const char *segment_name,
                                        int *cleared_out);
 
+/**
+ * Sets `store` up as a dummy client of the real client at `server_address`
+ * (`host:port` of a `mooncake_client` on this host; it listens on the abstract
+ * socket `@mooncake_client_<port>.sock`). The dummy owns no segment and no Transfer
+ * Engine: operations run in the real client, which maps the dummy's shared memory (a
+ * local buffer of `local_buffer_size` bytes, which stages `put`/`get` of bytes, and
+ * every `mooncake_store_alloc_from_mem_pool` allocation) and moves data to and from
+ * it in place. `mem_pool_size` is accepted as upstream, which does not use it.
+ * Returns 0; -1 when the real client cannot be reached or refuses this process
+ * (another user); -600 when `store` is already set up or `server_address` names no
+ * port; -1 for a bad handle or a NULL address.
+ *
+ * # Safety
+ * `server_address` is NULL or NUL-terminated.
+ */
+int mooncake_store_setup_dummy(mooncake_store_t store,
+                               uint64_t mem_pool_size,
+                               uint64_t local_buffer_size,
+                               const char *server_address);
+
+/**
+ * Allocates `size` bytes of shared memory a dummy client's real client can map
+ * (register it with `mooncake_store_register_buffer` to move data in place); freed
+ * when the store is closed or destroyed. Returns the address, or 0: `size` is 0, the
+ * memory cannot be created, the store is not a set-up dummy client (a real client
+ * has no memory pool, as upstream), or a bad handle.
+ */
+uint64_t mooncake_store_alloc_from_mem_pool(mooncake_store_t store, uint64_t size);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

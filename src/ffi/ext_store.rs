@@ -21,13 +21,15 @@
 
 mod buffers;
 pub mod clear;
+pub mod dummy;
 pub mod ranges;
 mod support;
 
 use super::boundary::{c_slice, ffi_boundary, invalid, FfiError};
 use super::store::mooncake_store_t;
 use super::store::support::{client, code, items_arg, key_arg, keys_arg, rc, rc64};
-use crate::store::{Client, ErrorCode, Pieces, ReadTarget, ReplicateConfig, WriteMode};
+use crate::store::api::batch_get_alloc;
+use crate::store::{ErrorCode, Pieces, ReadTarget, ReplicateConfig, StoreApi, WriteMode};
 use serde_json::{json, Value};
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::Arc;
@@ -39,7 +41,7 @@ use support::*;
 /// # Safety
 /// `len` bytes at `addr` readable for the call.
 unsafe fn write_one(
-    c: &Client,
+    c: &dyn StoreApi,
     mode: WriteMode,
     key: &str,
     addr: u64,
@@ -203,14 +205,14 @@ unsafe fn single_write(
         return Ok(code(function, ErrorCode::INVALID_PARAMS));
     };
     // SAFETY: `size` readable bytes at `buffer` per the contract.
-    let r = unsafe { write_one(&c, mode, &key, buffer as u64, size as u64, &cfg) };
+    let r = unsafe { write_one(&*c, mode, &key, buffer as u64, size as u64, &cfg) };
     Ok(rc(function, r))
 }
 
 /// Body of the batch zero-copy writes over `Pieces`.
 fn batch_write(
     function: &str,
-    h: Option<Arc<Client>>,
+    h: Option<Arc<dyn StoreApi>>,
     mode: WriteMode,
     keys: &[String],
     items: &[Pieces],
@@ -459,7 +461,7 @@ pub unsafe extern "C" fn mooncake_store_batch_get_buffers(
         let alloc = |n: u64| buffers::Buffer::new(usize::try_from(n).ok()?);
         let results = match h {
             // SAFETY: a Buffer is writable for the size it was allocated with.
-            Some(c) => unsafe { c.batch_get_alloc_raw(&refs, alloc) },
+            Some(c) => unsafe { batch_get_alloc(&*c, &refs, alloc) },
             None => {
                 code(
                     "mooncake_store_batch_get_buffers",
@@ -535,7 +537,7 @@ pub unsafe extern "C" fn mooncake_store_get_with_allocator(
             (!p.is_null()).then_some(CallerMemory(p))
         };
         // SAFETY: the allocator's memory is writable for the size it was asked for.
-        let result = unsafe { c.batch_get_alloc_raw(&[key.as_str()], provide) }
+        let result = unsafe { batch_get_alloc(&*c, &[key.as_str()], provide) }
             .pop()
             .unwrap_or(Err(ErrorCode::INTERNAL_ERROR));
         Ok(rc64(

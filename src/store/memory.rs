@@ -1,20 +1,25 @@
 //! The store client's own memory: anonymous mappings for the global segment and the
-//! local staging buffer, and a first-fit allocator that hands out pieces of the latter.
+//! local staging buffer, sealed shared-memory files (memfd) that a dummy client and its
+//! real client both map, and a first-fit allocator that hands out pieces of a mapping.
 
 use crate::wire::master_api::ErrorCode;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 /// Alignment of every staging allocation (upstream's local buffer is 64-B aligned).
 const STAGING_ALIGN: u64 = 64;
 
-/// A zero-filled, page-aligned anonymous mapping, unmapped on drop.
+/// A zero-filled, page-aligned mapping, unmapped on drop: anonymous, or of a sealed
+/// shared-memory file another process of this host may map too.
 ///
 /// Pages are only backed once touched, so a large segment costs nothing up front.
 #[derive(Debug)]
 pub struct Mapping {
     addr: u64,
     len: u64,
+    /// The shared-memory file behind a shared mapping.
+    file: Option<OwnedFd>,
 }
 
 // SAFETY: the mapping is plain memory owned by this value; access to its bytes is
@@ -27,34 +32,45 @@ unsafe impl Sync for Mapping {}
 impl Mapping {
     /// Maps `len` (> 0) zeroed bytes; failures (ENOMEM, absurd sizes) are -600.
     pub fn zeroed(len: u64) -> Result<Mapping, ErrorCode> {
-        let Ok(size) = usize::try_from(len) else {
-            return Err(ErrorCode::INVALID_PARAMS);
-        };
-        if size == 0 || size > isize::MAX as usize {
+        map(len, None)
+    }
+
+    /// Maps `len` (> 0) zeroed bytes of a new shared-memory file (memfd), sealed
+    /// against shrinking and growing, so that a process it is passed to can map it
+    /// and never meets a truncated file (SIGBUS). -600 on any failure.
+    pub fn shared(len: u64) -> Result<Mapping, ErrorCode> {
+        let size = checked_size(len)?;
+        let file = memfd(size).map_err(|e| {
+            log::error!("store: creating {len} bytes of shared memory: {e}");
+            ErrorCode::INVALID_PARAMS
+        })?;
+        map(len, Some(file))
+    }
+
+    /// Maps the first `len` bytes of a shared-memory file received from another
+    /// process: -600 unless it is sealed against shrinking (so its owner cannot make
+    /// this process fault) and at least `len` bytes long.
+    pub fn from_shared_file(file: OwnedFd, len: u64) -> Result<Mapping, ErrorCode> {
+        checked_size(len)?;
+        // SAFETY: fcntl and fstat on a descriptor this value owns.
+        let seals = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GET_SEALS) };
+        if seals < 0 || seals & libc::F_SEAL_SHRINK == 0 {
+            log::error!("store: a shared-memory file is not sealed against shrinking");
             return Err(ErrorCode::INVALID_PARAMS);
         }
-        // SAFETY: a fresh private anonymous mapping; no existing memory is affected.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                size,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            log::error!(
-                "store: mapping {len} bytes failed: {}",
-                std::io::Error::last_os_error()
-            );
+        // SAFETY: `st` is written by fstat before it is read.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        if unsafe { libc::fstat(file.as_raw_fd(), &mut st) } != 0 || (st.st_size as u64) < len {
+            log::error!("store: a shared-memory file is shorter than the {len} bytes announced");
             return Err(ErrorCode::INVALID_PARAMS);
         }
-        Ok(Mapping {
-            addr: ptr as u64,
-            len,
-        })
+        map(len, Some(file))
+    }
+
+    /// The shared-memory file behind a [`Mapping::shared`] mapping.
+    pub fn shared_file(&self) -> Option<&OwnedFd> {
+        self.file.as_ref()
     }
 
     /// Base address.
@@ -79,6 +95,78 @@ impl Mapping {
                 .checked_add(len)
                 .is_some_and(|end| end <= self.addr + self.len)
     }
+}
+
+/// `len` as a mappable size: -600 for zero or absurd lengths.
+fn checked_size(len: u64) -> Result<usize, ErrorCode> {
+    match usize::try_from(len) {
+        Ok(size) if size > 0 && size <= isize::MAX as usize => Ok(size),
+        _ => Err(ErrorCode::INVALID_PARAMS),
+    }
+}
+
+/// A new memfd of `size` bytes, sealed against shrinking and growing.
+fn memfd(size: usize) -> std::io::Result<OwnedFd> {
+    // SAFETY: the name is NUL-terminated; the flags are plain integers.
+    let fd = unsafe {
+        libc::memfd_create(
+            c"mooncake_shm".as_ptr(),
+            libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: memfd_create returned a fresh descriptor nothing else owns.
+    let file = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: ftruncate and fcntl on the descriptor owned above.
+    unsafe {
+        if libc::ftruncate(fd, size as libc::off_t) != 0
+            || libc::fcntl(
+                fd,
+                libc::F_ADD_SEALS,
+                libc::F_SEAL_SHRINK | libc::F_SEAL_GROW,
+            ) != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(file)
+}
+
+/// Maps `len` bytes: anonymous and private without a file, shared with one.
+fn map(len: u64, file: Option<OwnedFd>) -> Result<Mapping, ErrorCode> {
+    let size = checked_size(len)?;
+    let (flags, fd) = match &file {
+        Some(f) => (libc::MAP_SHARED, f.as_raw_fd()),
+        None => (
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+        ),
+    };
+    // SAFETY: a fresh mapping chosen by the kernel; no existing memory is affected.
+    let ptr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            size,
+            libc::PROT_READ | libc::PROT_WRITE,
+            flags,
+            fd,
+            0,
+        )
+    };
+    if ptr == libc::MAP_FAILED {
+        log::error!(
+            "store: mapping {len} bytes failed: {}",
+            std::io::Error::last_os_error()
+        );
+        return Err(ErrorCode::INVALID_PARAMS);
+    }
+    Ok(Mapping {
+        addr: ptr as u64,
+        len,
+        file,
+    })
 }
 
 impl Drop for Mapping {
@@ -216,5 +304,34 @@ mod tests {
         whole.fill(&[7u8; 10]);
         assert!(buf.memory().contains(whole.addr(), 4096));
         assert!(!buf.memory().contains(whole.addr(), 4097));
+    }
+
+    #[test]
+    fn shared_memory_is_seen_through_a_second_mapping_and_unsealed_files_are_refused() {
+        let a = Mapping::shared(8192).unwrap();
+        let dup = a.shared_file().unwrap().try_clone().unwrap();
+        let b = Mapping::from_shared_file(dup, 8192).unwrap();
+        // SAFETY: both mappings are live, 8192 bytes long, and not otherwise borrowed.
+        unsafe {
+            *((a.addr() + 100) as *mut u8) = 42;
+            assert_eq!(*((b.addr() + 100) as *const u8), 42);
+        }
+        let longer = a.shared_file().unwrap().try_clone().unwrap();
+        assert_eq!(
+            Mapping::from_shared_file(longer, 8193).unwrap_err(),
+            ErrorCode::INVALID_PARAMS
+        );
+        // SAFETY: a fresh memfd without seals, owned below.
+        let raw = unsafe { libc::memfd_create(c"unsealed".as_ptr(), libc::MFD_CLOEXEC) };
+        assert!(raw >= 0);
+        // SAFETY: the descriptor was just created and is owned by nothing else.
+        let unsealed = unsafe { OwnedFd::from_raw_fd(raw) };
+        // SAFETY: ftruncate on the descriptor owned above.
+        assert_eq!(unsafe { libc::ftruncate(raw, 4096) }, 0);
+        assert_eq!(
+            Mapping::from_shared_file(unsealed, 4096).unwrap_err(),
+            ErrorCode::INVALID_PARAMS
+        );
+        assert!(Mapping::zeroed(4096).unwrap().shared_file().is_none());
     }
 }

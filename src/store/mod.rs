@@ -9,9 +9,11 @@
 //!
 //! [`MasterApi`]: crate::wire::master_api::MasterApi
 
+pub mod api;
 mod client;
 pub mod config;
 mod connect;
+pub mod dummy;
 mod heartbeat;
 pub mod leader;
 pub mod memory;
@@ -23,9 +25,11 @@ mod read_leases;
 mod transfer;
 
 pub use crate::wire::master_api::{ErrorCode, ReplicateConfig, SoftPinAction};
+pub use api::StoreApi;
 pub use client::{Client, Health};
 pub use config::SetupConfig;
 pub use connect::connect_master;
+pub use dummy::{DummyClient, DummyServer};
 pub use ops_ext::{Pieces, ReadTarget, WriteMode};
 pub use ops_ranges::{Range, RangedRead, RangedResults};
 pub use transfer::MAX_SLICE;

@@ -100,6 +100,39 @@ pub fn parse_bool(name: &str, v: &str) -> Result<bool, String> {
     }
 }
 
+/// Parses a byte size as upstream's flags take it: a number (a decimal fraction
+/// allowed) and an optional unit `B`, `K`/`KB`/`KiB`, `M…`, `G…`, `T…` (powers of
+/// 1024, any case, spaces allowed: `"4 GB"`, `512MB`, `1.5g`).
+pub fn parse_byte_size(name: &str, v: &str) -> Result<u64, String> {
+    let t = v.trim();
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        _ => return Err(format!("--{name}: '{v}' has an unknown unit")),
+    };
+    let too_large = || format!("--{name}: '{v}' is too large");
+    if let Ok(n) = num.parse::<u64>() {
+        return n.checked_mul(1u64 << shift).ok_or_else(too_large);
+    }
+    match num.parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 && !num.is_empty() => {
+            let bytes = x * (1u64 << shift) as f64;
+            if bytes >= u64::MAX as f64 {
+                return Err(too_large());
+            }
+            Ok(bytes as u64)
+        }
+        _ => Err(format!("--{name}: '{v}' is not a size")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,6 +147,19 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<Flags, String> {
         Flags::parse(args.iter().map(|s| s.to_string()), kind)
+    }
+
+    #[test]
+    fn byte_sizes_as_upstream_writes_them() {
+        assert_eq!(parse_byte_size("s", "4 GB"), Ok(4 << 30));
+        assert_eq!(parse_byte_size("s", "512MB"), Ok(512 << 20));
+        assert_eq!(parse_byte_size("s", "0"), Ok(0));
+        assert_eq!(parse_byte_size("s", "1.5g"), Ok(3 << 29));
+        assert_eq!(parse_byte_size("s", "16 KiB"), Ok(16 << 10));
+        assert_eq!(parse_byte_size("s", "123"), Ok(123));
+        assert!(parse_byte_size("s", "4 XB").is_err());
+        assert!(parse_byte_size("s", "GB").is_err());
+        assert!(parse_byte_size("s", "99999999999 TB").is_err());
     }
 
     #[test]

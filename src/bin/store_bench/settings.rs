@@ -1,7 +1,7 @@
 //! Command-line flags (gflags-style, via [`Flags`]) and their validated form.
 
 use mooncake::te::net::random_u64;
-use mooncake::util::flags::{parse_bool, FlagKind, Flags};
+use mooncake::util::flags::{parse_bool, parse_byte_size, FlagKind, Flags};
 use std::time::Duration;
 
 /// `--help` text.
@@ -245,27 +245,6 @@ pub struct Settings {
     pub report_every: Option<Duration>,
 }
 
-/// Parses a byte size: a decimal number with an optional `K`/`M`/`G`/`T` suffix
-/// (powers of 1024; `KB`, `KiB`, `k` spellings all accepted).
-pub fn parse_size(name: &str, v: &str) -> Result<u64, String> {
-    let t = v.trim();
-    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, suffix) = t.split_at(digits);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("--{name}: '{v}' is not a size"))?;
-    let shift = match suffix.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kb" | "kib" => 10,
-        "m" | "mb" | "mib" => 20,
-        "g" | "gb" | "gib" => 30,
-        "t" | "tb" | "tib" => 40,
-        _ => return Err(format!("--{name}: '{v}' has an unknown suffix")),
-    };
-    n.checked_mul(1u64 << shift)
-        .ok_or_else(|| format!("--{name}: '{v}' is too large"))
-}
-
 /// Parses an unsigned integer within `lo..=hi`.
 fn parse_num(name: &str, v: &str, lo: u64, hi: u64) -> Result<u64, String> {
     let n: u64 = v
@@ -322,7 +301,7 @@ impl Settings {
         };
         let string = |name: &str, default: &str| f.get(name).unwrap_or(default).to_string();
         let size = |name: &str, default: u64| match f.get(name) {
-            Some(v) => parse_size(name, v),
+            Some(v) => parse_byte_size(name, v),
             None => Ok(default),
         };
         let num = |name: &str, default: u64, lo: u64, hi: u64| match f.get(name) {
@@ -364,7 +343,7 @@ impl Settings {
             .get("value_sizes")
             .unwrap_or("4096,1048576")
             .split(',')
-            .map(|s| parse_size("value_sizes", s))
+            .map(|s| parse_byte_size("value_sizes", s))
             .collect::<Result<Vec<u64>, String>>()?;
         if value_sizes.iter().any(|&s| s == 0 || s > 1 << 30) {
             return Err("--value_sizes: every size must be in 1..=1GiB".into());
@@ -494,12 +473,12 @@ mod tests {
 
     #[test]
     fn sizes() {
-        assert_eq!(parse_size("x", "4096"), Ok(4096));
-        assert_eq!(parse_size("x", "1GiB"), Ok(1 << 30));
-        assert_eq!(parse_size("x", "64M"), Ok(64 << 20));
-        assert!(parse_size("x", "12Q").is_err());
-        assert!(parse_size("x", "").is_err());
-        assert!(parse_size("x", "99999999999T").is_err());
+        assert_eq!(parse_byte_size("x", "4096"), Ok(4096));
+        assert_eq!(parse_byte_size("x", "1GiB"), Ok(1 << 30));
+        assert_eq!(parse_byte_size("x", "64M"), Ok(64 << 20));
+        assert!(parse_byte_size("x", "12Q").is_err());
+        assert!(parse_byte_size("x", "").is_err());
+        assert!(parse_byte_size("x", "99999999999T").is_err());
     }
 
     #[test]

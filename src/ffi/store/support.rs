@@ -3,7 +3,9 @@
 
 use super::{mooncake_replicate_config_t, mooncake_store_t};
 use crate::ffi::boundary::{c_slice, c_str, invalid, set_last_error, FfiError};
-use crate::store::{Client, ErrorCode, ReplicateConfig, SetupConfig, SoftPinAction};
+use crate::store::{
+    Client, DummyClient, ErrorCode, ReplicateConfig, SetupConfig, SoftPinAction, StoreApi,
+};
 use parking_lot::{Mutex, RwLock};
 use std::collections::BTreeMap;
 use std::ffi::{c_char, c_int, c_void};
@@ -16,8 +18,8 @@ const TOKEN_BASE: u64 = 0x4D43_5354_0000_0000;
 /// One handle: the client once set up, and a lock serialising setup calls.
 #[derive(Default)]
 pub(super) struct StoreHandle {
-    /// The client, once set up.
-    pub(super) client: RwLock<Option<Arc<Client>>>,
+    /// The client (real, or a dummy forwarding to one), once set up.
+    pub(super) client: RwLock<Option<Arc<dyn StoreApi>>>,
     /// Serialises setup calls on this handle.
     setup: Mutex<()>,
 }
@@ -45,7 +47,9 @@ pub(super) fn handle(store: mooncake_store_t) -> Result<Arc<StoreHandle>, FfiErr
 }
 
 /// The handle's client: `Err` (-1) for a bad handle, `Ok(None)` when not set up.
-pub(in crate::ffi) fn client(store: mooncake_store_t) -> Result<Option<Arc<Client>>, FfiError> {
+pub(in crate::ffi) fn client(
+    store: mooncake_store_t,
+) -> Result<Option<Arc<dyn StoreApi>>, FfiError> {
     Ok(handle(store)?.client.read().clone())
 }
 
@@ -70,10 +74,10 @@ pub(super) fn with_client<R>(
     function: &str,
     store: mooncake_store_t,
     not_set_up: R,
-    op: impl FnOnce(&Client) -> R,
+    op: impl FnOnce(&dyn StoreApi) -> R,
 ) -> Result<R, FfiError> {
     match client(store)? {
-        Some(c) => Ok(op(&c)),
+        Some(c) => Ok(op(&*c)),
         None => {
             set_last_error(function, "the store is not set up", 0);
             Ok(not_set_up)
@@ -205,14 +209,39 @@ pub(super) fn setup_handle(
     store: mooncake_store_t,
     cfg: &SetupConfig,
 ) -> Result<c_int, FfiError> {
+    install(function, store, || {
+        Client::setup(cfg).map(|c| Arc::new(c) as Arc<dyn StoreApi>)
+    })
+}
+
+/// Sets the handle up as a dummy client of the real client at `server_address`
+/// unless it already has a client (-600).
+pub(in crate::ffi) fn setup_dummy_handle(
+    function: &str,
+    store: mooncake_store_t,
+    mem_pool_size: u64,
+    local_buffer_size: u64,
+    server_address: &str,
+) -> Result<c_int, FfiError> {
+    install(function, store, || {
+        DummyClient::setup(mem_pool_size, local_buffer_size, server_address)
+            .map(|c| Arc::new(c) as Arc<dyn StoreApi>)
+    })
+}
+
+fn install(
+    function: &str,
+    store: mooncake_store_t,
+    create: impl FnOnce() -> Result<Arc<dyn StoreApi>, ErrorCode>,
+) -> Result<c_int, FfiError> {
     let h = handle(store)?;
     let _serial = h.setup.lock();
     if h.client.read().is_some() {
         return Ok(code(function, ErrorCode::INVALID_PARAMS));
     }
-    match Client::setup(cfg) {
+    match create() {
         Ok(c) => {
-            *h.client.write() = Some(Arc::new(c));
+            *h.client.write() = Some(c);
             Ok(0)
         }
         Err(e) => Ok(code(function, e)),

@@ -1,0 +1,349 @@
+//! [`StoreApi`]: the operations the C ABI and the Python package call, implemented by
+//! a real [`Client`] and by a [`DummyClient`] that forwards them to a real client in
+//! another process of the same host.
+//!
+//! [`DummyClient`]: super::dummy::DummyClient
+
+use super::client::{Client, Health};
+use super::ops_ext::{Pieces, ReadTarget, WriteMode};
+use super::ops_ranges::{RangedRead, RangedResults};
+use crate::wire::master_api::{ErrorCode, ReplicaDescriptor, ReplicateConfig};
+
+/// A store client as the C ABI sees it. Every method has the semantics and return
+/// codes of the [`Client`] method of the same name.
+pub trait StoreApi: Send + Sync + std::fmt::Debug {
+    /// The name other clients reach this client's segment by (`host:port`).
+    fn hostname(&self) -> String;
+    /// 0 healthy, 1 closed, 2 when the client's master (or real client) is unreachable.
+    fn health(&self) -> Health;
+    /// Releases everything the client holds; idempotent.
+    fn close(&self);
+    /// Stores a copy of `value` (create only).
+    fn put(&self, key: &str, value: &[u8], config: &ReplicateConfig) -> Result<(), ErrorCode>;
+    /// Stores a copy of `value`, replacing an existing object.
+    fn upsert(&self, key: &str, value: &[u8], config: &ReplicateConfig) -> Result<(), ErrorCode>;
+    /// Writes objects, each the concatenation of its pieces.
+    ///
+    /// # Safety
+    /// Every piece must be readable until this returns.
+    unsafe fn batch_write_raw(
+        &self,
+        mode: WriteMode,
+        keys: &[&str],
+        items: &[Pieces],
+        config: &ReplicateConfig,
+    ) -> Vec<Result<(), ErrorCode>>;
+    /// Reads objects, each scattered over its pieces; per key the object's size.
+    ///
+    /// # Safety
+    /// Every piece must be writable, and not otherwise accessed, until this returns.
+    unsafe fn batch_get_into_multi_raw(
+        &self,
+        keys: &[&str],
+        items: &[Pieces],
+    ) -> Vec<Result<u64, ErrorCode>>;
+    /// Reads whole objects into memory from `alloc(size)`, which returns the address
+    /// of `size` writable bytes; per key that address and the object's size.
+    ///
+    /// # Safety
+    /// Every address `alloc` returns must be writable for the size asked, and not
+    /// otherwise accessed, until this returns.
+    unsafe fn batch_get_alloc_addr(
+        &self,
+        keys: &[&str],
+        alloc: &mut dyn FnMut(u64) -> Option<u64>,
+    ) -> Vec<Result<(u64, u64), ErrorCode>>;
+    /// Ranged reads into registered buffers.
+    ///
+    /// # Safety
+    /// Every destination buffer must be writable, and not otherwise accessed, until
+    /// this returns.
+    unsafe fn get_into_ranges_raw(&self, reads: &[RangedRead]) -> RangedResults;
+    /// Per key: whether it exists.
+    fn batch_is_exist(&self, keys: &[&str]) -> Vec<Result<bool, ErrorCode>>;
+    /// Per key: the object's size.
+    fn batch_get_size(&self, keys: &[&str]) -> Vec<Result<u64, ErrorCode>>;
+    /// Per key: its replicas.
+    fn batch_get_replica_desc(
+        &self,
+        keys: &[&str],
+    ) -> Vec<Result<Vec<ReplicaDescriptor>, ErrorCode>>;
+    /// Per key: removes it.
+    fn batch_remove(&self, keys: &[&str], force: bool) -> Vec<Result<(), ErrorCode>>;
+    /// Removes the keys `pattern` matches; how many.
+    fn remove_by_regex(&self, pattern: &str, force: bool) -> Result<i64, ErrorCode>;
+    /// Removes every removable key; how many.
+    fn remove_all(&self, force: bool) -> Result<i64, ErrorCode>;
+    /// Drops this client's replicas of keys whose read leases expired.
+    fn batch_replica_clear(
+        &self,
+        keys: &[&str],
+        segment_name: &str,
+    ) -> Result<Vec<String>, ErrorCode>;
+    /// Registers caller memory for transfers.
+    fn register_buffer(&self, addr: *mut u8, len: usize) -> Result<(), ErrorCode>;
+    /// Unregisters memory registered with [`StoreApi::register_buffer`].
+    fn unregister_buffer(&self, addr: *mut u8) -> Result<(), ErrorCode>;
+    /// Allocates `size` bytes of memory the client can move data to and from (a
+    /// dummy client's shared memory); -1012 (not supported) for a real client.
+    fn alloc_from_mem_pool(&self, size: u64) -> Result<u64, ErrorCode> {
+        let _ = size;
+        Err(ErrorCode::NOT_SUPPORTED)
+    }
+
+    /// Zero-copy put of one object (an empty one stores nothing and succeeds).
+    ///
+    /// # Safety
+    /// When `len > 0`, `[addr, addr + len)` must be readable until this returns.
+    unsafe fn put_from_raw(
+        &self,
+        key: &str,
+        addr: u64,
+        len: u64,
+        config: &ReplicateConfig,
+    ) -> Result<(), ErrorCode> {
+        if len == 0 {
+            log::warn!("store: put_from('{key}') with no data; nothing stored");
+            return Ok(());
+        }
+        // SAFETY: forwarded contract.
+        one(unsafe { self.batch_write_raw(WriteMode::Put, &[key], &[vec![(addr, len)]], config) })
+    }
+    /// Zero-copy puts, one `(address, length)` per key.
+    ///
+    /// # Safety
+    /// Every item with a non-zero length must be readable until this returns.
+    unsafe fn batch_put_from_raw(
+        &self,
+        keys: &[&str],
+        items: &[(u64, u64)],
+        config: &ReplicateConfig,
+    ) -> Vec<Result<(), ErrorCode>> {
+        if items.len() != keys.len() {
+            return vec![Err(ErrorCode::INVALID_PARAMS); keys.len()];
+        }
+        let pieces: Vec<Pieces> = items.iter().map(|&item| vec![item]).collect();
+        // SAFETY: forwarded contract.
+        unsafe { self.batch_write_raw(WriteMode::Put, keys, &pieces, config) }
+    }
+    /// Reads one object into `[addr, addr + cap)`; its size.
+    ///
+    /// # Safety
+    /// `[addr, addr + cap)` must be writable, and not otherwise accessed, until this
+    /// returns.
+    unsafe fn get_into_raw(&self, key: &str, addr: u64, cap: u64) -> Result<u64, ErrorCode> {
+        // SAFETY: forwarded contract.
+        one(unsafe { self.batch_get_into_raw(&[key], &[(addr, cap)]) })
+    }
+    /// Reads objects, one `(address, capacity)` per key.
+    ///
+    /// # Safety
+    /// Every item must be writable, and not otherwise accessed, until this returns.
+    unsafe fn batch_get_into_raw(
+        &self,
+        keys: &[&str],
+        items: &[(u64, u64)],
+    ) -> Vec<Result<u64, ErrorCode>> {
+        let pieces: Vec<Pieces> = items.iter().map(|&item| vec![item]).collect();
+        // SAFETY: forwarded contract.
+        unsafe { self.batch_get_into_multi_raw(keys, &pieces) }
+    }
+    /// Whether `key` exists.
+    fn is_exist(&self, key: &str) -> Result<bool, ErrorCode> {
+        one(self.batch_is_exist(&[key]))
+    }
+    /// The size of `key`'s object.
+    fn get_size(&self, key: &str) -> Result<u64, ErrorCode> {
+        one(self.batch_get_size(&[key]))
+    }
+    /// The replicas of `key`.
+    fn get_replica_desc(&self, key: &str) -> Result<Vec<ReplicaDescriptor>, ErrorCode> {
+        one(self.batch_get_replica_desc(&[key]))
+    }
+    /// Removes `key`.
+    fn remove(&self, key: &str, force: bool) -> Result<(), ErrorCode> {
+        one(self.batch_remove(&[key], force))
+    }
+}
+
+/// One key through a batch operation.
+pub fn one<T>(mut batch: Vec<Result<T, ErrorCode>>) -> Result<T, ErrorCode> {
+    batch.pop().unwrap_or(Err(ErrorCode::INTERNAL_ERROR))
+}
+
+/// Reads whole objects into targets from `alloc(size)`; per key the filled target and
+/// the object's size (targets of failed keys are dropped).
+///
+/// # Safety
+/// The address a target reports must be writable for the size it was allocated with,
+/// for as long as the target lives.
+pub unsafe fn batch_get_alloc<T: ReadTarget>(
+    api: &dyn StoreApi,
+    keys: &[&str],
+    mut alloc: impl FnMut(u64) -> Option<T>,
+) -> Vec<Result<(T, u64), ErrorCode>> {
+    let mut targets: Vec<(u64, T)> = Vec::new();
+    let mut provide = |n: u64| {
+        let mut t = alloc(n)?;
+        let addr = t.addr();
+        targets.push((addr, t));
+        Some(addr)
+    };
+    // SAFETY: forwarded contract; the targets live in `targets` until the call returns.
+    let results = unsafe { api.batch_get_alloc_addr(keys, &mut provide) };
+    // Targets were allocated in key order; hand each to the first result it matches.
+    let mut targets = targets.into_iter().peekable();
+    results
+        .into_iter()
+        .map(|r| {
+            let (addr, n) = r?;
+            while let Some((a, _)) = targets.peek() {
+                if *a == addr {
+                    break;
+                }
+                targets.next();
+            }
+            targets
+                .next()
+                .map(|(_, t)| (t, n))
+                .ok_or(ErrorCode::INTERNAL_ERROR)
+        })
+        .collect()
+}
+
+/// A target that is just an address already provided.
+struct Provided(u64);
+
+impl ReadTarget for Provided {
+    fn addr(&mut self) -> u64 {
+        self.0
+    }
+}
+
+impl StoreApi for Client {
+    fn hostname(&self) -> String {
+        Client::hostname(self).to_string()
+    }
+    fn health(&self) -> Health {
+        Client::health(self)
+    }
+    fn close(&self) {
+        Client::close(self)
+    }
+    fn put(&self, key: &str, value: &[u8], config: &ReplicateConfig) -> Result<(), ErrorCode> {
+        Client::put(self, key, value, config)
+    }
+    fn upsert(&self, key: &str, value: &[u8], config: &ReplicateConfig) -> Result<(), ErrorCode> {
+        Client::upsert(self, key, value, config)
+    }
+    unsafe fn batch_write_raw(
+        &self,
+        mode: WriteMode,
+        keys: &[&str],
+        items: &[Pieces],
+        config: &ReplicateConfig,
+    ) -> Vec<Result<(), ErrorCode>> {
+        // SAFETY: forwarded contract.
+        unsafe { Client::batch_write_raw(self, mode, keys, items, config) }
+    }
+    unsafe fn batch_get_into_multi_raw(
+        &self,
+        keys: &[&str],
+        items: &[Pieces],
+    ) -> Vec<Result<u64, ErrorCode>> {
+        // SAFETY: forwarded contract.
+        unsafe { Client::batch_get_into_multi_raw(self, keys, items) }
+    }
+    unsafe fn batch_get_alloc_addr(
+        &self,
+        keys: &[&str],
+        alloc: &mut dyn FnMut(u64) -> Option<u64>,
+    ) -> Vec<Result<(u64, u64), ErrorCode>> {
+        // SAFETY: forwarded contract.
+        unsafe { Client::batch_get_alloc_raw(self, keys, |n| alloc(n).map(Provided)) }
+            .into_iter()
+            .map(|r| r.map(|(t, n)| (t.0, n)))
+            .collect()
+    }
+    unsafe fn get_into_ranges_raw(&self, reads: &[RangedRead]) -> RangedResults {
+        // SAFETY: forwarded contract.
+        unsafe { Client::get_into_ranges_raw(self, reads) }
+    }
+    fn batch_is_exist(&self, keys: &[&str]) -> Vec<Result<bool, ErrorCode>> {
+        Client::batch_is_exist(self, keys)
+    }
+    fn batch_get_size(&self, keys: &[&str]) -> Vec<Result<u64, ErrorCode>> {
+        Client::batch_get_size(self, keys)
+    }
+    fn batch_get_replica_desc(
+        &self,
+        keys: &[&str],
+    ) -> Vec<Result<Vec<ReplicaDescriptor>, ErrorCode>> {
+        Client::batch_get_replica_desc(self, keys)
+    }
+    fn batch_remove(&self, keys: &[&str], force: bool) -> Vec<Result<(), ErrorCode>> {
+        Client::batch_remove(self, keys, force)
+    }
+    fn remove_by_regex(&self, pattern: &str, force: bool) -> Result<i64, ErrorCode> {
+        Client::remove_by_regex(self, pattern, force)
+    }
+    fn remove_all(&self, force: bool) -> Result<i64, ErrorCode> {
+        Client::remove_all(self, force)
+    }
+    fn batch_replica_clear(
+        &self,
+        keys: &[&str],
+        segment_name: &str,
+    ) -> Result<Vec<String>, ErrorCode> {
+        Client::batch_replica_clear(self, keys, segment_name)
+    }
+    fn register_buffer(&self, addr: *mut u8, len: usize) -> Result<(), ErrorCode> {
+        Client::register_buffer(self, addr, len)
+    }
+    fn unregister_buffer(&self, addr: *mut u8) -> Result<(), ErrorCode> {
+        Client::unregister_buffer(self, addr)
+    }
+    unsafe fn put_from_raw(
+        &self,
+        key: &str,
+        addr: u64,
+        len: u64,
+        config: &ReplicateConfig,
+    ) -> Result<(), ErrorCode> {
+        // SAFETY: forwarded contract.
+        unsafe { Client::put_from_raw(self, key, addr, len, config) }
+    }
+    unsafe fn batch_put_from_raw(
+        &self,
+        keys: &[&str],
+        items: &[(u64, u64)],
+        config: &ReplicateConfig,
+    ) -> Vec<Result<(), ErrorCode>> {
+        // SAFETY: forwarded contract.
+        unsafe { Client::batch_put_from_raw(self, keys, items, config) }
+    }
+    unsafe fn get_into_raw(&self, key: &str, addr: u64, cap: u64) -> Result<u64, ErrorCode> {
+        // SAFETY: forwarded contract.
+        unsafe { Client::get_into_raw(self, key, addr, cap) }
+    }
+    unsafe fn batch_get_into_raw(
+        &self,
+        keys: &[&str],
+        items: &[(u64, u64)],
+    ) -> Vec<Result<u64, ErrorCode>> {
+        // SAFETY: forwarded contract.
+        unsafe { Client::batch_get_into_raw(self, keys, items) }
+    }
+    fn is_exist(&self, key: &str) -> Result<bool, ErrorCode> {
+        Client::is_exist(self, key)
+    }
+    fn get_size(&self, key: &str) -> Result<u64, ErrorCode> {
+        Client::get_size(self, key)
+    }
+    fn get_replica_desc(&self, key: &str) -> Result<Vec<ReplicaDescriptor>, ErrorCode> {
+        Client::get_replica_desc(self, key)
+    }
+    fn remove(&self, key: &str, force: bool) -> Result<(), ErrorCode> {
+        Client::remove(self, key, force)
+    }
+}

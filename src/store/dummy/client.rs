@@ -1,0 +1,698 @@
+//! [`DummyClient`]: a store client without a segment, Transfer Engine or master
+//! connection of its own. It forwards every operation to a real client on the same
+//! host (`mooncake_client`) over a Unix socket; the data moves through shared memory
+//! the dummy creates (its local buffer and `alloc_from_mem_pool` allocations) and the
+//! real client maps, so the real client's Transfer Engine reads and writes the
+//! dummy's bytes in place.
+//!
+//! Memory the real client cannot see (any other caller memory) is staged through the
+//! local buffer: one extra copy, the same results.
+
+use super::wire::{self, Op, WireRangedRead};
+use crate::store::api::StoreApi;
+use crate::store::memory::{Mapping, Staging, StagingBuffer};
+use crate::store::ops_ranges::{RangedRead, RangedResults};
+use crate::store::{ErrorCode, Health, Pieces, ReplicateConfig, WriteMode};
+use crate::te::net::random_u64;
+use crate::wire::master_api::ReplicaDescriptor;
+use crate::wire::struct_pack::Pack;
+use parking_lot::{Mutex, RwLock};
+use std::collections::BTreeMap;
+use std::io;
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixStream};
+use std::time::Duration;
+
+/// Everything a set-up dummy holds; dropped by `close`.
+struct Inner {
+    /// The real client's abstract socket name.
+    socket: String,
+    /// Names this process's session at the real client.
+    token: u64,
+    /// Deadline of one call (`MC_RPC_TIMEOUT_MS`).
+    timeout: Duration,
+    /// Idle connections.
+    idle: Mutex<Vec<UnixStream>>,
+    /// The local buffer (shared with the real client) that stages bytes.
+    staging: Option<StagingBuffer>,
+    /// `alloc_from_mem_pool` allocations, by address.
+    pool: Mutex<BTreeMap<u64, Mapping>>,
+    /// Ranges the real client has mapped: address → length.
+    mapped: RwLock<BTreeMap<u64, u64>>,
+}
+
+/// A dummy client (upstream `DummyClient`); thread-safe, every method takes `&self`.
+pub struct DummyClient {
+    state: RwLock<Option<Inner>>,
+    /// The real client's name (its segment's name).
+    hostname: String,
+}
+
+impl std::fmt::Debug for DummyClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DummyClient")
+            .field("real_client", &self.hostname)
+            .finish_non_exhaustive()
+    }
+}
+
+fn io_code(e: &io::Error) -> ErrorCode {
+    match e.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => ErrorCode::RPC_TIMEOUT,
+        _ => ErrorCode::RPC_FAIL,
+    }
+}
+
+impl DummyClient {
+    /// Connects to the real client serving `server_address` (`host:port`, or a port;
+    /// the real client listens on `@mooncake_client_<port>.sock`), creates a shared
+    /// local buffer of `local_buffer_size` bytes (0: none; `put`/`get` of bytes need
+    /// one) and has the real client map it. `mem_pool_size` is accepted as upstream
+    /// (which does not use it either): `alloc_from_mem_pool` allocations are separate.
+    /// -1 when the real client cannot be reached or refuses this process.
+    pub fn setup(
+        mem_pool_size: u64,
+        local_buffer_size: u64,
+        server_address: &str,
+    ) -> Result<DummyClient, ErrorCode> {
+        let _ = mem_pool_size;
+        let Some(port) = super::port_of(server_address) else {
+            log::error!("dummy client: '{server_address}' names no port of a real client");
+            return Err(ErrorCode::INVALID_PARAMS);
+        };
+        let env = crate::store::config::StoreEnv::from_env();
+        let staging = match local_buffer_size {
+            0 => None,
+            n => Some(StagingBuffer::new(Mapping::shared(n)?)),
+        };
+        let inner = Inner {
+            socket: super::socket_name(port),
+            token: random_u64(),
+            timeout: env.rpc_timeout,
+            idle: Mutex::new(Vec::new()),
+            staging,
+            pool: Mutex::new(BTreeMap::new()),
+            mapped: RwLock::new(BTreeMap::new()),
+        };
+        let (conn, hostname) = inner.connect().map_err(|e| {
+            log::error!(
+                "dummy client: connecting to the real client at @{} ({server_address}): {e}",
+                inner.socket
+            );
+            ErrorCode::INTERNAL_ERROR
+        })?;
+        inner.idle.lock().push(conn);
+        if let Some(s) = &inner.staging {
+            let m = s.memory();
+            inner.map(m.addr(), m.len(), m)?;
+        }
+        log::info!(
+            "dummy client: forwarding to real client '{hostname}' (@{})",
+            inner.socket
+        );
+        Ok(DummyClient {
+            state: RwLock::new(Some(inner)),
+            hostname,
+        })
+    }
+
+    fn with<R>(&self, closed: impl FnOnce() -> R, op: impl FnOnce(&Inner) -> R) -> R {
+        match self.state.read().as_ref() {
+            Some(inner) => op(inner),
+            None => closed(),
+        }
+    }
+}
+
+impl Inner {
+    /// A new connection that has joined this process's session; the real client's
+    /// hostname. A fresh session (the real client restarted) gets every mapped range
+    /// again before the connection is used.
+    fn connect(&self) -> io::Result<(UnixStream, String)> {
+        let stream = UnixStream::connect_addr(&SocketAddr::from_abstract_name(&self.socket)?)?;
+        stream.set_read_timeout(Some(self.timeout))?;
+        stream.set_write_timeout(Some(self.timeout))?;
+        wire::send_request(&stream, Op::Hello, &(wire::VERSION, self.token), None)?;
+        let reply = wire::decode::<Result<(String, bool), ErrorCode>>(&wire::read_reply(&stream)?)?;
+        let (hostname, fresh) = reply.map_err(|e| {
+            io::Error::new(io::ErrorKind::PermissionDenied, format!("refused ({e})"))
+        })?;
+        if fresh {
+            let mapped: Vec<(u64, u64)> =
+                self.mapped.read().iter().map(|(&a, &l)| (a, l)).collect();
+            for (addr, len) in mapped {
+                let Some((file, offset)) = self.file_of(addr) else {
+                    continue;
+                };
+                wire::send_request(&stream, Op::Map, &(addr, len, offset), Some(&file))?;
+                let r = wire::decode::<Result<(), ErrorCode>>(&wire::read_reply(&stream)?)?;
+                if let Err(e) = r {
+                    log::warn!(
+                        "dummy client: re-mapping [{addr:#x}, +{len}) at the real client: {e}"
+                    );
+                }
+            }
+        }
+        Ok((stream, hostname))
+    }
+
+    /// The shared file holding `addr` (the local buffer or a pool allocation) and the
+    /// offset of `addr` in it.
+    fn file_of(&self, addr: u64) -> Option<(std::os::fd::OwnedFd, u64)> {
+        let found = |m: &Mapping| {
+            m.contains(addr, 0)
+                .then(|| {
+                    m.shared_file()?
+                        .try_clone()
+                        .ok()
+                        .map(|f| (f, addr - m.addr()))
+                })
+                .flatten()
+        };
+        if let Some(f) = self.staging.as_ref().and_then(|s| found(s.memory())) {
+            return Some(f);
+        }
+        let pool = self.pool.lock();
+        let (_, m) = pool.range(..=addr).next_back()?;
+        found(m)
+    }
+
+    /// One call: request, reply, decoded. A connection that fails is dropped.
+    fn call<T: Pack + 'static, R: Pack + 'static>(
+        &self,
+        op: Op,
+        args: &T,
+        file: Option<&std::os::fd::OwnedFd>,
+    ) -> Result<R, ErrorCode> {
+        let conn = self.idle_connection();
+        let conn = match conn {
+            Some(c) => c,
+            None => match self.connect() {
+                Ok((c, _)) => c,
+                Err(e) => {
+                    log::error!(
+                        "dummy client: the real client at @{} is unreachable: {e}",
+                        self.socket
+                    );
+                    return Err(io_code(&e));
+                }
+            },
+        };
+        let result = wire::send_request(&conn, op, args, file)
+            .and_then(|()| wire::read_reply(&conn))
+            .and_then(|body| wire::decode::<R>(&body));
+        match result {
+            Ok(r) => {
+                self.idle.lock().push(conn);
+                Ok(r)
+            }
+            Err(e) => {
+                log::error!("dummy client: {op:?} to the real client failed: {e}");
+                Err(io_code(&e))
+            }
+        }
+    }
+
+    /// An idle connection the real client has not closed (one it closed, e.g. across
+    /// a restart, is readable or hung up while no request is outstanding).
+    fn idle_connection(&self) -> Option<UnixStream> {
+        use std::os::fd::AsRawFd;
+        loop {
+            let conn = self.idle.lock().pop()?;
+            let mut pfd = libc::pollfd {
+                fd: conn.as_raw_fd(),
+                events: libc::POLLIN | libc::POLLRDHUP,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd, no waiting.
+            if unsafe { libc::poll(&mut pfd, 1, 0) } == 0 {
+                return Some(conn);
+            }
+        }
+    }
+
+    /// A batch call whose transport failure fails every key.
+    fn call_batch<T: Pack + 'static, V: Pack + 'static>(
+        &self,
+        op: Op,
+        args: &T,
+        n: usize,
+    ) -> Vec<Result<V, ErrorCode>> {
+        match self.call::<T, Vec<Result<V, ErrorCode>>>(op, args, None) {
+            Ok(mut v) if v.len() == n => {
+                v.truncate(n);
+                v
+            }
+            Ok(_) => (0..n).map(|_| Err(ErrorCode::INTERNAL_ERROR)).collect(),
+            Err(e) => (0..n).map(|_| Err(e)).collect(),
+        }
+    }
+
+    /// Has the real client map `[addr, addr + len)` of `holder`'s file.
+    fn map(&self, addr: u64, len: u64, holder: &Mapping) -> Result<(), ErrorCode> {
+        let file = holder.shared_file().ok_or(ErrorCode::INVALID_PARAMS)?;
+        let offset = addr - holder.addr();
+        self.call::<_, Result<(), ErrorCode>>(Op::Map, &(addr, len, offset), Some(file))??;
+        self.mapped.write().insert(addr, len);
+        Ok(())
+    }
+
+    /// Whether the real client has `[addr, addr + len)` mapped.
+    fn is_mapped(&self, addr: u64, len: u64) -> bool {
+        let mapped = self.mapped.read();
+        mapped
+            .range(..=addr)
+            .next_back()
+            .is_some_and(|(&base, &n)| addr.checked_add(len).is_some_and(|end| end <= base + n))
+    }
+
+    fn pieces_mapped(&self, pieces: &Pieces) -> bool {
+        pieces.iter().all(|&(a, n)| self.is_mapped(a, n))
+    }
+
+    /// A staging reservation of `len` bytes, or -600 with the reason logged.
+    fn stage(&self, what: &str, len: u64) -> Result<Staging<'_>, ErrorCode> {
+        self.staging
+            .as_ref()
+            .and_then(|s| s.allocate(len))
+            .ok_or_else(|| {
+                log::error!(
+                    "dummy client: {what}: {len} bytes do not fit the free local buffer (or are \
+                 empty); memory from alloc_from_mem_pool needs no staging"
+                );
+                ErrorCode::INVALID_PARAMS
+            })
+    }
+
+    fn write(
+        &self,
+        mode: WriteMode,
+        keys: &[&str],
+        items: &[Pieces],
+        config: &ReplicateConfig,
+    ) -> Vec<Result<(), ErrorCode>> {
+        let n = keys.len();
+        if items.len() != n {
+            return vec![Err(ErrorCode::INVALID_PARAMS); n];
+        }
+        let mut results = vec![Ok(()); n];
+        let mut stagings = Vec::new();
+        let mut send: Vec<Pieces> = Vec::with_capacity(n);
+        for (i, pieces) in items.iter().enumerate() {
+            if self.pieces_mapped(pieces) {
+                send.push(pieces.clone());
+                continue;
+            }
+            let total: u64 = pieces.iter().map(|p| p.1).sum();
+            match self.stage(&format!("put('{}')", keys[i]), total) {
+                Ok(s) => {
+                    let mut off = 0;
+                    for &(addr, len) in pieces {
+                        // SAFETY: the caller's piece is readable (the trait's
+                        // contract); the staging range is ours and `total` long.
+                        unsafe { copy(addr, s.addr() + off, len) };
+                        off += len;
+                    }
+                    send.push(vec![(s.addr(), total)]);
+                    stagings.push(s);
+                }
+                Err(e) => {
+                    results[i] = Err(e);
+                    send.push(Vec::new());
+                }
+            }
+        }
+        let (idx, sub_keys, sub_items) = select(keys, send, &results);
+        let upsert = mode == WriteMode::Upsert;
+        let args = (upsert, sub_keys, sub_items, config.clone());
+        let n_sub = idx.len();
+        if n_sub > 0 {
+            for (i, r) in idx
+                .into_iter()
+                .zip(self.call_batch::<_, ()>(Op::Write, &args, n_sub))
+            {
+                results[i] = r;
+            }
+        }
+        drop(stagings);
+        results
+    }
+
+    fn read(&self, keys: &[&str], items: &[Pieces]) -> Vec<Result<u64, ErrorCode>> {
+        let n = keys.len();
+        if items.len() != n {
+            return vec![Err(ErrorCode::INVALID_PARAMS); n];
+        }
+        let mut results: Vec<Result<u64, ErrorCode>> = vec![Ok(0); n];
+        let mut staged: Vec<Option<Staging<'_>>> = Vec::with_capacity(n);
+        let mut send: Vec<Pieces> = Vec::with_capacity(n);
+        for (i, pieces) in items.iter().enumerate() {
+            if self.pieces_mapped(pieces) {
+                send.push(pieces.clone());
+                staged.push(None);
+                continue;
+            }
+            let total: u64 = pieces.iter().map(|p| p.1).sum();
+            match self.stage(&format!("get('{}')", keys[i]), total) {
+                Ok(s) => {
+                    send.push(vec![(s.addr(), total)]);
+                    staged.push(Some(s));
+                }
+                Err(e) => {
+                    results[i] = Err(e);
+                    send.push(Vec::new());
+                    staged.push(None);
+                }
+            }
+        }
+        let (idx, sub_keys, sub_items) = select(keys, send, &results);
+        if !idx.is_empty() {
+            let got = self.call_batch::<_, u64>(Op::Read, &(sub_keys, sub_items), idx.len());
+            for (i, r) in idx.into_iter().zip(got) {
+                results[i] = r;
+            }
+        }
+        for (i, s) in staged.iter().enumerate() {
+            if let (Some(s), Ok(size)) = (s, &results[i]) {
+                let mut off = 0;
+                for &(addr, len) in &items[i] {
+                    if off >= *size {
+                        break;
+                    }
+                    let len = len.min(*size - off);
+                    // SAFETY: the caller's piece is writable (the trait's contract);
+                    // the staging range holds `size` bytes the real client wrote.
+                    unsafe { copy(s.addr() + off, addr, len) };
+                    off += len;
+                }
+            }
+        }
+        results
+    }
+}
+
+/// The keys still `Ok` in `results`, with their pieces: (index, key, pieces).
+fn select(
+    keys: &[&str],
+    send: Vec<Pieces>,
+    results: &[Result<impl Sized, ErrorCode>],
+) -> (Vec<usize>, Vec<String>, Vec<Pieces>) {
+    let mut idx = Vec::new();
+    let mut sub_keys = Vec::new();
+    let mut sub_items = Vec::new();
+    for (i, pieces) in send.into_iter().enumerate() {
+        if results[i].is_ok() {
+            idx.push(i);
+            sub_keys.push(keys[i].to_string());
+            sub_items.push(pieces);
+        }
+    }
+    (idx, sub_keys, sub_items)
+}
+
+/// Copies `len` bytes from `src` to `dst`.
+///
+/// # Safety
+/// Both ranges must be valid for `len` bytes and must not overlap.
+unsafe fn copy(src: u64, dst: u64, len: u64) {
+    // SAFETY: per the contract.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            src as usize as *const u8,
+            dst as usize as *mut u8,
+            len as usize,
+        )
+    };
+}
+
+fn owned(keys: &[&str]) -> Vec<String> {
+    keys.iter().map(|k| k.to_string()).collect()
+}
+
+impl StoreApi for DummyClient {
+    fn hostname(&self) -> String {
+        self.hostname.clone()
+    }
+
+    fn health(&self) -> Health {
+        self.with(
+            || Health::NotInitialized,
+            |i| match i.call::<_, i32>(Op::Health, &(), None) {
+                Ok(0) => Health::Healthy,
+                Ok(1) => Health::NotInitialized,
+                _ => Health::MasterUnreachable,
+            },
+        )
+    }
+
+    fn close(&self) {
+        // Closing the connections ends the session: the real client unmaps everything.
+        let inner = self.state.write().take();
+        drop(inner);
+    }
+
+    fn put(&self, key: &str, value: &[u8], config: &ReplicateConfig) -> Result<(), ErrorCode> {
+        let items = [vec![(value.as_ptr() as u64, value.len() as u64)]];
+        if value.is_empty() {
+            return Err(ErrorCode::INVALID_PARAMS);
+        }
+        crate::store::api::one(self.with(
+            || vec![Err(ErrorCode::INVALID_PARAMS)],
+            |i| i.write(WriteMode::Put, &[key], &items, config),
+        ))
+    }
+
+    fn upsert(&self, key: &str, value: &[u8], config: &ReplicateConfig) -> Result<(), ErrorCode> {
+        let items = [vec![(value.as_ptr() as u64, value.len() as u64)]];
+        if value.is_empty() {
+            return Err(ErrorCode::INVALID_PARAMS);
+        }
+        crate::store::api::one(self.with(
+            || vec![Err(ErrorCode::INVALID_PARAMS)],
+            |i| i.write(WriteMode::Upsert, &[key], &items, config),
+        ))
+    }
+
+    unsafe fn batch_write_raw(
+        &self,
+        mode: WriteMode,
+        keys: &[&str],
+        items: &[Pieces],
+        config: &ReplicateConfig,
+    ) -> Vec<Result<(), ErrorCode>> {
+        self.with(
+            || vec![Err(ErrorCode::INVALID_PARAMS); keys.len()],
+            |i| i.write(mode, keys, items, config),
+        )
+    }
+
+    unsafe fn batch_get_into_multi_raw(
+        &self,
+        keys: &[&str],
+        items: &[Pieces],
+    ) -> Vec<Result<u64, ErrorCode>> {
+        self.with(
+            || vec![Err(ErrorCode::INVALID_PARAMS); keys.len()],
+            |i| i.read(keys, items),
+        )
+    }
+
+    unsafe fn batch_get_alloc_addr(
+        &self,
+        keys: &[&str],
+        alloc: &mut dyn FnMut(u64) -> Option<u64>,
+    ) -> Vec<Result<(u64, u64), ErrorCode>> {
+        let n = keys.len();
+        self.with(
+            || vec![Err(ErrorCode::INVALID_PARAMS); n],
+            |i| {
+                let sizes = i.call_batch::<_, u64>(Op::Size, &owned(keys), n);
+                let mut results: Vec<Result<(u64, u64), ErrorCode>> = Vec::with_capacity(n);
+                let (mut idx, mut sub_keys, mut sub_items) = (Vec::new(), Vec::new(), Vec::new());
+                for (k, size) in sizes.into_iter().enumerate() {
+                    let r = size.and_then(|size| {
+                        let addr = alloc(size).ok_or_else(|| {
+                            log::error!(
+                                "dummy client: get('{}'): cannot allocate {size} bytes",
+                                keys[k]
+                            );
+                            ErrorCode::INVALID_PARAMS
+                        })?;
+                        idx.push(k);
+                        sub_keys.push(keys[k]);
+                        sub_items.push(vec![(addr, size)]);
+                        Ok((addr, size))
+                    });
+                    results.push(r);
+                }
+                for (k, r) in idx.into_iter().zip(i.read(&sub_keys, &sub_items)) {
+                    if let Err(e) = r {
+                        results[k] = Err(e);
+                    }
+                }
+                results
+            },
+        )
+    }
+
+    unsafe fn get_into_ranges_raw(&self, reads: &[RangedRead]) -> RangedResults {
+        let shape = |e: ErrorCode| -> RangedResults {
+            reads
+                .iter()
+                .map(|r| r.keys.iter().map(|(_, f)| vec![Err(e); f.len()]).collect())
+                .collect()
+        };
+        self.with(
+            || shape(ErrorCode::INVALID_PARAMS),
+            |i| {
+                let wire_reads: Vec<WireRangedRead> = reads
+                    .iter()
+                    .map(|r| {
+                        let keys = r
+                            .keys
+                            .iter()
+                            .map(|(k, frags)| {
+                                (
+                                    k.clone(),
+                                    frags.iter().map(|f| (f.dst, f.src, f.len)).collect(),
+                                )
+                            })
+                            .collect();
+                        (r.buffer, keys)
+                    })
+                    .collect();
+                match i.call::<_, RangedResults>(Op::Ranges, &wire_reads, None) {
+                    Ok(r) => r,
+                    Err(e) => shape(e),
+                }
+            },
+        )
+    }
+
+    fn batch_is_exist(&self, keys: &[&str]) -> Vec<Result<bool, ErrorCode>> {
+        self.with(
+            || vec![Err(ErrorCode::INVALID_PARAMS); keys.len()],
+            |i| i.call_batch(Op::Exist, &owned(keys), keys.len()),
+        )
+    }
+
+    fn batch_get_size(&self, keys: &[&str]) -> Vec<Result<u64, ErrorCode>> {
+        self.with(
+            || vec![Err(ErrorCode::INVALID_PARAMS); keys.len()],
+            |i| i.call_batch(Op::Size, &owned(keys), keys.len()),
+        )
+    }
+
+    fn batch_get_replica_desc(
+        &self,
+        keys: &[&str],
+    ) -> Vec<Result<Vec<ReplicaDescriptor>, ErrorCode>> {
+        self.with(
+            || vec![Err(ErrorCode::INVALID_PARAMS); keys.len()],
+            |i| i.call_batch(Op::Replicas, &owned(keys), keys.len()),
+        )
+    }
+
+    fn batch_remove(&self, keys: &[&str], force: bool) -> Vec<Result<(), ErrorCode>> {
+        self.with(
+            || vec![Err(ErrorCode::INVALID_PARAMS); keys.len()],
+            |i| i.call_batch(Op::Remove, &(owned(keys), force), keys.len()),
+        )
+    }
+
+    fn remove_by_regex(&self, pattern: &str, force: bool) -> Result<i64, ErrorCode> {
+        self.with(
+            || Err(ErrorCode::INVALID_PARAMS),
+            |i| {
+                i.call::<_, Result<i64, ErrorCode>>(
+                    Op::RemoveRegex,
+                    &(pattern.to_string(), force),
+                    None,
+                )?
+            },
+        )
+    }
+
+    fn remove_all(&self, force: bool) -> Result<i64, ErrorCode> {
+        self.with(
+            || Err(ErrorCode::INVALID_PARAMS),
+            |i| i.call::<_, Result<i64, ErrorCode>>(Op::RemoveAll, &force, None)?,
+        )
+    }
+
+    fn batch_replica_clear(
+        &self,
+        keys: &[&str],
+        segment_name: &str,
+    ) -> Result<Vec<String>, ErrorCode> {
+        self.with(
+            || Err(ErrorCode::INVALID_PARAMS),
+            |i| {
+                i.call::<_, Result<Vec<String>, ErrorCode>>(
+                    Op::ReplicaClear,
+                    &(owned(keys), segment_name.to_string()),
+                    None,
+                )?
+            },
+        )
+    }
+
+    /// Memory from [`StoreApi::alloc_from_mem_pool`] is mapped by the real client,
+    /// which then moves data to and from it in place; other memory is refused, as
+    /// upstream (operations on it still work, staged through the local buffer).
+    fn register_buffer(&self, addr: *mut u8, len: usize) -> Result<(), ErrorCode> {
+        if addr.is_null() || len == 0 {
+            return Err(ErrorCode::INTERNAL_ERROR);
+        }
+        let (addr, len) = (addr as u64, len as u64);
+        self.with(
+            || Err(ErrorCode::INVALID_PARAMS),
+            |i| {
+                let pool = i.pool.lock();
+                let holder = pool
+                    .range(..=addr)
+                    .next_back()
+                    .map(|(_, m)| m)
+                    .filter(|m| m.contains(addr, len));
+                let Some(holder) = holder else {
+                    log::error!(
+                        "dummy client: register_buffer({addr:#x}, {len}): not memory from \
+                         alloc_from_mem_pool (the real client can only map that)"
+                    );
+                    return Err(ErrorCode::INVALID_PARAMS);
+                };
+                if i.mapped.read().contains_key(&addr) {
+                    log::error!("dummy client: register_buffer({addr:#x}): already registered");
+                    return Err(ErrorCode::INVALID_PARAMS);
+                }
+                i.map(addr, len, holder)
+            },
+        )
+    }
+
+    fn unregister_buffer(&self, addr: *mut u8) -> Result<(), ErrorCode> {
+        let addr = addr as u64;
+        self.with(
+            || Err(ErrorCode::INVALID_PARAMS),
+            |i| {
+                if i.mapped.write().remove(&addr).is_none() {
+                    log::error!("dummy client: unregister_buffer({addr:#x}): not registered");
+                    return Err(ErrorCode::INVALID_PARAMS);
+                }
+                i.call::<_, Result<(), ErrorCode>>(Op::Unmap, &addr, None)?
+            },
+        )
+    }
+
+    fn alloc_from_mem_pool(&self, size: u64) -> Result<u64, ErrorCode> {
+        self.with(
+            || Err(ErrorCode::INVALID_PARAMS),
+            |i| {
+                let m = Mapping::shared(size)?;
+                let addr = m.addr();
+                i.pool.lock().insert(addr, m);
+                Ok(addr)
+            },
+        )
+    }
+}

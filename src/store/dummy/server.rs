@@ -1,0 +1,489 @@
+//! [`DummyServer`]: the real client's side of the dummy protocol. It listens on the
+//! abstract Unix socket `@mooncake_client_<port>.sock`, admits processes of the same
+//! user, maps the shared memory they send, registers it with the real client's
+//! Transfer Engine, and runs their operations on the real client with their
+//! addresses translated into those mappings.
+//!
+//! A dummy's connections share one session (named by a token in `HELLO`); the
+//! session's memory is unregistered and unmapped when its last connection closes, so
+//! a dummy that dies leaves nothing behind. Operations hold the session's regions
+//! for reading while they run, so memory is never unmapped under a transfer.
+
+use super::wire::{self, Op, Request, WireRangedRead};
+use crate::store::memory::Mapping;
+use crate::store::ops_ranges::{Range, RangedRead};
+use crate::store::{Client, ErrorCode, Pieces, ReplicateConfig, WriteMode};
+use crate::util::conn_threads::ConnThreads;
+use crate::wire::struct_pack::Pack;
+use parking_lot::{Mutex, RwLock};
+use std::collections::{BTreeMap, HashMap};
+use std::io;
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// One dummy memory region mapped here.
+struct Region {
+    /// This process's mapping of the dummy's file.
+    mapping: Mapping,
+    /// The registered range inside it (the dummy's range, translated).
+    real: u64,
+    /// Its length.
+    len: u64,
+}
+
+/// One dummy process: its regions, shared by its connections.
+struct Session {
+    client: Arc<Client>,
+    pid: i32,
+    /// Dummy address → region.
+    regions: RwLock<BTreeMap<u64, Region>>,
+}
+
+impl Session {
+    fn unregister(&self, region: &Region) {
+        if let Err(e) = self.client.unregister_buffer(region.real as *mut u8) {
+            log::warn!(
+                "dummy server: unregistering memory of pid {}: {e}",
+                self.pid
+            );
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let regions = std::mem::take(&mut *self.regions.write());
+        for region in regions.values() {
+            self.unregister(region);
+        }
+        if !regions.is_empty() {
+            log::info!(
+                "dummy server: dummy client pid {} gone; released {} shared regions",
+                self.pid,
+                regions.len()
+            );
+        }
+    }
+}
+
+struct Shared {
+    client: Arc<Client>,
+    stopping: AtomicBool,
+    sessions: Mutex<HashMap<u64, Weak<Session>>>,
+    connections: ConnThreads<UnixStream>,
+}
+
+/// The listener dummy clients connect to, and its connection threads.
+pub struct DummyServer {
+    shared: Arc<Shared>,
+    name: String,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+impl DummyServer {
+    /// Serves dummy clients of `client` on `@mooncake_client_<port>.sock`.
+    pub fn start(client: Arc<Client>, port: u16) -> io::Result<DummyServer> {
+        let name = super::socket_name(port);
+        let listener = UnixListener::bind_addr(&SocketAddr::from_abstract_name(&name)?)?;
+        listener.set_nonblocking(true)?;
+        let shared = Arc::new(Shared {
+            client,
+            stopping: AtomicBool::new(false),
+            sessions: Mutex::new(HashMap::new()),
+            connections: ConnThreads::default(),
+        });
+        let acceptor_shared = shared.clone();
+        let acceptor = std::thread::Builder::new()
+            .name("mc-dummy-accept".into())
+            .spawn(move || accept_loop(listener, acceptor_shared))?;
+        log::info!("dummy server: serving dummy clients on @{name}");
+        Ok(DummyServer {
+            shared,
+            name,
+            acceptor: Some(acceptor),
+        })
+    }
+
+    /// The abstract socket name (without the leading `@`).
+    pub fn socket_name(&self) -> &str {
+        &self.name
+    }
+
+    /// How many dummy processes are connected.
+    pub fn sessions(&self) -> usize {
+        let mut sessions = self.shared.sessions.lock();
+        sessions.retain(|_, s| s.strong_count() > 0);
+        sessions.len()
+    }
+
+    /// Stops accepting, closes every connection and joins every thread; every
+    /// dummy's memory is released.
+    pub fn stop(&mut self) {
+        let Some(acceptor) = self.acceptor.take() else {
+            return;
+        };
+        self.shared.stopping.store(true, Ordering::SeqCst);
+        let _ = acceptor.join();
+        self.shared.connections.close_all();
+    }
+}
+
+impl Drop for DummyServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn accept_loop(listener: UnixListener, shared: Arc<Shared>) {
+    while !shared.stopping.load(Ordering::SeqCst) {
+        let stream = match listener.accept() {
+            Ok((s, _)) => s,
+            Err(_) => {
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            }
+        };
+        if stream.set_nonblocking(false).is_err() {
+            continue;
+        }
+        let conn_shared = shared.clone();
+        shared
+            .connections
+            .spawn("mc-dummy-serve", stream, move |stream| {
+                if let Err(e) = serve(stream, &conn_shared) {
+                    log::debug!("dummy server: connection closed: {e}");
+                }
+            });
+    }
+}
+
+/// The peer's pid and uid as the kernel recorded them.
+fn peer_credentials(stream: &UnixStream) -> io::Result<libc::ucred> {
+    use std::os::fd::AsRawFd;
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` and `len` are valid for writes of the sizes given.
+    let rc = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(cred)
+}
+
+fn refuse(stream: &UnixStream, why: String) -> io::Result<()> {
+    log::warn!("dummy server: {why}");
+    wire::send_reply(
+        stream,
+        &Err::<(String, bool), ErrorCode>(ErrorCode::INVALID_PARAMS),
+    )?;
+    Err(io::Error::new(io::ErrorKind::PermissionDenied, why))
+}
+
+fn serve(stream: &UnixStream, shared: &Shared) -> io::Result<()> {
+    let cred = peer_credentials(stream)?;
+    let Some(hello) = wire::read_request(stream)? else {
+        return Ok(());
+    };
+    if Op::from_byte(hello.op) != Some(Op::Hello) {
+        return refuse(stream, "a connection did not start with HELLO".into());
+    }
+    let (version, token) = wire::decode::<(u32, u64)>(&hello.body)?;
+    if version != wire::VERSION {
+        return refuse(
+            stream,
+            format!(
+                "dummy client speaks protocol {version}, this real client {}",
+                wire::VERSION
+            ),
+        );
+    }
+    // SAFETY: geteuid has no preconditions.
+    let own_uid = unsafe { libc::geteuid() };
+    if cred.uid != own_uid && own_uid != 0 {
+        return refuse(
+            stream,
+            format!(
+                "pid {} runs as uid {}, this real client as uid {own_uid}: refused",
+                cred.pid, cred.uid
+            ),
+        );
+    }
+    let (session, fresh) = {
+        let mut sessions = shared.sessions.lock();
+        sessions.retain(|_, s| s.strong_count() > 0);
+        match sessions.get(&token).and_then(Weak::upgrade) {
+            Some(s) if s.pid == cred.pid => (s, false),
+            Some(_) => {
+                drop(sessions);
+                return refuse(
+                    stream,
+                    format!("pid {} presented another process's session", cred.pid),
+                );
+            }
+            None => {
+                let s = Arc::new(Session {
+                    client: shared.client.clone(),
+                    pid: cred.pid,
+                    regions: RwLock::new(BTreeMap::new()),
+                });
+                sessions.insert(token, Arc::downgrade(&s));
+                (s, true)
+            }
+        }
+    };
+    let hostname = shared.client.hostname().to_string();
+    wire::send_reply(stream, &Ok::<(String, bool), ErrorCode>((hostname, fresh)))?;
+    while let Some(request) = wire::read_request(stream)? {
+        handle(stream, &session, request)?;
+    }
+    Ok(())
+}
+
+fn reply<T: Pack + 'static>(stream: &UnixStream, v: T) -> io::Result<()> {
+    wire::send_reply(stream, &v)
+}
+
+fn handle(stream: &UnixStream, session: &Session, request: Request) -> io::Result<()> {
+    let Some(op) = Op::from_byte(request.op) else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("dummy protocol: unknown operation {}", request.op),
+        ));
+    };
+    let client = &*session.client;
+    let body = &request.body;
+    match op {
+        Op::Hello => reply(
+            stream,
+            Err::<(String, bool), ErrorCode>(ErrorCode::INVALID_PARAMS),
+        ),
+        Op::Map => {
+            let (addr, len, offset) = wire::decode::<(u64, u64, u64)>(body)?;
+            reply(stream, map_region(session, addr, len, offset, request.file))
+        }
+        Op::Unmap => {
+            let addr = wire::decode::<u64>(body)?;
+            reply(stream, unmap_region(session, addr))
+        }
+        Op::Write => {
+            let (upsert, keys, items, config) =
+                wire::decode::<(bool, Vec<String>, Vec<Pieces>, ReplicateConfig)>(body)?;
+            reply(stream, write(session, upsert, &keys, &items, &config))
+        }
+        Op::Read => {
+            let (keys, items) = wire::decode::<(Vec<String>, Vec<Pieces>)>(body)?;
+            reply(stream, read(session, &keys, &items))
+        }
+        Op::Ranges => {
+            let reads = wire::decode::<Vec<WireRangedRead>>(body)?;
+            reply(stream, ranges(session, reads))
+        }
+        Op::Exist => {
+            let keys = wire::decode::<Vec<String>>(body)?;
+            reply(stream, client.batch_is_exist(&refs(&keys)))
+        }
+        Op::Size => {
+            let keys = wire::decode::<Vec<String>>(body)?;
+            reply(stream, client.batch_get_size(&refs(&keys)))
+        }
+        Op::Replicas => {
+            let keys = wire::decode::<Vec<String>>(body)?;
+            reply(stream, client.batch_get_replica_desc(&refs(&keys)))
+        }
+        Op::Remove => {
+            let (keys, force) = wire::decode::<(Vec<String>, bool)>(body)?;
+            reply(stream, client.batch_remove(&refs(&keys), force))
+        }
+        Op::RemoveRegex => {
+            let (pattern, force) = wire::decode::<(String, bool)>(body)?;
+            reply(stream, client.remove_by_regex(&pattern, force))
+        }
+        Op::RemoveAll => {
+            let force = wire::decode::<bool>(body)?;
+            reply(stream, client.remove_all(force))
+        }
+        Op::ReplicaClear => {
+            let (keys, segment) = wire::decode::<(Vec<String>, String)>(body)?;
+            reply(stream, client.batch_replica_clear(&refs(&keys), &segment))
+        }
+        Op::Health => reply(stream, client.health() as i32),
+    }
+}
+
+fn refs(keys: &[String]) -> Vec<&str> {
+    keys.iter().map(String::as_str).collect()
+}
+
+fn map_region(
+    session: &Session,
+    addr: u64,
+    len: u64,
+    offset: u64,
+    file: Option<std::os::fd::OwnedFd>,
+) -> Result<(), ErrorCode> {
+    let Some(file) = file else {
+        log::error!(
+            "dummy server: MAP from pid {} came without a file",
+            session.pid
+        );
+        return Err(ErrorCode::INVALID_PARAMS);
+    };
+    let Some(file_len) = offset.checked_add(len) else {
+        return Err(ErrorCode::INVALID_PARAMS);
+    };
+    if addr == 0 || len == 0 || addr.checked_add(len).is_none() {
+        return Err(ErrorCode::INVALID_PARAMS);
+    }
+    let mut regions = session.regions.write();
+    let overlaps = regions
+        .range(..addr.saturating_add(len))
+        .next_back()
+        .is_some_and(|(&a, r)| a + r.len > addr);
+    if overlaps {
+        log::error!(
+            "dummy server: pid {} maps [{addr:#x}, +{len}) over a mapped region",
+            session.pid
+        );
+        return Err(ErrorCode::INVALID_PARAMS);
+    }
+    let mapping = Mapping::from_shared_file(file, file_len)?;
+    let real = mapping.addr() + offset;
+    session
+        .client
+        .register_buffer(real as *mut u8, len as usize)?;
+    regions.insert(addr, Region { mapping, real, len });
+    Ok(())
+}
+
+fn unmap_region(session: &Session, addr: u64) -> Result<(), ErrorCode> {
+    let region = session.regions.write().remove(&addr);
+    match region {
+        Some(region) => {
+            session.unregister(&region);
+            drop(region.mapping);
+            Ok(())
+        }
+        None => Err(ErrorCode::INVALID_PARAMS),
+    }
+}
+
+/// This process's address of the dummy range `[addr, addr + len)`, when one mapped
+/// region holds all of it.
+fn translate(regions: &BTreeMap<u64, Region>, addr: u64, len: u64) -> Option<u64> {
+    let (&base, region) = regions.range(..=addr).next_back()?;
+    let end = addr.checked_add(len)?;
+    (end <= base + region.len).then(|| region.real + (addr - base))
+}
+
+/// Every piece translated, or `None` when one lies outside the mapped regions.
+fn translate_pieces(regions: &BTreeMap<u64, Region>, pieces: &Pieces) -> Option<Pieces> {
+    pieces
+        .iter()
+        .map(|&(addr, len)| translate(regions, addr, len).map(|real| (real, len)))
+        .collect()
+}
+
+/// Runs `op` on the keys whose pieces all translate; the others fail with -600.
+fn on_translated<T>(
+    session: &Session,
+    keys: &[String],
+    items: &[Pieces],
+    op: impl FnOnce(&[&str], &[Pieces]) -> Vec<Result<T, ErrorCode>>,
+) -> Vec<Result<T, ErrorCode>> {
+    if keys.len() != items.len() {
+        return keys
+            .iter()
+            .map(|_| Err(ErrorCode::INVALID_PARAMS))
+            .collect();
+    }
+    let regions = session.regions.read();
+    let mut results: Vec<Result<T, ErrorCode>> = keys
+        .iter()
+        .map(|_| Err(ErrorCode::INVALID_PARAMS))
+        .collect();
+    let (mut idx, mut sub_keys, mut sub_items) = (Vec::new(), Vec::new(), Vec::new());
+    for (i, (key, pieces)) in keys.iter().zip(items).enumerate() {
+        match translate_pieces(&regions, pieces) {
+            Some(t) => {
+                idx.push(i);
+                sub_keys.push(key.as_str());
+                sub_items.push(t);
+            }
+            None => log::error!(
+                "store (dummy pid {}): '{key}': memory outside the buffers the dummy registered",
+                session.pid
+            ),
+        }
+    }
+    if !idx.is_empty() {
+        for (i, r) in idx.into_iter().zip(op(&sub_keys, &sub_items)) {
+            results[i] = r;
+        }
+    }
+    results
+}
+
+fn write(
+    session: &Session,
+    upsert: bool,
+    keys: &[String],
+    items: &[Pieces],
+    config: &ReplicateConfig,
+) -> Vec<Result<(), ErrorCode>> {
+    let mode = if upsert {
+        WriteMode::Upsert
+    } else {
+        WriteMode::Put
+    };
+    on_translated(session, keys, items, |k, p| {
+        // SAFETY: every piece lies in a mapping held (read-locked) for the call.
+        unsafe { session.client.batch_write_raw(mode, k, p, config) }
+    })
+}
+
+fn read(session: &Session, keys: &[String], items: &[Pieces]) -> Vec<Result<u64, ErrorCode>> {
+    on_translated(session, keys, items, |k, p| {
+        // SAFETY: every piece lies in a mapping held (read-locked) for the call.
+        unsafe { session.client.batch_get_into_multi_raw(k, p) }
+    })
+}
+
+fn ranges(session: &Session, reads: Vec<WireRangedRead>) -> Vec<Vec<Vec<Result<u64, ErrorCode>>>> {
+    let regions = session.regions.read();
+    let reads: Vec<RangedRead> = reads
+        .into_iter()
+        .map(|(buffer, keys)| RangedRead {
+            // An address outside every region becomes 0, which fails each fragment.
+            buffer: translate(&regions, buffer, 0).unwrap_or(0),
+            keys: keys
+                .into_iter()
+                .map(|(key, frags)| {
+                    let frags = frags
+                        .into_iter()
+                        .map(|(dst, src, len)| Range { dst, src, len })
+                        .collect();
+                    (key, frags)
+                })
+                .collect(),
+        })
+        .collect();
+    // SAFETY: every buffer lies in a mapping held (read-locked) for the call; the
+    // client bounds each fragment by the registered region holding the buffer.
+    unsafe { session.client.get_into_ranges_raw(&reads) }
+}

@@ -1,0 +1,292 @@
+//! The dummy-client protocol on its Unix socket: a request is `u32` body length
+//! (little endian), an operation byte and a struct_pack body (the arguments); the
+//! reply is `u32` body length and a struct_pack body (the result). A shared-memory
+//! file travels beside the `MAP` request as `SCM_RIGHTS`. Decoders bound every length
+//! and never trust the peer.
+
+use crate::wire::struct_pack::{self, DecodeError, Pack};
+use std::io::{self, IoSliceMut, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+
+/// The largest frame either side accepts (a batch of many long keys fits easily).
+pub const MAX_FRAME: u32 = 64 << 20;
+
+/// Protocol version a dummy announces in `HELLO`; the real client refuses others.
+pub const VERSION: u32 = 1;
+
+/// The operations a dummy client sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Op {
+    /// `(version, session)` → `Result<(hostname, new session), code>`: joins (or
+    /// opens) a session.
+    Hello = 1,
+    /// `(dummy address, length, offset in the file)` + file → `Result<(), code>`:
+    /// maps dummy memory.
+    Map = 2,
+    /// `dummy address` → `Result<(), code>`: unmaps it.
+    Unmap = 3,
+    /// `(upsert, keys, pieces, config)` → per key `Result<(), code>`.
+    Write = 4,
+    /// `(keys, pieces)` → per key `Result<size, code>`.
+    Read = 5,
+    /// ranged reads → per buffer, key, fragment `Result<bytes, code>`.
+    Ranges = 6,
+    /// `keys` → per key `Result<bool, code>`.
+    Exist = 7,
+    /// `keys` → per key `Result<size, code>`.
+    Size = 8,
+    /// `keys` → per key `Result<replicas, code>`.
+    Replicas = 9,
+    /// `(keys, force)` → per key `Result<(), code>`.
+    Remove = 10,
+    /// `(pattern, force)` → `Result<count, code>`.
+    RemoveRegex = 11,
+    /// `force` → `Result<count, code>`.
+    RemoveAll = 12,
+    /// `(keys, segment)` → `Result<cleared keys, code>`.
+    ReplicaClear = 13,
+    /// `()` → the real client's health (0, 1, 2).
+    Health = 14,
+}
+
+impl Op {
+    /// The operation a byte names, if any.
+    pub fn from_byte(b: u8) -> Option<Op> {
+        use Op::*;
+        [
+            Hello,
+            Map,
+            Unmap,
+            Write,
+            Read,
+            Ranges,
+            Exist,
+            Size,
+            Replicas,
+            Remove,
+            RemoveRegex,
+            RemoveAll,
+            ReplicaClear,
+            Health,
+        ]
+        .into_iter()
+        .find(|op| *op as u8 == b)
+    }
+}
+
+/// A ranged read on the wire: destination address and, per key, its fragments
+/// `(dst, src, len)`.
+pub type WireRangedRead = (u64, Vec<(String, Vec<(u64, u64, u64)>)>);
+
+fn decode_error(e: DecodeError) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, format!("dummy protocol: {e}"))
+}
+
+/// Decodes a body as a `T`.
+pub fn decode<T: Pack + 'static>(body: &[u8]) -> io::Result<T> {
+    struct_pack::deserialize(body).map_err(decode_error)
+}
+
+/// Sends one request, with `file` attached when given.
+pub fn send_request<T: Pack + 'static>(
+    stream: &UnixStream,
+    op: Op,
+    args: &T,
+    file: Option<&OwnedFd>,
+) -> io::Result<()> {
+    let body = struct_pack::serialize(args);
+    let len = u32::try_from(body.len())
+        .ok()
+        .filter(|&n| n <= MAX_FRAME)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "request too large"))?;
+    let mut frame = Vec::with_capacity(5 + body.len());
+    frame.extend_from_slice(&len.to_le_bytes());
+    frame.push(op as u8);
+    frame.extend_from_slice(&body);
+    match file {
+        None => (&*stream).write_all(&frame),
+        Some(f) => send_with_file(stream, &frame, f),
+    }
+}
+
+/// Sends one reply.
+pub fn send_reply<T: Pack + 'static>(mut stream: &UnixStream, result: &T) -> io::Result<()> {
+    let body = struct_pack::serialize(result);
+    let len = u32::try_from(body.len())
+        .ok()
+        .filter(|&n| n <= MAX_FRAME)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "reply too large"))?;
+    let mut frame = Vec::with_capacity(4 + body.len());
+    frame.extend_from_slice(&len.to_le_bytes());
+    frame.extend_from_slice(&body);
+    stream.write_all(&frame)
+}
+
+/// Reads one reply body.
+pub fn read_reply(mut stream: &UnixStream) -> io::Result<Vec<u8>> {
+    let mut head = [0u8; 4];
+    stream.read_exact(&mut head)?;
+    read_body(stream, u32::from_le_bytes(head))
+}
+
+/// One request as received: the operation byte, the body and any attached file.
+pub struct Request {
+    /// The operation byte (unknown values are answered with an error).
+    pub op: u8,
+    /// The struct_pack body.
+    pub body: Vec<u8>,
+    /// The file that came with the request's first bytes.
+    pub file: Option<OwnedFd>,
+}
+
+/// Reads one request; `Ok(None)` when the peer closed the connection between requests.
+pub fn read_request(stream: &UnixStream) -> io::Result<Option<Request>> {
+    let mut head = [0u8; 5];
+    let (got, file) = recv_with_file(stream, &mut head)?;
+    if got == 0 {
+        return Ok(None);
+    }
+    (&*stream).read_exact(&mut head[got..])?;
+    let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+    let body = read_body(stream, len)?;
+    Ok(Some(Request {
+        op: head[4],
+        body,
+        file,
+    }))
+}
+
+fn read_body(mut stream: &UnixStream, len: u32) -> io::Result<Vec<u8>> {
+    if len > MAX_FRAME {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("dummy protocol: frame of {len} bytes exceeds {MAX_FRAME}"),
+        ));
+    }
+    let mut body = vec![0u8; len as usize];
+    stream.read_exact(&mut body)?;
+    Ok(body)
+}
+
+/// Writes `bytes` with `file` attached to the first of them (`SCM_RIGHTS`).
+fn send_with_file(stream: &UnixStream, bytes: &[u8], file: &OwnedFd) -> io::Result<()> {
+    let fd = file.as_raw_fd();
+    // SAFETY: CMSG_SPACE is a pure size computation.
+    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<libc::c_int>() as u32) } as usize;
+    let mut control = vec![0u8; space];
+    let mut iov = libc::iovec {
+        iov_base: bytes.as_ptr() as *mut libc::c_void,
+        iov_len: bytes.len(),
+    };
+    // SAFETY: an all-zero msghdr is valid; the fields are set below.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = space as _;
+    // SAFETY: `msg` points at `control`, which has room for one header and one fd.
+    unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<libc::c_int>() as u32) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>(), fd);
+    }
+    // SAFETY: every pointer in `msg` is valid for the lengths given.
+    let sent = unsafe { libc::sendmsg(stream.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
+    if sent < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    (&*stream).write_all(&bytes[sent as usize..])
+}
+
+/// Reads up to `buf.len()` bytes and any file attached to them; files beyond the
+/// first, and anything else in the control data, are closed.
+fn recv_with_file(stream: &UnixStream, buf: &mut [u8]) -> io::Result<(usize, Option<OwnedFd>)> {
+    const MAX_FDS: usize = 4;
+    // SAFETY: CMSG_SPACE is a pure size computation.
+    let space =
+        unsafe { libc::CMSG_SPACE((MAX_FDS * std::mem::size_of::<libc::c_int>()) as u32) } as usize;
+    let mut control = vec![0u8; space];
+    let mut iov = [IoSliceMut::new(buf)];
+    // SAFETY: an all-zero msghdr is valid; the fields are set below.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov.as_mut_ptr().cast();
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = space as _;
+    let got = loop {
+        // SAFETY: every pointer in `msg` is valid for the lengths given.
+        let n = unsafe { libc::recvmsg(stream.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+        if n >= 0 {
+            break n as usize;
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    };
+    let mut files = Vec::new();
+    // SAFETY: walking the control data the kernel wrote, within `msg_controllen`.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(cmsg);
+                let bytes = (*cmsg).cmsg_len as usize - (data as usize - cmsg as usize);
+                for i in 0..bytes / std::mem::size_of::<libc::c_int>() {
+                    let fd = std::ptr::read_unaligned(data.cast::<libc::c_int>().add(i));
+                    if fd >= 0 {
+                        files.push(OwnedFd::from_raw_fd(fd));
+                    }
+                }
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+    }
+    Ok((got, files.into_iter().next()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_replies_and_files_round_trip() {
+        let (a, b) = UnixStream::pair().unwrap();
+        let file = crate::store::memory::Mapping::shared(4096).unwrap();
+        send_request(&a, Op::Map, &(7u64, 4096u64), file.shared_file()).unwrap();
+        send_request(&a, Op::Exist, &vec!["k".to_string()], None).unwrap();
+        let r = read_request(&b).unwrap().unwrap();
+        assert_eq!(Op::from_byte(r.op), Some(Op::Map));
+        assert_eq!(decode::<(u64, u64)>(&r.body).unwrap(), (7, 4096));
+        assert!(r.file.is_some());
+        let r = read_request(&b).unwrap().unwrap();
+        assert_eq!(Op::from_byte(r.op), Some(Op::Exist));
+        assert!(r.file.is_none());
+        assert_eq!(decode::<Vec<String>>(&r.body).unwrap(), vec!["k"]);
+        send_reply(&b, &vec![Ok::<bool, crate::store::ErrorCode>(true)]).unwrap();
+        let body = read_reply(&a).unwrap();
+        assert_eq!(
+            decode::<Vec<Result<bool, crate::store::ErrorCode>>>(&body).unwrap(),
+            vec![Ok(true)]
+        );
+        drop(a);
+        assert!(read_request(&b).unwrap().is_none());
+    }
+
+    #[test]
+    fn oversized_and_mistyped_frames_are_refused() {
+        let (a, b) = UnixStream::pair().unwrap();
+        (&a).write_all(&(MAX_FRAME + 1).to_le_bytes()).unwrap();
+        (&a).write_all(&[Op::Exist as u8]).unwrap();
+        assert!(read_request(&b).is_err());
+        send_reply(&a, &7u64).unwrap();
+        let body = read_reply(&b).unwrap();
+        assert!(decode::<Vec<String>>(&body).is_err());
+        assert_eq!(Op::from_byte(0), None);
+        assert_eq!(Op::from_byte(200), None);
+    }
+}

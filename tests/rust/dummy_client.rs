@@ -1,0 +1,369 @@
+//! Dummy clients forwarding to a real client: every operation through the dummy gives
+//! what the real client gives, data moves in place through shared memory or staged
+//! through the dummy's local buffer, memory outside what a dummy shared is refused,
+//! a dummy's memory is released when it goes, a restarted real client gets the
+//! dummy's memory again, and the `mooncake_client` binary serves a dummy and survives
+//! nothing but SIGTERM.
+
+#[path = "store_support/tcp_master.rs"]
+mod tcp_master;
+
+use mooncake::master::{MasterConfig, MasterService};
+use mooncake::store::dummy::wire::{self, Op};
+use mooncake::store::{
+    Client, DummyClient, DummyServer, ErrorCode, Health, ReplicateConfig, SetupConfig, StoreApi,
+    WriteMode,
+};
+use mooncake::wire::master_api::MasterApi;
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const MIB: u64 = 1 << 20;
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(29).wrapping_add(seed) ^ (i >> 9) as u8)
+        .collect()
+}
+
+fn real_client(master: &Arc<MasterService>) -> Arc<Client> {
+    let cfg = SetupConfig {
+        local_hostname: "127.0.0.1".into(),
+        metadata_server: "P2PHANDSHAKE".into(),
+        global_segment_size: 64 * MIB,
+        local_buffer_size: 16 * MIB,
+        ..SetupConfig::default()
+    };
+    Arc::new(Client::setup_with_master(&cfg, master.clone() as Arc<dyn MasterApi>).expect("setup"))
+}
+
+/// A dummy server on a port no other test uses (abstract socket names are global).
+fn serve(client: &Arc<Client>) -> (DummyServer, u16) {
+    for _ in 0..100 {
+        let port = 20000 + (mooncake::te::net::random_u64() % 40000) as u16;
+        if let Ok(s) = DummyServer::start(client.clone(), port) {
+            return (s, port);
+        }
+    }
+    panic!("no free dummy socket name");
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+struct Setup {
+    _master: Arc<MasterService>,
+    real: Arc<Client>,
+    server: DummyServer,
+    port: u16,
+}
+
+fn setup() -> Setup {
+    let master = MasterService::new(MasterConfig::default());
+    let real = real_client(&master);
+    let (server, port) = serve(&real);
+    Setup {
+        _master: master,
+        real,
+        server,
+        port,
+    }
+}
+
+fn dummy(port: u16, local: u64) -> DummyClient {
+    DummyClient::setup(0, local, &format!("127.0.0.1:{port}")).expect("dummy setup")
+}
+
+#[test]
+fn bytes_queries_and_removal_match_the_real_client() {
+    let s = setup();
+    let d = dummy(s.port, 8 * MIB);
+    assert_eq!(d.hostname(), s.real.hostname());
+    assert_eq!(d.health(), Health::Healthy);
+    let cfg = ReplicateConfig::default();
+    let value = pattern(3 * MIB as usize + 17, 1);
+    d.put("k1", &value, &cfg).unwrap();
+    assert_eq!(s.real.get("k1").unwrap(), value);
+    assert_eq!(d.get_size("k1"), Ok(value.len() as u64));
+    assert_eq!(d.is_exist("k1"), Ok(true));
+    assert_eq!(d.is_exist("missing"), Ok(false));
+    let got = unsafe {
+        mooncake::store::api::batch_get_alloc(&d, &["k1", "missing"], |n| {
+            Some(vec![0u8; n as usize])
+        })
+    };
+    assert_eq!(got[0].as_ref().unwrap().0, value);
+    assert_eq!(got[1].as_ref().unwrap_err(), &ErrorCode::OBJECT_NOT_FOUND);
+    // Upsert replaces; the real client sees the new value.
+    let newer = pattern(1000, 2);
+    d.upsert("k1", &newer, &cfg).unwrap();
+    assert_eq!(s.real.get("k1").unwrap(), newer);
+    // Too large for the dummy's local buffer: refused as a real client refuses it.
+    assert_eq!(
+        d.put("big", &vec![1u8; 9 * MIB as usize], &cfg),
+        Err(ErrorCode::INVALID_PARAMS)
+    );
+    assert_eq!(d.put("empty", &[], &cfg), Err(ErrorCode::INVALID_PARAMS));
+    assert_eq!(d.get_replica_desc("k1").unwrap().len(), 1);
+    assert_eq!(
+        d.batch_remove(&["k1", "missing"], true),
+        vec![Ok(()), Err(ErrorCode::OBJECT_NOT_FOUND)]
+    );
+    d.put("r1", &newer, &cfg).unwrap();
+    d.put("r2", &newer, &cfg).unwrap();
+    assert_eq!(d.remove_by_regex("^r1$", true), Ok(1));
+    assert_eq!(d.remove_all(true), Ok(1));
+    assert_eq!(d.is_exist("r2"), Ok(false));
+    d.close();
+    assert_eq!(d.health(), Health::NotInitialized);
+    assert_eq!(d.put("after", &newer, &cfg), Err(ErrorCode::INVALID_PARAMS));
+}
+
+#[test]
+fn pool_memory_moves_in_place_and_other_memory_is_staged() {
+    let s = setup();
+    let d = dummy(s.port, 4 * MIB);
+    let cfg = ReplicateConfig::default();
+    let len = 2 * MIB;
+    let buf = d.alloc_from_mem_pool(2 * len).unwrap();
+    assert_ne!(buf, 0);
+    d.register_buffer(buf as *mut u8, (2 * len) as usize)
+        .unwrap();
+    let a = pattern(len as usize, 3);
+    let b = pattern(len as usize - 5, 4);
+    // SAFETY: the pool allocation is 2*len bytes, ours.
+    unsafe {
+        std::ptr::copy_nonoverlapping(a.as_ptr(), buf as *mut u8, a.len());
+        std::ptr::copy_nonoverlapping(b.as_ptr(), (buf + len) as *mut u8, b.len());
+    }
+    let r = unsafe {
+        d.batch_put_from_raw(
+            &["a", "b"],
+            &[(buf, len), (buf + len, b.len() as u64)],
+            &cfg,
+        )
+    };
+    assert_eq!(r, vec![Ok(()), Ok(())]);
+    assert_eq!(s.real.get("a").unwrap(), a);
+    assert_eq!(s.real.get("b").unwrap(), b);
+    // Read back in place, after clearing the pool memory.
+    // SAFETY: as above.
+    unsafe { std::ptr::write_bytes(buf as *mut u8, 0, (2 * len) as usize) };
+    let r = unsafe { d.batch_get_into_raw(&["b", "a"], &[(buf, len), (buf + len, len)]) };
+    assert_eq!(r, vec![Ok(b.len() as u64), Ok(len)]);
+    // SAFETY: as above.
+    let pool = unsafe { std::slice::from_raw_parts(buf as *const u8, (2 * len) as usize) };
+    assert_eq!(&pool[..b.len()], &b[..]);
+    assert_eq!(&pool[len as usize..], &a[..]);
+    // Caller memory the real client never saw is staged through the local buffer:
+    // multi-piece writes and reads give the same bytes.
+    let c = pattern(300_000, 5);
+    let pieces = vec![
+        (c.as_ptr() as u64, 100_000),
+        (c.as_ptr() as u64 + 100_000, 200_000),
+    ];
+    let r = unsafe { d.batch_write_raw(WriteMode::Put, &["c"], &[pieces], &cfg) };
+    assert_eq!(r, vec![Ok(())]);
+    assert_eq!(s.real.get("c").unwrap(), c);
+    let mut out = vec![0u8; 300_000];
+    let r = unsafe { d.batch_get_into_raw(&["c"], &[(out.as_mut_ptr() as u64, out.len() as u64)]) };
+    assert_eq!(r, vec![Ok(300_000)]);
+    assert_eq!(out, c);
+    // A read too large for the free local buffer fails alone.
+    let mut huge = vec![0u8; 5 * MIB as usize];
+    let r = unsafe {
+        d.batch_get_into_raw(
+            &["c", "a"],
+            &[(huge.as_mut_ptr() as u64, huge.len() as u64), (buf, len)],
+        )
+    };
+    assert_eq!(r, vec![Err(ErrorCode::INVALID_PARAMS), Ok(len)]);
+    // Only pool memory can be registered; unregistering twice fails.
+    assert_eq!(
+        d.register_buffer(out.as_mut_ptr(), out.len()),
+        Err(ErrorCode::INVALID_PARAMS)
+    );
+    d.unregister_buffer(buf as *mut u8).unwrap();
+    assert_eq!(
+        d.unregister_buffer(buf as *mut u8),
+        Err(ErrorCode::INVALID_PARAMS)
+    );
+    assert_eq!(
+        StoreApi::alloc_from_mem_pool(&*s.real, 10),
+        Err(ErrorCode::NOT_SUPPORTED)
+    );
+}
+
+#[test]
+fn ranged_reads_stay_inside_the_registered_buffer() {
+    let s = setup();
+    let d = dummy(s.port, MIB);
+    let data = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ".to_vec();
+    d.put("rk", &data, &ReplicateConfig::default()).unwrap();
+    let buf = d.alloc_from_mem_pool(32).unwrap();
+    d.register_buffer(buf as *mut u8, 32).unwrap();
+    use mooncake::store::{Range, RangedRead};
+    let read = |dst: u64, src: u64, len: u64| RangedRead {
+        buffer: buf,
+        keys: vec![("rk".to_string(), vec![Range { dst, src, len }])],
+    };
+    let r = unsafe { d.get_into_ranges_raw(&[read(0, 2, 4)]) };
+    assert_eq!(r, vec![vec![vec![Ok(4)]]]);
+    // SAFETY: 32 bytes of pool memory.
+    assert_eq!(
+        unsafe { std::slice::from_raw_parts(buf as *const u8, 4) },
+        &data[2..6]
+    );
+    // Past the registered 32 bytes (the page behind it is mapped, but not registered).
+    let r = unsafe { d.get_into_ranges_raw(&[read(30, 0, 4)]) };
+    assert!(r[0][0][0].is_err());
+    let r = unsafe { d.get_into_ranges_raw(&[read(0, data.len() as u64 - 1, 4)]) };
+    assert!(r[0][0][0].is_err());
+}
+
+/// A raw connection speaking the protocol, as a misbehaving dummy would.
+fn raw(port: u16) -> UnixStream {
+    let name = mooncake::store::dummy::socket_name(port);
+    let s = UnixStream::connect_addr(&SocketAddr::from_abstract_name(&name).unwrap()).unwrap();
+    wire::send_request(&s, Op::Hello, &(wire::VERSION, 77u64), None).unwrap();
+    let r: Result<(String, bool), ErrorCode> =
+        wire::decode(&wire::read_reply(&s).unwrap()).unwrap();
+    assert!(r.is_ok());
+    s
+}
+
+#[test]
+fn memory_a_dummy_did_not_share_is_refused_and_broken_peers_are_dropped() {
+    let s = setup();
+    // Writes and reads naming real-client addresses (its own segment, say) or
+    // nothing mapped at all fail per key; the server stays up.
+    let conn = raw(s.port);
+    let segment_addr = 0x7f00_0000_0000u64;
+    let args = (
+        false,
+        vec!["x".to_string()],
+        vec![vec![(segment_addr, 64u64)]],
+        ReplicateConfig::default(),
+    );
+    wire::send_request(&conn, Op::Write, &args, None).unwrap();
+    let r: Vec<Result<(), ErrorCode>> = wire::decode(&wire::read_reply(&conn).unwrap()).unwrap();
+    assert_eq!(r, vec![Err(ErrorCode::INVALID_PARAMS)]);
+    wire::send_request(
+        &conn,
+        Op::Read,
+        &(vec!["x".to_string()], vec![vec![(1u64 << 40, 8u64)]]),
+        None,
+    )
+    .unwrap();
+    let r: Vec<Result<u64, ErrorCode>> = wire::decode(&wire::read_reply(&conn).unwrap()).unwrap();
+    assert_eq!(r, vec![Err(ErrorCode::INVALID_PARAMS)]);
+    // A MAP without a file, and one with a file that is not sealed, are refused.
+    wire::send_request(&conn, Op::Map, &(0x10000u64, 4096u64, 0u64), None).unwrap();
+    let r: Result<(), ErrorCode> = wire::decode(&wire::read_reply(&conn).unwrap()).unwrap();
+    assert_eq!(r, Err(ErrorCode::INVALID_PARAMS));
+    // SAFETY: a fresh unsealed memfd, owned below.
+    let fd = unsafe { libc::memfd_create(c"unsealed".as_ptr(), libc::MFD_CLOEXEC) };
+    // SAFETY: ftruncate on it.
+    assert_eq!(unsafe { libc::ftruncate(fd, 4096) }, 0);
+    // SAFETY: the descriptor is owned by nothing else.
+    let file = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    wire::send_request(&conn, Op::Map, &(0x10000u64, 4096u64, 0u64), Some(&file)).unwrap();
+    let r: Result<(), ErrorCode> = wire::decode(&wire::read_reply(&conn).unwrap()).unwrap();
+    assert_eq!(r, Err(ErrorCode::INVALID_PARAMS));
+    // Garbage and a truncated frame end only that connection.
+    use std::io::Write;
+    (&conn).write_all(&[9, 0, 0, 0, 4, 1, 2]).unwrap();
+    drop(conn);
+    let d = dummy(s.port, MIB);
+    d.put("after", b"still serving", &ReplicateConfig::default())
+        .unwrap();
+    assert_eq!(s.real.get("after").unwrap(), b"still serving");
+}
+
+#[test]
+fn a_dummys_memory_is_released_when_it_goes_and_remapped_after_a_restart() {
+    let mut s = setup();
+    let d = dummy(s.port, MIB);
+    let buf = d.alloc_from_mem_pool(MIB).unwrap();
+    d.register_buffer(buf as *mut u8, MIB as usize).unwrap();
+    assert_eq!(s.server.sessions(), 1);
+    // The real client's dummy server restarts: the dummy's next call opens a new
+    // session and shares its memory again before using it.
+    s.server.stop();
+    let (server, _) = loop {
+        if let Ok(srv) = DummyServer::start(s.real.clone(), s.port) {
+            break (srv, s.port);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    s.server = server;
+    let value = pattern(MIB as usize, 9);
+    // SAFETY: the pool allocation is MIB bytes.
+    unsafe { std::ptr::copy_nonoverlapping(value.as_ptr(), buf as *mut u8, value.len()) };
+    // The closed idle connection is noticed before it is used.
+    unsafe { d.put_from_raw("p", buf, MIB, &ReplicateConfig::default()) }.unwrap();
+    assert_eq!(s.real.get("p").unwrap(), value);
+    d.close();
+    wait_until("the session to end", || s.server.sessions() == 0);
+}
+
+/// A `mooncake_client` child, killed when dropped.
+struct RealClientProcess(Child);
+
+impl Drop for RealClientProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn the_mooncake_client_binary_serves_dummies_and_its_death_fails_calls_cleanly() {
+    let master = MasterService::new(MasterConfig::default());
+    let master_addr = tcp_master::serve(master.clone());
+    let port = 20000 + (mooncake::te::net::random_u64() % 40000) as u16;
+    let child = Command::new(env!("CARGO_BIN_EXE_mooncake_client"))
+        .args([
+            "--host=127.0.0.1",
+            &format!("--port={port}"),
+            "--metadata_server=P2PHANDSHAKE",
+            &format!("--master_server_address={master_addr}"),
+            "--global_segment_size=64MB",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn mooncake_client");
+    let mut child = RealClientProcess(child);
+    let mut d = None;
+    wait_until("mooncake_client to serve", || {
+        d = DummyClient::setup(0, 8 * MIB, &format!("127.0.0.1:{port}")).ok();
+        d.is_some()
+    });
+    let d = d.unwrap();
+    let cfg = ReplicateConfig::default();
+    let value = pattern(5 * MIB as usize, 7);
+    d.put("bin", &value, &cfg).unwrap();
+    let got = unsafe {
+        mooncake::store::api::batch_get_alloc(&d, &["bin"], |n| Some(vec![0u8; n as usize]))
+    };
+    assert_eq!(got[0].as_ref().unwrap().0, value);
+    // The object lives in the child's segment, as the master reports.
+    let replicas = master
+        .get_replica_list("bin", mooncake::wire::master_api::DEFAULT_TENANT)
+        .unwrap();
+    assert_eq!(replicas.replicas.len(), 1);
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
+    let r = d.put("gone", &value, &cfg);
+    assert!(matches!(r, Err(ErrorCode::RPC_FAIL)), "{r:?}");
+    assert_eq!(d.health(), Health::MasterUnreachable);
+}
