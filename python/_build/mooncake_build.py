@@ -4,13 +4,14 @@
 which
 
 1. runs ``cargo build --release --lib --bin mooncake_master --bin
-   mooncake_http_metadata_server --bin transfer_engine_bench`` in the repository root
-   (offline works: cargo only uses the network for crates it does not have yet);
+   mooncake_http_metadata_server --bin transfer_engine_bench --bin mooncake_client``
+   in the repository root (offline works: cargo only uses the network for crates it
+   does not have yet);
 2. writes a wheel holding the pure-Python package ``python/mooncake`` plus, under
-   ``mooncake/lib/``, ``libmooncake.so`` and the three executables;
-3. declares the console scripts: ``mooncake_master``,
-   ``mooncake_http_metadata_server`` and ``transfer_engine_bench`` (run the bundled
-   executables) and ``mooncake_client`` (not supported yet: says so, exits 2).
+   ``mooncake/lib/``, ``libmooncake.so`` and the four executables;
+3. declares the console scripts ``mooncake_master``,
+   ``mooncake_http_metadata_server``, ``transfer_engine_bench`` and
+   ``mooncake_client``, which run the bundled executables.
 
 The backend needs nothing but the standard library, so pip's isolated build
 environment downloads nothing. ``pip install -e ./python`` (PEP 660) builds the
@@ -51,7 +52,7 @@ SUMMARY = (
 )
 REQUIRES_PYTHON = ">=3.8"
 LIBRARY = "libmooncake.so"
-BINARIES = ["mooncake_master", "mooncake_http_metadata_server", "transfer_engine_bench"]
+BINARIES = ["mooncake_master", "mooncake_http_metadata_server", "transfer_engine_bench", "mooncake_client"]
 CONSOLE_SCRIPTS = {
     "mooncake_master": "mooncake.cli:main",
     "mooncake_http_metadata_server": "mooncake.cli:http_metadata_server_main",

@@ -86,9 +86,9 @@ def find_library() -> Optional[Path]:
 
 def binary_path(name: str) -> Optional[Path]:
     """A bundled or built executable (``mooncake_master``,
-    ``mooncake_http_metadata_server``, ``transfer_engine_bench``): the package's ``lib/`` directory, then the
-    checkout's ``target/release`` and ``target/debug`` (newer first). Returns None if
-    none exists."""
+    ``mooncake_http_metadata_server``, ``transfer_engine_bench``, ``mooncake_client``):
+    the package's ``lib/`` directory, then the checkout's ``target/release`` and
+    ``target/debug`` (newer first). Returns None if none exists."""
     for path in _candidates(name, None):
         if path.is_file() and os.access(path, os.X_OK):
             return path

@@ -107,6 +107,8 @@ STORE_PROTOTYPES: Dict[str, Tuple[Any, Sequence[Any]]] = {
         [_h, _ptrs, _sizes, c_size_t, _keys, _sizes, POINTER(Range), POINTER(c_int64)],
     ),
     "mooncake_store_batch_replica_clear": (c_int, [_h, _keys, c_size_t, c_char_p, POINTER(c_int)]),
+    "mooncake_store_setup_dummy": (c_int, [_h, c_uint64, c_uint64, c_char_p]),
+    "mooncake_store_alloc_from_mem_pool": (c_uint64, [_h, c_uint64]),
 }
 
 _declared: Optional[ctypes.CDLL] = None

@@ -26,7 +26,6 @@ SEGMENTS = (
     "segments are mounted by setup() and unmounted by close(); mounting, unmounting "
     "and file-backed segments at run time are not implemented"
 )
-DUMMY = "dummy clients (a separate mooncake_client process sharing memory) are not supported"
 NATIVE = "it hands out upstream's native C++ objects, which mooncake-rs does not have"
 ENGRAM = "Engram embedding tables are not implemented"
 NOF = "NVMe-oF segments are not supported"
@@ -71,7 +70,6 @@ UnsupportedStoreMethods = type(
         **U.methods(_STORE, _SESSION_METHODS, SESSION),
         **U.methods(_STORE, _TASK_METHODS, TASKS),
         **U.methods(_STORE, _SEGMENT_METHODS, SEGMENTS),
-        **U.methods(_STORE, ["alloc_from_mem_pool"], DUMMY),
         **U.methods(_STORE, ["_get_pyclient_capsule"], NATIVE),
     },
 )

@@ -1,11 +1,9 @@
 """Console entry points: run the native binaries bundled with the package.
 
-``mooncake_master``, ``mooncake_http_metadata_server`` and ``transfer_engine_bench``
-(installed by pip as scripts) replace themselves with the bundled executable of the
-same name, passing the command line through. Outside an installed package they fall
-back to the repository's ``target/release`` or ``target/debug`` build.
-``mooncake_client`` (upstream's standalone client for dummy clients) is not supported
-yet: it says so and exits with status 2.
+``mooncake_master``, ``mooncake_http_metadata_server``, ``transfer_engine_bench`` and
+``mooncake_client`` (installed by pip as scripts) replace themselves with the bundled
+executable of the same name, passing the command line through. Outside an installed
+package they fall back to the repository's ``target/release`` or ``target/debug`` build.
 """
 
 from __future__ import annotations
@@ -48,14 +46,9 @@ def bench_main() -> int:
 
 
 def client_main() -> int:
-    """``mooncake_client``: not supported yet; prints why and returns 2."""
-    print(
-        "mooncake_client: not supported yet by mooncake-rs: the standalone client that "
-        "serves dummy clients (MooncakeDistributedStore.setup_dummy) is not implemented. "
-        "Use MooncakeDistributedStore.setup() in the serving process instead.",
-        file=sys.stderr,
-    )
-    return 2
+    """``mooncake_client``: the real store client that dummy clients of this host
+    (``MooncakeDistributedStore.setup_dummy``) forward to."""
+    return _exec("mooncake_client")
 
 
 if __name__ == "__main__":

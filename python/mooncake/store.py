@@ -12,9 +12,9 @@ Differences from upstream: calls on a closed (or never set-up) store return -600
 ``batch_get_into_multi_buffers`` fills buffers larger than the object instead of
 failing. Not supported (options accepted and ignored with a warning): a shared
 ``engine``, SSD offload, tenants other than ``"default"``, the client HTTP server,
-``ipc_socket_path``; ``setup_dummy`` returns -1012 (NOT_SUPPORTED). Tensor helpers,
-sessions, tasks and run-time segment management exist but raise
-``NotImplementedError`` (``_store_unsupported``). Only TCP exists. ``python/README.md``
+``ipc_socket_path``. ``setup_dummy`` forwards to this project's ``mooncake_client``
+(not upstream's). Tensor helpers, sessions, tasks and run-time segment management
+exist but raise ``NotImplementedError`` (``_store_unsupported``). ``python/README.md``
 lists every upstream name and its status.
 """
 
@@ -111,7 +111,6 @@ for _enum in (ReplicaStatus, ObjectDataType, TaskStatus, TaskType):
 del _enum
 
 _INVALID = ffi.INVALID_PARAMS
-_NOT_SUPPORTED = -1012
 # init_all's local buffer (upstream's and libmooncake's).
 _INIT_ALL_LOCAL_BUFFER = 1 << 30
 
@@ -206,10 +205,28 @@ class MooncakeDistributedStore(StoreQueries, UnsupportedStoreMethods):
             return rc
 
     def setup_dummy(self, mem_pool_size: int, local_buffer_size: int, server_address: str) -> int:
-        """Dummy clients (forwarding to a ``mooncake_client`` process) are not
-        supported: returns -1012 (NOT_SUPPORTED)."""
-        warn_unsupported("setup_dummy (dummy clients)")
-        return _NOT_SUPPORTED
+        """Sets this store up as a dummy client of the ``mooncake_client`` running on
+        this host at ``server_address`` (``host:port``): no segment, engine or master
+        connection of its own; operations run in the real client, which moves data in
+        place through shared memory (a local buffer of ``local_buffer_size`` bytes
+        and every :meth:`alloc_from_mem_pool` allocation). 0 on success, -1 when the
+        real client cannot be reached. Setting up a store that is set up replaces its
+        client."""
+        pool, buf = _int_arg(mem_pool_size, "mem_pool_size"), _int_arg(local_buffer_size, "local_buffer_size")
+        address = ffi.text_arg(server_address, "server_address")
+        with self._lock:
+            if self._set_up:
+                self._replace_handle()
+            rc = ffi.L().mooncake_store_setup_dummy(self._h, pool, buf, address)
+            self._set_up, self._local_buffer = rc == 0, buf
+            return rc
+
+    def alloc_from_mem_pool(self, size: int) -> int:
+        """``size`` bytes of shared memory the real client of a dummy store maps
+        (register it with :meth:`register_buffer` to move data in place); the
+        address, or 0 (not a dummy store, or no memory). Freed when the store is
+        closed."""
+        return int(ffi.L().mooncake_store_alloc_from_mem_pool(self._h, _int_arg(size, "size")))
 
     def init_all(self, protocol: str, device_name: str, mount_segment_size: int) -> int:
         """Legacy setup (hostname ``localhost:12345``, etcd metadata at

@@ -135,10 +135,6 @@ def test_unsupported_names_raise_not_implemented() -> None:
     store = MooncakeDistributedStore()
     checked = 0
     for path, owner, attr in unsupported_rows():
-        if attr == "setup_dummy":
-            with pytest.warns(UserWarning):
-                assert store.setup_dummy(1 << 20, 1 << 20, "127.0.0.1:1") == -1012
-            continue
         raw = inspect.getattr_static(owner, attr)
         if owner is MooncakeDistributedStore:
             call = getattr(store, attr)

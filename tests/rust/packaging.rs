@@ -231,6 +231,7 @@ fn install_layouts_match_and_examples_run() {
         "bin/mooncake_master",
         "bin/transfer_engine_bench",
         "bin/mooncake_http_metadata_server",
+        "bin/mooncake_client",
     ] {
         assert!(a.contains_key(must), "{must} is not installed: {a:#?}");
     }
