@@ -28,6 +28,11 @@ copied into ``bytes``) when the library exports it; otherwise what a store_c.h u
 does without a preallocated buffer: get_size, then get_into a fresh buffer.
 ``put_from``/``get_into`` use a registered ctypes buffer (register_buffer), as
 upstream's benchmark does (spec store.md Appendix A.2).
+
+``--dummy=HOST:PORT`` (``--impl=ours``, client mode) sets the store up as a dummy
+client of the ``mooncake_client`` serving that address on this host
+(``mooncake_store_setup_dummy``); its registered buffer then comes from
+``mooncake_store_alloc_from_mem_pool``, shared memory the real client maps.
 """
 
 import argparse
@@ -162,6 +167,17 @@ class OursStore:
     def setup(self, host, metadata, segment, local, protocol, master):
         return self.lib.mooncake_store_setup(self.h, host.encode(), metadata.encode(), segment,
                                              local, protocol.encode(), b"", master.encode())
+
+    def setup_dummy(self, local, address):
+        self.lib.mooncake_store_setup_dummy.argtypes = [ctypes.c_void_p, ctypes.c_uint64,
+                                                        ctypes.c_uint64, ctypes.c_char_p]
+        self.lib.mooncake_store_setup_dummy.restype = ctypes.c_int
+        return self.lib.mooncake_store_setup_dummy(self.h, 0, local, address.encode())
+
+    def alloc(self, size):
+        f = self.lib.mooncake_store_alloc_from_mem_pool
+        f.argtypes, f.restype = [ctypes.c_void_p, ctypes.c_uint64], ctypes.c_uint64
+        return f(self.h, size)
 
     def hostname(self):
         buf = ctypes.create_string_buffer(512)
@@ -452,8 +468,11 @@ class SizeBench:
 
 def make_store(args):
     store = UpstreamStore(None) if args.impl == "upstream" else OursStore(args.lib)
-    rc = store.setup(args.local_hostname, args.metadata_server, args.global_segment_size,
-                     args.local_buffer_size, args.protocol, args.master_server_addr)
+    if args.dummy:
+        rc = store.setup_dummy(args.local_buffer_size, args.dummy)
+    else:
+        rc = store.setup(args.local_hostname, args.metadata_server, args.global_segment_size,
+                         args.local_buffer_size, args.protocol, args.master_server_addr)
     if rc != 0:
         raise SystemExit(f"store_py_bench: setup ({store.name}) failed: {rc}")
     return store
@@ -464,8 +483,13 @@ def run_client(args):
     slots = max(args.batch, MIN_SLOTS)
     max_size = max(args.value_sizes)
     length = 2 * slots * max_size
-    buf = (ctypes.c_char * length)()
-    base = ctypes.addressof(buf)
+    if args.dummy:
+        base = store.alloc(length)
+        if base == 0:
+            raise SystemExit(f"store_py_bench: alloc_from_mem_pool({length}) failed")
+    else:
+        buf = (ctypes.c_char * length)()
+        base = ctypes.addressof(buf)
     rc = store.register_buffer(base, length)
     if rc != 0:
         raise SystemExit(f"store_py_bench: register_buffer({length}) failed: {rc}")
@@ -523,7 +547,11 @@ def parse_args(argv):
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--operations", default=",".join(OPS))
     p.add_argument("--key_prefix", default=None)
+    p.add_argument("--dummy", default=None,
+                   help="ours: a dummy client of the mooncake_client at HOST:PORT")
     a = p.parse_args(argv)
+    if a.dummy and (a.impl != "ours" or a.mode != "client"):
+        p.error("--dummy needs --impl=ours --mode=client")
     serve = a.mode == "serve"
     if a.global_segment_size is None:
         a.global_segment_size = 1 << 30 if serve else 0
