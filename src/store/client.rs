@@ -111,6 +111,12 @@ fn te_error(what: &str, e: crate::error::Error) -> ErrorCode {
     ErrorCode::INVALID_PARAMS
 }
 
+/// Memory that could not be mapped: logged, -600 (upstream's code).
+pub(crate) fn map_error(what: &str, len: u64, e: std::io::Error) -> ErrorCode {
+    log::error!("store: mapping {len} bytes for {what}: {e}");
+    ErrorCode::INVALID_PARAMS
+}
+
 fn random_uuid() -> Uuid {
     Uuid {
         first: random_u64(),
@@ -448,7 +454,7 @@ impl Inner {
         if size == 0 {
             return Ok(());
         }
-        let memory = Mapping::zeroed(size)?;
+        let memory = Mapping::zeroed(size).map_err(|e| map_error("the local buffer", size, e))?;
         self.engine()
             .register_memory(memory.addr(), memory.len(), "*", false)
             .map_err(|e| te_error("registering the local buffer", e))?;
@@ -466,10 +472,17 @@ impl Inner {
         if size == 0 {
             return Ok(());
         }
-        let memory = Mapping::zeroed(size)?;
+        let memory = Mapping::shared(size).map_err(|e| map_error("the global segment", size, e))?;
         self.engine()
             .register_memory(memory.addr(), memory.len(), "*", true)
             .map_err(|e| te_error("registering the global segment", e))?;
+        // Same-host peers map the segment once instead of asking per transfer.
+        let shared = memory.shared_file().map(|f| f.try_clone());
+        if let Some(Ok(file)) = shared {
+            if let Err(e) = self.engine().share_memory(memory.addr(), file, 0) {
+                log::warn!("store: the segment is not shared with same-host peers: {e}");
+            }
+        }
         let segment = Segment {
             id: random_uuid(),
             name: hostname.to_string(),

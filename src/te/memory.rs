@@ -1,11 +1,13 @@
 //! The engine's registered memory regions and the guards that keep a region alive
 //! while a transfer touches it.
 
+use super::shared_regions::{EpochTable, Share};
 use crate::error::{Error, Result};
 use parking_lot::RwLock;
 use std::collections::BTreeMap;
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// One registered region of the caller's memory.
 #[derive(Debug)]
@@ -21,6 +23,8 @@ pub struct Region {
     /// The GPU whose memory it is (asked of the GPU runtime at registration); `None`
     /// for host memory.
     pub device: Option<u32>,
+    /// The file same-host peers may map it through, once shared.
+    pub share: OnceLock<Share>,
     in_use: RwLock<()>,
     removed: AtomicBool,
 }
@@ -59,6 +63,8 @@ pub struct Range {
 #[derive(Default)]
 pub struct MemoryRegistry {
     regions: RwLock<BTreeMap<u64, Arc<Region>>>,
+    /// Generations of the shared regions (created with the first one).
+    epochs: OnceLock<Arc<EpochTable>>,
 }
 
 impl MemoryRegistry {
@@ -105,6 +111,7 @@ impl MemoryRegistry {
                     location: location.to_string(),
                     remote_accessible: remote,
                     device: crate::sys::cuda::device_of(r.addr),
+                    share: OnceLock::new(),
                     in_use: RwLock::new(()),
                     removed: AtomicBool::new(false),
                 }),
@@ -127,9 +134,65 @@ impl MemoryRegistry {
         let region = self.regions.write().remove(&addr).ok_or_else(|| {
             Error::AddressNotRegistered(format!("no region registered at {addr:#x}"))
         })?;
+        // Same-host peers' copies through the file fail from here on.
+        if let (Some(share), Some(epochs)) = (region.share.get(), self.epochs.get()) {
+            epochs.retire(share.slot, share.gen);
+        }
         let _exclusive = region.in_use.write();
         region.removed.store(true, Ordering::Release);
         Ok(())
+    }
+
+    /// Lets same-host peers map the remotely accessible host-memory region based
+    /// exactly at `addr` through `file` (a sealed memfd holding it from `offset`).
+    pub fn share(&self, addr: u64, file: OwnedFd, offset: u64) -> Result<()> {
+        let region = self.regions.read().get(&addr).cloned().ok_or_else(|| {
+            Error::AddressNotRegistered(format!("no region registered at {addr:#x}"))
+        })?;
+        if !region.remote_accessible || region.device.is_some() {
+            return Err(Error::InvalidArgument(format!(
+                "region {addr:#x} is not remotely accessible host memory"
+            )));
+        }
+        let epochs = match self.epochs.get() {
+            Some(e) => e.clone(),
+            None => {
+                let table = EpochTable::new().map_err(|e| {
+                    Error::InvalidArgument(format!("creating the same-host epoch table: {e}"))
+                })?;
+                self.epochs.get_or_init(|| Arc::new(table)).clone()
+            }
+        };
+        let (slot, gen) = epochs
+            .assign()
+            .ok_or_else(|| Error::InvalidArgument("every same-host epoch slot is taken".into()))?;
+        let share = Share {
+            file,
+            offset,
+            slot,
+            gen,
+        };
+        if region.share.set(share).is_err() {
+            epochs.retire(slot, gen);
+            return Err(Error::InvalidArgument(format!(
+                "region {addr:#x} is shared already"
+            )));
+        }
+        // Unregistered meanwhile: its generation must end too.
+        let still_registered = self
+            .regions
+            .read()
+            .get(&addr)
+            .is_some_and(|r| Arc::ptr_eq(r, &region));
+        if !still_registered {
+            epochs.retire(slot, gen);
+        }
+        Ok(())
+    }
+
+    /// The table of shared regions' generations, once a region was shared.
+    pub fn epochs(&self) -> Option<&Arc<EpochTable>> {
+        self.epochs.get()
     }
 
     /// The region that fully contains `[addr, addr+len)`.

@@ -7,6 +7,7 @@ pub mod memory;
 pub mod net;
 pub mod rpc;
 pub mod segment;
+pub mod shared_regions;
 pub mod transport;
 
 pub use batch::TaskStatus;

@@ -4,9 +4,11 @@
 pub mod base64;
 pub mod busy_poll;
 pub mod conn_threads;
+pub mod fd_passing;
 pub mod flags;
 pub mod http_server;
 pub mod logger;
+pub mod mapping;
 pub mod signals;
 
 /// A comma-separated list (device names, filters), trimmed, empty entries dropped.

@@ -351,3 +351,145 @@ fn one_submission_of_many_requests_fails_only_the_refused_ones() {
     }
     local.clear();
 }
+
+/// `len` bytes of a new sealed memfd mapped shared, at `at` when given (replacing what
+/// is mapped there); the address and the file. The mapping is never unmapped (tests).
+fn memfd_memory(len: u64, at: Option<u64>) -> (u64, std::os::fd::OwnedFd) {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    // SAFETY: plain syscalls on a descriptor created and owned here; the fixed mapping
+    // only replaces memory this test owns.
+    unsafe {
+        let fd = libc::memfd_create(
+            c"test".as_ptr(),
+            libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
+        );
+        assert!(fd >= 0);
+        let file = OwnedFd::from_raw_fd(fd);
+        assert_eq!(libc::ftruncate(fd, len as libc::off_t), 0);
+        assert_eq!(
+            libc::fcntl(
+                fd,
+                libc::F_ADD_SEALS,
+                libc::F_SEAL_SHRINK | libc::F_SEAL_GROW
+            ),
+            0
+        );
+        let flags = libc::MAP_SHARED | at.map_or(0, |_| libc::MAP_FIXED);
+        let p = libc::mmap(
+            at.unwrap_or(0) as *mut libc::c_void,
+            len as usize,
+            libc::PROT_READ | libc::PROT_WRITE,
+            flags,
+            file.as_raw_fd(),
+            0,
+        );
+        assert_ne!(p, libc::MAP_FAILED);
+        (p as u64, file)
+    }
+}
+
+fn bytes_at(addr: u64, len: usize) -> Vec<u8> {
+    // SAFETY: the test's own live mapping of at least `len` bytes.
+    unsafe { std::slice::from_raw_parts(addr as *const u8, len) }.to_vec()
+}
+
+#[test]
+fn shared_regions_are_mapped_once_and_never_reached_once_unregistered() {
+    let target = engine();
+    let initiator = engine();
+    let len = 4 * MIB;
+    let (addr, file) = memfd_memory(len, None);
+    target.register_memory(addr, len, "cpu:0", true).unwrap();
+    target
+        .share_memory(addr, file.try_clone().unwrap(), 0)
+        .unwrap();
+    let id = initiator.open_segment(target.segment_name()).unwrap();
+    let data = pattern(len as usize, 5);
+    assert_eq!(round_trip(&initiator, id, addr, &data), data);
+    assert_eq!(bytes_at(addr, len as usize), data);
+    let small = pattern(4096, 6);
+    assert_eq!(round_trip(&initiator, id, addr + 12345, &small), small);
+    assert!(
+        initiator.same_host_mapped_bytes() >= 2 * (len + 4096),
+        "{} bytes through the mapping",
+        initiator.same_host_mapped_bytes()
+    );
+    // Past the end of the region: refused, as over TCP.
+    let mut local = vec![1u8; 8192];
+    let laddr = local.as_mut_ptr() as u64;
+    initiator
+        .register_memory(laddr, 8192, "cpu:0", false)
+        .unwrap();
+    assert!(!ok(
+        &initiator,
+        req(Op::Write, laddr, id, addr + len - 100, 200)
+    ));
+    // Unregistered: the next write fails rather than landing in the old file.
+    target.unregister_memory(addr).unwrap();
+    assert!(!ok(&initiator, req(Op::Write, laddr, id, addr, 4096)));
+    // New memory at the same address, registered and shared: writes reach it, and
+    // the old file keeps what it had.
+    let (again, new_file) = memfd_memory(len, Some(addr));
+    assert_eq!(again, addr);
+    target.register_memory(addr, len, "cpu:0", true).unwrap();
+    target.share_memory(addr, new_file, 0).unwrap();
+    let newer = pattern(8192, 7);
+    local.copy_from_slice(&newer);
+    assert!(ok(&initiator, req(Op::Write, laddr, id, addr, 8192)));
+    assert_eq!(bytes_at(addr, 8192), newer);
+    let old = mooncake::util::mapping::Mapping::from_shared_file(file, len).unwrap();
+    assert_eq!(bytes_at(old.addr(), 8192), data[..8192]);
+    initiator.unregister_memory(laddr).unwrap();
+}
+
+#[test]
+fn memory_shared_by_a_killed_store_owner_is_never_claimed_written() {
+    #[path = "store_support/tcp_master.rs"]
+    mod tcp_master;
+    use mooncake::master::{MasterConfig, MasterService};
+    use mooncake::store::{Client, ReplicateConfig, SetupConfig};
+    let master = MasterService::new(MasterConfig::default());
+    let master_addr = tcp_master::serve(master.clone());
+    let port = 20000 + (mooncake::te::net::random_u64() % 40000) as u16;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mooncake_client"));
+    cmd.args([
+        "--host=127.0.0.1",
+        &format!("--port={port}"),
+        "--metadata_server=P2PHANDSHAKE",
+        &format!("--master_server_address={master_addr}"),
+        "--global_segment_size=256MB",
+    ]);
+    let mut owner = ChildGuard::spawn(cmd, "mooncake_client", false);
+    let cfg = SetupConfig {
+        local_hostname: "127.0.0.1".into(),
+        metadata_server: "P2PHANDSHAKE".into(),
+        local_buffer_size: 64 * MIB,
+        master_server_addr: master_addr,
+        ..SetupConfig::default()
+    };
+    let client = Client::setup(&cfg).expect("pure client");
+    let value = pattern(8 * MIB as usize, 9);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while client
+        .put("first", &value, &ReplicateConfig::default())
+        .is_err()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the owner never mounted its segment"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(client.get("first").unwrap(), value);
+    owner.child.kill().unwrap();
+    owner.child.wait().unwrap();
+    // The only segment is the dead owner's: puts fail (none is claimed written into
+    // the file this process still maps) and reads of what it held fail, until the
+    // master forgets it; this process carries on.
+    for i in 0..5 {
+        let r = client.put(&format!("after{i}"), &value, &ReplicateConfig::default());
+        assert!(r.is_err(), "put {i} into a dead owner succeeded");
+    }
+    assert!(client.get("first").is_err());
+    client.close();
+}

@@ -10,6 +10,7 @@
 
 use super::wire::{self, Op, WireRangedRead};
 use crate::store::api::StoreApi;
+use crate::store::client::map_error;
 use crate::store::memory::{Mapping, Staging, StagingBuffer};
 use crate::store::ops_ranges::{RangedRead, RangedResults};
 use crate::store::{ErrorCode, Health, Pieces, ReplicateConfig, WriteMode};
@@ -83,7 +84,9 @@ impl DummyClient {
         let env = crate::store::config::StoreEnv::from_env();
         let staging = match local_buffer_size {
             0 => None,
-            n => Some(StagingBuffer::new(Mapping::shared(n)?)),
+            n => Some(StagingBuffer::new(
+                Mapping::shared(n).map_err(|e| map_error("the local buffer", n, e))?,
+            )),
         };
         let inner = Inner {
             socket: super::socket_name(port),
@@ -688,7 +691,8 @@ impl StoreApi for DummyClient {
         self.with(
             || Err(ErrorCode::INVALID_PARAMS),
             |i| {
-                let m = Mapping::shared(size)?;
+                let m =
+                    Mapping::shared(size).map_err(|e| map_error("alloc_from_mem_pool", size, e))?;
                 let addr = m.addr();
                 i.pool.lock().insert(addr, m);
                 Ok(addr)

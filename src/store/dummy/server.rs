@@ -14,6 +14,7 @@ use crate::store::memory::Mapping;
 use crate::store::ops_ranges::{Range, RangedRead};
 use crate::store::{Client, ErrorCode, Pieces, ReplicateConfig, WriteMode};
 use crate::util::conn_threads::ConnThreads;
+use crate::util::fd_passing;
 use crate::wire::struct_pack::Pack;
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, HashMap};
@@ -161,31 +162,6 @@ fn accept_loop(listener: UnixListener, shared: Arc<Shared>) {
     }
 }
 
-/// The peer's pid and uid as the kernel recorded them.
-fn peer_credentials(stream: &UnixStream) -> io::Result<libc::ucred> {
-    use std::os::fd::AsRawFd;
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: `cred` and `len` are valid for writes of the sizes given.
-    let rc = unsafe {
-        libc::getsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(cred)
-}
-
 fn refuse(stream: &UnixStream, why: String) -> io::Result<()> {
     log::warn!("dummy server: {why}");
     wire::send_reply(
@@ -196,7 +172,7 @@ fn refuse(stream: &UnixStream, why: String) -> io::Result<()> {
 }
 
 fn serve(stream: &UnixStream, shared: &Shared) -> io::Result<()> {
-    let cred = peer_credentials(stream)?;
+    let cred = fd_passing::peer_credentials(stream)?;
     let Some(hello) = wire::read_request(stream)? else {
         return Ok(());
     };
@@ -362,7 +338,10 @@ fn map_region(
         );
         return Err(ErrorCode::INVALID_PARAMS);
     }
-    let mapping = Mapping::from_shared_file(file, file_len)?;
+    let mapping = Mapping::from_shared_file(file, file_len).map_err(|e| {
+        log::error!("dummy server: mapping memory of pid {}: {e}", session.pid);
+        ErrorCode::INVALID_PARAMS
+    })?;
     let real = mapping.addr() + offset;
     session
         .client

@@ -4,9 +4,10 @@
 //! file travels beside the `MAP` request as `SCM_RIGHTS`. Decoders bound every length
 //! and never trust the peer.
 
+use crate::util::fd_passing;
 use crate::wire::struct_pack::{self, DecodeError, Pack};
-use std::io::{self, IoSliceMut, Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::io::{self, Read, Write};
+use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 
 /// The largest frame either side accepts (a batch of many long keys fits easily).
@@ -107,7 +108,7 @@ pub fn send_request<T: Pack + 'static>(
     frame.extend_from_slice(&body);
     match file {
         None => (&*stream).write_all(&frame),
-        Some(f) => send_with_file(stream, &frame, f),
+        Some(f) => fd_passing::send_with_fds(stream, &frame, &[f]),
     }
 }
 
@@ -144,7 +145,8 @@ pub struct Request {
 /// Reads one request; `Ok(None)` when the peer closed the connection between requests.
 pub fn read_request(stream: &UnixStream) -> io::Result<Option<Request>> {
     let mut head = [0u8; 5];
-    let (got, file) = recv_with_file(stream, &mut head)?;
+    let (got, files) = fd_passing::recv_with_fds(stream, &mut head)?;
+    let file = files.into_iter().next();
     if got == 0 {
         return Ok(None);
     }
@@ -168,85 +170,6 @@ fn read_body(mut stream: &UnixStream, len: u32) -> io::Result<Vec<u8>> {
     let mut body = vec![0u8; len as usize];
     stream.read_exact(&mut body)?;
     Ok(body)
-}
-
-/// Writes `bytes` with `file` attached to the first of them (`SCM_RIGHTS`).
-fn send_with_file(stream: &UnixStream, bytes: &[u8], file: &OwnedFd) -> io::Result<()> {
-    let fd = file.as_raw_fd();
-    // SAFETY: CMSG_SPACE is a pure size computation.
-    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<libc::c_int>() as u32) } as usize;
-    let mut control = vec![0u8; space];
-    let mut iov = libc::iovec {
-        iov_base: bytes.as_ptr() as *mut libc::c_void,
-        iov_len: bytes.len(),
-    };
-    // SAFETY: an all-zero msghdr is valid; the fields are set below.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = space as _;
-    // SAFETY: `msg` points at `control`, which has room for one header and one fd.
-    unsafe {
-        let cmsg = libc::CMSG_FIRSTHDR(&msg);
-        (*cmsg).cmsg_level = libc::SOL_SOCKET;
-        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<libc::c_int>() as u32) as _;
-        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>(), fd);
-    }
-    // SAFETY: every pointer in `msg` is valid for the lengths given.
-    let sent = unsafe { libc::sendmsg(stream.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
-    if sent < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    (&*stream).write_all(&bytes[sent as usize..])
-}
-
-/// Reads up to `buf.len()` bytes and any file attached to them; files beyond the
-/// first, and anything else in the control data, are closed.
-fn recv_with_file(stream: &UnixStream, buf: &mut [u8]) -> io::Result<(usize, Option<OwnedFd>)> {
-    const MAX_FDS: usize = 4;
-    // SAFETY: CMSG_SPACE is a pure size computation.
-    let space =
-        unsafe { libc::CMSG_SPACE((MAX_FDS * std::mem::size_of::<libc::c_int>()) as u32) } as usize;
-    let mut control = vec![0u8; space];
-    let mut iov = [IoSliceMut::new(buf)];
-    // SAFETY: an all-zero msghdr is valid; the fields are set below.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = iov.as_mut_ptr().cast();
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = space as _;
-    let got = loop {
-        // SAFETY: every pointer in `msg` is valid for the lengths given.
-        let n = unsafe { libc::recvmsg(stream.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
-        if n >= 0 {
-            break n as usize;
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    };
-    let mut files = Vec::new();
-    // SAFETY: walking the control data the kernel wrote, within `msg_controllen`.
-    unsafe {
-        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
-        while !cmsg.is_null() {
-            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
-                let data = libc::CMSG_DATA(cmsg);
-                let bytes = (*cmsg).cmsg_len as usize - (data as usize - cmsg as usize);
-                for i in 0..bytes / std::mem::size_of::<libc::c_int>() {
-                    let fd = std::ptr::read_unaligned(data.cast::<libc::c_int>().add(i));
-                    if fd >= 0 {
-                        files.push(OwnedFd::from_raw_fd(fd));
-                    }
-                }
-            }
-            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
-        }
-    }
-    Ok((got, files.into_iter().next()))
 }
 
 #[cfg(test)]

@@ -281,6 +281,13 @@ impl TransferEngine {
         tcp.as_ref().map_or(0, |t| t.same_host_bytes())
     }
 
+    /// Of [`TransferEngine::same_host_bytes`], those copied through peers' shared
+    /// regions mapped into this process (see [`TransferEngine::share_memory`]).
+    pub fn same_host_mapped_bytes(&self) -> u64 {
+        let tcp = self.inner.local.tcp.read();
+        tcp.as_ref().map_or(0, |t| t.same_host_mapped_bytes())
+    }
+
     /// Whether a transport of that name is installed.
     pub fn has_transport(&self, proto: &str) -> bool {
         match proto {
@@ -346,6 +353,17 @@ impl TransferEngine {
         self.inner
             .register_rdma(&[Range { addr, len }], location, remote)?;
         self.inner.publish_or_rollback(&[addr])
+    }
+
+    /// Lets same-host peers map the remotely accessible region based at `addr` through
+    /// `file`, a sealed memfd holding it from `offset` (memory this library allocated
+    /// itself, e.g. a store segment): they then copy without a round trip to this
+    /// process per transfer. Nothing to do when the same-host path is disabled.
+    pub fn share_memory(&self, addr: u64, file: std::os::fd::OwnedFd, offset: u64) -> Result<()> {
+        if self.inner.config.disable_same_host {
+            return Ok(());
+        }
+        self.inner.local.memory.share(addr, file, offset)
     }
 
     /// Registers several regions (remotely accessible) and publishes once.

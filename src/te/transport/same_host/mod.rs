@@ -19,11 +19,13 @@
 
 mod copy;
 pub mod identity;
+mod mapped;
 pub mod target;
 pub mod wire;
 
 use crate::te::transport::tcp::wire::{decode_status, Op, STATUS_LEN};
 use copy::Direction;
+use mapped::{Copied, Lookup, MappedPeers};
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Read, Write};
@@ -60,6 +62,10 @@ pub struct SameHostInitiator {
     unavailable: Mutex<HashSet<String>>,
     io_timeout: Duration,
     moved: AtomicU64,
+    /// Peers' shared regions mapped here.
+    mapped: MappedPeers,
+    /// Bytes moved through those mappings (a part of `moved`).
+    moved_mapped: AtomicU64,
 }
 
 impl SameHostInitiator {
@@ -72,7 +78,20 @@ impl SameHostInitiator {
             unavailable: Mutex::new(HashSet::new()),
             io_timeout,
             moved: AtomicU64::new(0),
+            mapped: MappedPeers::default(),
+            moved_mapped: AtomicU64::new(0),
         }
+    }
+
+    /// Bytes moved through peers' shared regions mapped here (no round trip to the
+    /// peer), a part of [`SameHostInitiator::bytes_moved`].
+    pub fn bytes_moved_mapped(&self) -> u64 {
+        self.moved_mapped.load(Ordering::Relaxed)
+    }
+
+    /// How many peer regions are mapped here.
+    pub fn mapped_regions(&self) -> usize {
+        self.mapped.mapped_regions()
     }
 
     /// Bytes moved over the same-host path so far.
@@ -85,16 +104,86 @@ impl SameHostInitiator {
         self.unavailable.lock().contains(socket)
     }
 
-    /// Moves every request to the target at `socket` as one batch on one connection:
-    /// the target grants (pins) or refuses each, this thread copies the granted ones
-    /// with `process_vm_readv/writev`, then releases them. Blocks until done; one
-    /// result per request, in order.
+    /// Moves every request to the target at `socket`. Requests into a region the
+    /// target shared (a file mapped here once; asked for the first time a region is
+    /// met) are copied directly, checking the region is still registered before and
+    /// after. The others go as one batch on one connection: the target grants (pins)
+    /// or refuses each, this thread copies the granted ones with
+    /// `process_vm_readv/writev`, then releases them. Blocks until done; one result
+    /// per request, in order. Local ranges are the caller's memory, valid for the
+    /// transfer, as for every transport.
     pub fn transfer_all(&self, socket: &str, reqs: &[Request]) -> Vec<Result<(), SameHostError>> {
-        let mut results = Vec::with_capacity(reqs.len());
-        for chunk in reqs.chunks(wire::MAX_BATCH as usize) {
-            results.extend(self.transfer_batch(socket, chunk));
+        self.mapped.sweep();
+        let mut done: Vec<Option<Result<(), SameHostError>>> = vec![None; reqs.len()];
+        let mut moved = 0;
+        // A peer that exited must not look written to or read from through its file.
+        let alive = self.mapped.peer_alive(socket);
+        for (slot, r) in done.iter_mut().zip(reqs) {
+            if !alive {
+                break;
+            }
+            if r.len == 0 {
+                continue;
+            }
+            let mut known = self.mapped.lookup(socket, r.remote, r.len);
+            if matches!(known, Lookup::Unknown) {
+                self.ask_share(socket, r.remote);
+                known = self.mapped.lookup(socket, r.remote, r.len);
+            }
+            if let Lookup::Mapped(region) = known {
+                // SAFETY: the region holds the whole target range (lookup); the local
+                // range is the caller's memory, valid for the transfer.
+                match unsafe { mapped::copy(&region, r) } {
+                    Copied::Done => {
+                        moved += r.len;
+                        *slot = Some(Ok(()));
+                    }
+                    Copied::Stale => self.mapped.forget(socket, &region),
+                    Copied::Failed(e) => {
+                        *slot = Some(Err(SameHostError::Failed(format!("same-host copy: {e}"))))
+                    }
+                }
+            }
         }
-        results
+        if moved > 0 && !self.mapped.peer_alive(socket) {
+            // It exited while this batch was copied: nothing of it is claimed.
+            for slot in done.iter_mut().filter(|d| matches!(d, Some(Ok(())))) {
+                *slot = Some(Err(SameHostError::Failed(format!(
+                    "same-host peer {socket} exited during the transfer"
+                ))));
+            }
+            moved = 0;
+        }
+        self.moved.fetch_add(moved, Ordering::Relaxed);
+        self.moved_mapped.fetch_add(moved, Ordering::Relaxed);
+        let rest: Vec<usize> = (0..reqs.len()).filter(|&i| done[i].is_none()).collect();
+        for chunk in rest.chunks(wire::MAX_BATCH as usize) {
+            let batch: Vec<Request> = chunk.iter().map(|&i| reqs[i]).collect();
+            for (&i, r) in chunk.iter().zip(self.transfer_batch(socket, &batch)) {
+                done[i] = Some(r);
+            }
+        }
+        done.into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(SameHostError::Failed("no result".into()))))
+            .collect()
+    }
+
+    /// Asks the target to share the region holding `addr` and records the answer;
+    /// failures only mean the grant path is used.
+    fn ask_share(&self, socket: &str, addr: u64) {
+        let Ok((conn, pid)) = self.take(socket) else {
+            return;
+        };
+        let asked = (&conn)
+            .write_all(&wire::encode_share_request(addr))
+            .and_then(|()| read_share_reply(&conn));
+        match asked {
+            Ok((reply, files)) => {
+                self.mapped.record(socket, pid, &reply, files);
+                self.give_back(socket, conn, pid);
+            }
+            Err(e) => log::debug!("same-host peer {socket}: share request failed: {e}"),
+        }
     }
 
     fn transfer_batch(&self, socket: &str, reqs: &[Request]) -> Vec<Result<(), SameHostError>> {
@@ -182,8 +271,10 @@ impl SameHostInitiator {
         let conn = UnixStream::connect_addr(&SocketAddr::from_abstract_name(socket)?)?;
         conn.set_read_timeout(Some(self.io_timeout))?;
         conn.set_write_timeout(Some(self.io_timeout))?;
-        let pid =
-            peer_pid(&conn).ok_or_else(|| io::Error::other("no peer credentials on the socket"))?;
+        let pid = crate::util::fd_passing::peer_credentials(&conn)?.pid;
+        if pid <= 0 {
+            return Err(io::Error::other("no peer credentials on the socket"));
+        }
         Ok((conn, pid))
     }
 
@@ -205,6 +296,21 @@ impl SameHostInitiator {
     }
 }
 
+/// Reads a share reply and the files beside it.
+fn read_share_reply(
+    conn: &UnixStream,
+) -> io::Result<(wire::ShareReply, Vec<std::os::fd::OwnedFd>)> {
+    let mut buf = [0u8; wire::SHARE_REPLY_LEN];
+    let (got, files) = crate::util::fd_passing::recv_with_fds(conn, &mut buf)?;
+    if got == 0 {
+        return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "peer closed"));
+    }
+    (&*conn).read_exact(&mut buf[got..])?;
+    let reply = wire::ShareReply::decode(&buf)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "bad share reply"))?;
+    Ok((reply, files))
+}
+
 /// Copies one granted request between this process and the target `pid`.
 fn copy_granted(pid: i32, r: &Request) -> io::Result<()> {
     let dir = match r.op {
@@ -214,29 +320,6 @@ fn copy_granted(pid: i32, r: &Request) -> io::Result<()> {
     // SAFETY: the caller's request names its own memory at `local`, as for every
     // transport; the kernel checks both ranges and fails rather than fault.
     unsafe { copy::copy(pid, dir, r.local, r.remote, r.len) }
-}
-
-/// The pid of the process at the other end of a connected socket, as the kernel
-/// recorded it (for a client: the listener's, at `listen`).
-fn peer_pid(stream: &UnixStream) -> Option<i32> {
-    use std::os::fd::AsRawFd;
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: `cred` and `len` are valid for writes of the sizes given.
-    let rc = unsafe {
-        libc::getsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    };
-    (rc == 0 && cred.pid > 0).then_some(cred.pid)
 }
 
 /// With Yama `ptrace_scope=1`, lets same-host initiators copy into and out of this

@@ -6,11 +6,13 @@
 //! a slow target has nothing to fear from it.
 
 use super::wire::{
-    decode_batch, Request, BATCH_HEADER_LEN, OK, REJECTED, RELEASE, REQUEST_LEN, USE_TCP,
+    decode_header, Header, Request, ShareReply, BATCH_HEADER_LEN, OK, REJECTED, RELEASE,
+    REQUEST_LEN, USE_TCP,
 };
 use crate::te::memory::{MemoryRegistry, Region};
 use crate::te::transport::tcp::wire::{decode_status, encode_status, STATUS_LEN};
 use crate::util::conn_threads::ConnThreads;
+use crate::util::fd_passing;
 use std::io::{self, Read, Write};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
@@ -111,17 +113,27 @@ fn accept_loop(listener: UnixListener, shared: Arc<Shared>) {
 }
 
 fn serve(mut stream: &UnixStream, shared: &Shared) -> io::Result<()> {
+    let peer_uid = fd_passing::peer_credentials(stream)?.uid;
     let mut head = [0u8; BATCH_HEADER_LEN];
     let mut raw = vec![0u8; REQUEST_LEN];
     loop {
         if stream.read_exact(&mut head).is_err() || shared.stopping.load(Ordering::SeqCst) {
             return Ok(());
         }
-        let Some(count) = decode_batch(&head) else {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "bad batch header",
-            ));
+        let count = match decode_header(&head) {
+            Some(Header::Batch(count)) => count,
+            Some(Header::Share) => {
+                let mut addr = [0u8; 8];
+                stream.read_exact(&mut addr)?;
+                share(stream, shared, u64::from_le_bytes(addr), peer_uid)?;
+                continue;
+            }
+            None => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "bad batch header",
+                ))
+            }
         };
         let mut granted: Vec<Arc<Region>> = Vec::new();
         let mut replies = Vec::with_capacity(count as usize * STATUS_LEN);
@@ -167,6 +179,44 @@ fn serve(mut stream: &UnixStream, shared: &Shared) -> io::Result<()> {
         if decode_status(&release) != Some(RELEASE) {
             return Err(io::Error::new(io::ErrorKind::InvalidData, "bad release"));
         }
+    }
+}
+
+/// Answers a share request for the region holding `addr`: its files go to peers of
+/// this process's user when it is a shared (file-backed) remotely accessible region of
+/// host memory; otherwise the reply says where the region is, or nothing.
+fn share(stream: &UnixStream, shared: &Shared, addr: u64, peer_uid: u32) -> io::Result<()> {
+    let region = shared.memory.find(addr, 1).filter(|r| r.remote_accessible);
+    let Some(region) = region else {
+        let none = ShareReply {
+            shared: false,
+            base: 0,
+            len: 0,
+            offset: 0,
+            slot: 0,
+            gen: 0,
+        };
+        return (&*stream).write_all(&none.encode());
+    };
+    let mut reply = ShareReply {
+        shared: false,
+        base: region.addr,
+        len: region.len,
+        offset: 0,
+        slot: 0,
+        gen: 0,
+    };
+    // SAFETY: geteuid has no preconditions.
+    let same_user = peer_uid == unsafe { libc::geteuid() };
+    match (region.share.get(), shared.memory.epochs()) {
+        (Some(s), Some(epochs)) if same_user && region.device.is_none() => {
+            reply.shared = true;
+            reply.offset = s.offset;
+            reply.slot = s.slot;
+            reply.gen = s.gen;
+            fd_passing::send_with_fds(stream, &reply.encode(), &[&s.file, epochs.file()])
+        }
+        _ => (&*stream).write_all(&reply.encode()),
     }
 }
 

@@ -9,6 +9,11 @@
 //! 3. initiator: copies the granted ones itself, then sends [`RELEASE`] (a status
 //!    frame), after which the target unpins them.
 //!
+//! Or, to map a region once instead: the initiator sends a share header (count 0,
+//! [`SHARE_MARK`] in the fifth byte) and the `u64` address it wants; the target
+//! answers with a [`ShareReply`] and, when it shares the region holding that address,
+//! two files beside it (`SCM_RIGHTS`): the region's and its epoch table's.
+//!
 //! The decoders refuse anything else and never panic.
 
 use crate::te::transport::tcp::wire::Op;
@@ -27,6 +32,92 @@ pub const REJECTED: u32 = 1;
 pub const USE_TCP: u32 = 2;
 /// The initiator is done with the granted ranges of the batch.
 pub const RELEASE: u32 = 0xFFFF;
+
+/// Fifth byte of a share header.
+pub const SHARE_MARK: u8 = b'S';
+/// Size of a share request (header and address).
+pub const SHARE_REQUEST_LEN: usize = BATCH_HEADER_LEN + 8;
+/// Size of a share reply.
+pub const SHARE_REPLY_LEN: usize = 48;
+
+/// What a header announces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Header {
+    /// A batch of that many requests.
+    Batch(u32),
+    /// A share request (its address follows).
+    Share,
+}
+
+/// A share request for the region holding `addr`.
+pub fn encode_share_request(addr: u64) -> [u8; SHARE_REQUEST_LEN] {
+    let mut out = [0u8; SHARE_REQUEST_LEN];
+    out[4] = SHARE_MARK;
+    out[8..].copy_from_slice(&addr.to_le_bytes());
+    out
+}
+
+/// Decodes a header: a batch of 1..=[`MAX_BATCH`] requests or a share request.
+pub fn decode_header(b: &[u8; BATCH_HEADER_LEN]) -> Option<Header> {
+    if b[..4] == [0; 4] && b[4] == SHARE_MARK && b[5..] == [0; 3] {
+        return Some(Header::Share);
+    }
+    decode_batch(b).map(Header::Batch)
+}
+
+/// The answer to a share request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShareReply {
+    /// Whether the region's files come with this reply.
+    pub shared: bool,
+    /// The region's base address in the target (0 when the address is in no
+    /// remotely accessible region).
+    pub base: u64,
+    /// Its length.
+    pub len: u64,
+    /// Offset of its first byte in its file.
+    pub offset: u64,
+    /// Its slot in the epoch table.
+    pub slot: u64,
+    /// Its generation there.
+    pub gen: u64,
+}
+
+impl ShareReply {
+    /// The wire form.
+    pub fn encode(&self) -> [u8; SHARE_REPLY_LEN] {
+        let mut out = [0u8; SHARE_REPLY_LEN];
+        out[0] = u8::from(self.shared);
+        for (i, v) in [self.base, self.len, self.offset, self.slot, self.gen]
+            .into_iter()
+            .enumerate()
+        {
+            out[8 + 8 * i..16 + 8 * i].copy_from_slice(&v.to_le_bytes());
+        }
+        out
+    }
+
+    /// Decodes a reply; `None` for a bad flag, non-zero padding or a range that wraps.
+    pub fn decode(b: &[u8; SHARE_REPLY_LEN]) -> Option<ShareReply> {
+        if b[0] > 1 || b[1..8].iter().any(|x| *x != 0) {
+            return None;
+        }
+        let word = |i: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&b[8 + 8 * i..16 + 8 * i]);
+            u64::from_le_bytes(w)
+        };
+        let r = ShareReply {
+            shared: b[0] == 1,
+            base: word(0),
+            len: word(1),
+            offset: word(2),
+            slot: word(3),
+            gen: word(4),
+        };
+        (r.base.checked_add(r.len).is_some() && r.offset.checked_add(r.len).is_some()).then_some(r)
+    }
+}
 
 /// A status frame (as TCP v2's) carrying `code`.
 pub fn encode_status_frame(code: u32) -> [u8; crate::te::transport::tcp::wire::STATUS_LEN] {
@@ -123,9 +214,43 @@ mod tests {
         let mut b = encode_batch(3);
         b[7] = 1;
         assert_eq!(decode_batch(&b), None);
+        assert_eq!(decode_header(&encode_batch(3)), Some(Header::Batch(3)));
+        let share = encode_share_request(0x1234);
+        let mut head = [0u8; BATCH_HEADER_LEN];
+        head.copy_from_slice(&share[..BATCH_HEADER_LEN]);
+        assert_eq!(decode_header(&head), Some(Header::Share));
+        assert_eq!(u64::from_le_bytes(share[8..].try_into().unwrap()), 0x1234);
+        head[6] = 1;
+        assert_eq!(decode_header(&head), None);
+        let reply = ShareReply {
+            shared: true,
+            base: 0x7f00_0000_0000,
+            len: 1 << 30,
+            offset: 0,
+            slot: 3,
+            gen: 7,
+        };
+        assert_eq!(ShareReply::decode(&reply.encode()), Some(reply));
+        let mut bad = reply.encode();
+        bad[0] = 2;
+        assert_eq!(ShareReply::decode(&bad), None);
+        let wraps = ShareReply {
+            base: u64::MAX,
+            ..reply
+        };
+        assert_eq!(ShareReply::decode(&wraps.encode()), None);
     }
 
     proptest! {
+        #[test]
+        fn share_reply_decode_is_total(bytes in proptest::collection::vec(any::<u8>(), SHARE_REPLY_LEN)) {
+            let mut b = [0u8; SHARE_REPLY_LEN];
+            b.copy_from_slice(&bytes);
+            if let Some(r) = ShareReply::decode(&b) {
+                prop_assert_eq!(r.encode(), b);
+            }
+        }
+
         #[test]
         fn decode_is_total(bytes in proptest::collection::vec(any::<u8>(), REQUEST_LEN)) {
             let mut b = [0u8; REQUEST_LEN];

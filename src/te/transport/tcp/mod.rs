@@ -151,6 +151,12 @@ impl TcpTransport {
         self.same_host.bytes_moved()
     }
 
+    /// Of [`TcpTransport::same_host_bytes`], those moved through peers' shared regions
+    /// mapped here (no round trip to the peer).
+    pub fn same_host_mapped_bytes(&self) -> u64 {
+        self.same_host.bytes_moved_mapped()
+    }
+
     /// Moves requests to a same-host peer on the calling thread (see
     /// [`SameHostInitiator::transfer_all`]); one result per request.
     pub fn same_host_transfer(

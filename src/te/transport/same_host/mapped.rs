@@ -1,0 +1,280 @@
+//! The initiator's mappings of peers' shared regions: per peer socket, the regions it
+//! shared (mapped once, with their epoch slots) and the regions it said it cannot
+//! share. A copy through a mapping checks the region's generation before and after;
+//! a peer that exited has its mappings dropped (so its memory is freed) at the next
+//! sweep.
+
+use super::wire::{Request, ShareReply};
+use crate::te::shared_regions::PeerEpochs;
+use crate::te::transport::local::copy_bytes;
+use crate::te::transport::tcp::wire::Op;
+use crate::util::mapping::Mapping;
+use parking_lot::Mutex;
+use std::collections::{BTreeMap, HashMap};
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Regions remembered as not shareable, per peer (then forgotten all at once).
+const MAX_UNSHARED: usize = 1024;
+/// How often peers' liveness is checked.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
+
+/// One peer region mapped here.
+pub struct MappedRegion {
+    /// Keeps the mapping alive.
+    mapping: Mapping,
+    /// The region's first byte here.
+    here: u64,
+    /// Its base address in the peer.
+    base: u64,
+    len: u64,
+    slot: u64,
+    gen: u64,
+    epochs: Arc<PeerEpochs>,
+}
+
+impl MappedRegion {
+    fn contains(&self, addr: u64, len: u64) -> bool {
+        addr >= self.base
+            && addr
+                .checked_add(len)
+                .is_some_and(|end| end <= self.base + self.len)
+    }
+
+    fn is_live(&self) -> bool {
+        self.epochs.is_live(self.slot, self.gen)
+    }
+}
+
+struct Peer {
+    process: PeerProcess,
+    epochs: Option<Arc<PeerEpochs>>,
+    regions: BTreeMap<u64, Arc<MappedRegion>>,
+    /// Regions the peer cannot share: base → length.
+    unshared: BTreeMap<u64, u64>,
+}
+
+/// What is known about the peer memory a request names.
+pub enum Lookup {
+    /// A mapped region holds all of it.
+    Mapped(Arc<MappedRegion>),
+    /// The region holding its first byte is known: not shareable, or too short.
+    Unshared,
+    /// Nothing: worth asking the peer to share.
+    Unknown,
+}
+
+/// Every peer's mapped regions.
+#[derive(Default)]
+pub struct MappedPeers {
+    peers: Mutex<HashMap<String, Peer>>,
+    last_sweep: Mutex<Option<Instant>>,
+}
+
+/// What a copy through a mapping did.
+pub enum Copied {
+    /// The bytes moved while the region was registered.
+    Done,
+    /// The region was unregistered before or during the copy: nothing is claimed.
+    Stale,
+    /// The local side could not be copied (GPU memory the runtime refused).
+    Failed(String),
+}
+
+impl MappedPeers {
+    /// What is known about `[addr, addr + len)` at `socket`'s peer.
+    pub fn lookup(&self, socket: &str, addr: u64, len: u64) -> Lookup {
+        let peers = self.peers.lock();
+        let Some(peer) = peers.get(socket) else {
+            return Lookup::Unknown;
+        };
+        if let Some((_, r)) = peer.regions.range(..=addr).next_back() {
+            if r.contains(addr, len) {
+                return Lookup::Mapped(r.clone());
+            }
+            if r.contains(addr, 1) {
+                return Lookup::Unshared;
+            }
+        }
+        match peer.unshared.range(..=addr).next_back() {
+            Some((&base, &n)) if addr - base < n => Lookup::Unshared,
+            _ => Lookup::Unknown,
+        }
+    }
+
+    /// Records a share reply from `socket`'s peer (pid `pid`) with the files that came
+    /// with it: maps a shared region, or remembers an unshareable one.
+    pub fn record(&self, socket: &str, pid: i32, reply: &ShareReply, files: Vec<OwnedFd>) {
+        if reply.len == 0 {
+            return;
+        }
+        let mut peers = self.peers.lock();
+        let peer = peers.entry(socket.to_string()).or_insert_with(|| Peer {
+            process: PeerProcess::open(pid),
+            epochs: None,
+            regions: BTreeMap::new(),
+            unshared: BTreeMap::new(),
+        });
+        let mut files = files.into_iter();
+        let mapped = match (reply.shared, files.next(), files.next()) {
+            (true, Some(region_file), Some(epoch_file)) => {
+                map_region(peer, reply, region_file, epoch_file)
+            }
+            _ => None,
+        };
+        match mapped {
+            Some(region) => {
+                peer.regions.insert(reply.base, Arc::new(region));
+            }
+            None => {
+                if peer.unshared.len() >= MAX_UNSHARED {
+                    peer.unshared.clear();
+                }
+                peer.unshared.insert(reply.base, reply.len);
+            }
+        }
+    }
+
+    /// Forgets a mapped region (unregistered at the peer).
+    pub fn forget(&self, socket: &str, region: &MappedRegion) {
+        if let Some(peer) = self.peers.lock().get_mut(socket) {
+            let same = peer
+                .regions
+                .get(&region.base)
+                .is_some_and(|r| std::ptr::eq(Arc::as_ptr(r), region));
+            if same {
+                peer.regions.remove(&region.base);
+            }
+        }
+    }
+
+    /// Drops the mappings of peers that exited (at most once per second).
+    pub fn sweep(&self) {
+        {
+            let mut last = self.last_sweep.lock();
+            if last.is_some_and(|t| t.elapsed() < SWEEP_EVERY) {
+                return;
+            }
+            *last = Some(Instant::now());
+        }
+        self.peers.lock().retain(|_, p| p.process.is_alive());
+    }
+
+    /// Whether `socket`'s peer still runs; one that exited has its mappings dropped.
+    /// Unknown peers count as alive (nothing is mapped from them).
+    pub fn peer_alive(&self, socket: &str) -> bool {
+        let mut peers = self.peers.lock();
+        match peers.get(socket) {
+            Some(p) if !p.process.is_alive() => {
+                peers.remove(socket);
+                false
+            }
+            _ => true,
+        }
+    }
+
+    /// How many peer regions are mapped here.
+    pub fn mapped_regions(&self) -> usize {
+        self.peers.lock().values().map(|p| p.regions.len()).sum()
+    }
+}
+
+/// A peer process, watched through a pidfd (exit makes it readable), or by pid where
+/// pidfds are not available.
+struct PeerProcess {
+    pid: i32,
+    pidfd: Option<OwnedFd>,
+}
+
+impl PeerProcess {
+    fn open(pid: i32) -> PeerProcess {
+        use std::os::fd::FromRawFd;
+        // SAFETY: pidfd_open takes a pid and flags; a non-negative result is a new fd.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        let pidfd = (fd >= 0).then(|| {
+            // SAFETY: the descriptor was just created and is owned by nothing else.
+            unsafe { OwnedFd::from_raw_fd(fd as i32) }
+        });
+        PeerProcess { pid, pidfd }
+    }
+
+    fn is_alive(&self) -> bool {
+        use std::os::fd::AsRawFd;
+        match &self.pidfd {
+            Some(fd) => {
+                let mut pfd = libc::pollfd {
+                    fd: fd.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd, no waiting.
+                unsafe { libc::poll(&mut pfd, 1, 0) == 0 }
+            }
+            // SAFETY: kill with signal 0 only checks that the process exists.
+            None => unsafe { libc::kill(self.pid, 0) == 0 },
+        }
+    }
+}
+
+fn map_region(
+    peer: &mut Peer,
+    reply: &ShareReply,
+    region_file: OwnedFd,
+    epoch_file: OwnedFd,
+) -> Option<MappedRegion> {
+    let epochs = match &peer.epochs {
+        Some(e) => e.clone(),
+        None => {
+            let e = Arc::new(
+                PeerEpochs::map(epoch_file)
+                    .map_err(|e| log::warn!("same-host: mapping a peer's epoch table: {e}"))
+                    .ok()?,
+            );
+            peer.epochs = Some(e.clone());
+            e
+        }
+    };
+    let mapping = Mapping::from_shared_file(region_file, reply.offset + reply.len)
+        .map_err(|e| log::warn!("same-host: mapping a peer's region: {e}"))
+        .ok()?;
+    Some(MappedRegion {
+        here: mapping.addr() + reply.offset,
+        mapping,
+        base: reply.base,
+        len: reply.len,
+        slot: reply.slot,
+        gen: reply.gen,
+        epochs,
+    })
+}
+
+/// Copies `r` through `region` (which holds all of its target range), checking the
+/// region's generation before and after.
+///
+/// # Safety
+/// `r.local` must be valid for `r.len` bytes in the direction of `r.op` (as for every
+/// transport), and not overlap the mapping.
+pub unsafe fn copy(region: &MappedRegion, r: &Request) -> Copied {
+    if !region.is_live() {
+        return Copied::Stale;
+    }
+    let _keep = &region.mapping;
+    let theirs = region.here + (r.remote - region.base);
+    let (dst, src) = match r.op {
+        Op::Write => (theirs, r.local),
+        Op::Read => (r.local, theirs),
+    };
+    // SAFETY: `theirs..+len` is inside this process's live mapping of the region (the
+    // caller checked `contains`); the local range is the caller's, per the contract
+    // (GPU memory goes through the GPU runtime). The peer may write the same bytes
+    // concurrently, as with any transport.
+    if let Err(e) = unsafe { copy_bytes(dst, src, r.len) } {
+        return Copied::Failed(e);
+    }
+    if region.is_live() {
+        Copied::Done
+    } else {
+        Copied::Stale
+    }
+}

@@ -1,0 +1,200 @@
+//! [`Mapping`]: memory this library maps for itself, anonymous or of a sealed
+//! shared-memory file (memfd) that other processes of the host may map too (a dummy
+//! client's buffers, a store segment its same-host peers map once).
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+/// A zero-filled, page-aligned mapping, unmapped on drop: anonymous, or of a sealed
+/// shared-memory file another process of this host may map too.
+///
+/// Pages are only backed once touched, so a large segment costs nothing up front.
+#[derive(Debug)]
+pub struct Mapping {
+    addr: u64,
+    len: u64,
+    /// The shared-memory file behind a shared mapping.
+    file: Option<OwnedFd>,
+}
+
+// SAFETY: the mapping is plain memory owned by this value; access to its bytes is
+// coordinated by the store (and by the peers writing through the TE), not by Rust
+// references.
+unsafe impl Send for Mapping {}
+// SAFETY: as above; `Mapping` itself only exposes its address and length.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    /// Maps `len` (> 0) zeroed bytes (fails with ENOMEM, or EINVAL for absurd sizes).
+    pub fn zeroed(len: u64) -> io::Result<Mapping> {
+        map(len, None)
+    }
+
+    /// Maps `len` (> 0) zeroed bytes of a new shared-memory file (memfd), sealed
+    /// against shrinking and growing, so that a process it is passed to can map it
+    /// and never meets a truncated file (SIGBUS).
+    pub fn shared(len: u64) -> io::Result<Mapping> {
+        let size = checked_size(len)?;
+        map(len, Some(memfd(size)?))
+    }
+
+    /// Maps the first `len` bytes of a shared-memory file received from another
+    /// process: refused (EPERM) unless it is sealed against shrinking, so its owner
+    /// cannot make this process fault, and (EINVAL) unless it is `len` bytes or longer.
+    pub fn from_shared_file(file: OwnedFd, len: u64) -> io::Result<Mapping> {
+        checked_size(len)?;
+        // SAFETY: fcntl and fstat on a descriptor this value owns.
+        let seals = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GET_SEALS) };
+        if seals < 0 || seals & libc::F_SEAL_SHRINK == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "a shared-memory file that is not sealed against shrinking",
+            ));
+        }
+        // SAFETY: `st` is written by fstat before it is read.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        if unsafe { libc::fstat(file.as_raw_fd(), &mut st) } != 0 || (st.st_size as u64) < len {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("a shared-memory file shorter than the {len} bytes announced"),
+            ));
+        }
+        map(len, Some(file))
+    }
+
+    /// The shared-memory file behind a [`Mapping::shared`] mapping.
+    pub fn shared_file(&self) -> Option<&OwnedFd> {
+        self.file.as_ref()
+    }
+
+    /// Base address.
+    pub fn addr(&self) -> u64 {
+        self.addr
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the mapping is empty (never: zero-length mappings are refused).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether `[addr, addr + len)` lies inside the mapping.
+    pub fn contains(&self, addr: u64, len: u64) -> bool {
+        addr >= self.addr
+            && addr
+                .checked_add(len)
+                .is_some_and(|end| end <= self.addr + self.len)
+    }
+}
+
+/// `len` as a mappable size: EINVAL for zero or absurd lengths.
+fn checked_size(len: u64) -> io::Result<usize> {
+    match usize::try_from(len) {
+        Ok(size) if size > 0 && size <= isize::MAX as usize => Ok(size),
+        _ => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("cannot map {len} bytes"),
+        )),
+    }
+}
+
+/// A new memfd of `size` bytes, sealed against shrinking and growing.
+fn memfd(size: usize) -> io::Result<OwnedFd> {
+    // SAFETY: the name is NUL-terminated; the flags are plain integers.
+    let fd = unsafe {
+        libc::memfd_create(
+            c"mooncake_shm".as_ptr(),
+            libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: memfd_create returned a fresh descriptor nothing else owns.
+    let file = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: ftruncate and fcntl on the descriptor owned above.
+    unsafe {
+        if libc::ftruncate(fd, size as libc::off_t) != 0
+            || libc::fcntl(
+                fd,
+                libc::F_ADD_SEALS,
+                libc::F_SEAL_SHRINK | libc::F_SEAL_GROW,
+            ) != 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(file)
+}
+
+/// Maps `len` bytes: anonymous and private without a file, shared with one.
+fn map(len: u64, file: Option<OwnedFd>) -> io::Result<Mapping> {
+    let size = checked_size(len)?;
+    let (flags, fd) = match &file {
+        Some(f) => (libc::MAP_SHARED, f.as_raw_fd()),
+        None => (
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+        ),
+    };
+    // SAFETY: a fresh mapping chosen by the kernel; no existing memory is affected.
+    let ptr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            size,
+            libc::PROT_READ | libc::PROT_WRITE,
+            flags,
+            fd,
+            0,
+        )
+    };
+    if ptr == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(Mapping {
+        addr: ptr as u64,
+        len,
+        file,
+    })
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: exactly the region mmap returned; nothing uses it any more.
+        unsafe { libc::munmap(self.addr as usize as *mut libc::c_void, self.len as usize) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_memory_is_seen_through_a_second_mapping_and_unsealed_files_are_refused() {
+        let a = Mapping::shared(8192).unwrap();
+        let dup = a.shared_file().unwrap().try_clone().unwrap();
+        let b = Mapping::from_shared_file(dup, 8192).unwrap();
+        // SAFETY: both mappings are live, 8192 bytes long, and not otherwise borrowed.
+        unsafe {
+            *((a.addr() + 100) as *mut u8) = 42;
+            assert_eq!(*((b.addr() + 100) as *const u8), 42);
+        }
+        let longer = a.shared_file().unwrap().try_clone().unwrap();
+        assert!(Mapping::from_shared_file(longer, 8193).is_err());
+        // SAFETY: a fresh memfd without seals, owned below.
+        let raw = unsafe { libc::memfd_create(c"unsealed".as_ptr(), libc::MFD_CLOEXEC) };
+        assert!(raw >= 0);
+        // SAFETY: the descriptor was just created and is owned by nothing else.
+        let unsealed = unsafe { OwnedFd::from_raw_fd(raw) };
+        // SAFETY: ftruncate on the descriptor owned above.
+        assert_eq!(unsafe { libc::ftruncate(raw, 4096) }, 0);
+        let refused = Mapping::from_shared_file(unsealed, 4096).unwrap_err();
+        assert_eq!(refused.kind(), io::ErrorKind::PermissionDenied);
+        assert!(Mapping::zeroed(4096).unwrap().shared_file().is_none());
+    }
+}
