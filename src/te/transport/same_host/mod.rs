@@ -9,6 +9,9 @@
 //! with `process_vm_readv`/`process_vm_writev` (the target's pid comes from the
 //! kernel, `SO_PEERCRED`) and releases them. The target never writes into the
 //! initiator, so an initiator that gives up on a stalled target risks nothing.
+//! Regions the target shares as files (its store segments) are mapped here once and
+//! copied with plain loads and stores, checked against the target's epoch table
+//! (`mapped.rs`).
 //!
 //! Permission: the kernel's ptrace access check on the target, so the initiator must
 //! run as the same user (or hold `CAP_SYS_PTRACE`); with Yama `ptrace_scope=1` the

@@ -3,7 +3,9 @@
 //! a TCP request is; a granted one stays pinned (it cannot be unregistered) until
 //! the initiator, which copies the bytes itself, releases its batch or goes away.
 //! The target never touches the initiator's memory, so an initiator that gives up on
-//! a slow target has nothing to fear from it.
+//! a slow target has nothing to fear from it. Regions shared as files (see
+//! `te::shared_regions`) are handed to peers of this process's user on request, with
+//! the epoch table that tells them when a region stops being registered.
 
 use super::wire::{
     decode_header, Header, Request, ShareReply, BATCH_HEADER_LEN, OK, REJECTED, RELEASE,
