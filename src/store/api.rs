@@ -42,8 +42,9 @@ pub trait StoreApi: Send + Sync + std::fmt::Debug {
         keys: &[&str],
         items: &[Pieces],
     ) -> Vec<Result<u64, ErrorCode>>;
-    /// Reads whole objects into memory from `alloc(size)`, which returns the address
-    /// of `size` writable bytes; per key that address and the object's size.
+    /// Reads whole objects into memory from `alloc(key index, size)`, which returns
+    /// the address of `size` writable bytes (called at most once per key); per key the
+    /// object's size.
     ///
     /// # Safety
     /// Every address `alloc` returns must be writable for the size asked, and not
@@ -51,8 +52,8 @@ pub trait StoreApi: Send + Sync + std::fmt::Debug {
     unsafe fn batch_get_alloc_addr(
         &self,
         keys: &[&str],
-        alloc: &mut dyn FnMut(u64) -> Option<u64>,
-    ) -> Vec<Result<(u64, u64), ErrorCode>>;
+        alloc: &mut dyn FnMut(usize, u64) -> Option<u64>,
+    ) -> Vec<Result<u64, ErrorCode>>;
     /// Ranged reads into registered buffers.
     ///
     /// # Safety
@@ -182,31 +183,22 @@ pub unsafe fn batch_get_alloc<T: ReadTarget>(
     keys: &[&str],
     mut alloc: impl FnMut(u64) -> Option<T>,
 ) -> Vec<Result<(T, u64), ErrorCode>> {
-    let mut targets: Vec<(u64, T)> = Vec::new();
-    let mut provide = |n: u64| {
+    let mut targets: Vec<Option<T>> = keys.iter().map(|_| None).collect();
+    let mut provide = |i: usize, n: u64| {
+        let slot = targets.get_mut(i)?;
         let mut t = alloc(n)?;
         let addr = t.addr();
-        targets.push((addr, t));
+        *slot = Some(t);
         Some(addr)
     };
     // SAFETY: forwarded contract; the targets live in `targets` until the call returns.
     let results = unsafe { api.batch_get_alloc_addr(keys, &mut provide) };
-    // Targets were allocated in key order; hand each to the first result it matches.
-    let mut targets = targets.into_iter().peekable();
     results
         .into_iter()
-        .map(|r| {
-            let (addr, n) = r?;
-            while let Some((a, _)) = targets.peek() {
-                if *a == addr {
-                    break;
-                }
-                targets.next();
-            }
-            targets
-                .next()
-                .map(|(_, t)| (t, n))
-                .ok_or(ErrorCode::INTERNAL_ERROR)
+        .zip(targets)
+        .map(|(r, t)| {
+            let n = r?;
+            t.map(|t| (t, n)).ok_or(ErrorCode::INTERNAL_ERROR)
         })
         .collect()
 }
@@ -257,12 +249,12 @@ impl StoreApi for Client {
     unsafe fn batch_get_alloc_addr(
         &self,
         keys: &[&str],
-        alloc: &mut dyn FnMut(u64) -> Option<u64>,
-    ) -> Vec<Result<(u64, u64), ErrorCode>> {
+        alloc: &mut dyn FnMut(usize, u64) -> Option<u64>,
+    ) -> Vec<Result<u64, ErrorCode>> {
         // SAFETY: forwarded contract.
-        unsafe { Client::batch_get_alloc_raw(self, keys, |n| alloc(n).map(Provided)) }
+        unsafe { Client::batch_get_alloc_raw(self, keys, |i, n| alloc(i, n).map(Provided)) }
             .into_iter()
-            .map(|r| r.map(|(t, n)| (t.0, n)))
+            .map(|r| r.map(|(_, n)| n))
             .collect()
     }
     unsafe fn get_into_ranges_raw(&self, reads: &[RangedRead]) -> RangedResults {

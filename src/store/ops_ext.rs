@@ -451,9 +451,10 @@ impl Client {
         results
     }
 
-    /// Reads whole objects into memory from `alloc(size)` (one master call, one
-    /// transfer batch); per key the filled target and the object's size, or an error
-    /// code as for [`Client::get_into`]. Targets of failed keys are dropped.
+    /// Reads whole objects into memory from `alloc(key index, size)` (one master call,
+    /// one transfer batch); per key the filled target and the object's size, or an
+    /// error code as for [`Client::get_into`] (-600 when `alloc` declined). Targets of
+    /// failed keys are dropped.
     ///
     /// # Safety
     /// The address a target reports must be writable for the size it was allocated
@@ -461,7 +462,7 @@ impl Client {
     pub unsafe fn batch_get_alloc_raw<T: ReadTarget>(
         &self,
         keys: &[&str],
-        mut alloc: impl FnMut(u64) -> Option<T>,
+        mut alloc: impl FnMut(usize, u64) -> Option<T>,
     ) -> Vec<Result<(T, u64), ErrorCode>> {
         let n = keys.len();
         let inner = match self.inner() {
@@ -480,8 +481,8 @@ impl Client {
         for (i, list) in lists.into_iter().enumerate() {
             let r = list.and_then(|resp| {
                 let d = inner.choose(&resp.replicas)?;
-                let Some(mut target) = alloc(d.size) else {
-                    log::error!(
+                let Some(mut target) = alloc(i, d.size) else {
+                    log::debug!(
                         "store: get('{}'): cannot allocate {} bytes",
                         keys[i],
                         d.size
@@ -525,7 +526,7 @@ impl Client {
 
     /// Reads whole objects into new vectors; see [`Client::batch_get_alloc_raw`].
     pub fn batch_get(&self, keys: &[&str]) -> Vec<Result<Vec<u8>, ErrorCode>> {
-        let alloc = |n: u64| usize::try_from(n).ok().map(|n| vec![0u8; n]);
+        let alloc = |_: usize, n: u64| usize::try_from(n).ok().map(|n| vec![0u8; n]);
         // SAFETY: a vector's buffer is writable for its length while it lives.
         unsafe { self.batch_get_alloc_raw(keys, alloc) }
             .into_iter()

@@ -367,3 +367,46 @@ fn the_mooncake_client_binary_serves_dummies_and_its_death_fails_calls_cleanly()
     assert!(matches!(r, Err(ErrorCode::RPC_FAIL)), "{r:?}");
     assert_eq!(d.health(), Health::MasterUnreachable);
 }
+
+#[test]
+fn whole_object_reads_of_mixed_sizes_fit_in_at_most_two_calls() {
+    let s = setup();
+    let d = dummy(s.port, 8 * MIB);
+    let cfg = ReplicateConfig::default();
+    let sizes = [1000usize, 3 * MIB as usize, 10, 200_000];
+    let keys: Vec<String> = (0..sizes.len()).map(|i| format!("mixed{i}")).collect();
+    for (i, (k, &n)) in keys.iter().zip(&sizes).enumerate() {
+        d.put(k, &pattern(n, i as u8), &cfg).unwrap();
+    }
+    let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+    // Twice: first with no size hint, then with the largest size as the hint (the
+    // smaller objects fit the staging offered, and nothing is read twice wrongly).
+    for _ in 0..2 {
+        let mut with_missing = refs.clone();
+        with_missing.push("absent");
+        let got = unsafe {
+            mooncake::store::api::batch_get_alloc(&d, &with_missing, |n| {
+                Some(vec![0u8; n as usize])
+            })
+        };
+        for (i, r) in got.iter().take(sizes.len()).enumerate() {
+            let (v, n) = r.as_ref().unwrap();
+            assert_eq!(*n as usize, sizes[i]);
+            assert_eq!(v, &pattern(sizes[i], i as u8));
+        }
+        assert_eq!(
+            got[sizes.len()].as_ref().unwrap_err(),
+            &ErrorCode::OBJECT_NOT_FOUND
+        );
+    }
+    // A caller allocator that declines: -600 for that key only.
+    let mut calls = 0;
+    let got = unsafe {
+        mooncake::store::api::batch_get_alloc(&d, &refs[..2], |n| {
+            calls += 1;
+            (calls == 2).then(|| vec![0u8; n as usize])
+        })
+    };
+    assert_eq!(got[0].as_ref().unwrap_err(), &ErrorCode::INVALID_PARAMS);
+    assert_eq!(got[1].as_ref().unwrap().1 as usize, sizes[1]);
+}

@@ -8,7 +8,7 @@
 //! Memory the real client cannot see (any other caller memory) is staged through the
 //! local buffer: one extra copy, the same results.
 
-use super::wire::{self, Op, WireRangedRead};
+use super::wire::{self, FetchResult, Op, WireRangedRead};
 use crate::store::api::StoreApi;
 use crate::store::client::map_error;
 use crate::store::memory::{Mapping, Staging, StagingBuffer};
@@ -22,6 +22,7 @@ use std::collections::BTreeMap;
 use std::io;
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixStream};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Everything a set-up dummy holds; dropped by `close`.
@@ -40,6 +41,8 @@ struct Inner {
     pool: Mutex<BTreeMap<u64, Mapping>>,
     /// Ranges the real client has mapped: address → length.
     mapped: RwLock<BTreeMap<u64, u64>>,
+    /// Staging offered for whole-object reads: the size of the last objects read.
+    read_hint: AtomicU64,
 }
 
 /// A dummy client (upstream `DummyClient`); thread-safe, every method takes `&self`.
@@ -96,6 +99,7 @@ impl DummyClient {
             staging,
             pool: Mutex::new(BTreeMap::new()),
             mapped: RwLock::new(BTreeMap::new()),
+            read_hint: AtomicU64::new(0),
         };
         let (conn, hostname) = inner.connect().map_err(|e| {
             log::error!(
@@ -394,6 +398,103 @@ impl Inner {
     }
 }
 
+impl Inner {
+    /// Whole objects read into the local buffer and copied into `alloc`'s memory. The
+    /// staging offered is the size of the last objects read (so a stream of
+    /// same-sized gets costs one call each); objects that did not fit are read again
+    /// into staging of their size.
+    ///
+    /// # Safety
+    /// As [`StoreApi::batch_get_alloc_addr`].
+    unsafe fn fetch(
+        &self,
+        keys: &[&str],
+        alloc: &mut dyn FnMut(usize, u64) -> Option<u64>,
+    ) -> Vec<Result<u64, ErrorCode>> {
+        let n = keys.len();
+        let mut results: Vec<Result<u64, ErrorCode>> = vec![Err(ErrorCode::INTERNAL_ERROR); n];
+        let hint = self.read_hint.load(Ordering::Relaxed);
+        let mut pending: Vec<(usize, u64)> = (0..n).map(|k| (k, hint)).collect();
+        let mut seen = 0;
+        for round in 0..2 {
+            if pending.is_empty() {
+                break;
+            }
+            let mut stagings: Vec<Option<Staging<'_>>> = Vec::with_capacity(pending.len());
+            let mut asked = Vec::with_capacity(pending.len());
+            for &(k, cap) in &pending {
+                let s = match cap {
+                    0 => None,
+                    cap if round == 0 => self.staging.as_ref().and_then(|s| s.allocate(cap)),
+                    cap => match self.stage(&format!("get('{}')", keys[k]), cap) {
+                        Ok(s) => Some(s),
+                        Err(e) => {
+                            results[k] = Err(e);
+                            continue;
+                        }
+                    },
+                };
+                asked.push((k, cap));
+                stagings.push(s);
+            }
+            pending = asked;
+            if pending.is_empty() {
+                break;
+            }
+            let offered: Vec<(u64, u64)> = stagings
+                .iter()
+                .map(|s| s.as_ref().map_or((0, 0), |s| (s.addr(), s.len())))
+                .collect();
+            let sub_keys: Vec<String> = pending.iter().map(|&(k, _)| keys[k].to_string()).collect();
+            let replies =
+                match self.call::<_, Vec<FetchResult>>(Op::Fetch, &(sub_keys, offered), None) {
+                    Ok(r) if r.len() == pending.len() => r,
+                    Ok(_) => vec![Err((ErrorCode::INTERNAL_ERROR, 0)); pending.len()],
+                    Err(e) => vec![Err((e, 0)); pending.len()],
+                };
+            let mut again = Vec::new();
+            for ((&(k, _), reply), staging) in pending.iter().zip(replies).zip(&stagings) {
+                match (reply, staging) {
+                    (Ok(size), Some(s)) => {
+                        seen = seen.max(size);
+                        results[k] = match alloc(k, size) {
+                            Some(addr) => {
+                                // SAFETY: `alloc` returned `size` writable bytes (the
+                                // contract); the staging holds the `size` bytes read.
+                                unsafe { copy(s.addr(), addr, size) };
+                                Ok(size)
+                            }
+                            None => {
+                                log::error!(
+                                    "dummy client: get('{}'): cannot allocate {size} bytes",
+                                    keys[k]
+                                );
+                                Err(ErrorCode::INVALID_PARAMS)
+                            }
+                        };
+                    }
+                    (Ok(_), None) => results[k] = Err(ErrorCode::INTERNAL_ERROR),
+                    (Err((code, size)), _) if code == ErrorCode::BUFFER_OVERFLOW && size > 0 => {
+                        seen = seen.max(size);
+                        if round == 0 {
+                            again.push((k, size));
+                        } else {
+                            results[k] = Err(ErrorCode::INVALID_PARAMS);
+                        }
+                    }
+                    (Err((code, _)), _) => results[k] = Err(code),
+                }
+            }
+            drop(stagings);
+            pending = again;
+        }
+        if seen > 0 {
+            self.read_hint.store(seen, Ordering::Relaxed);
+        }
+        results
+    }
+}
+
 /// The keys still `Ok` in `results`, with their pieces: (index, key, pieces).
 fn select(
     keys: &[&str],
@@ -503,38 +604,12 @@ impl StoreApi for DummyClient {
     unsafe fn batch_get_alloc_addr(
         &self,
         keys: &[&str],
-        alloc: &mut dyn FnMut(u64) -> Option<u64>,
-    ) -> Vec<Result<(u64, u64), ErrorCode>> {
-        let n = keys.len();
+        alloc: &mut dyn FnMut(usize, u64) -> Option<u64>,
+    ) -> Vec<Result<u64, ErrorCode>> {
         self.with(
-            || vec![Err(ErrorCode::INVALID_PARAMS); n],
-            |i| {
-                let sizes = i.call_batch::<_, u64>(Op::Size, &owned(keys), n);
-                let mut results: Vec<Result<(u64, u64), ErrorCode>> = Vec::with_capacity(n);
-                let (mut idx, mut sub_keys, mut sub_items) = (Vec::new(), Vec::new(), Vec::new());
-                for (k, size) in sizes.into_iter().enumerate() {
-                    let r = size.and_then(|size| {
-                        let addr = alloc(size).ok_or_else(|| {
-                            log::error!(
-                                "dummy client: get('{}'): cannot allocate {size} bytes",
-                                keys[k]
-                            );
-                            ErrorCode::INVALID_PARAMS
-                        })?;
-                        idx.push(k);
-                        sub_keys.push(keys[k]);
-                        sub_items.push(vec![(addr, size)]);
-                        Ok((addr, size))
-                    });
-                    results.push(r);
-                }
-                for (k, r) in idx.into_iter().zip(i.read(&sub_keys, &sub_items)) {
-                    if let Err(e) = r {
-                        results[k] = Err(e);
-                    }
-                }
-                results
-            },
+            || vec![Err(ErrorCode::INVALID_PARAMS); keys.len()],
+            // SAFETY: forwarded contract.
+            |i| unsafe { i.fetch(keys, alloc) },
         )
     }
 

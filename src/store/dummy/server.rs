@@ -9,10 +9,10 @@
 //! a dummy that dies leaves nothing behind. Operations hold the session's regions
 //! for reading while they run, so memory is never unmapped under a transfer.
 
-use super::wire::{self, Op, Request, WireRangedRead};
+use super::wire::{self, FetchResult, Op, Request, WireRangedRead};
 use crate::store::memory::Mapping;
 use crate::store::ops_ranges::{Range, RangedRead};
-use crate::store::{Client, ErrorCode, Pieces, ReplicateConfig, WriteMode};
+use crate::store::{Client, ErrorCode, Pieces, ReadTarget, ReplicateConfig, WriteMode};
 use crate::util::conn_threads::ConnThreads;
 use crate::util::fd_passing;
 use crate::wire::struct_pack::Pack;
@@ -299,6 +299,10 @@ fn handle(stream: &UnixStream, session: &Session, request: Request) -> io::Resul
             reply(stream, client.batch_replica_clear(&refs(&keys), &segment))
         }
         Op::Health => reply(stream, client.health() as i32),
+        Op::Fetch => {
+            let (keys, staging) = wire::decode::<(Vec<String>, Vec<(u64, u64)>)>(body)?;
+            reply(stream, fetch(session, &keys, &staging))
+        }
     }
 }
 
@@ -441,6 +445,56 @@ fn read(session: &Session, keys: &[String], items: &[Pieces]) -> Vec<Result<u64,
         // SAFETY: every piece lies in a mapping held (read-locked) for the call.
         unsafe { session.client.batch_get_into_multi_raw(k, p) }
     })
+}
+
+/// An address the real client reads into.
+struct Into(u64);
+
+impl ReadTarget for Into {
+    fn addr(&mut self) -> u64 {
+        self.0
+    }
+}
+
+/// Whole objects read into the dummy's staging, one master call: per key the size, or
+/// -10 and the size when the staging given was too small (or none was given).
+fn fetch(session: &Session, keys: &[String], staging: &[(u64, u64)]) -> Vec<FetchResult> {
+    if keys.len() != staging.len() {
+        return keys
+            .iter()
+            .map(|_| Err((ErrorCode::INVALID_PARAMS, 0)))
+            .collect();
+    }
+    let regions = session.regions.read();
+    let real: Vec<Option<(u64, u64)>> = staging
+        .iter()
+        .map(|&(addr, cap)| {
+            (cap > 0)
+                .then(|| translate(&regions, addr, cap).map(|r| (r, cap)))
+                .flatten()
+        })
+        .collect();
+    let mut needed = vec![0u64; keys.len()];
+    let alloc = |i: usize, size: u64| match real.get(i).copied().flatten() {
+        Some((addr, cap)) if size <= cap => Some(Into(addr)),
+        _ => {
+            if let Some(n) = needed.get_mut(i) {
+                *n = size;
+            }
+            None
+        }
+    };
+    // SAFETY: every staging range lies in a mapping held (read-locked) for the call.
+    let results = unsafe { session.client.batch_get_alloc_raw(&refs(keys), alloc) };
+    results
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| match r {
+            Ok((_, n)) => Ok(n),
+            Err(_) if needed[i] > 0 => Err((ErrorCode::BUFFER_OVERFLOW, needed[i])),
+            Err(e) => Err((e, 0)),
+        })
+        .collect()
 }
 
 fn ranges(session: &Session, reads: Vec<WireRangedRead>) -> Vec<Vec<Vec<Result<u64, ErrorCode>>>> {

@@ -50,6 +50,10 @@ pub enum Op {
     ReplicaClear = 13,
     /// `()` → the real client's health (0, 1, 2).
     Health = 14,
+    /// `(keys, staging (address, capacity))` → per key `Result<size, (code, size
+    /// needed)>`: whole objects read into the staging given, or -10 (buffer overflow)
+    /// and the object's size when it did not fit.
+    Fetch = 15,
 }
 
 impl Op {
@@ -71,11 +75,15 @@ impl Op {
             RemoveAll,
             ReplicaClear,
             Health,
+            Fetch,
         ]
         .into_iter()
         .find(|op| *op as u8 == b)
     }
 }
+
+/// A fetch's per-key answer: the object's size, or a code and (for -10) its size.
+pub type FetchResult = Result<u64, (crate::store::ErrorCode, u64)>;
 
 /// A ranged read on the wire: destination address and, per key, its fragments
 /// `(dst, src, len)`.
