@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs the Python package tests (python/tests) against this repository's library, then
+# Runs the Python package tests (python/tests) against this repository's library (the
+# engine and store modules a second time with MC_DISABLE_SAME_HOST=1), then
 # the same modules against upstream's wheel (proving the mooncake.engine and
 # mooncake.store APIs match). The upstream run needs the peer venv:
 # $MOONCAKE_PEER_VENV, else ~/.cache/mooncake-peer/venv; it is skipped when absent.
@@ -20,6 +21,11 @@ fi
 status=0
 echo "== python tests: mooncake-rs"
 env -u PYTHONPATH MOONCAKE_PY_IMPL=ours "$py" -m pytest -q -p no:cacheprovider python/tests || status=$?
+# The engine and store suites once more over sockets only (same-host path disabled).
+echo "== python tests: mooncake-rs, MC_DISABLE_SAME_HOST=1"
+env -u PYTHONPATH MOONCAKE_PY_IMPL=ours MC_DISABLE_SAME_HOST=1 "$py" -m pytest -q -p no:cacheprovider \
+  python/tests/test_engine.py python/tests/test_store.py python/tests/test_store_extensions.py \
+  python/tests/test_dummy_client.py || status=$?
 
 peer="${MOONCAKE_PEER_VENV:-$HOME/.cache/mooncake-peer/venv}"
 if [ -x "$peer/bin/python" ]; then

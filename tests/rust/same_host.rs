@@ -239,14 +239,18 @@ fn an_initiator_of_another_user_goes_over_tcp() {
         return;
     }
     // This process (root) is the target; our bench, as nobody, writes into it. The
-    // kernel refuses nobody's copies into root's memory: the bench says so once and
-    // moves the bytes over TCP.
+    // region is shared memory, but its file goes to the target's own user only, and
+    // the kernel refuses nobody's copies into root's memory: the bench says so once
+    // and moves the bytes over TCP.
     let target = engine();
-    let mut remote = vec![0xAAu8; 4 * MIB as usize];
-    let raddr = remote.as_mut_ptr() as u64;
+    let (raddr, file) = memfd_memory(4 * MIB, None);
+    // SAFETY: the test's own 4 MiB mapping.
+    let remote = unsafe { std::slice::from_raw_parts_mut(raddr as *mut u8, 4 * MIB as usize) };
+    remote.fill(0xAA);
     target
         .register_memory(raddr, remote.len() as u64, "cpu:0", true)
         .unwrap();
+    target.share_memory(raddr, file, 0).unwrap();
     let mut cmd = Command::new(setpriv[0]);
     cmd.args(&setpriv[1..])
         .arg(env!("CARGO_BIN_EXE_transfer_engine_bench"))
@@ -414,6 +418,12 @@ fn shared_regions_are_mapped_once_and_never_reached_once_unregistered() {
         "{} bytes through the mapping",
         initiator.same_host_mapped_bytes()
     );
+    // Regions that are not remotely accessible are never shared.
+    let (private, private_file) = memfd_memory(MIB, None);
+    target
+        .register_memory(private, MIB, "cpu:0", false)
+        .unwrap();
+    assert!(target.share_memory(private, private_file, 0).is_err());
     // Past the end of the region: refused, as over TCP.
     let mut local = vec![1u8; 8192];
     let laddr = local.as_mut_ptr() as u64;
