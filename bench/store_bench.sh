@@ -287,8 +287,9 @@ done
 for pid in "${UP_PIDS[@]}" "${OURS_PIDS[@]}" "${DUMMY_PIDS[@]}"; do stop_pid "$pid"; done
 
 echo
-echo "Store client ops, two-process TCP loopback (1 GiB segment in a separate owner process," \
-  "pure client), HTTP metadata, batch 16, $(nproc) CPUs"
+echo "Store client ops, two processes on this host (1 GiB segment in a separate owner process," \
+  "pure client; upstream over loopback TCP, ours over the same-host path), HTTP metadata," \
+  "batch 16, $(nproc) CPUs"
 echo "median of $REPEAT interleaved runs per implementation ($ROUNDS round(s) each); ops/s =" \
   "items/s; p50 in us per call (a batch call is one sample)${PIN_CPUS:+; all pinned to CPU(s) $PIN_CPUS}"
 printf '%-15s %8s %11s %11s %8s %11s %8s %9s %9s %9s %7s\n' op size "up(py)" "ours(py)" \
