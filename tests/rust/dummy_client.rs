@@ -410,3 +410,100 @@ fn whole_object_reads_of_mixed_sizes_fit_in_at_most_two_calls() {
     assert_eq!(got[0].as_ref().unwrap_err(), &ErrorCode::INVALID_PARAMS);
     assert_eq!(got[1].as_ref().unwrap().1 as usize, sizes[1]);
 }
+
+#[test]
+fn a_real_client_admits_its_own_user_only_unless_it_runs_as_root() {
+    // SAFETY: getuid has no preconditions.
+    if unsafe { libc::getuid() } != 0 {
+        eprintln!("SKIP: switching users needs root");
+        return;
+    }
+    let setpriv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"];
+    if !Command::new(setpriv[0])
+        .args(&setpriv[1..])
+        .arg("true")
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        eprintln!("SKIP: setpriv cannot switch users");
+        return;
+    }
+    // A real client running as nobody refuses this (root) process.
+    let master = MasterService::new(MasterConfig::default());
+    let master_addr = tcp_master::serve(master.clone());
+    let port = 20000 + (mooncake::te::net::random_u64() % 40000) as u16;
+    let child = Command::new(setpriv[0])
+        .args(&setpriv[1..])
+        .arg(env!("CARGO_BIN_EXE_mooncake_client"))
+        .args([
+            "--host=127.0.0.1",
+            &format!("--port={port}"),
+            "--metadata_server=P2PHANDSHAKE",
+            &format!("--master_server_address={master_addr}"),
+            "--global_segment_size=16MB",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn mooncake_client as nobody");
+    let _child = RealClientProcess(child);
+    let name = mooncake::store::dummy::socket_name(port);
+    wait_until("mooncake_client to listen", || {
+        UnixStream::connect_addr(&SocketAddr::from_abstract_name(&name).unwrap()).is_ok()
+    });
+    let refused = DummyClient::setup(0, MIB, &format!("127.0.0.1:{port}"));
+    assert_eq!(refused.unwrap_err(), ErrorCode::INTERNAL_ERROR);
+
+    // A real client running as root (this process) serves every user: a process of
+    // nobody's is admitted.
+    let s = setup();
+    let code = hello_as_nobody(s.port);
+    assert_eq!(code, 1, "the root real client's answer to nobody");
+}
+
+/// Connects to the dummy socket of `port` as uid 65534 (in a forked child) and sends a
+/// HELLO; the reply's `expected` flag (1 admitted, 0 refused), or 2 when no reply came.
+fn hello_as_nobody(port: u16) -> i32 {
+    // Everything the child needs is prepared before fork: it only makes syscalls.
+    let name = mooncake::store::dummy::socket_name(port);
+    // SAFETY: an all-zero sockaddr_un is valid; the path is filled below.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (i, b) in name.bytes().enumerate() {
+        addr.sun_path[i + 1] = b as libc::c_char;
+    }
+    let addr_len = (std::mem::size_of::<libc::sa_family_t>() + 1 + name.len()) as libc::socklen_t;
+    let body = mooncake::wire::struct_pack::serialize(&(wire::VERSION, 5u64));
+    let mut hello = (body.len() as u32).to_le_bytes().to_vec();
+    hello.push(Op::Hello as u8);
+    hello.extend_from_slice(&body);
+    // SAFETY: the child makes only async-signal-safe syscalls on memory prepared
+    // above, then _exits; the parent waits for it.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        // SAFETY: as above.
+        unsafe {
+            let mut reply = [0u8; 64];
+            let mut code = 2;
+            if libc::setresgid(65534, 65534, 65534) == 0 && libc::setresuid(65534, 65534, 65534) == 0 {
+                let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+                let sa = (&addr as *const libc::sockaddr_un).cast();
+                if fd >= 0 && libc::connect(fd, sa, addr_len) == 0 {
+                    // A refusal may come before the hello is even sent.
+                    libc::send(fd, hello.as_ptr().cast(), hello.len(), libc::MSG_NOSIGNAL);
+                    // Reply: length (4), type hash (4), then the `expected` flag.
+                    if libc::read(fd, reply.as_mut_ptr().cast(), reply.len()) >= 9 && reply[8] <= 1 {
+                        code = i32::from(reply[8]);
+                    }
+                }
+            }
+            libc::_exit(code);
+        }
+    }
+    let mut status = 0;
+    // SAFETY: waiting for the child forked above.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(libc::WIFEXITED(status), "status {status}");
+    libc::WEXITSTATUS(status)
+}

@@ -246,10 +246,7 @@ impl Inner {
         n: usize,
     ) -> Vec<Result<V, ErrorCode>> {
         match self.call::<T, Vec<Result<V, ErrorCode>>>(op, args, None) {
-            Ok(mut v) if v.len() == n => {
-                v.truncate(n);
-                v
-            }
+            Ok(v) if v.len() == n => v,
             Ok(_) => (0..n).map(|_| Err(ErrorCode::INTERNAL_ERROR)).collect(),
             Err(e) => (0..n).map(|_| Err(e)).collect(),
         }

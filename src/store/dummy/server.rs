@@ -173,6 +173,18 @@ fn refuse(stream: &UnixStream, why: String) -> io::Result<()> {
 
 fn serve(stream: &UnixStream, shared: &Shared) -> io::Result<()> {
     let cred = fd_passing::peer_credentials(stream)?;
+    // Before reading anything: another user's process gets nothing from us.
+    // SAFETY: geteuid has no preconditions.
+    let own_uid = unsafe { libc::geteuid() };
+    if cred.uid != own_uid && own_uid != 0 {
+        return refuse(
+            stream,
+            format!(
+                "pid {} runs as uid {}, this real client as uid {own_uid}: refused",
+                cred.pid, cred.uid
+            ),
+        );
+    }
     let Some(hello) = wire::read_request(stream)? else {
         return Ok(());
     };
@@ -186,17 +198,6 @@ fn serve(stream: &UnixStream, shared: &Shared) -> io::Result<()> {
             format!(
                 "dummy client speaks protocol {version}, this real client {}",
                 wire::VERSION
-            ),
-        );
-    }
-    // SAFETY: geteuid has no preconditions.
-    let own_uid = unsafe { libc::geteuid() };
-    if cred.uid != own_uid && own_uid != 0 {
-        return refuse(
-            stream,
-            format!(
-                "pid {} runs as uid {}, this real client as uid {own_uid}: refused",
-                cred.pid, cred.uid
             ),
         );
     }
