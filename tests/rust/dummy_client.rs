@@ -418,7 +418,12 @@ fn a_real_client_admits_its_own_user_only_unless_it_runs_as_root() {
         eprintln!("SKIP: switching users needs root");
         return;
     }
-    let setpriv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"];
+    let setpriv = [
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+    ];
     if !Command::new(setpriv[0])
         .args(&setpriv[1..])
         .arg("true")
@@ -486,14 +491,17 @@ fn hello_as_nobody(port: u16) -> i32 {
         unsafe {
             let mut reply = [0u8; 64];
             let mut code = 2;
-            if libc::setresgid(65534, 65534, 65534) == 0 && libc::setresuid(65534, 65534, 65534) == 0 {
+            if libc::setresgid(65534, 65534, 65534) == 0
+                && libc::setresuid(65534, 65534, 65534) == 0
+            {
                 let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
                 let sa = (&addr as *const libc::sockaddr_un).cast();
                 if fd >= 0 && libc::connect(fd, sa, addr_len) == 0 {
                     // A refusal may come before the hello is even sent.
                     libc::send(fd, hello.as_ptr().cast(), hello.len(), libc::MSG_NOSIGNAL);
                     // Reply: length (4), type hash (4), then the `expected` flag.
-                    if libc::read(fd, reply.as_mut_ptr().cast(), reply.len()) >= 9 && reply[8] <= 1 {
+                    if libc::read(fd, reply.as_mut_ptr().cast(), reply.len()) >= 9 && reply[8] <= 1
+                    {
                         code = i32::from(reply[8]);
                     }
                 }

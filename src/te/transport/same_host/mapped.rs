@@ -176,11 +176,6 @@ impl MappedPeers {
             _ => true,
         }
     }
-
-    /// How many peer regions are mapped here.
-    pub fn mapped_regions(&self) -> usize {
-        self.peers.lock().values().map(|p| p.regions.len()).sum()
-    }
 }
 
 /// A peer process, watched through a pidfd (exit makes it readable), or by pid where

@@ -92,11 +92,6 @@ impl SameHostInitiator {
         self.moved_mapped.load(Ordering::Relaxed)
     }
 
-    /// How many peer regions are mapped here.
-    pub fn mapped_regions(&self) -> usize {
-        self.mapped.mapped_regions()
-    }
-
     /// Bytes moved over the same-host path so far.
     pub fn bytes_moved(&self) -> u64 {
         self.moved.load(Ordering::Relaxed)
