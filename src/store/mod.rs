@@ -20,6 +20,7 @@ pub mod memory;
 mod ops;
 mod ops_clear;
 mod ops_ext;
+mod ops_local;
 mod ops_ranges;
 mod read_leases;
 mod transfer;

@@ -71,7 +71,7 @@ fn plan_piece_writes(
 }
 
 /// Keeps every result aligned with `n` inputs.
-fn fit<T: Clone>(mut v: Vec<MasterResult<T>>, n: usize) -> Vec<MasterResult<T>> {
+pub(super) fn fit<T: Clone>(mut v: Vec<MasterResult<T>>, n: usize) -> Vec<MasterResult<T>> {
     v.resize(n, Err(ErrorCode::INTERNAL_ERROR));
     v
 }

@@ -52,6 +52,13 @@ pub(crate) struct ReadTicket<'a> {
     reads: Vec<(String, u64)>,
 }
 
+impl ReadTicket<'_> {
+    /// The reads, to be ended later with [`ReadLeases::end`] (not when this drops).
+    pub(crate) fn into_reads(mut self) -> Vec<(String, u64)> {
+        std::mem::take(&mut self.reads)
+    }
+}
+
 impl Drop for ReadTicket<'_> {
     fn drop(&mut self) {
         if !self.reads.is_empty() {
@@ -108,7 +115,7 @@ impl ReadLeases {
     }
 
     /// Queues `reads` for the ending thread (started on first use).
-    fn end(&self, reads: Vec<(String, u64)>) {
+    pub(crate) fn end(&self, reads: Vec<(String, u64)>) {
         let tx = self.ender.get_or_init(|| {
             let (tx, rx) = crossbeam_channel::unbounded();
             let master = self.master.clone();

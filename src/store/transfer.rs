@@ -37,7 +37,7 @@ pub struct Move {
 impl Inner {
     /// Whether `[addr, addr + len)` on `endpoint` is inside one of this client's own
     /// mounted segments, so it can be copied directly.
-    fn is_own(&self, endpoint: &str, addr: u64, len: u64) -> bool {
+    pub(super) fn is_own(&self, endpoint: &str, addr: u64, len: u64) -> bool {
         endpoint.trim_start_matches('/') == self.te_name
             && self.segments.iter().any(|s| s.memory.contains(addr, len))
     }

@@ -515,3 +515,26 @@ fn hello_as_nobody(port: u16) -> i32 {
     assert!(libc::WIFEXITED(status), "status {status}");
     libc::WEXITSTATUS(status)
 }
+
+#[test]
+fn objects_a_dummy_copied_from_the_real_clients_segment_are_released_at_once() {
+    let s = setup();
+    let d = dummy(s.port, MIB);
+    let cfg = ReplicateConfig::default();
+    let value = pattern(3 * MIB as usize, 4);
+    // Larger than the dummy's local buffer: it can only be read straight from the
+    // real client's segment, which the dummy maps.
+    assert!(d.put("big", &value, &cfg).is_err());
+    StoreApi::put(&*s.real, "big", &value, &cfg).unwrap();
+    let got = unsafe {
+        mooncake::store::api::batch_get_alloc(&d, &["big"], |n| Some(vec![0u8; n as usize]))
+    };
+    assert_eq!(got[0].as_ref().unwrap().0, value);
+    // The read ended as soon as the dummy had copied it (not after the 10 s lease):
+    // a plain remove goes through.
+    let deadline = Instant::now() + Duration::from_secs(8);
+    while s.real.remove("big", false) != Ok(()) {
+        assert!(Instant::now() < deadline, "the read was never ended");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

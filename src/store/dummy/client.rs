@@ -43,6 +43,8 @@ struct Inner {
     mapped: RwLock<BTreeMap<u64, u64>>,
     /// Staging offered for whole-object reads: the size of the last objects read.
     read_hint: AtomicU64,
+    /// The real client's segments mapped here: its base address, length, mapping.
+    segments: RwLock<Vec<(u64, u64, Mapping)>>,
 }
 
 /// A dummy client (upstream `DummyClient`); thread-safe, every method takes `&self`.
@@ -100,6 +102,7 @@ impl DummyClient {
             pool: Mutex::new(BTreeMap::new()),
             mapped: RwLock::new(BTreeMap::new()),
             read_hint: AtomicU64::new(0),
+            segments: RwLock::new(Vec::new()),
         };
         let (conn, hostname) = inner.connect().map_err(|e| {
             log::error!(
@@ -145,6 +148,7 @@ impl Inner {
             io::Error::new(io::ErrorKind::PermissionDenied, format!("refused ({e})"))
         })?;
         if fresh {
+            self.map_segments(&stream)?;
             let mapped: Vec<(u64, u64)> =
                 self.mapped.read().iter().map(|(&a, &l)| (a, l)).collect();
             for (addr, len) in mapped {
@@ -161,6 +165,38 @@ impl Inner {
             }
         }
         Ok((stream, hostname))
+    }
+
+    /// Maps the real client's segments (objects there are then copied by this process
+    /// straight from them), replacing any mapped before.
+    fn map_segments(&self, stream: &UnixStream) -> io::Result<()> {
+        wire::send_request(stream, Op::Segments, &false, None)?;
+        let (body, files) = wire::read_reply_with_files(stream)?;
+        let ranges = wire::decode::<Vec<(u64, u64)>>(&body)?;
+        let offered = ranges.len();
+        let mut mapped = Vec::new();
+        for ((base, len), file) in ranges.into_iter().zip(files) {
+            match Mapping::from_shared_file(file, len) {
+                Ok(m) => mapped.push((base, len, m)),
+                Err(e) => log::warn!("dummy client: mapping a real client segment: {e}"),
+            }
+        }
+        let all = offered > 0 && mapped.len() == offered;
+        *self.segments.write() = mapped;
+        if all {
+            wire::send_request(stream, Op::Segments, &true, None)?;
+            wire::decode::<Vec<(u64, u64)>>(&wire::read_reply(stream)?)?;
+        }
+        Ok(())
+    }
+
+    /// This process's address of `[addr, addr + len)` of the real client's segments.
+    fn in_segment(&self, addr: u64, len: u64) -> Option<u64> {
+        let segments = self.segments.read();
+        segments.iter().find_map(|(base, n, m)| {
+            let end = addr.checked_add(len)?;
+            (addr >= *base && end <= base + n).then(|| m.addr() + (addr - base))
+        })
     }
 
     /// The shared file holding `addr` (the local buffer or a pool allocation) and the
@@ -191,33 +227,40 @@ impl Inner {
         args: &T,
         file: Option<&std::os::fd::OwnedFd>,
     ) -> Result<R, ErrorCode> {
-        let conn = self.idle_connection();
-        let conn = match conn {
-            Some(c) => c,
-            None => match self.connect() {
-                Ok((c, _)) => c,
-                Err(e) => {
-                    log::error!(
-                        "dummy client: the real client at @{} is unreachable: {e}",
-                        self.socket
-                    );
-                    return Err(io_code(&e));
-                }
-            },
-        };
-        let result = wire::send_request(&conn, op, args, file)
-            .and_then(|()| wire::read_reply(&conn))
-            .and_then(|body| wire::decode::<R>(&body));
-        match result {
-            Ok(r) => {
-                self.idle.lock().push(conn);
-                Ok(r)
-            }
-            Err(e) => {
-                log::error!("dummy client: {op:?} to the real client failed: {e}");
-                Err(io_code(&e))
-            }
+        let conn = self.connection()?;
+        let r = Self::exchange(&conn, op, args, file)?;
+        self.idle.lock().push(conn);
+        Ok(r)
+    }
+
+    /// An idle or new connection; -900 (or -901) when the real client is unreachable.
+    fn connection(&self) -> Result<UnixStream, ErrorCode> {
+        if let Some(c) = self.idle_connection() {
+            return Ok(c);
         }
+        self.connect().map(|(c, _)| c).map_err(|e| {
+            log::error!(
+                "dummy client: the real client at @{} is unreachable: {e}",
+                self.socket
+            );
+            io_code(&e)
+        })
+    }
+
+    /// Request and reply on `conn`, decoded.
+    fn exchange<T: Pack + 'static, R: Pack + 'static>(
+        conn: &UnixStream,
+        op: Op,
+        args: &T,
+        file: Option<&std::os::fd::OwnedFd>,
+    ) -> Result<R, ErrorCode> {
+        wire::send_request(conn, op, args, file)
+            .and_then(|()| wire::read_reply(conn))
+            .and_then(|body| wire::decode::<R>(&body))
+            .map_err(|e| {
+                log::error!("dummy client: {op:?} to the real client failed: {e}");
+                io_code(&e)
+            })
     }
 
     /// An idle connection the real client has not closed (one it closed, e.g. across
@@ -396,10 +439,11 @@ impl Inner {
 }
 
 impl Inner {
-    /// Whole objects read into the local buffer and copied into `alloc`'s memory. The
-    /// staging offered is the size of the last objects read (so a stream of
-    /// same-sized gets costs one call each); objects that did not fit are read again
-    /// into staging of their size.
+    /// Whole objects copied into `alloc`'s memory: straight from the real client's
+    /// segment (mapped here) when the object lies there, else through the local
+    /// buffer, where the real client reads it. The staging offered is the size of the
+    /// last objects that needed it (so a stream of same-sized gets costs one call
+    /// each); objects that did not fit are read again into staging of their size.
     ///
     /// # Safety
     /// As [`StoreApi::batch_get_alloc_addr`].
@@ -412,7 +456,8 @@ impl Inner {
         let mut results: Vec<Result<u64, ErrorCode>> = vec![Err(ErrorCode::INTERNAL_ERROR); n];
         let hint = self.read_hint.load(Ordering::Relaxed);
         let mut pending: Vec<(usize, u64)> = (0..n).map(|k| (k, hint)).collect();
-        let mut seen = 0;
+        // The largest object that needed staging (not in the real client's segment).
+        let mut staged = 0;
         for round in 0..2 {
             if pending.is_empty() {
                 break;
@@ -443,25 +488,67 @@ impl Inner {
                 .map(|s| s.as_ref().map_or((0, 0), |s| (s.addr(), s.len())))
                 .collect();
             let sub_keys: Vec<String> = pending.iter().map(|&(k, _)| keys[k].to_string()).collect();
-            let replies =
-                match self.call::<_, Vec<FetchResult>>(Op::Fetch, &(sub_keys, offered), None) {
-                    Ok(r) if r.len() == pending.len() => r,
-                    Ok(_) => vec![Err((ErrorCode::INTERNAL_ERROR, 0)); pending.len()],
-                    Err(e) => vec![Err((e, 0)); pending.len()],
-                };
+            let started = std::time::Instant::now();
+            let conn = match self.connection() {
+                Ok(c) => c,
+                Err(e) => {
+                    for &(k, _) in &pending {
+                        results[k] = Err(e);
+                    }
+                    return results;
+                }
+            };
+            let replies = match Self::exchange::<_, Vec<FetchResult>>(
+                &conn,
+                Op::Fetch,
+                &(sub_keys, offered),
+                None,
+            ) {
+                Ok(r) if r.len() == pending.len() => Some(r),
+                Ok(_) => {
+                    for &(k, _) in &pending {
+                        results[k] = Err(ErrorCode::INTERNAL_ERROR);
+                    }
+                    None
+                }
+                Err(e) => {
+                    for &(k, _) in &pending {
+                        results[k] = Err(e);
+                    }
+                    return results;
+                }
+            };
             let mut again = Vec::new();
-            for ((&(k, _), reply), staging) in pending.iter().zip(replies).zip(&stagings) {
-                match (reply, staging) {
-                    (Ok(size), Some(s)) => {
-                        seen = seen.max(size);
-                        results[k] = match alloc(k, size) {
-                            Some(addr) => {
+            let mut located = false;
+            for ((&(k, _), reply), staging) in pending
+                .iter()
+                .zip(replies.into_iter().flatten())
+                .zip(&stagings)
+            {
+                match reply {
+                    Ok((size, at, ttl)) => {
+                        let source = if at != 0 {
+                            located = true;
+                            self.in_segment(at, size)
+                        } else {
+                            staged = staged.max(size);
+                            staging.as_ref().map(|s| s.addr())
+                        };
+                        results[k] = match (source, alloc(k, size)) {
+                            (Some(src), Some(dst)) => {
                                 // SAFETY: `alloc` returned `size` writable bytes (the
-                                // contract); the staging holds the `size` bytes read.
-                                unsafe { copy(s.addr(), addr, size) };
-                                Ok(size)
+                                // contract); the source holds the object: in the
+                                // staging, or in the real client's segment where the
+                                // object stays held until `Done`.
+                                unsafe { copy(src, dst, size) };
+                                if started.elapsed().as_millis() as u64 > ttl {
+                                    Err(ErrorCode::LEASE_EXPIRED)
+                                } else {
+                                    Ok(size)
+                                }
                             }
-                            None => {
+                            (None, _) => Err(ErrorCode::INTERNAL_ERROR),
+                            (_, None) => {
                                 log::error!(
                                     "dummy client: get('{}'): cannot allocate {size} bytes",
                                     keys[k]
@@ -470,24 +557,25 @@ impl Inner {
                             }
                         };
                     }
-                    (Ok(_), None) => results[k] = Err(ErrorCode::INTERNAL_ERROR),
-                    (Err((code, size)), _) if code == ErrorCode::BUFFER_OVERFLOW && size > 0 => {
-                        seen = seen.max(size);
+                    Err((code, size)) if code == ErrorCode::BUFFER_OVERFLOW && size > 0 => {
+                        staged = staged.max(size);
                         if round == 0 {
                             again.push((k, size));
                         } else {
                             results[k] = Err(ErrorCode::INVALID_PARAMS);
                         }
                     }
-                    (Err((code, _)), _) => results[k] = Err(code),
+                    Err((code, _)) => results[k] = Err(code),
                 }
+            }
+            // The located objects are copied: their reads may end.
+            if !located || wire::send_request(&conn, Op::Done, &(), None).is_ok() {
+                self.idle.lock().push(conn);
             }
             drop(stagings);
             pending = again;
         }
-        if seen > 0 {
-            self.read_hint.store(seen, Ordering::Relaxed);
-        }
+        self.read_hint.store(staged, Ordering::Relaxed);
         results
     }
 }

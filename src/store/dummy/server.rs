@@ -11,6 +11,7 @@
 
 use super::wire::{self, FetchResult, Op, Request, WireRangedRead};
 use crate::store::memory::Mapping;
+use crate::store::ops_local::{HeldReads, Located};
 use crate::store::ops_ranges::{Range, RangedRead};
 use crate::store::{Client, ErrorCode, Pieces, ReadTarget, ReplicateConfig, WriteMode};
 use crate::util::conn_threads::ConnThreads;
@@ -40,6 +41,11 @@ struct Region {
 struct Session {
     client: Arc<Client>,
     pid: i32,
+    /// Whether the dummy runs as this process's user (it may map the segments).
+    same_user: bool,
+    /// Whether it maps the real client's segments (reads of objects there are left
+    /// to it).
+    maps_segments: AtomicBool,
     /// Dummy address → region.
     regions: RwLock<BTreeMap<u64, Region>>,
 }
@@ -217,6 +223,8 @@ fn serve(stream: &UnixStream, shared: &Shared) -> io::Result<()> {
                 let s = Arc::new(Session {
                     client: shared.client.clone(),
                     pid: cred.pid,
+                    same_user: cred.uid == own_uid,
+                    maps_segments: AtomicBool::new(false),
                     regions: RwLock::new(BTreeMap::new()),
                 });
                 sessions.insert(token, Arc::downgrade(&s));
@@ -226,17 +234,37 @@ fn serve(stream: &UnixStream, shared: &Shared) -> io::Result<()> {
     };
     let hostname = shared.client.hostname().to_string();
     wire::send_reply(stream, &Ok::<(String, bool), ErrorCode>((hostname, fresh)))?;
-    while let Some(request) = wire::read_request(stream)? {
-        handle(stream, &session, request)?;
+    // Reads the dummy's last fetch left to it end with its next message (or when it
+    // goes away).
+    let mut held: Option<HeldReads> = None;
+    let served = (|| {
+        while let Some(request) = wire::read_request(stream)? {
+            if let Some(h) = held.take() {
+                session.client.end_held_reads(h);
+            }
+            if Op::from_byte(request.op) == Some(Op::Done) {
+                continue;
+            }
+            held = handle(stream, &session, request)?;
+        }
+        Ok(())
+    })();
+    if let Some(h) = held.take() {
+        session.client.end_held_reads(h);
     }
-    Ok(())
+    served
 }
 
 fn reply<T: Pack + 'static>(stream: &UnixStream, v: T) -> io::Result<()> {
     wire::send_reply(stream, &v)
 }
 
-fn handle(stream: &UnixStream, session: &Session, request: Request) -> io::Result<()> {
+/// Serves one request; the reads it leaves held, if any.
+fn handle(
+    stream: &UnixStream,
+    session: &Session,
+    request: Request,
+) -> io::Result<Option<HeldReads>> {
     let Some(op) = Op::from_byte(request.op) else {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
@@ -245,6 +273,12 @@ fn handle(stream: &UnixStream, session: &Session, request: Request) -> io::Resul
     };
     let client = &*session.client;
     let body = &request.body;
+    if op == Op::Fetch {
+        let (keys, staging) = wire::decode::<(Vec<String>, Vec<(u64, u64)>)>(body)?;
+        let (results, held) = fetch(session, &keys, &staging);
+        reply(stream, results)?;
+        return Ok(held);
+    }
     match op {
         Op::Hello => reply(
             stream,
@@ -300,11 +334,36 @@ fn handle(stream: &UnixStream, session: &Session, request: Request) -> io::Resul
             reply(stream, client.batch_replica_clear(&refs(&keys), &segment))
         }
         Op::Health => reply(stream, client.health() as i32),
-        Op::Fetch => {
-            let (keys, staging) = wire::decode::<(Vec<String>, Vec<(u64, u64)>)>(body)?;
-            reply(stream, fetch(session, &keys, &staging))
+        Op::Segments => {
+            let confirm = wire::decode::<bool>(body)?;
+            segments(stream, session, confirm)
         }
+        Op::Fetch | Op::Done => Ok(()),
+    }?;
+    Ok(None)
+}
+
+/// The real client's segments and their files, for a dummy of this user; or, once
+/// it confirms it mapped them all, the start of leaving reads of objects there to it.
+fn segments(stream: &UnixStream, session: &Session, confirm: bool) -> io::Result<()> {
+    if confirm {
+        if session.same_user {
+            session.maps_segments.store(true, Ordering::Relaxed);
+        }
+        return wire::send_reply(stream, &Vec::<(u64, u64)>::new());
     }
+    let files = if session.same_user {
+        session.client.own_segment_files()
+    } else {
+        Vec::new()
+    };
+    let files: Vec<_> = files.into_iter().take(fd_passing::MAX_FDS).collect();
+    let ranges: Vec<(u64, u64)> = files.iter().map(|&(base, len, _)| (base, len)).collect();
+    if files.is_empty() {
+        return wire::send_reply(stream, &ranges);
+    }
+    let fds: Vec<&std::os::fd::OwnedFd> = files.iter().map(|(_, _, f)| f).collect();
+    wire::send_reply_with_files(stream, &ranges, &fds)
 }
 
 fn refs(keys: &[String]) -> Vec<&str> {
@@ -457,14 +516,21 @@ impl ReadTarget for Into {
     }
 }
 
-/// Whole objects read into the dummy's staging, one master call: per key the size, or
-/// -10 and the size when the staging given was too small (or none was given).
-fn fetch(session: &Session, keys: &[String], staging: &[(u64, u64)]) -> Vec<FetchResult> {
+/// Whole objects for the dummy, one master call: those in this client's own segment
+/// located when the dummy maps it (their reads held, returned), the others read into
+/// the dummy's staging; per key the size, where it lies (0: staging) and the lease
+/// TTL, or -10 and the size when the staging given was too small (or none was given).
+fn fetch(
+    session: &Session,
+    keys: &[String],
+    staging: &[(u64, u64)],
+) -> (Vec<FetchResult>, Option<HeldReads>) {
     if keys.len() != staging.len() {
-        return keys
+        let refused = keys
             .iter()
             .map(|_| Err((ErrorCode::INVALID_PARAMS, 0)))
             .collect();
+        return (refused, None);
     }
     let regions = session.regions.read();
     let real: Vec<Option<(u64, u64)>> = staging
@@ -485,17 +551,39 @@ fn fetch(session: &Session, keys: &[String], staging: &[(u64, u64)]) -> Vec<Fetc
             None
         }
     };
-    // SAFETY: every staging range lies in a mapping held (read-locked) for the call.
-    let results = unsafe { session.client.batch_get_alloc_raw(&refs(keys), alloc) };
-    results
+    let refs = refs(keys);
+    let client = &*session.client;
+    let (found, held) = if session.maps_segments.load(Ordering::Relaxed) {
+        // SAFETY: every staging range lies in a mapping held (read-locked) for the call.
+        let (found, held) = unsafe { client.batch_locate_or_read(&refs, alloc) };
+        let found: Vec<Result<(u64, u64, u64), ErrorCode>> = found
+            .into_iter()
+            .map(|r| {
+                r.map(|(at, size, ttl)| match at {
+                    Located::Own(addr) => (size, addr, ttl),
+                    Located::Read(_) => (size, 0, ttl),
+                })
+            })
+            .collect();
+        (found, Some(held))
+    } else {
+        // SAFETY: as above.
+        let found = unsafe { client.batch_get_alloc_raw(&refs, alloc) }
+            .into_iter()
+            .map(|r| r.map(|(_, size)| (size, 0, u64::MAX)))
+            .collect();
+        (found, None)
+    };
+    let results = found
         .into_iter()
         .enumerate()
         .map(|(i, r)| match r {
-            Ok((_, n)) => Ok(n),
+            Ok(v) => Ok(v),
             Err(_) if needed[i] > 0 => Err((ErrorCode::BUFFER_OVERFLOW, needed[i])),
             Err(e) => Err((e, 0)),
         })
-        .collect()
+        .collect();
+    (results, held)
 }
 
 fn ranges(session: &Session, reads: Vec<WireRangedRead>) -> Vec<Vec<Vec<Result<u64, ErrorCode>>>> {

@@ -50,10 +50,19 @@ pub enum Op {
     ReplicaClear = 13,
     /// `()` → the real client's health (0, 1, 2).
     Health = 14,
-    /// `(keys, staging (address, capacity))` → per key `Result<size, (code, size
-    /// needed)>`: whole objects read into the staging given, or -10 (buffer overflow)
-    /// and the object's size when it did not fit.
+    /// `(keys, staging (address, capacity))` → per key `Result<(size, address in the
+    /// real client's segment or 0, lease TTL ms), (code, size needed)>`: whole objects
+    /// in the real client's own segment located (when the dummy maps it) and held
+    /// until [`Op::Done`], others read into the staging given, or -10 (buffer
+    /// overflow) and the object's size when they did not fit.
     Fetch = 15,
+    /// `()`, no reply: the dummy copied what the last fetch on this connection
+    /// located; its reads end.
+    Done = 16,
+    /// `false` → the real client's segments `(base, length)`, their files beside the
+    /// reply (for a dummy of the real client's own user; none otherwise); `true` (the
+    /// dummy mapped them all) → nothing, and fetches locate objects there from now on.
+    Segments = 17,
 }
 
 impl Op {
@@ -76,14 +85,17 @@ impl Op {
             ReplicaClear,
             Health,
             Fetch,
+            Done,
+            Segments,
         ]
         .into_iter()
         .find(|op| *op as u8 == b)
     }
 }
 
-/// A fetch's per-key answer: the object's size, or a code and (for -10) its size.
-pub type FetchResult = Result<u64, (crate::store::ErrorCode, u64)>;
+/// A fetch's per-key answer: the object's size, where it lies in the real client's
+/// segment (0: in the staging), its lease TTL in ms; or a code and (for -10) its size.
+pub type FetchResult = Result<(u64, u64, u64), (crate::store::ErrorCode, u64)>;
 
 /// A ranged read on the wire: destination address and, per key, its fragments
 /// `(dst, src, len)`.
@@ -138,6 +150,37 @@ pub fn read_reply(mut stream: &UnixStream) -> io::Result<Vec<u8>> {
     let mut head = [0u8; 4];
     stream.read_exact(&mut head)?;
     read_body(stream, u32::from_le_bytes(head))
+}
+
+/// Sends one reply with `files` attached (at least one).
+pub fn send_reply_with_files<T: Pack + 'static>(
+    stream: &UnixStream,
+    result: &T,
+    files: &[&OwnedFd],
+) -> io::Result<()> {
+    let body = struct_pack::serialize(result);
+    let len = u32::try_from(body.len())
+        .ok()
+        .filter(|&n| n <= MAX_FRAME)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "reply too large"))?;
+    let mut frame = Vec::with_capacity(4 + body.len());
+    frame.extend_from_slice(&len.to_le_bytes());
+    frame.extend_from_slice(&body);
+    fd_passing::send_with_fds(stream, &frame, files)
+}
+
+/// Reads one reply body and the files that came with it.
+pub fn read_reply_with_files(stream: &UnixStream) -> io::Result<(Vec<u8>, Vec<OwnedFd>)> {
+    let mut head = [0u8; 4];
+    let (got, files) = fd_passing::recv_with_fds(stream, &mut head)?;
+    if got == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "real client closed",
+        ));
+    }
+    (&*stream).read_exact(&mut head[got..])?;
+    Ok((read_body(stream, u32::from_le_bytes(head))?, files))
 }
 
 /// One request as received: the operation byte, the body and any attached file.

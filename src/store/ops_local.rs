@@ -1,0 +1,115 @@
+//! Whole-object reads on behalf of a dummy client that maps this client's segments:
+//! an object whose chosen replica lies in this client's own segment is located, not
+//! copied, and stays held (its read not ended) until the dummy has copied it itself;
+//! any other object is read into memory from `alloc`, as for every client.
+
+use super::client::Client;
+use super::ops_ext::{fit, ReadTarget};
+use super::transfer::Move;
+use crate::te::Op;
+use crate::wire::master_api::ErrorCode;
+use std::os::fd::OwnedFd;
+use std::time::Instant;
+
+/// Where an object's bytes are.
+pub(crate) enum Located<T> {
+    /// In this client's own segment, at this address.
+    Own(u64),
+    /// Read into this target.
+    Read(T),
+}
+
+/// One object found: where it is, its size, its read lease TTL in ms.
+pub(crate) type Found<T> = Result<(Located<T>, u64, u64), ErrorCode>;
+
+/// Reads that stay held until [`Client::end_held_reads`].
+pub(crate) struct HeldReads(Vec<(String, u64)>);
+
+impl Client {
+    /// Per key: where the object is and its size and read-lease TTL (ms), or an error
+    /// code as for `get_into` (-600 when `alloc` declined). The reads of located
+    /// objects stay held until [`Client::end_held_reads`] (or their lease TTL).
+    ///
+    /// # Safety
+    /// The address a target reports must be writable for the size it was allocated
+    /// with, for as long as the target lives.
+    pub(crate) unsafe fn batch_locate_or_read<T: ReadTarget>(
+        &self,
+        keys: &[&str],
+        mut alloc: impl FnMut(usize, u64) -> Option<T>,
+    ) -> (Vec<Found<T>>, HeldReads) {
+        let n = keys.len();
+        let none = HeldReads(Vec::new());
+        let inner = match self.inner() {
+            Ok(i) => i,
+            Err(e) => return ((0..n).map(|_| Err(e)).collect(), none),
+        };
+        let start = Instant::now();
+        let owned: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+        let (lists, ticket) = inner.reads.begin(&owned);
+        let lists = match lists {
+            Ok(l) => fit(l, n),
+            Err(e) => return ((0..n).map(|_| Err(e)).collect(), none),
+        };
+        let mut results = Vec::with_capacity(n);
+        let (mut moves, mut owner) = (Vec::new(), Vec::new());
+        for (i, list) in lists.into_iter().enumerate() {
+            results.push(list.and_then(|resp| {
+                let d = inner.choose(&resp.replicas)?;
+                let ttl = resp.lease_ttl_ms;
+                if inner.is_own(&d.transport_endpoint, d.buffer_address, d.size) {
+                    return Ok((Located::Own(d.buffer_address), d.size, ttl));
+                }
+                let Some(mut target) = alloc(i, d.size) else {
+                    return Err(ErrorCode::INVALID_PARAMS);
+                };
+                moves.push(Move {
+                    local: target.addr(),
+                    remote: d.buffer_address,
+                    len: d.size,
+                    endpoint: d.transport_endpoint.clone(),
+                });
+                owner.push(i);
+                Ok((Located::Read(target), d.size, ttl))
+            }));
+        }
+        // SAFETY: every destination is a live target of its object's size.
+        let done = unsafe { inner.execute(Op::Read, &moves) };
+        for (i, outcome) in owner.into_iter().zip(done) {
+            let expired =
+                matches!(&results[i], Ok((_, _, ttl)) if start.elapsed().as_millis() as u64 > *ttl);
+            if let Err(e) = outcome {
+                results[i] = Err(e);
+            } else if expired {
+                results[i] = Err(ErrorCode::LEASE_EXPIRED);
+            }
+        }
+        (results, HeldReads(ticket.into_reads()))
+    }
+
+    /// Ends reads held by [`Client::batch_locate_or_read`].
+    pub(crate) fn end_held_reads(&self, held: HeldReads) {
+        if held.0.is_empty() {
+            return;
+        }
+        if let Ok(inner) = self.inner() {
+            inner.reads.end(held.0);
+        }
+    }
+
+    /// This client's mounted segments: base, length and a descriptor of the sealed
+    /// file holding each (segments whose memory is not a file are left out).
+    pub(crate) fn own_segment_files(&self) -> Vec<(u64, u64, OwnedFd)> {
+        let Ok(inner) = self.inner() else {
+            return Vec::new();
+        };
+        inner
+            .segments
+            .iter()
+            .filter_map(|s| {
+                let file = s.memory.shared_file()?.try_clone().ok()?;
+                Some((s.memory.addr(), s.memory.len(), file))
+            })
+            .collect()
+    }
+}
