@@ -336,7 +336,7 @@ fn the_mooncake_client_binary_serves_dummies_and_its_death_fails_calls_cleanly()
             &format!("--port={port}"),
             "--metadata_server=P2PHANDSHAKE",
             &format!("--master_server_address={master_addr}"),
-            "--global_segment_size=64MB",
+            "--global_segment_size=48MB",
         ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -361,11 +361,34 @@ fn the_mooncake_client_binary_serves_dummies_and_its_death_fails_calls_cleanly()
         .get_replica_list("bin", mooncake::wire::master_api::DEFAULT_TENANT)
         .unwrap();
     assert_eq!(replicas.replicas.len(), 1);
+    // The child's segment is mapped here (the dummy reads from it directly); no other
+    // test of this binary maps 48 MiB.
+    assert_eq!(shared_mappings_of(48 << 20), 1);
     child.0.kill().unwrap();
     child.0.wait().unwrap();
     let r = d.put("gone", &value, &cfg);
     assert!(matches!(r, Err(ErrorCode::RPC_FAIL)), "{r:?}");
     assert_eq!(d.health(), Health::MasterUnreachable);
+    // ... and no longer once the real client is found gone: its memory is freed.
+    assert_eq!(shared_mappings_of(48 << 20), 0);
+}
+
+/// How many of this process's mappings are this library's shared memory (memfd
+/// `mooncake_shm`) of exactly `len` bytes.
+fn shared_mappings_of(len: u64) -> usize {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    maps.lines()
+        .filter(|l| l.contains("memfd:mooncake_shm"))
+        .filter(|l| {
+            let range = l.split_whitespace().next().unwrap_or("");
+            let (a, b) = range.split_once('-').unwrap_or(("0", "0"));
+            let (a, b) = (
+                u64::from_str_radix(a, 16).unwrap_or(0),
+                u64::from_str_radix(b, 16).unwrap_or(0),
+            );
+            b - a == len
+        })
+        .count()
 }
 
 #[test]

@@ -243,6 +243,9 @@ impl Inner {
                 "dummy client: the real client at @{} is unreachable: {e}",
                 self.socket
             );
+            // A real client that is gone must not be kept in memory by its segments
+            // mapped here; a new one shares its own.
+            self.segments.write().clear();
             io_code(&e)
         })
     }
