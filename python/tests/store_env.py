@@ -60,13 +60,34 @@ def _master_binary() -> Path:
         return Path(found[0])
     if choice != "ours":
         return Path(choice)
-    bundled = REPO / "python" / "mooncake" / "lib" / "mooncake_master"
-    built = [REPO / "target" / p / "mooncake_master" for p in ("release", "debug")]
+    return our_binary("mooncake_master")
+
+
+def our_binary(name: str) -> Path:
+    """This repository's executable `name`: bundled in the package, else the newer of
+    the release and debug builds; skips the test when there is none."""
+    bundled = REPO / "python" / "mooncake" / "lib" / name
+    built = [REPO / "target" / p / name for p in ("release", "debug")]
     built = sorted((b for b in built if b.is_file()), key=lambda p: p.stat().st_mtime, reverse=True)
     for path in [bundled, *built]:
         if path.is_file() and os.access(path, os.X_OK):
             return path
-    pytest.skip("mooncake_master not built: run `cargo build --bin mooncake_master`")
+    pytest.skip(f"{name} not built: run `cargo build --bin {name}`")
+
+
+def stop_process(proc: subprocess.Popen, log: Path) -> None:
+    """Terminates `proc` (killed after 10 s) and removes its log."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    try:
+        log.unlink()
+    except OSError:
+        pass
 
 
 def _wait_port(port: int, proc: subprocess.Popen, log: Path, timeout: float = 30) -> None:
@@ -110,17 +131,7 @@ class Master:
         self.metadata = f"http://127.0.0.1:{self.http_port}/metadata"
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        try:
-            self.log.unlink()
-        except OSError:
-            pass
+        stop_process(self.proc, self.log)
 
 
 @pytest.fixture(scope="module")

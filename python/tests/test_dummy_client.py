@@ -6,7 +6,6 @@ once, and a dummy process killed mid-work that leaves the real client serving.""
 from __future__ import annotations
 
 import ctypes
-import os
 import signal
 import subprocess
 import sys
@@ -18,21 +17,11 @@ from typing import Iterator
 
 import pytest
 
-from conftest import IMPL, REPO, impl_env
+from conftest import IMPL, impl_env
 from mooncake.store import MooncakeDistributedStore
-from store_env import Master, _free_ports, pattern
+from store_env import Master, _free_ports, our_binary, pattern, stop_process
 
 pytestmark = pytest.mark.skipif(IMPL != "ours", reason="this project's mooncake_client (ours only)")
-
-
-def _client_binary() -> Path:
-    bundled = REPO / "python" / "mooncake" / "lib" / "mooncake_client"
-    built = [REPO / "target" / p / "mooncake_client" for p in ("release", "debug")]
-    built = sorted((b for b in built if b.is_file()), key=lambda p: p.stat().st_mtime, reverse=True)
-    for path in [bundled, *built]:
-        if path.is_file() and os.access(path, os.X_OK):
-            return path
-    pytest.skip("mooncake_client not built: run `cargo build --bin mooncake_client`")
 
 
 class RealClient:
@@ -43,7 +32,7 @@ class RealClient:
         self.address = f"127.0.0.1:{self.port}"
         self.log = Path(tempfile.mkstemp(prefix="mooncake-client-", suffix=".log")[1])
         args = [
-            str(_client_binary()),
+            str(our_binary("mooncake_client")),
             "--host=127.0.0.1",
             f"--port={self.port}",
             f"--metadata_server={master.metadata}",
@@ -54,14 +43,7 @@ class RealClient:
             self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.unlink(missing_ok=True)
+        stop_process(self.proc, self.log)
 
 
 def dummy_store(real: RealClient, local_buffer: int = 64 << 20) -> MooncakeDistributedStore:

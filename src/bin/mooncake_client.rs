@@ -5,7 +5,7 @@
 //! Runs until SIGINT or SIGTERM.
 
 use mooncake::store::{Client, DummyServer, SetupConfig, StoreApi};
-use mooncake::util::flags::{parse_byte_size, FlagKind, Flags};
+use mooncake::util::flags::{parse_byte_size, run_main, FlagKind, Flags};
 use mooncake::util::http_server::{HttpHandler, HttpReply, HttpServer};
 use mooncake::util::{logger, signals};
 use std::net::SocketAddr;
@@ -186,34 +186,7 @@ fn run(s: Settings) -> Result<(), String> {
 
 fn main() -> ExitCode {
     logger::install();
-    let flags = match Flags::parse(std::env::args().skip(1), kind_of) {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("{e}\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    if flags.get("help") == Some("true") || flags.get("h") == Some("true") {
-        println!("{USAGE}");
-        return ExitCode::SUCCESS;
-    }
-    for name in &flags.unknown {
-        log::warn!("unknown flag --{name}; ignored");
-    }
-    let settings = match settings(&flags) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("{e}\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    match run(settings) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("mooncake_client: {e}");
-            ExitCode::from(1)
-        }
-    }
+    run_main("mooncake_client", USAGE, kind_of, settings, run)
 }
 
 #[cfg(test)]

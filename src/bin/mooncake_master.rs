@@ -9,7 +9,7 @@ use mooncake::master::rpc_server::RpcServer;
 use mooncake::master::MasterService;
 use mooncake::metadata::http_server::HttpMetadataServer;
 use mooncake::te::net;
-use mooncake::util::flags::{parse_bool, FlagKind, Flags};
+use mooncake::util::flags::{parse_bool, run_main, FlagKind, Flags};
 use mooncake::util::http_server::HttpServer;
 use mooncake::util::{logger, signals};
 use std::net::{IpAddr, SocketAddr};
@@ -419,34 +419,7 @@ fn run(mut s: Settings) -> Result<(), String> {
 
 fn main() -> ExitCode {
     logger::install();
-    let flags = match Flags::parse(std::env::args().skip(1), kind_of) {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("{e}\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    if flags.get("help") == Some("true") {
-        println!("{USAGE}");
-        return ExitCode::SUCCESS;
-    }
-    for name in &flags.unknown {
-        log::warn!("unknown flag --{name}; ignored");
-    }
-    let settings = match settings(&flags) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("{e}\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    match run(settings) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("mooncake_master: {e}");
-            ExitCode::from(1)
-        }
-    }
+    run_main("mooncake_master", USAGE, kind_of, settings, run)
 }
 
 #[cfg(test)]

@@ -92,7 +92,8 @@ pub trait StoreApi: Send + Sync + std::fmt::Debug {
         Err(ErrorCode::NOT_SUPPORTED)
     }
 
-    /// Zero-copy put of one object (an empty one stores nothing and succeeds).
+    /// Zero-copy put of one object (an empty one stores nothing and succeeds, -600
+    /// once closed).
     ///
     /// # Safety
     /// When `len > 0`, `[addr, addr + len)` must be readable until this returns.
@@ -104,6 +105,9 @@ pub trait StoreApi: Send + Sync + std::fmt::Debug {
         config: &ReplicateConfig,
     ) -> Result<(), ErrorCode> {
         if len == 0 {
+            if self.health() == Health::NotInitialized {
+                return Err(ErrorCode::INVALID_PARAMS);
+            }
             log::warn!("store: put_from('{key}') with no data; nothing stored");
             return Ok(());
         }
@@ -294,25 +298,6 @@ impl StoreApi for Client {
     }
     fn unregister_buffer(&self, addr: *mut u8) -> Result<(), ErrorCode> {
         Client::unregister_buffer(self, addr)
-    }
-    unsafe fn put_from_raw(
-        &self,
-        key: &str,
-        addr: u64,
-        len: u64,
-        config: &ReplicateConfig,
-    ) -> Result<(), ErrorCode> {
-        // SAFETY: forwarded contract.
-        unsafe { Client::put_from_raw(self, key, addr, len, config) }
-    }
-    unsafe fn batch_put_from_raw(
-        &self,
-        keys: &[&str],
-        items: &[(u64, u64)],
-        config: &ReplicateConfig,
-    ) -> Vec<Result<(), ErrorCode>> {
-        // SAFETY: forwarded contract.
-        unsafe { Client::batch_put_from_raw(self, keys, items, config) }
     }
     unsafe fn get_into_raw(&self, key: &str, addr: u64, cap: u64) -> Result<u64, ErrorCode> {
         // SAFETY: forwarded contract.

@@ -2,8 +2,8 @@
 //! upstream's return codes. Every operation on a closed client returns
 //! `INVALID_PARAMS` (-600); batch operations then report -600 for every item.
 
+use super::api::StoreApi;
 use super::client::{Client, Inner};
-use super::ops_ext::{Pieces, WriteMode};
 use super::transfer::Move;
 use crate::te::Op;
 use crate::wire::master_api::{
@@ -217,27 +217,7 @@ impl Client {
         config: &ReplicateConfig,
     ) -> Result<(), ErrorCode> {
         // SAFETY: the slice is readable for the duration of the call.
-        unsafe { self.put_from_raw(key, buf.as_ptr() as u64, buf.len() as u64, config) }
-    }
-
-    /// [`Client::put_from`] on raw memory.
-    ///
-    /// # Safety
-    /// When `len > 0`, `[addr, addr + len)` must be readable until this returns.
-    pub(crate) unsafe fn put_from_raw(
-        &self,
-        key: &str,
-        addr: u64,
-        len: u64,
-        config: &ReplicateConfig,
-    ) -> Result<(), ErrorCode> {
-        let inner = self.inner()?;
-        if len == 0 {
-            log::warn!("store: put_from('{key}') with no data; nothing stored");
-            return Ok(());
-        }
-        // SAFETY: forwarded contract.
-        unsafe { inner.put_raw(key, addr, len, config) }
+        unsafe { StoreApi::put_from_raw(self, key, buf.as_ptr() as u64, buf.len() as u64, config) }
     }
 
     /// Zero-copy puts of several objects in one round of master calls; one result
@@ -254,25 +234,7 @@ impl Client {
             .map(|b| (b.as_ptr() as u64, b.len() as u64))
             .collect();
         // SAFETY: every slice is readable for the duration of the call.
-        unsafe { self.batch_put_from_raw(keys, &items, config) }
-    }
-
-    /// [`Client::batch_put_from`] on raw `(address, length)` items.
-    ///
-    /// # Safety
-    /// Every item with a non-zero length must be readable until this returns.
-    pub(crate) unsafe fn batch_put_from_raw(
-        &self,
-        keys: &[&str],
-        items: &[(u64, u64)],
-        config: &ReplicateConfig,
-    ) -> Vec<Result<(), ErrorCode>> {
-        if items.len() != keys.len() {
-            return vec![Err(ErrorCode::INVALID_PARAMS); keys.len()];
-        }
-        let pieces: Vec<Pieces> = items.iter().map(|&item| vec![item]).collect();
-        // SAFETY: forwarded contract.
-        unsafe { self.batch_write_raw(WriteMode::Put, keys, &pieces, config) }
+        unsafe { StoreApi::batch_put_from_raw(self, keys, &items, config) }
     }
 
     /// Reads `key` into `buf` (its capacity); returns the object's size. -600 when

@@ -5,6 +5,7 @@
 
 use super::client::{Client, Inner};
 use super::ops::{is_gone, replica_size, PUT_ATTEMPTS, PUT_RETRY_BUDGET};
+use super::ops_local::Located;
 use super::transfer::Move;
 use crate::te::Op;
 use crate::wire::master_api::{
@@ -462,59 +463,18 @@ impl Client {
     pub unsafe fn batch_get_alloc_raw<T: ReadTarget>(
         &self,
         keys: &[&str],
-        mut alloc: impl FnMut(usize, u64) -> Option<T>,
+        alloc: impl FnMut(usize, u64) -> Option<T>,
     ) -> Vec<Result<(T, u64), ErrorCode>> {
-        let n = keys.len();
-        let inner = match self.inner() {
-            Ok(i) => i,
-            Err(e) => return (0..n).map(|_| Err(e)).collect(),
-        };
-        let start = Instant::now();
-        let owned: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
-        let (lists, _reads) = inner.reads.begin(&owned);
-        let lists = match lists {
-            Ok(l) => fit(l, n),
-            Err(e) => return (0..n).map(|_| Err(e)).collect(),
-        };
-        let mut results: Vec<Result<(T, u64), ErrorCode>> = Vec::with_capacity(n);
-        let (mut moves, mut owner, mut ttls) = (Vec::new(), Vec::new(), Vec::new());
-        for (i, list) in lists.into_iter().enumerate() {
-            let r = list.and_then(|resp| {
-                let d = inner.choose(&resp.replicas)?;
-                let Some(mut target) = alloc(i, d.size) else {
-                    log::debug!(
-                        "store: get('{}'): cannot allocate {} bytes",
-                        keys[i],
-                        d.size
-                    );
-                    return Err(ErrorCode::INVALID_PARAMS);
-                };
-                moves.push(Move {
-                    local: target.addr(),
-                    remote: d.buffer_address,
-                    len: d.size,
-                    endpoint: d.transport_endpoint.clone(),
-                });
-                owner.push(i);
-                ttls.push(resp.lease_ttl_ms);
-                Ok((target, d.size))
-            });
-            results.push(r);
-        }
-        // SAFETY: every destination is a live target of its object's size.
-        let done = unsafe { inner.execute(Op::Read, &moves) };
-        for ((i, ttl), outcome) in owner.into_iter().zip(ttls).zip(done) {
-            if let Err(e) = outcome {
-                results[i] = Err(e);
-            } else if start.elapsed() > Duration::from_millis(ttl) {
-                log::warn!(
-                    "store: get('{}'): the read lease expired during the read",
-                    keys[i]
-                );
-                results[i] = Err(ErrorCode::LEASE_EXPIRED);
-            }
-        }
-        results
+        // SAFETY: forwarded contract.
+        let (found, held) = unsafe { self.get_whole(keys, alloc, false) };
+        self.end_held_reads(held);
+        found
+            .into_iter()
+            .map(|r| match r? {
+                (Located::Read(target), size, _) => Ok((target, size)),
+                (Located::Own(_), _, _) => Err(ErrorCode::INTERNAL_ERROR),
+            })
+            .collect()
     }
 
     /// Reads a whole object into a new vector, with one master call.

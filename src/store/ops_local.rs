@@ -1,7 +1,7 @@
-//! Whole-object reads on behalf of a dummy client that maps this client's segments:
-//! an object whose chosen replica lies in this client's own segment is located, not
-//! copied, and stays held (its read not ended) until the dummy has copied it itself;
-//! any other object is read into memory from `alloc`, as for every client.
+//! Whole-object reads: into memory from `alloc` (every client), or, for a dummy
+//! client that maps this client's segments, located when the chosen replica lies in
+//! this client's own segment, the object then held (its read not ended) until the
+//! dummy has copied it itself.
 
 use super::client::Client;
 use super::ops_ext::{fit, ReadTarget};
@@ -36,7 +36,23 @@ impl Client {
     pub(crate) unsafe fn batch_locate_or_read<T: ReadTarget>(
         &self,
         keys: &[&str],
+        alloc: impl FnMut(usize, u64) -> Option<T>,
+    ) -> (Vec<Found<T>>, HeldReads) {
+        // SAFETY: forwarded contract.
+        unsafe { self.get_whole(keys, alloc, true) }
+    }
+
+    /// Whole objects into targets from `alloc(key index, size)` (one master call, one
+    /// transfer batch), objects in this client's own segment only located when
+    /// `locate`; the reads, held.
+    ///
+    /// # Safety
+    /// As [`Client::batch_locate_or_read`].
+    pub(super) unsafe fn get_whole<T: ReadTarget>(
+        &self,
+        keys: &[&str],
         mut alloc: impl FnMut(usize, u64) -> Option<T>,
+        locate: bool,
     ) -> (Vec<Found<T>>, HeldReads) {
         let n = keys.len();
         let none = HeldReads(Vec::new());
@@ -57,10 +73,15 @@ impl Client {
             results.push(list.and_then(|resp| {
                 let d = inner.choose(&resp.replicas)?;
                 let ttl = resp.lease_ttl_ms;
-                if inner.is_own(&d.transport_endpoint, d.buffer_address, d.size) {
+                if locate && inner.is_own(&d.transport_endpoint, d.buffer_address, d.size) {
                     return Ok((Located::Own(d.buffer_address), d.size, ttl));
                 }
                 let Some(mut target) = alloc(i, d.size) else {
+                    log::debug!(
+                        "store: get('{}'): cannot allocate {} bytes",
+                        keys[i],
+                        d.size
+                    );
                     return Err(ErrorCode::INVALID_PARAMS);
                 };
                 moves.push(Move {

@@ -34,6 +34,14 @@ pub struct RangedRead {
 /// Per buffer, per key, per fragment: the bytes read or an error code.
 pub type RangedResults = Vec<Vec<Vec<Result<u64, ErrorCode>>>>;
 
+/// Results of the shape of `reads` with every fragment failed with `e`.
+pub fn failed(reads: &[RangedRead], e: ErrorCode) -> RangedResults {
+    reads
+        .iter()
+        .map(|r| r.keys.iter().map(|(_, f)| vec![Err(e); f.len()]).collect())
+        .collect()
+}
+
 /// Bytes from `addr` to the end of the registered region holding it (0: none does).
 fn capacity(inner: &Inner, addr: u64) -> u64 {
     if addr == 0 {
@@ -63,12 +71,7 @@ impl Client {
     /// The registered regions the buffers point into must be writable, and not
     /// otherwise accessed, until this returns.
     pub unsafe fn get_into_ranges_raw(&self, reads: &[RangedRead]) -> RangedResults {
-        let shape = |e: ErrorCode| -> RangedResults {
-            reads
-                .iter()
-                .map(|r| r.keys.iter().map(|(_, f)| vec![Err(e); f.len()]).collect())
-                .collect()
-        };
+        let shape = |e: ErrorCode| failed(reads, e);
         let inner = match self.inner() {
             Ok(i) => i,
             Err(e) => return shape(e),

@@ -1,7 +1,7 @@
 //! Unix stream socket helpers: passing open files between processes (`SCM_RIGHTS`,
 //! attached to the first bytes of a message) and the peer's credentials.
 
-use std::io::{self, IoSliceMut, Write};
+use std::io::{self, IoSliceMut, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 
@@ -103,6 +103,20 @@ pub fn recv_with_fds(stream: &UnixStream, buf: &mut [u8]) -> io::Result<(usize, 
     Ok((got, files))
 }
 
+/// Fills `buf` and returns the files attached to its first bytes; `None` when the
+/// peer closed the connection before sending any.
+pub fn read_exact_with_fds(
+    stream: &UnixStream,
+    buf: &mut [u8],
+) -> io::Result<Option<Vec<OwnedFd>>> {
+    let (got, files) = recv_with_fds(stream, buf)?;
+    if got == 0 && !buf.is_empty() {
+        return Ok(None);
+    }
+    (&*stream).read_exact(&mut buf[got..])?;
+    Ok(Some(files))
+}
+
 /// The pid and user of the process at the other end, as the kernel recorded them (for
 /// a connecting side: the listener's, at `listen`).
 pub fn peer_credentials(stream: &UnixStream) -> io::Result<libc::ucred> {
@@ -131,7 +145,6 @@ pub fn peer_credentials(stream: &UnixStream) -> io::Result<libc::ucred> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Read;
 
     #[test]
     fn files_travel_with_the_first_bytes() {
@@ -149,7 +162,10 @@ mod tests {
             crate::util::mapping::Mapping::from_shared_file(got.into_iter().nth(1).unwrap(), 8192);
         assert!(mapped.is_ok());
         let mut rest = [0u8; 1];
-        (&b).read_exact(&mut rest).unwrap();
+        assert!(read_exact_with_fds(&b, &mut rest)
+            .unwrap()
+            .unwrap()
+            .is_empty());
         assert_eq!(&rest, b"!");
         assert!(send_with_fds(&a, b"", &files).is_err());
         let cred = peer_credentials(&a).unwrap();

@@ -91,6 +91,48 @@ impl Flags {
     }
 }
 
+/// The `main` of a gflags-style binary: parses the command line against `kind_of`,
+/// prints `usage` for `--help` (or `-h` when it is a known flag), warns about unknown
+/// flags, builds the settings (exit status 2 with the usage when they are wrong) and
+/// runs (exit status 1 with `name: error` when that fails).
+pub fn run_main<S>(
+    name: &str,
+    usage: &str,
+    kind_of: impl Fn(&str) -> Option<FlagKind>,
+    settings: impl FnOnce(&Flags) -> Result<S, String>,
+    run: impl FnOnce(S) -> Result<(), String>,
+) -> std::process::ExitCode {
+    use std::process::ExitCode;
+    let flags = match Flags::parse(std::env::args().skip(1), kind_of) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("{e}\n{usage}");
+            return ExitCode::from(2);
+        }
+    };
+    if flags.get("help") == Some("true") || flags.get("h") == Some("true") {
+        println!("{usage}");
+        return ExitCode::SUCCESS;
+    }
+    for flag in &flags.unknown {
+        log::warn!("unknown flag --{flag}; ignored");
+    }
+    let settings = match settings(&flags) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{e}\n{usage}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(settings) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{name}: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
 /// Parses a gflags boolean value.
 pub fn parse_bool(name: &str, v: &str) -> Result<bool, String> {
     match v.trim().to_ascii_lowercase().as_str() {

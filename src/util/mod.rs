@@ -10,6 +10,7 @@ pub mod http_server;
 pub mod logger;
 pub mod mapping;
 pub mod signals;
+pub mod unix_server;
 
 /// A comma-separated list (device names, filters), trimmed, empty entries dropped.
 pub fn comma_list(text: &str) -> Vec<String> {

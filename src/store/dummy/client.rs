@@ -12,7 +12,7 @@ use super::wire::{self, FetchResult, Op, WireRangedRead};
 use crate::store::api::StoreApi;
 use crate::store::client::map_error;
 use crate::store::memory::{Mapping, Staging, StagingBuffer};
-use crate::store::ops_ranges::{RangedRead, RangedResults};
+use crate::store::ops_ranges::{failed as ranges_failed, RangedRead, RangedResults};
 use crate::store::{ErrorCode, Health, Pieces, ReplicateConfig, WriteMode};
 use crate::te::net::random_u64;
 use crate::wire::master_api::ReplicaDescriptor;
@@ -124,6 +124,25 @@ impl DummyClient {
             state: RwLock::new(Some(inner)),
             hostname,
         })
+    }
+
+    /// A copy of `value` stored under `key` (staged through the local buffer): -600
+    /// when empty.
+    fn write_value(
+        &self,
+        mode: WriteMode,
+        key: &str,
+        value: &[u8],
+        config: &ReplicateConfig,
+    ) -> Result<(), ErrorCode> {
+        if value.is_empty() {
+            return Err(ErrorCode::INVALID_PARAMS);
+        }
+        let items = [vec![(value.as_ptr() as u64, value.len() as u64)]];
+        crate::store::api::one(self.with(
+            || vec![Err(ErrorCode::INVALID_PARAMS)],
+            |i| i.write(mode, &[key], &items, config),
+        ))
     }
 
     fn with<R>(&self, closed: impl FnOnce() -> R, op: impl FnOnce(&Inner) -> R) -> R {
@@ -321,13 +340,13 @@ impl Inner {
     }
 
     /// A staging reservation of `len` bytes, or -600 with the reason logged.
-    fn stage(&self, what: &str, len: u64) -> Result<Staging<'_>, ErrorCode> {
+    fn stage(&self, op: &str, key: &str, len: u64) -> Result<Staging<'_>, ErrorCode> {
         self.staging
             .as_ref()
             .and_then(|s| s.allocate(len))
             .ok_or_else(|| {
                 log::error!(
-                    "dummy client: {what}: {len} bytes do not fit the free local buffer (or are \
+                    "dummy client: {op}('{key}'): {len} bytes do not fit the free local buffer (or are \
                  empty); memory from alloc_from_mem_pool needs no staging"
                 );
                 ErrorCode::INVALID_PARAMS
@@ -354,7 +373,7 @@ impl Inner {
                 continue;
             }
             let total: u64 = pieces.iter().map(|p| p.1).sum();
-            match self.stage(&format!("put('{}')", keys[i]), total) {
+            match self.stage("put", keys[i], total) {
                 Ok(s) => {
                     let mut off = 0;
                     for &(addr, len) in pieces {
@@ -403,7 +422,7 @@ impl Inner {
                 continue;
             }
             let total: u64 = pieces.iter().map(|p| p.1).sum();
-            match self.stage(&format!("get('{}')", keys[i]), total) {
+            match self.stage("get", keys[i], total) {
                 Ok(s) => {
                     send.push(vec![(s.addr(), total)]);
                     staged.push(Some(s));
@@ -471,7 +490,7 @@ impl Inner {
                 let s = match cap {
                     0 => None,
                     cap if round == 0 => self.staging.as_ref().and_then(|s| s.allocate(cap)),
-                    cap => match self.stage(&format!("get('{}')", keys[k]), cap) {
+                    cap => match self.stage("get", keys[k], cap) {
                         Ok(s) => Some(s),
                         Err(e) => {
                             results[k] = Err(e);
@@ -644,25 +663,11 @@ impl StoreApi for DummyClient {
     }
 
     fn put(&self, key: &str, value: &[u8], config: &ReplicateConfig) -> Result<(), ErrorCode> {
-        let items = [vec![(value.as_ptr() as u64, value.len() as u64)]];
-        if value.is_empty() {
-            return Err(ErrorCode::INVALID_PARAMS);
-        }
-        crate::store::api::one(self.with(
-            || vec![Err(ErrorCode::INVALID_PARAMS)],
-            |i| i.write(WriteMode::Put, &[key], &items, config),
-        ))
+        self.write_value(WriteMode::Put, key, value, config)
     }
 
     fn upsert(&self, key: &str, value: &[u8], config: &ReplicateConfig) -> Result<(), ErrorCode> {
-        let items = [vec![(value.as_ptr() as u64, value.len() as u64)]];
-        if value.is_empty() {
-            return Err(ErrorCode::INVALID_PARAMS);
-        }
-        crate::store::api::one(self.with(
-            || vec![Err(ErrorCode::INVALID_PARAMS)],
-            |i| i.write(WriteMode::Upsert, &[key], &items, config),
-        ))
+        self.write_value(WriteMode::Upsert, key, value, config)
     }
 
     unsafe fn batch_write_raw(
@@ -702,12 +707,7 @@ impl StoreApi for DummyClient {
     }
 
     unsafe fn get_into_ranges_raw(&self, reads: &[RangedRead]) -> RangedResults {
-        let shape = |e: ErrorCode| -> RangedResults {
-            reads
-                .iter()
-                .map(|r| r.keys.iter().map(|(_, f)| vec![Err(e); f.len()]).collect())
-                .collect()
-        };
+        let shape = |e: ErrorCode| ranges_failed(reads, e);
         self.with(
             || shape(ErrorCode::INVALID_PARAMS),
             |i| {

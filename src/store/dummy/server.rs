@@ -14,18 +14,15 @@ use crate::store::memory::Mapping;
 use crate::store::ops_local::{HeldReads, Located};
 use crate::store::ops_ranges::{Range, RangedRead};
 use crate::store::{Client, ErrorCode, Pieces, ReadTarget, ReplicateConfig, WriteMode};
-use crate::util::conn_threads::ConnThreads;
 use crate::util::fd_passing;
+use crate::util::unix_server::UnixServer;
 use crate::wire::struct_pack::Pack;
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, HashMap};
 use std::io;
-use std::os::linux::net::SocketAddrExt;
-use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
+use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
-use std::thread::JoinHandle;
-use std::time::Duration;
 
 /// One dummy memory region mapped here.
 struct Region {
@@ -79,45 +76,36 @@ impl Drop for Session {
 
 struct Shared {
     client: Arc<Client>,
-    stopping: AtomicBool,
     sessions: Mutex<HashMap<u64, Weak<Session>>>,
-    connections: ConnThreads<UnixStream>,
 }
 
 /// The listener dummy clients connect to, and its connection threads.
 pub struct DummyServer {
     shared: Arc<Shared>,
-    name: String,
-    acceptor: Option<JoinHandle<()>>,
+    server: UnixServer,
 }
 
 impl DummyServer {
     /// Serves dummy clients of `client` on `@mooncake_client_<port>.sock`.
     pub fn start(client: Arc<Client>, port: u16) -> io::Result<DummyServer> {
         let name = super::socket_name(port);
-        let listener = UnixListener::bind_addr(&SocketAddr::from_abstract_name(&name)?)?;
-        listener.set_nonblocking(true)?;
         let shared = Arc::new(Shared {
             client,
-            stopping: AtomicBool::new(false),
             sessions: Mutex::new(HashMap::new()),
-            connections: ConnThreads::default(),
         });
-        let acceptor_shared = shared.clone();
-        let acceptor = std::thread::Builder::new()
-            .name("mc-dummy-accept".into())
-            .spawn(move || accept_loop(listener, acceptor_shared))?;
+        let conn_shared = shared.clone();
+        let server = UnixServer::start(&name, "mc-dummy", move |stream| {
+            if let Err(e) = serve(stream, &conn_shared) {
+                log::debug!("dummy server: connection closed: {e}");
+            }
+        })?;
         log::info!("dummy server: serving dummy clients on @{name}");
-        Ok(DummyServer {
-            shared,
-            name,
-            acceptor: Some(acceptor),
-        })
+        Ok(DummyServer { shared, server })
     }
 
     /// The abstract socket name (without the leading `@`).
     pub fn socket_name(&self) -> &str {
-        &self.name
+        self.server.name()
     }
 
     /// How many dummy processes are connected.
@@ -130,41 +118,7 @@ impl DummyServer {
     /// Stops accepting, closes every connection and joins every thread; every
     /// dummy's memory is released.
     pub fn stop(&mut self) {
-        let Some(acceptor) = self.acceptor.take() else {
-            return;
-        };
-        self.shared.stopping.store(true, Ordering::SeqCst);
-        let _ = acceptor.join();
-        self.shared.connections.close_all();
-    }
-}
-
-impl Drop for DummyServer {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-fn accept_loop(listener: UnixListener, shared: Arc<Shared>) {
-    while !shared.stopping.load(Ordering::SeqCst) {
-        let stream = match listener.accept() {
-            Ok((s, _)) => s,
-            Err(_) => {
-                std::thread::sleep(Duration::from_millis(20));
-                continue;
-            }
-        };
-        if stream.set_nonblocking(false).is_err() {
-            continue;
-        }
-        let conn_shared = shared.clone();
-        shared
-            .connections
-            .spawn("mc-dummy-serve", stream, move |stream| {
-                if let Err(e) = serve(stream, &conn_shared) {
-                    log::debug!("dummy server: connection closed: {e}");
-                }
-            });
+        self.server.stop();
     }
 }
 

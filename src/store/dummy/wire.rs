@@ -110,6 +110,36 @@ pub fn decode<T: Pack + 'static>(body: &[u8]) -> io::Result<T> {
     struct_pack::deserialize(body).map_err(decode_error)
 }
 
+/// `u32` body length, the operation byte for a request, the struct_pack body.
+fn frame<T: Pack + 'static>(op: Option<Op>, value: &T) -> io::Result<Vec<u8>> {
+    let body = struct_pack::serialize(value);
+    let len = u32::try_from(body.len())
+        .ok()
+        .filter(|&n| n <= MAX_FRAME)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "frame too large"))?;
+    let mut frame = Vec::with_capacity(5 + body.len());
+    frame.extend_from_slice(&len.to_le_bytes());
+    frame.extend(op.map(|op| op as u8));
+    frame.extend_from_slice(&body);
+    Ok(frame)
+}
+
+/// Writes a frame, with `files` attached to its first bytes when there are any.
+fn send_frame(stream: &UnixStream, frame: &[u8], files: &[&OwnedFd]) -> io::Result<()> {
+    if files.is_empty() {
+        (&*stream).write_all(frame)
+    } else {
+        fd_passing::send_with_fds(stream, frame, files)
+    }
+}
+
+/// Reads a frame's fixed head and the files that came with it; `None` when the peer
+/// closed the connection before its first byte.
+fn read_head<const N: usize>(stream: &UnixStream) -> io::Result<Option<([u8; N], Vec<OwnedFd>)>> {
+    let mut head = [0u8; N];
+    Ok(fd_passing::read_exact_with_fds(stream, &mut head)?.map(|files| (head, files)))
+}
+
 /// Sends one request, with `file` attached when given.
 pub fn send_request<T: Pack + 'static>(
     stream: &UnixStream,
@@ -117,69 +147,32 @@ pub fn send_request<T: Pack + 'static>(
     args: &T,
     file: Option<&OwnedFd>,
 ) -> io::Result<()> {
-    let body = struct_pack::serialize(args);
-    let len = u32::try_from(body.len())
-        .ok()
-        .filter(|&n| n <= MAX_FRAME)
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "request too large"))?;
-    let mut frame = Vec::with_capacity(5 + body.len());
-    frame.extend_from_slice(&len.to_le_bytes());
-    frame.push(op as u8);
-    frame.extend_from_slice(&body);
-    match file {
-        None => (&*stream).write_all(&frame),
-        Some(f) => fd_passing::send_with_fds(stream, &frame, &[f]),
-    }
+    send_frame(stream, &frame(Some(op), args)?, file.as_slice())
 }
 
 /// Sends one reply.
-pub fn send_reply<T: Pack + 'static>(mut stream: &UnixStream, result: &T) -> io::Result<()> {
-    let body = struct_pack::serialize(result);
-    let len = u32::try_from(body.len())
-        .ok()
-        .filter(|&n| n <= MAX_FRAME)
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "reply too large"))?;
-    let mut frame = Vec::with_capacity(4 + body.len());
-    frame.extend_from_slice(&len.to_le_bytes());
-    frame.extend_from_slice(&body);
-    stream.write_all(&frame)
+pub fn send_reply<T: Pack + 'static>(stream: &UnixStream, result: &T) -> io::Result<()> {
+    send_reply_with_files(stream, result, &[])
 }
 
-/// Reads one reply body.
-pub fn read_reply(mut stream: &UnixStream) -> io::Result<Vec<u8>> {
-    let mut head = [0u8; 4];
-    stream.read_exact(&mut head)?;
-    read_body(stream, u32::from_le_bytes(head))
-}
-
-/// Sends one reply with `files` attached (at least one).
+/// Sends one reply with `files` attached.
 pub fn send_reply_with_files<T: Pack + 'static>(
     stream: &UnixStream,
     result: &T,
     files: &[&OwnedFd],
 ) -> io::Result<()> {
-    let body = struct_pack::serialize(result);
-    let len = u32::try_from(body.len())
-        .ok()
-        .filter(|&n| n <= MAX_FRAME)
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "reply too large"))?;
-    let mut frame = Vec::with_capacity(4 + body.len());
-    frame.extend_from_slice(&len.to_le_bytes());
-    frame.extend_from_slice(&body);
-    fd_passing::send_with_fds(stream, &frame, files)
+    send_frame(stream, &frame(None, result)?, files)
+}
+
+/// Reads one reply body.
+pub fn read_reply(stream: &UnixStream) -> io::Result<Vec<u8>> {
+    read_reply_with_files(stream).map(|(body, _)| body)
 }
 
 /// Reads one reply body and the files that came with it.
 pub fn read_reply_with_files(stream: &UnixStream) -> io::Result<(Vec<u8>, Vec<OwnedFd>)> {
-    let mut head = [0u8; 4];
-    let (got, files) = fd_passing::recv_with_fds(stream, &mut head)?;
-    if got == 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            "real client closed",
-        ));
-    }
-    (&*stream).read_exact(&mut head[got..])?;
+    let (head, files) = read_head::<4>(stream)?
+        .ok_or_else(|| io::Error::new(io::ErrorKind::UnexpectedEof, "peer closed"))?;
     Ok((read_body(stream, u32::from_le_bytes(head))?, files))
 }
 
@@ -195,13 +188,10 @@ pub struct Request {
 
 /// Reads one request; `Ok(None)` when the peer closed the connection between requests.
 pub fn read_request(stream: &UnixStream) -> io::Result<Option<Request>> {
-    let mut head = [0u8; 5];
-    let (got, files) = fd_passing::recv_with_fds(stream, &mut head)?;
-    let file = files.into_iter().next();
-    if got == 0 {
+    let Some((head, files)) = read_head::<5>(stream)? else {
         return Ok(None);
-    }
-    (&*stream).read_exact(&mut head[got..])?;
+    };
+    let file = files.into_iter().next();
     let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
     let body = read_body(stream, len)?;
     Ok(Some(Request {

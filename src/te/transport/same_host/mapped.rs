@@ -9,7 +9,7 @@ use crate::te::shared_regions::PeerEpochs;
 use crate::te::transport::local::copy_bytes;
 use crate::te::transport::tcp::wire::Op;
 use crate::util::mapping::Mapping;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, HashMap};
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
@@ -71,7 +71,7 @@ pub enum Lookup {
 /// Every peer's mapped regions.
 #[derive(Default)]
 pub struct MappedPeers {
-    peers: Mutex<HashMap<String, Peer>>,
+    peers: RwLock<HashMap<String, Peer>>,
     last_sweep: Mutex<Option<Instant>>,
 }
 
@@ -88,7 +88,7 @@ pub enum Copied {
 impl MappedPeers {
     /// What is known about `[addr, addr + len)` at `socket`'s peer.
     pub fn lookup(&self, socket: &str, addr: u64, len: u64) -> Lookup {
-        let peers = self.peers.lock();
+        let peers = self.peers.read();
         let Some(peer) = peers.get(socket) else {
             return Lookup::Unknown;
         };
@@ -112,7 +112,7 @@ impl MappedPeers {
         if reply.len == 0 {
             return;
         }
-        let mut peers = self.peers.lock();
+        let mut peers = self.peers.write();
         let peer = peers.entry(socket.to_string()).or_insert_with(|| Peer {
             process: PeerProcess::open(pid),
             epochs: None,
@@ -141,7 +141,7 @@ impl MappedPeers {
 
     /// Forgets a mapped region (unregistered at the peer).
     pub fn forget(&self, socket: &str, region: &MappedRegion) {
-        if let Some(peer) = self.peers.lock().get_mut(socket) {
+        if let Some(peer) = self.peers.write().get_mut(socket) {
             let same = peer
                 .regions
                 .get(&region.base)
@@ -161,20 +161,21 @@ impl MappedPeers {
             }
             *last = Some(Instant::now());
         }
-        self.peers.lock().retain(|_, p| p.process.is_alive());
+        self.peers.write().retain(|_, p| p.process.is_alive());
     }
 
     /// Whether `socket`'s peer still runs; one that exited has its mappings dropped.
     /// Unknown peers count as alive (nothing is mapped from them).
     pub fn peer_alive(&self, socket: &str) -> bool {
-        let mut peers = self.peers.lock();
-        match peers.get(socket) {
-            Some(p) if !p.process.is_alive() => {
-                peers.remove(socket);
-                false
-            }
-            _ => true,
+        let alive = self
+            .peers
+            .read()
+            .get(socket)
+            .map_or(true, |p| p.process.is_alive());
+        if !alive {
+            self.peers.write().remove(socket);
         }
+        alive
     }
 }
 

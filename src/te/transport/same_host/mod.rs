@@ -299,11 +299,8 @@ fn read_share_reply(
     conn: &UnixStream,
 ) -> io::Result<(wire::ShareReply, Vec<std::os::fd::OwnedFd>)> {
     let mut buf = [0u8; wire::SHARE_REPLY_LEN];
-    let (got, files) = crate::util::fd_passing::recv_with_fds(conn, &mut buf)?;
-    if got == 0 {
-        return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "peer closed"));
-    }
-    (&*conn).read_exact(&mut buf[got..])?;
+    let files = crate::util::fd_passing::read_exact_with_fds(conn, &mut buf)?
+        .ok_or_else(|| io::Error::new(io::ErrorKind::UnexpectedEof, "peer closed"))?;
     let reply = wire::ShareReply::decode(&buf)
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "bad share reply"))?;
     Ok((reply, files))

@@ -13,27 +13,21 @@ use super::wire::{
 };
 use crate::te::memory::{MemoryRegistry, Region};
 use crate::te::transport::tcp::wire::{decode_status, encode_status, STATUS_LEN};
-use crate::util::conn_threads::ConnThreads;
 use crate::util::fd_passing;
+use crate::util::unix_server::UnixServer;
 use std::io::{self, Read, Write};
-use std::os::linux::net::SocketAddrExt;
-use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 struct Shared {
     memory: Arc<MemoryRegistry>,
-    stopping: AtomicBool,
-    connections: ConnThreads<UnixStream>,
 }
 
 /// The same-host listener and its connection threads.
 pub struct SameHostTarget {
-    shared: Arc<Shared>,
-    name: String,
-    acceptor: Option<JoinHandle<()>>,
+    server: UnixServer,
 }
 
 impl SameHostTarget {
@@ -49,68 +43,24 @@ impl SameHostTarget {
             NEXT.fetch_add(1, Ordering::Relaxed)
         );
         super::allow_peers_to_copy();
-        let listener = UnixListener::bind_addr(&SocketAddr::from_abstract_name(&name)?)?;
-        listener.set_nonblocking(true)?;
-        let shared = Arc::new(Shared {
-            memory,
-            stopping: AtomicBool::new(false),
-            connections: ConnThreads::default(),
-        });
-        let acceptor_shared = shared.clone();
-        let acceptor = std::thread::Builder::new()
-            .name("mc-shm-accept".into())
-            .spawn(move || accept_loop(listener, acceptor_shared))?;
-        Ok(SameHostTarget {
-            shared,
-            name,
-            acceptor: Some(acceptor),
-        })
+        let shared = Shared { memory };
+        let server = UnixServer::start(&name, "mc-shm", move |stream| {
+            if let Err(e) = serve(stream, &shared) {
+                log::debug!("same-host connection closed: {e}");
+            }
+        })?;
+        Ok(SameHostTarget { server })
     }
 
     /// The abstract socket name peers connect to.
     pub fn socket_name(&self) -> &str {
-        &self.name
+        self.server.name()
     }
 
     /// Stops accepting, closes every connection and joins every thread, so no
     /// registered memory is touched after this returns.
     pub fn stop(&mut self) {
-        let Some(acceptor) = self.acceptor.take() else {
-            return;
-        };
-        self.shared.stopping.store(true, Ordering::SeqCst);
-        let _ = acceptor.join();
-        self.shared.connections.close_all();
-    }
-}
-
-impl Drop for SameHostTarget {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-fn accept_loop(listener: UnixListener, shared: Arc<Shared>) {
-    while !shared.stopping.load(Ordering::SeqCst) {
-        let stream = match listener.accept() {
-            Ok((s, _)) => s,
-            Err(_) => {
-                // Nothing waiting (non-blocking) or a transient error.
-                std::thread::sleep(Duration::from_millis(20));
-                continue;
-            }
-        };
-        if stream.set_nonblocking(false).is_err() {
-            continue;
-        }
-        let conn_shared = shared.clone();
-        shared
-            .connections
-            .spawn("mc-shm-serve", stream, move |stream| {
-                if let Err(e) = serve(stream, &conn_shared) {
-                    log::debug!("same-host connection closed: {e}");
-                }
-            });
+        self.server.stop();
     }
 }
 
@@ -119,7 +69,7 @@ fn serve(mut stream: &UnixStream, shared: &Shared) -> io::Result<()> {
     let mut head = [0u8; BATCH_HEADER_LEN];
     let mut raw = vec![0u8; REQUEST_LEN];
     loop {
-        if stream.read_exact(&mut head).is_err() || shared.stopping.load(Ordering::SeqCst) {
+        if stream.read_exact(&mut head).is_err() {
             return Ok(());
         }
         let count = match decode_header(&head) {
