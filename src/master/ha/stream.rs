@@ -240,3 +240,91 @@ fn apply_stream(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::master::MasterConfig;
+    use crate::wire::master_api::{
+        MasterApi, ObjectMeta, ReplicaStatus, ReplicaType, ReplicateConfig, Segment, Uuid,
+        DEFAULT_TENANT,
+    };
+
+    const CLIENT: Uuid = Uuid {
+        first: 1,
+        second: 1,
+    };
+    const WRITERS: usize = 2;
+    const PUTS: usize = 100;
+
+    fn segment() -> Segment {
+        Segment {
+            id: Uuid {
+                first: 9,
+                second: 9,
+            },
+            name: "127.0.0.1:12345".into(),
+            base: 1 << 40,
+            size: 64 << 20,
+            te_endpoint: "127.0.0.1:12345".into(),
+            protocol: "tcp".into(),
+            host_id: String::new(),
+        }
+    }
+
+    fn all_complete(mirror: &Mirror) -> bool {
+        mirror.complete
+            && mirror.objects.len() == WRITERS * PUTS
+            && mirror.objects.values().all(|o| {
+                o.replicas
+                    .iter()
+                    .all(|r| r.status == ReplicaStatus::Complete)
+            })
+    }
+
+    /// A standby streams while writers put concurrently (each put waits for the
+    /// standby's acknowledgement): it ends with every object, as the leader has it.
+    #[test]
+    fn a_standby_follows_concurrent_writers() {
+        let master = Arc::new(MasterService::new(MasterConfig::default()));
+        master.mount_segment(&segment(), CLIENT).unwrap();
+        let server = ReplicationServer::start("127.0.0.1:0".parse().unwrap(), &master).unwrap();
+        let addr = server.local_addr().to_string();
+        let standby = std::thread::spawn(move || {
+            let mut mirror = Mirror::default();
+            let end = follow(&addr, &mut mirror, &|m| !all_complete(m));
+            (end, mirror)
+        });
+        let writers: Vec<_> = (0..WRITERS)
+            .map(|w| {
+                let master = master.clone();
+                std::thread::spawn(move || {
+                    for i in 0..PUTS {
+                        let key = format!("w{w}-{i}");
+                        let config = ReplicateConfig::default();
+                        master
+                            .put_start(CLIENT, &key, 4096, &config, DEFAULT_TENANT)
+                            .unwrap();
+                        let meta = ObjectMeta {
+                            key,
+                            checksum: None,
+                        };
+                        master
+                            .put_end(CLIENT, &meta, ReplicaType::All, DEFAULT_TENANT)
+                            .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for w in writers {
+            w.join().unwrap();
+        }
+        let (end, mirror) = standby.join().unwrap();
+        assert!(matches!(end, StreamEnd::Stopped), "{end:?}");
+        for ((tenant, key), state) in &mirror.objects {
+            let replicas = master.get_replica_list(key, tenant).unwrap().replicas;
+            assert_eq!(replicas.len(), state.replicas.len(), "{key}");
+        }
+        drop(server);
+    }
+}
