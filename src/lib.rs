@@ -7,6 +7,8 @@
 pub mod config;
 pub mod error;
 pub mod ffi;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod master;
 pub mod metadata;
 pub mod store;

@@ -189,6 +189,23 @@ impl MasterConfig {
     }
 }
 
+/// The (name, value) pairs of a master config file: a JSON object with flag names as
+/// keys; string values are taken as they are, others as their JSON text.
+pub fn config_pairs(text: &str) -> Result<Vec<(String, String)>, String> {
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    let obj = value.as_object().ok_or("not a JSON object")?;
+    Ok(obj
+        .iter()
+        .map(|(k, v)| {
+            let v = match v {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            (k.clone(), v)
+        })
+        .collect())
+}
+
 /// Upstream's `ParseDurationMs`: a non-negative integer, optionally followed by `ms`,
 /// `s`, `m` or `h` (case-insensitive, whitespace allowed); a bare number is milliseconds.
 pub fn parse_duration_ms(value: &str) -> Result<Duration, String> {

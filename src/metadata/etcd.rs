@@ -153,28 +153,12 @@ pub enum LeaseState {
 impl EtcdMetadataStore {
     /// Grants a lease of `ttl_secs`; its id.
     pub fn grant_lease(&self, ttl_secs: i64) -> Result<i64> {
-        let reply = self.call("/v3/lease/grant", &json!({ "TTL": ttl_secs }))?;
-        number(reply.get("ID"))
-            .filter(|id| *id != 0)
-            .ok_or_else(|| Error::Metadata(format!("etcd: lease grant refused: {reply}")))
+        lease_granted(&self.call("/v3/lease/grant", &json!({ "TTL": ttl_secs }))?)
     }
 
     /// Renews lease `id` once.
     pub fn keep_alive(&self, id: i64) -> Result<LeaseState> {
-        let reply = self.call("/v3/lease/keepalive", &json!({ "ID": id.to_string() }))?;
-        if let Some(err) = reply.get("error") {
-            let message = err.get("message").and_then(Value::as_str).unwrap_or("");
-            if message.contains("not found") {
-                return Ok(LeaseState::Gone);
-            }
-            return Err(Error::Metadata(format!("etcd: keep-alive: {err}")));
-        }
-        let ttl = number(reply.get("result").and_then(|r| r.get("TTL"))).unwrap_or(0);
-        Ok(if ttl > 0 {
-            LeaseState::Alive(ttl)
-        } else {
-            LeaseState::Gone
-        })
+        lease_kept(&self.call("/v3/lease/keepalive", &json!({ "ID": id.to_string() }))?)
     }
 
     /// Revokes lease `id` (deleting its keys).
@@ -213,10 +197,55 @@ impl EtcdMetadataStore {
                 "success": success,
             }),
         )?;
-        let succeeded = reply.get("succeeded").and_then(Value::as_bool) == Some(true);
-        Ok(succeeded
-            .then(|| number(reply.get("header").and_then(|h| h.get("revision"))).unwrap_or(0)))
+        Ok(txn_revision(&reply))
     }
+}
+
+/// The lease id in a `/v3/lease/grant` reply; an error when there is none.
+pub(crate) fn lease_granted(reply: &Value) -> Result<i64> {
+    number(reply.get("ID"))
+        .filter(|id| *id != 0)
+        .ok_or_else(|| Error::Metadata(format!("etcd: lease grant refused: {reply}")))
+}
+
+/// What a `/v3/lease/keepalive` reply says of the lease.
+pub(crate) fn lease_kept(reply: &Value) -> Result<LeaseState> {
+    if let Some(err) = reply.get("error") {
+        let message = err.get("message").and_then(Value::as_str).unwrap_or("");
+        if message.contains("not found") {
+            return Ok(LeaseState::Gone);
+        }
+        return Err(Error::Metadata(format!("etcd: keep-alive: {err}")));
+    }
+    let ttl = number(reply.get("result").and_then(|r| r.get("TTL"))).unwrap_or(0);
+    Ok(if ttl > 0 {
+        LeaseState::Alive(ttl)
+    } else {
+        LeaseState::Gone
+    })
+}
+
+/// The revision of a `/v3/kv/txn` reply whose transaction succeeded; `None` when it
+/// did not.
+pub(crate) fn txn_revision(reply: &Value) -> Option<i64> {
+    let succeeded = reply.get("succeeded").and_then(Value::as_bool) == Some(true);
+    succeeded.then(|| number(reply.get("header").and_then(|h| h.get("revision"))).unwrap_or(0))
+}
+
+/// The first value in a `/v3/kv/range` reply for `key`; `None` when there is none.
+pub(crate) fn range_value(key: &str, reply: &Value) -> Result<Option<Vec<u8>>> {
+    let Some(kv) = reply
+        .get("kvs")
+        .and_then(Value::as_array)
+        .and_then(|kvs| kvs.first())
+    else {
+        return Ok(None);
+    };
+    // An empty value is omitted from the JSON.
+    let value = kv.get("value").and_then(Value::as_str).unwrap_or("");
+    base64::decode(value)
+        .map(Some)
+        .ok_or_else(|| Error::Metadata(format!("etcd: value of '{key}' is not base64")))
 }
 
 impl MetadataStore for EtcdMetadataStore {
@@ -225,18 +254,7 @@ impl MetadataStore for EtcdMetadataStore {
             "/v3/kv/range",
             &json!({"key": base64::encode(key.as_bytes())}),
         )?;
-        let Some(kv) = reply
-            .get("kvs")
-            .and_then(Value::as_array)
-            .and_then(|kvs| kvs.first())
-        else {
-            return Ok(None);
-        };
-        // An empty value is omitted from the JSON.
-        let value = kv.get("value").and_then(Value::as_str).unwrap_or("");
-        base64::decode(value)
-            .map(Some)
-            .ok_or_else(|| Error::Metadata(format!("etcd: value of '{key}' is not base64")))
+        range_value(key, &reply)
     }
 
     fn set(&self, key: &str, value: &[u8]) -> Result<()> {

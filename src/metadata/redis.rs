@@ -49,7 +49,7 @@ impl RedisAuth {
 
 /// One reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Reply {
+pub(crate) enum Reply {
     Status(String),
     Error(String),
     Integer(i64),
@@ -189,7 +189,7 @@ fn command(conn: &mut BufReader<TcpStream>, args: &[&[u8]]) -> Result<Reply> {
 }
 
 /// Reads one reply; never trusts a length beyond [`MAX_BULK`].
-fn read_reply(conn: &mut impl BufRead) -> Result<Reply> {
+pub(crate) fn read_reply(conn: &mut impl BufRead) -> Result<Reply> {
     let bad = |what: String| Error::Metadata(format!("redis: malformed reply: {what}"));
     let mut line = Vec::new();
     conn.by_ref()

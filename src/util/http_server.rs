@@ -268,7 +268,7 @@ impl Read for DeadlineReader {
 }
 
 /// Why a request could not be read; each maps to a final reply before closing.
-enum ReadFail {
+pub(crate) enum ReadFail {
     /// The peer closed (or the socket failed) cleanly between requests: no reply.
     Closed,
     /// Reply with this status and message, then close.
@@ -287,10 +287,10 @@ impl From<io::Error> for ReadFail {
 }
 
 /// A parsed request head.
-struct Head {
-    method: String,
-    target: String,
-    keep_alive: bool,
+pub(crate) struct Head {
+    pub(crate) method: String,
+    pub(crate) target: String,
+    pub(crate) keep_alive: bool,
     content_length: Option<usize>,
     chunked: bool,
     expect_continue: bool,
@@ -387,7 +387,8 @@ fn read_line(
     Ok(())
 }
 
-fn read_head(reader: &mut impl BufRead) -> std::result::Result<Head, ReadFail> {
+/// Reads and checks one request head (request line and headers, within [`MAX_HEAD_BYTES`]).
+pub(crate) fn read_head(reader: &mut impl BufRead) -> std::result::Result<Head, ReadFail> {
     let mut budget = MAX_HEAD_BYTES;
     let mut line = Vec::new();
     // Tolerate stray empty lines before the request line (RFC 9112 §2.2).
@@ -487,9 +488,11 @@ fn read_head(reader: &mut impl BufRead) -> std::result::Result<Head, ReadFail> {
     Ok(head)
 }
 
-fn read_body(
+/// Reads the body `head` announces (at most [`MAX_BODY_BYTES`]), answering
+/// `Expect: 100-continue` on `writer` first.
+pub(crate) fn read_body(
     reader: &mut impl BufRead,
-    writer: &mut TcpStream,
+    writer: &mut impl Write,
     head: &Head,
 ) -> std::result::Result<Vec<u8>, ReadFail> {
     let too_large = ReadFail::Reply(413, "metadata too large");
