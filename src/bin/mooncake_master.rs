@@ -3,12 +3,13 @@
 //! optionally, the embedded HTTP metadata server.
 
 use mooncake::master::admin::AdminHandler;
-use mooncake::master::config::{config_pairs, MasterConfig, MASTER_CONFIG_FLAGS};
+use mooncake::master::config::{MasterConfig, MASTER_CONFIG_FLAGS};
 use mooncake::master::ha::{self, snapshot, HaAdminHandler, HaSettings, HaStatus};
-use mooncake::master::rpc_server::RpcServer;
+use mooncake::master::rpc_server::{self, RpcLimits, RpcServer};
 use mooncake::master::MasterService;
 use mooncake::metadata::http_server::HttpMetadataServer;
 use mooncake::te::net;
+use mooncake::util::conn_threads::ConnLimits;
 use mooncake::util::flags::{parse_bool, run_main, FlagKind, Flags};
 use mooncake::util::http_server::HttpServer;
 use mooncake::util::{logger, signals};
@@ -24,6 +25,8 @@ usage: mooncake_master [flags]
   --metrics_port=9003  --metrics_host=0.0.0.0
   --enable_http_metadata_server=false  --http_metadata_server_port=8080
   --http_metadata_server_host=0.0.0.0
+  --rpc_conn_timeout_seconds=0 (idle RPC connections closed after; 0 = never)
+  --rpc_max_connections=4096  --rpc_max_connections_per_peer=1024
   --default_kv_lease_ttl=10000  --default_kv_soft_pin_ttl=1800000
   --max_kv_soft_pin_ttl=86400000  --allow_evict_soft_pinned_objects=true
   --eviction_ratio=0.05  --eviction_high_watermark_ratio=0.90  --client_ttl=10
@@ -51,6 +54,8 @@ const SERVER_FLAGS: &[(&str, bool)] = &[
     ("http_metadata_server_host", false),
     ("config_path", false),
     ("rpc_conn_timeout_seconds", false),
+    ("rpc_max_connections", false),
+    ("rpc_max_connections_per_peer", false),
     ("help", true),
     ("enable_ha", true),
     ("ha_backend_type", false),
@@ -128,7 +133,7 @@ fn kind_of(name: &str) -> Option<FlagKind> {
 #[derive(Debug)]
 struct Settings {
     rpc: SocketAddr,
-    idle_timeout: Option<Duration>,
+    rpc_limits: RpcLimits,
     metrics: SocketAddr,
     metadata: Option<SocketAddr>,
     master: MasterConfig,
@@ -161,7 +166,7 @@ fn advertised(rpc: SocketAddr, interface: &str) -> Result<String, String> {
 fn ha_settings(
     get: &dyn Fn(&str, &str) -> String,
     rpc: SocketAddr,
-    idle_timeout: Option<Duration>,
+    rpc_limits: RpcLimits,
     snapshot: Option<PathBuf>,
 ) -> Result<Option<HaSettings>, String> {
     if !parse_bool("enable_ha", &get("enable_ha", "false"))? {
@@ -214,7 +219,7 @@ fn ha_settings(
         rpc_bind: rpc,
         rpc_advertised: advertised(rpc, &get("rpc_interface", ""))?,
         lease_ttl: Duration::from_secs(ttl),
-        idle_timeout,
+        rpc_limits,
         snapshot_dir: snapshot,
     }))
 }
@@ -232,7 +237,21 @@ fn socket(host: &str, port: &str, flag: &str) -> Result<SocketAddr, String> {
 /// Reads `--config_path` (a JSON object with flag names as keys) into (name, value) pairs.
 fn config_file(path: &str) -> Result<Vec<(String, String)>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("--config_path {path}: {e}"))?;
-    config_pairs(&text).map_err(|e| format!("--config_path {path}: {e}"))
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("--config_path {path}: {e}"))?;
+    let obj = value
+        .as_object()
+        .ok_or_else(|| format!("--config_path {path}: not a JSON object"))?;
+    Ok(obj
+        .iter()
+        .map(|(k, v)| {
+            let v = match v {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            (k.clone(), v)
+        })
+        .collect())
 }
 
 fn settings(flags: &Flags) -> Result<Settings, String> {
@@ -276,7 +295,22 @@ fn settings(flags: &Flags) -> Result<Settings, String> {
     let idle_secs: u64 = get("rpc_conn_timeout_seconds", "0")
         .parse()
         .map_err(|_| "--rpc_conn_timeout_seconds: not a non-negative integer".to_string())?;
-    let idle_timeout = (idle_secs > 0).then(|| Duration::from_secs(idle_secs));
+    let count = |name: &str, default: usize| -> Result<usize, String> {
+        match get(name, &default.to_string()).trim().parse::<usize>() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => Err(format!("--{name}: not a positive integer")),
+        }
+    };
+    let rpc_limits = RpcLimits {
+        idle_timeout: (idle_secs > 0).then(|| Duration::from_secs(idle_secs)),
+        connections: ConnLimits::new(
+            count("rpc_max_connections", rpc_server::MAX_CONNECTIONS)?,
+            count(
+                "rpc_max_connections_per_peer",
+                rpc_server::MAX_CONNECTIONS_PER_PEER,
+            )?,
+        ),
+    };
     let rpc = socket(&get("rpc_address", "0.0.0.0"), &rpc_port, "rpc_address")?;
     let snapshot = if parse_bool("enable_snapshot", &get("enable_snapshot", "false"))?
         || parse_bool(
@@ -291,13 +325,13 @@ fn settings(flags: &Flags) -> Result<Settings, String> {
     } else {
         None
     };
-    let ha = ha_settings(&get, rpc, idle_timeout, snapshot.clone())?;
+    let ha = ha_settings(&get, rpc, rpc_limits, snapshot.clone())?;
     if ha.is_none() && parse_bool("enable_oplog", &get("enable_oplog", "false"))? {
         log::warn!("--enable_oplog has no effect without --enable_ha");
     }
     Ok(Settings {
         rpc,
-        idle_timeout,
+        rpc_limits,
         ha,
         snapshot,
         metrics: socket(
@@ -386,7 +420,7 @@ fn run(mut s: Settings) -> Result<(), String> {
     )
     .map_err(|e| format!("admin HTTP on {}: {e}", s.metrics))?;
     let rpc =
-        RpcServer::start_with_events(s.rpc, master.clone(), Some(master.clone()), s.idle_timeout)
+        RpcServer::start_with_events(s.rpc, master.clone(), Some(master.clone()), s.rpc_limits)
             .map_err(|e| format!("master RPC on {}: {e}", s.rpc))?;
     eprintln!(
         "mooncake_master listening on {} (rpc), metrics on {}",
@@ -446,10 +480,23 @@ mod tests {
         assert_eq!(
             parse(&["--rpc_conn_timeout_seconds=30"])
                 .unwrap()
+                .rpc_limits
                 .idle_timeout,
             Some(Duration::from_secs(30))
         );
-        assert_eq!(parse(&[]).unwrap().idle_timeout, None);
+        assert_eq!(parse(&[]).unwrap().rpc_limits, RpcLimits::default());
+        assert_eq!(
+            parse(&[
+                "--rpc_max_connections=10",
+                "--rpc_max_connections_per_peer=3"
+            ])
+            .unwrap()
+            .rpc_limits
+            .connections,
+            ConnLimits::new(10, 3)
+        );
+        assert!(parse(&["--rpc_max_connections=0"]).is_err());
+        assert!(parse(&["--rpc_max_connections_per_peer=x"]).is_err());
         assert!(parse(&["--eviction_ratio=2"]).is_err());
         assert!(parse(&["--root_fs_dir="]).is_ok());
         assert!(parse(&["--rpc_address=not-an-ip"]).is_err());

@@ -43,6 +43,17 @@ pub struct Config {
     /// `MC_TCP_LANES_PER_PEER` (alias `MC_TCP_MAX_CONNECTIONS_PER_PEER`): 1-16
     /// persistent connections per peer (ours defaults to 8, upstream to 4).
     pub tcp_lanes_per_peer: usize,
+    /// `MC_TCP_IDLE_TIMEOUT_SEC` (ours): a data connection that carries no request for
+    /// this long is closed by the target (the initiator reconnects on its next slice);
+    /// checked every `MC_TCP_PROGRESS_TIMEOUT_SEC`; 0 = never. Default 600.
+    pub tcp_idle_timeout_secs: u64,
+    /// `MC_MAX_INBOUND_CONNECTIONS` (ours): connections each listening socket of an
+    /// engine (RPC daemon, TCP data port, same-host socket, a real client's dummy
+    /// socket) serves at once. Default 1024.
+    pub max_inbound_connections: usize,
+    /// `MC_MAX_INBOUND_PER_PEER` (ours): how many of those one peer host (one local
+    /// process for the Unix sockets) may hold. Default 256.
+    pub max_inbound_per_peer: usize,
     /// `MC_DISABLE_LOCAL_COPY` (ours): send transfers to the own segment over TCP too.
     pub disable_local_copy: bool,
     /// `MC_DISABLE_SAME_HOST` (ours): never copy directly between processes on one
@@ -143,6 +154,10 @@ impl Config {
                 1,
                 16,
             ) as usize,
+            tcp_idle_timeout_secs: num(&["MC_TCP_IDLE_TIMEOUT_SEC"], 600, 0, 86400 * 30) as u64,
+            max_inbound_connections: num(&["MC_MAX_INBOUND_CONNECTIONS"], 1024, 1, 1 << 20)
+                as usize,
+            max_inbound_per_peer: num(&["MC_MAX_INBOUND_PER_PEER"], 256, 1, 1 << 20) as usize,
             disable_local_copy: get(&["MC_DISABLE_LOCAL_COPY"])
                 .is_some_and(|v| !matches!(v.trim(), "" | "0" | "false" | "no")),
             disable_same_host: get(&["MC_DISABLE_SAME_HOST"])
@@ -150,6 +165,22 @@ impl Config {
             busy_poll_us: num(&["MC_BUSY_POLL_US"], DEFAULT_BUSY_POLL_US, 0, 100_000) as u64,
             rdma,
         }
+    }
+}
+
+impl Config {
+    /// The limits every listening socket of an engine applies.
+    pub fn inbound_limits(&self) -> crate::util::conn_threads::ConnLimits {
+        crate::util::conn_threads::ConnLimits::new(
+            self.max_inbound_connections,
+            self.max_inbound_per_peer,
+        )
+    }
+
+    /// How long a TCP data connection may carry nothing before the target closes it.
+    pub fn tcp_idle_timeout(&self) -> Option<std::time::Duration> {
+        (self.tcp_idle_timeout_secs > 0)
+            .then(|| std::time::Duration::from_secs(self.tcp_idle_timeout_secs))
     }
 }
 

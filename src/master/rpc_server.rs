@@ -1,26 +1,52 @@
 //! The master's coro_rpc listener: one acceptor thread and one thread per client
 //! connection, each serving requests in order through [`crate::wire::dispatch`].
 //!
+//! Bounded by [`RpcLimits`]: connections in all and per peer host (more are closed at
+//! accept), request bodies of at most [`MAX_FRAME`], an optional idle timeout, and a
+//! write timeout so a client that stops reading its replies gives up its connection.
+//!
 //! With [`ConnectionEvents`], it also reports which clients each connection carries
 //! (those that ping or mount over it) and, when the connection ends, whether the peer
 //! went away (closed or reset it) — how the master notices a dead segment owner at
 //! once instead of after its TTL.
 
+use crate::util::conn_threads::{ConnLimits, ConnThreads};
 use crate::wire::codec::{self, rpc, Rpc};
 use crate::wire::coro_rpc::{Method, MAX_FRAME};
 use crate::wire::dispatch::serve_stream_observed;
 use crate::wire::master_api::{MasterApi, Uuid};
-use parking_lot::Mutex;
-use std::collections::HashMap;
 use std::io;
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// Most client connections served at once; further ones are closed at accept.
+/// Default for `--rpc_max_connections`: client connections served at once.
 pub const MAX_CONNECTIONS: usize = 4096;
+/// Default for `--rpc_max_connections_per_peer`: connections one client host may hold.
+pub const MAX_CONNECTIONS_PER_PEER: usize = 1024;
+/// How long writing a reply may block before the connection is given up.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How the master's RPC listener bounds its connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RpcLimits {
+    /// A connection that sends nothing this long is closed; clients reconnect on their
+    /// next call (upstream's `--rpc_conn_timeout_seconds`; `None` = never).
+    pub idle_timeout: Option<Duration>,
+    /// `--rpc_max_connections` and `--rpc_max_connections_per_peer`.
+    pub connections: ConnLimits,
+}
+
+impl Default for RpcLimits {
+    fn default() -> Self {
+        RpcLimits {
+            idle_timeout: None,
+            connections: ConnLimits::new(MAX_CONNECTIONS, MAX_CONNECTIONS_PER_PEER),
+        }
+    }
+}
 
 /// Told which clients the server's connections carry.
 pub trait ConnectionEvents: Send + Sync {
@@ -36,8 +62,7 @@ struct Shared {
     events: Option<Arc<dyn ConnectionEvents>>,
     idle_timeout: Option<Duration>,
     stopping: AtomicBool,
-    next_id: AtomicU64,
-    connections: Mutex<HashMap<u64, (TcpStream, JoinHandle<()>)>>,
+    connections: ConnThreads<TcpStream>,
 }
 
 /// A running RPC listener; dropping it closes every connection and joins every thread.
@@ -48,15 +73,13 @@ pub struct RpcServer {
 }
 
 impl RpcServer {
-    /// Binds `bind` (port 0 picks a free port) and serves `api`. A connection that sends
-    /// nothing for `idle_timeout` (upstream's `--rpc_conn_timeout_seconds`; `None` = never)
-    /// is closed; clients reconnect on their next call.
+    /// Binds `bind` (port 0 picks a free port) and serves `api` within `limits`.
     pub fn start(
         bind: SocketAddr,
         api: Arc<dyn MasterApi>,
-        idle_timeout: Option<Duration>,
+        limits: RpcLimits,
     ) -> io::Result<RpcServer> {
-        RpcServer::start_with_events(bind, api, None, idle_timeout)
+        RpcServer::start_with_events(bind, api, None, limits)
     }
 
     /// [`RpcServer::start`], reporting connections to `events`.
@@ -64,17 +87,16 @@ impl RpcServer {
         bind: SocketAddr,
         api: Arc<dyn MasterApi>,
         events: Option<Arc<dyn ConnectionEvents>>,
-        idle_timeout: Option<Duration>,
+        limits: RpcLimits,
     ) -> io::Result<RpcServer> {
         let listener = TcpListener::bind(bind)?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             api,
             events,
-            idle_timeout,
+            idle_timeout: limits.idle_timeout,
             stopping: AtomicBool::new(false),
-            next_id: AtomicU64::new(0),
-            connections: Mutex::new(HashMap::new()),
+            connections: ConnThreads::new(limits.connections),
         });
         let acceptor_shared = shared.clone();
         let acceptor = std::thread::Builder::new()
@@ -104,11 +126,7 @@ impl RpcServer {
         }
         let _ = TcpStream::connect_timeout(&wake, Duration::from_secs(1));
         let _ = acceptor.join();
-        let connections: Vec<_> = self.shared.connections.lock().drain().collect();
-        for (_, (stream, handle)) in connections {
-            let _ = stream.shutdown(Shutdown::Both);
-            let _ = handle.join();
-        }
+        self.shared.connections.close_all();
     }
 }
 
@@ -132,28 +150,21 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
                 continue;
             }
         };
-        let mut connections = shared.connections.lock();
-        connections.retain(|_, (_, handle)| !handle.is_finished());
-        if connections.len() >= MAX_CONNECTIONS {
-            log::warn!("master rpc: {MAX_CONNECTIONS} connections open; refusing {peer}");
+        if stream.set_read_timeout(shared.idle_timeout).is_err()
+            || stream.set_write_timeout(Some(WRITE_TIMEOUT)).is_err()
+        {
             continue;
         }
-        if stream.set_read_timeout(shared.idle_timeout).is_err() {
-            continue;
-        }
-        let Ok(control) = stream.try_clone() else {
-            continue;
-        };
-        let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
         let conn_shared = shared.clone();
-        let spawned = std::thread::Builder::new()
-            .name("mc-master-conn".into())
-            .spawn(move || {
-                serve_connection(stream, peer, &conn_shared);
-                conn_shared.connections.lock().remove(&id);
+        let spawned = shared
+            .connections
+            .spawn("mc-master-conn", stream, move |stream| {
+                if let Ok(stream) = stream.try_clone() {
+                    serve_connection(stream, peer, &conn_shared);
+                }
             });
-        if let Ok(handle) = spawned {
-            connections.insert(id, (control, handle));
+        if let Err((_, why)) = spawned {
+            log::warn!("master rpc: refusing {peer}: {why}");
         }
     }
 }

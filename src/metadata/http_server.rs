@@ -22,7 +22,9 @@ use percent_encoding::percent_decode;
 
 use crate::error::Result;
 use crate::util::http_server::{HttpHandler, HttpServer};
-pub use crate::util::http_server::{HttpReply, MAX_BODY_BYTES, MAX_CONNECTIONS, MAX_HEAD_BYTES};
+pub use crate::util::http_server::{
+    HttpReply, MAX_BODY_BYTES, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_PEER, MAX_HEAD_BYTES,
+};
 
 /// What [`MetadataTable::put`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,14 +1,30 @@
-//! One thread per accepted connection, tracked so that a server can shut every
-//! connection down and join every thread when it stops.
+//! One thread per accepted connection, within limits on how many connections a server
+//! serves at once and how many of them one peer may hold, tracked so that a server can
+//! shut every connection down and join every thread when it stops.
+//!
+//! The per-peer limit is what keeps a flood of connections from one host (or one local
+//! process) from starving everybody else: the flood is refused at accept, the other
+//! peers keep their share.
 
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::io;
-use std::net::{Shutdown, TcpStream};
+use std::net::{IpAddr, Shutdown, TcpStream};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+
+/// Who is at the other end of a connection, for the per-peer limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Peer {
+    /// A TCP peer's address (every port of one host counts together).
+    Host(IpAddr),
+    /// A Unix-socket peer's process id.
+    Process(i32),
+    /// A peer that could not be identified; such peers share one allowance.
+    Unknown,
+}
 
 /// A connected socket a server thread serves.
 pub trait Connection: Send + Sized + 'static {
@@ -16,6 +32,8 @@ pub trait Connection: Send + Sized + 'static {
     fn duplicate(&self) -> io::Result<Self>;
     /// Shuts both directions down (a blocked reader returns).
     fn close(&self);
+    /// The peer, for the per-peer limit.
+    fn peer(&self) -> Peer;
 }
 
 impl Connection for TcpStream {
@@ -24,6 +42,10 @@ impl Connection for TcpStream {
     }
     fn close(&self) {
         let _ = self.shutdown(Shutdown::Both);
+    }
+    fn peer(&self) -> Peer {
+        self.peer_addr()
+            .map_or(Peer::Unknown, |a| Peer::Host(a.ip()))
     }
 }
 
@@ -34,35 +56,122 @@ impl Connection for UnixStream {
     fn close(&self) {
         let _ = self.shutdown(Shutdown::Both);
     }
+    fn peer(&self) -> Peer {
+        super::fd_passing::peer_credentials(self).map_or(Peer::Unknown, |c| Peer::Process(c.pid))
+    }
 }
 
-type Live<S> = Arc<Mutex<HashMap<u64, (S, JoinHandle<()>)>>>;
-
-/// The live connections of one server.
-pub struct ConnThreads<S: Connection> {
-    next: AtomicU64,
-    live: Live<S>,
+/// How many connections one listening socket serves at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnLimits {
+    /// Connections served at once; further ones are refused.
+    pub max_connections: usize,
+    /// Connections one peer may hold at once; further ones from it are refused.
+    pub max_per_peer: usize,
 }
 
-impl<S: Connection> Default for ConnThreads<S> {
-    fn default() -> Self {
-        ConnThreads {
-            next: AtomicU64::new(0),
-            live: Arc::new(Mutex::new(HashMap::new())),
+impl ConnLimits {
+    /// Limits of `max_connections` in all and `max_per_peer` per peer (each at least 1).
+    pub fn new(max_connections: usize, max_per_peer: usize) -> ConnLimits {
+        let max_connections = max_connections.max(1);
+        ConnLimits {
+            max_connections,
+            max_per_peer: max_per_peer.clamp(1, max_connections),
         }
     }
 }
 
+/// Why a connection was not served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The server already serves its maximum.
+    Full,
+    /// This peer already holds its maximum.
+    PeerFull,
+    /// No thread could be started.
+    NoThread,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Refusal::Full => "too many connections",
+            Refusal::PeerFull => "too many connections from this peer",
+            Refusal::NoThread => "no thread could be started",
+        })
+    }
+}
+
+struct Live<S> {
+    stream: S,
+    peer: Peer,
+    handle: Option<JoinHandle<()>>,
+}
+
+type LiveMap<S> = Arc<Mutex<HashMap<u64, Live<S>>>>;
+
+/// The live connections of one server.
+pub struct ConnThreads<S: Connection> {
+    limits: ConnLimits,
+    next: AtomicU64,
+    live: LiveMap<S>,
+}
+
 impl<S: Connection> ConnThreads<S> {
+    /// No connections yet; at most `limits` at once.
+    pub fn new(limits: ConnLimits) -> ConnThreads<S> {
+        ConnThreads {
+            limits,
+            next: AtomicU64::new(0),
+            live: Arc::new(Mutex::new(HashMap::new())),
+        }
+    }
+
+    /// The limits this server applies.
+    pub fn limits(&self) -> ConnLimits {
+        self.limits
+    }
+
+    /// Connections being served now.
+    pub fn len(&self) -> usize {
+        self.live.lock().len()
+    }
+
+    /// Whether no connection is being served.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Serves `stream` with `serve` on a new thread called `name`; the socket is shut
-    /// down when `serve` returns. A stream that cannot be tracked is dropped.
-    pub fn spawn(&self, name: &str, stream: S, serve: impl FnOnce(&S) + Send + 'static) {
+    /// down when `serve` returns. Over a limit (or without a thread) the stream is
+    /// handed back with the reason, for the caller to answer or drop.
+    pub fn spawn(
+        &self,
+        name: &str,
+        stream: S,
+        serve: impl FnOnce(&S) + Send + 'static,
+    ) -> Result<(), (S, Refusal)> {
+        let peer = stream.peer();
         let Ok(control) = stream.duplicate() else {
-            return;
+            return Err((stream, Refusal::NoThread));
         };
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let live = self.live.clone();
         let mut conns = self.live.lock();
+        if conns.len() >= self.limits.max_connections {
+            return Err((stream, Refusal::Full));
+        }
+        if conns.values().filter(|c| c.peer == peer).count() >= self.limits.max_per_peer {
+            return Err((stream, Refusal::PeerFull));
+        }
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        conns.insert(
+            id,
+            Live {
+                stream: control,
+                peer,
+                handle: None,
+            },
+        );
+        let live = self.live.clone();
         let spawned = std::thread::Builder::new()
             .name(name.into())
             .spawn(move || {
@@ -70,18 +179,147 @@ impl<S: Connection> ConnThreads<S> {
                 stream.close();
                 live.lock().remove(&id);
             });
-        if let Ok(handle) = spawned {
-            conns.insert(id, (control, handle));
+        match spawned {
+            Ok(handle) => {
+                // The thread removes its entry when done, possibly before we get here.
+                if let Some(entry) = conns.get_mut(&id) {
+                    entry.handle = Some(handle);
+                }
+                Ok(())
+            }
+            Err(_) => {
+                let entry = conns.remove(&id);
+                drop(conns);
+                let stream = entry.map(|e| e.stream);
+                match stream {
+                    Some(s) => Err((s, Refusal::NoThread)),
+                    None => Ok(()),
+                }
+            }
         }
-        conns.retain(|_, (_, h)| !h.is_finished());
     }
 
     /// Shuts every connection down and joins its thread.
     pub fn close_all(&self) {
         let conns: Vec<_> = self.live.lock().drain().collect();
-        for (_, (stream, handle)) in conns {
-            stream.close();
-            let _ = handle.join();
+        for (_, conn) in conns {
+            conn.stream.close();
+            if let Some(handle) = conn.handle {
+                if handle.thread().id() != std::thread::current().id() {
+                    let _ = handle.join();
+                }
+            }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::net::{SocketAddr, TcpListener};
+
+    /// A connection from `source` (any 127/8 address) to `listener`, and the accepted end.
+    fn pair(listener: &TcpListener, source: [u8; 4]) -> (TcpStream, TcpStream) {
+        let socket = socket_from(source);
+        let client = connect(socket, listener.local_addr().unwrap());
+        let (server, _) = listener.accept().unwrap();
+        (client, server)
+    }
+
+    fn socket_from(source: [u8; 4]) -> i32 {
+        // SAFETY: plain socket creation; the fd is owned by the TcpStream built below.
+        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) };
+        assert!(fd >= 0);
+        let addr = libc::sockaddr_in {
+            sin_family: libc::AF_INET as u16,
+            sin_port: 0,
+            sin_addr: libc::in_addr {
+                s_addr: u32::from_ne_bytes(source),
+            },
+            sin_zero: [0; 8],
+        };
+        // SAFETY: `addr` is a valid sockaddr_in of the length given.
+        let rc = unsafe {
+            libc::bind(
+                fd,
+                (&addr as *const libc::sockaddr_in).cast(),
+                std::mem::size_of::<libc::sockaddr_in>() as u32,
+            )
+        };
+        assert_eq!(rc, 0);
+        fd
+    }
+
+    fn connect(fd: i32, to: SocketAddr) -> TcpStream {
+        use std::os::fd::FromRawFd;
+        let SocketAddr::V4(v4) = to else {
+            unreachable!()
+        };
+        let addr = libc::sockaddr_in {
+            sin_family: libc::AF_INET as u16,
+            sin_port: v4.port().to_be(),
+            sin_addr: libc::in_addr {
+                s_addr: u32::from_ne_bytes(v4.ip().octets()),
+            },
+            sin_zero: [0; 8],
+        };
+        // SAFETY: `addr` is a valid sockaddr_in of the length given; `fd` is ours.
+        let rc = unsafe {
+            libc::connect(
+                fd,
+                (&addr as *const libc::sockaddr_in).cast(),
+                std::mem::size_of::<libc::sockaddr_in>() as u32,
+            )
+        };
+        assert_eq!(rc, 0);
+        // SAFETY: `fd` is a connected socket nobody else owns.
+        unsafe { TcpStream::from_raw_fd(fd) }
+    }
+
+    fn hold(stream: &TcpStream) {
+        let mut b = [0u8; 1];
+        let _ = (&*stream).read(&mut b);
+    }
+
+    #[test]
+    fn refuses_over_the_peer_and_total_limits_and_frees_slots() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let threads = ConnThreads::new(ConnLimits::new(3, 2));
+        let mut clients = Vec::new();
+        for _ in 0..2 {
+            let (c, s) = pair(&listener, [127, 0, 0, 1]);
+            threads.spawn("t", s, hold).unwrap();
+            clients.push(c);
+        }
+        let (_c, s) = pair(&listener, [127, 0, 0, 1]);
+        assert_eq!(
+            threads.spawn("t", s, hold).unwrap_err().1,
+            Refusal::PeerFull
+        );
+        // Another peer still gets its share, up to the total.
+        let (c, s) = pair(&listener, [127, 0, 0, 2]);
+        threads.spawn("t", s, hold).unwrap();
+        clients.push(c);
+        let (_c, s) = pair(&listener, [127, 0, 0, 3]);
+        assert_eq!(threads.spawn("t", s, hold).unwrap_err().1, Refusal::Full);
+        // A peer that leaves frees its slot.
+        drop(clients.remove(0));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while threads.len() > 2 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let (c, s) = pair(&listener, [127, 0, 0, 1]);
+        threads.spawn("t", s, hold).unwrap();
+        clients.push(c);
+        assert_eq!(threads.len(), 3);
+        threads.close_all();
+        assert!(threads.is_empty());
+    }
+
+    #[test]
+    fn limits_are_at_least_one_and_per_peer_at_most_the_total() {
+        assert_eq!(ConnLimits::new(0, 0), ConnLimits::new(1, 1));
+        assert_eq!(ConnLimits::new(4, 9).max_per_peer, 4);
     }
 }

@@ -8,20 +8,18 @@
 //! against a cap before anything is allocated.
 //!
 //! One thread accepts; each connection gets its own thread (at most
-//! [`MAX_CONNECTIONS`]; more are answered 503), with HTTP/1.1 keep-alive, an idle timeout
-//! and a per-request deadline.
+//! [`MAX_CONNECTIONS`], [`MAX_CONNECTIONS_PER_PEER`] from one host; more are answered
+//! 503), with HTTP/1.1 keep-alive, an idle timeout and a per-request deadline.
 
-use std::collections::HashMap;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
-
 use crate::error::{Error, Result};
+use crate::util::conn_threads::{ConnLimits, ConnThreads};
 
 /// Largest request body accepted; bigger ones get 413.
 pub const MAX_BODY_BYTES: usize = 64 << 20;
@@ -29,6 +27,8 @@ pub const MAX_BODY_BYTES: usize = 64 << 20;
 pub const MAX_HEAD_BYTES: usize = 64 << 10;
 /// Most connections served at once; further ones get 503 and are closed.
 pub const MAX_CONNECTIONS: usize = 512;
+/// Most connections one host may hold at once; further ones get 503 and are closed.
+pub const MAX_CONNECTIONS_PER_PEER: usize = 128;
 /// Most header lines in one request.
 const MAX_HEADERS: usize = 128;
 /// How long an idle keep-alive connection is kept open.
@@ -37,8 +37,6 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// Write timeout for responses.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Stack size of connection threads.
-const CONN_STACK: usize = 256 << 10;
 
 /// Answers requests: `method` as sent, `target` the request target (origin- or
 /// absolute-form), `body` the request body.
@@ -73,11 +71,7 @@ impl HttpReply {
 struct Shared {
     stop: AtomicBool,
     handler: Arc<dyn HttpHandler>,
-    next_id: AtomicU64,
-    /// Clones of live connection sockets, so `stop` can shut them down.
-    conns: Mutex<HashMap<u64, TcpStream>>,
-    /// Connection threads not yet joined.
-    workers: Mutex<Vec<JoinHandle<()>>>,
+    connections: ConnThreads<TcpStream>,
 }
 
 /// A running HTTP server. Dropping it (or calling [`stop`](Self::stop)) stops
@@ -116,9 +110,10 @@ impl HttpServer {
         let shared = Arc::new(Shared {
             stop: AtomicBool::new(false),
             handler,
-            next_id: AtomicU64::new(0),
-            conns: Mutex::new(HashMap::new()),
-            workers: Mutex::new(Vec::new()),
+            connections: ConnThreads::new(ConnLimits::new(
+                MAX_CONNECTIONS,
+                MAX_CONNECTIONS_PER_PEER,
+            )),
         });
         let sh = Arc::clone(&shared);
         let accept = std::thread::Builder::new()
@@ -171,13 +166,7 @@ impl HttpServer {
         }
         let _ = accept.join();
         // No new connections can be registered now; close the live ones and join them.
-        for (_, s) in self.shared.conns.lock().drain() {
-            let _ = s.shutdown(Shutdown::Both);
-        }
-        let workers = std::mem::take(&mut *self.shared.workers.lock());
-        for w in workers {
-            let _ = w.join();
-        }
+        self.shared.connections.close_all();
     }
 }
 
@@ -208,33 +197,17 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
                 continue;
             }
         };
-        let mut workers = shared.workers.lock();
-        workers.retain(|w| !w.is_finished());
-        if workers.len() >= MAX_CONNECTIONS {
-            drop(workers);
-            reject_busy(stream);
-            continue;
-        }
-        let Ok(clone) = stream.try_clone() else {
-            continue;
-        };
-        let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
-        shared.conns.lock().insert(id, clone);
         let sh = Arc::clone(&shared);
-        let spawned = std::thread::Builder::new()
-            .name("mc-http-conn".into())
-            .stack_size(CONN_STACK)
-            .spawn(move || {
-                serve_connection(stream, &sh);
-                sh.conns.lock().remove(&id);
-            });
-        match spawned {
-            Ok(h) => workers.push(h),
-            Err(_) => {
-                if let Some(s) = shared.conns.lock().remove(&id) {
-                    reject_busy(s);
+        let spawned = shared
+            .connections
+            .spawn("mc-http-conn", stream, move |stream| {
+                if let Ok(stream) = stream.try_clone() {
+                    serve_connection(stream, &sh);
                 }
-            }
+            });
+        if let Err((stream, why)) = spawned {
+            log::warn!("http: refusing a connection: {why}");
+            reject_busy(stream);
         }
     }
 }

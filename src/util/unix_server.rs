@@ -1,7 +1,8 @@
 //! A server on an abstract Unix socket: one acceptor thread and one thread per
-//! connection, all shut down and joined by [`UnixServer::stop`] (or drop).
+//! connection (within [`ConnLimits`]; a connection over them is closed at once), all
+//! shut down and joined by [`UnixServer::stop`] (or drop).
 
-use super::conn_threads::ConnThreads;
+use super::conn_threads::{ConnLimits, ConnThreads};
 use std::io;
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
@@ -28,17 +29,19 @@ pub struct UnixServer {
 
 impl UnixServer {
     /// Binds `@name` and serves every accepted connection with `serve` on its own
-    /// thread (named `thread`); the connection is shut down when `serve` returns.
+    /// thread (named `thread`), at most `limits` at once; the connection is shut down
+    /// when `serve` returns.
     pub fn start(
         name: &str,
         thread: &str,
+        limits: ConnLimits,
         serve: impl Fn(&UnixStream) + Send + Sync + 'static,
     ) -> io::Result<UnixServer> {
         let listener = UnixListener::bind_addr(&SocketAddr::from_abstract_name(name)?)?;
         listener.set_nonblocking(true)?;
         let shared = Arc::new(Shared {
             stopping: AtomicBool::new(false),
-            connections: ConnThreads::default(),
+            connections: ConnThreads::new(limits),
         });
         let acceptor_shared = shared.clone();
         let serve = Arc::new(serve);
@@ -94,9 +97,12 @@ fn accept_loop(
             continue;
         }
         let serve = serve.clone();
-        shared
+        if let Err((_, why)) = shared
             .connections
-            .spawn(thread, stream, move |stream| serve(stream));
+            .spawn(thread, stream, move |stream| serve(stream))
+        {
+            log::warn!("@{thread}: connection refused: {why}");
+        }
     }
 }
 
@@ -108,7 +114,7 @@ mod tests {
     #[test]
     fn serves_each_connection_and_stops_them_all() {
         let name = format!("mooncake-unix-server-test-{}", std::process::id());
-        let mut server = UnixServer::start(&name, "mc-test", |mut s: &UnixStream| {
+        let mut server = UnixServer::start(&name, "mc-test", ConnLimits::new(8, 8), |mut s: &UnixStream| {
             let mut b = [0u8; 1];
             while s.read_exact(&mut b).is_ok() {
                 let _ = s.write_all(&b);

@@ -2,7 +2,7 @@
 //! `--rpc_conn_timeout_seconds`, and a client simply reconnects on its next call; the
 //! connections a segment owner pings over tell the master when it died.
 
-use mooncake::master::rpc_server::RpcServer;
+use mooncake::master::rpc_server::{RpcLimits, RpcServer};
 use mooncake::master::{MasterConfig, MasterService};
 use mooncake::wire::codec::{self, rpc, Rpc};
 use mooncake::wire::coro_rpc;
@@ -20,7 +20,10 @@ fn idle_connections_close_and_clients_reconnect() {
     let server = RpcServer::start(
         "127.0.0.1:0".parse().unwrap(),
         master.clone(),
-        Some(Duration::from_millis(300)),
+        RpcLimits {
+            idle_timeout: Some(Duration::from_millis(300)),
+            ..RpcLimits::default()
+        },
     )
     .unwrap();
     let addr = server.local_addr().to_string();
@@ -120,7 +123,10 @@ fn a_segment_owner_whose_connections_drop_is_unreachable_at_once() {
         "127.0.0.1:0".parse().unwrap(),
         master.clone(),
         Some(master.clone()),
-        Some(Duration::from_millis(500)),
+        RpcLimits {
+            idle_timeout: Some(Duration::from_millis(500)),
+            ..RpcLimits::default()
+        },
     )
     .unwrap();
     let addr = server.local_addr().to_string();

@@ -8,11 +8,17 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use mooncake::te::rpc::{Frame, MsgType, RpcClient, RpcHandler, RpcServer};
+use mooncake::util::conn_threads::ConnLimits;
 use mooncake::Error;
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 
 const MAX: u64 = 1 << 20;
+/// The limits an engine applies by default.
+const LIMITS: ConnLimits = ConnLimits {
+    max_connections: 1024,
+    max_per_peer: 256,
+};
 const HOST: &str = "127.0.0.1";
 
 /// Records notifies; echoes connection requests; serves a fixed descriptor.
@@ -49,7 +55,7 @@ fn descriptor() -> Value {
 
 fn start(handler: Arc<TestHandler>) -> RpcServer {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    RpcServer::start(listener, handler, MAX).expect("start server")
+    RpcServer::start(listener, handler, MAX, LIMITS).expect("start server")
 }
 
 fn client() -> RpcClient {
@@ -281,7 +287,7 @@ fn bad_lengths_close_without_reply() {
 fn frame_of_exactly_max_length_is_served() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let handler = Arc::new(TestHandler::default());
-    let server = RpcServer::start(listener, handler.clone(), 64).unwrap();
+    let server = RpcServer::start(listener, handler.clone(), 64, LIMITS).unwrap();
     // {"name":"<pad>","notify_msg":"m"}\n with length field exactly 64.
     let fixed = "{\"name\":\"\",\"notify_msg\":\"m\"}\n".len() + 1;
     let name = "n".repeat(64 - fixed);
@@ -458,7 +464,7 @@ fn ipv6_loopback_when_available() {
     let Ok(listener) = TcpListener::bind("[::1]:0") else {
         return; // no IPv6 on this host
     };
-    let server = RpcServer::start(listener, Arc::new(TestHandler::default()), MAX).unwrap();
+    let server = RpcServer::start(listener, Arc::new(TestHandler::default()), MAX, LIMITS).unwrap();
     let port = server.local_port();
     client().probe("::1", port).unwrap();
     client().probe("[::1]", port).unwrap();
@@ -541,7 +547,7 @@ fn upstream_peer_interop() {
             "timestamp": "2026-01-01 00:00:00.000000"})),
         ..Default::default()
     });
-    let _server = RpcServer::start(listener, handler, MAX).unwrap();
+    let _server = RpcServer::start(listener, handler, MAX, LIMITS).unwrap();
 
     let mut child = KillOnDrop(
         Command::new(python)

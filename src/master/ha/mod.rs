@@ -22,7 +22,7 @@ mod state;
 pub mod stream;
 
 use crate::master::admin::AdminHandler;
-use crate::master::rpc_server::RpcServer;
+use crate::master::rpc_server::{RpcLimits, RpcServer};
 use crate::master::{MasterConfig, MasterService};
 use crate::metadata::etcd::LeaseState;
 use crate::util::http_server::{HttpHandler, HttpReply};
@@ -54,8 +54,8 @@ pub struct HaSettings {
     pub rpc_advertised: String,
     /// Lease TTL (whole seconds).
     pub lease_ttl: Duration,
-    /// `--rpc_conn_timeout_seconds`.
-    pub idle_timeout: Option<Duration>,
+    /// `--rpc_conn_timeout_seconds`, `--rpc_max_connections[_per_peer]`.
+    pub rpc_limits: RpcLimits,
     /// `--snapshot_backup_dir` when `--enable_snapshot`: the leader keeps a snapshot.
     pub snapshot_dir: Option<PathBuf>,
 }
@@ -360,7 +360,7 @@ fn start_rpc(settings: &HaSettings, master: &Arc<MasterService>) -> Result<RpcSe
         settings.rpc_bind,
         master.clone(),
         Some(master.clone()),
-        settings.idle_timeout,
+        settings.rpc_limits,
     )
     .map_err(|e| format!("master RPC on {}: {e}", settings.rpc_bind))
 }

@@ -6,17 +6,22 @@
 //! frame (`length` 8, number 0) every [`IDLE_PING`] when there is nothing to send.
 //! The standby answers with the `u64` number of the last record it applied whenever
 //! it has applied everything it has read. Little-endian throughout.
+//!
+//! The leader serves at most [`MAX_STANDBYS`] connections ([`MAX_STANDBYS_PER_HOST`]
+//! from one host); a connection that does not send the magic within [`SILENCE`], or
+//! stops reading for [`SILENCE`] times [`WRITE_SILENCES`], is closed.
 
 use super::changelog::FollowerHandle;
 use super::mirror::Mirror;
 use super::record::Record;
 use crate::master::MasterService;
+use crate::util::conn_threads::{ConnLimits, ConnThreads};
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// What a standby sends first (the stream's format version).
 pub(crate) const MAGIC: &[u8; 8] = b"MCHAREP1";
@@ -28,12 +33,19 @@ const IDLE_PING: Duration = Duration::from_millis(500);
 const SILENCE: Duration = Duration::from_secs(3);
 /// Records per write.
 const BATCH: usize = 4096;
+/// Replication connections served at once (standbys, and anything else that connects).
+pub const MAX_STANDBYS: usize = 64;
+/// Replication connections one host may hold.
+pub const MAX_STANDBYS_PER_HOST: usize = 8;
+/// A standby that accepts no bytes for this many [`SILENCE`]s is cut off.
+const WRITE_SILENCES: u32 = 10;
 
 /// The leader's replication listener: one sender and one acknowledgement reader
 /// thread per standby.
 pub struct ReplicationServer {
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
+    connections: Arc<ConnThreads<TcpStream>>,
     accept: Option<JoinHandle<()>>,
 }
 
@@ -44,13 +56,18 @@ impl ReplicationServer {
         let addr = listener.local_addr()?;
         listener.set_nonblocking(true)?;
         let stop = Arc::new(AtomicBool::new(false));
-        let (weak, flag) = (Arc::downgrade(master), stop.clone());
+        let connections = Arc::new(ConnThreads::new(ConnLimits::new(
+            MAX_STANDBYS,
+            MAX_STANDBYS_PER_HOST,
+        )));
+        let (weak, flag, conns) = (Arc::downgrade(master), stop.clone(), connections.clone());
         let accept = std::thread::Builder::new()
             .name("mc-ha-accept".into())
-            .spawn(move || accept_loop(listener, weak, flag))?;
+            .spawn(move || accept_loop(listener, weak, flag, &conns))?;
         Ok(ReplicationServer {
             addr,
             stop,
+            connections,
             accept: Some(accept),
         })
     }
@@ -67,25 +84,31 @@ impl Drop for ReplicationServer {
         if let Some(h) = self.accept.take() {
             let _ = h.join();
         }
+        self.connections.close_all();
     }
 }
 
-fn accept_loop(listener: TcpListener, master: Weak<MasterService>, stop: Arc<AtomicBool>) {
+fn accept_loop(
+    listener: TcpListener,
+    master: Weak<MasterService>,
+    stop: Arc<AtomicBool>,
+    connections: &ConnThreads<TcpStream>,
+) {
     while !stop.load(Ordering::Acquire) {
         match listener.accept() {
             Ok((stream, peer)) => {
-                let Some(m) = master.upgrade() else { return };
-                let stop = stop.clone();
-                let spawned =
-                    std::thread::Builder::new()
-                        .name("mc-ha-send".into())
-                        .spawn(move || {
-                            if let Err(e) = serve_standby(stream, &m, &stop) {
-                                log::warn!("master ha: standby {peer}: {e}");
-                            }
-                        });
-                if let Err(e) = spawned {
-                    log::error!("master ha: no thread for standby {peer}: {e}");
+                if master.strong_count() == 0 {
+                    return;
+                }
+                let (master, stop) = (master.clone(), stop.clone());
+                let spawned = connections.spawn("mc-ha-send", stream, move |stream| {
+                    let Some(m) = master.upgrade() else { return };
+                    if let Err(e) = serve_standby(stream, &m, &stop) {
+                        log::warn!("master ha: standby {peer}: {e}");
+                    }
+                });
+                if let Err((_, why)) = spawned {
+                    log::warn!("master ha: refusing {peer}: {why}");
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -99,15 +122,12 @@ fn accept_loop(listener: TcpListener, master: Weak<MasterService>, stop: Arc<Ato
     }
 }
 
-fn serve_standby(stream: TcpStream, master: &MasterService, stop: &AtomicBool) -> io::Result<()> {
+fn serve_standby(stream: &TcpStream, master: &MasterService, stop: &AtomicBool) -> io::Result<()> {
     stream.set_nonblocking(false)?;
     stream.set_nodelay(true)?;
     stream.set_read_timeout(Some(SILENCE))?;
-    let mut magic = [0u8; 8];
-    (&stream).read_exact(&mut magic)?;
-    if &magic != MAGIC {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, "not a standby"));
-    }
+    stream.set_write_timeout(Some(SILENCE * WRITE_SILENCES))?;
+    read_magic(stream)?;
     let peer = stream.peer_addr()?;
     let follower = Arc::new(master.attach_follower());
     log::info!("master ha: standby {peer} attached; sending the full state");
@@ -117,11 +137,36 @@ fn serve_standby(stream: TcpStream, master: &MasterService, stop: &AtomicBool) -
             .name("mc-ha-acks".into())
             .spawn(move || read_acks(stream, &follower))?
     };
-    let result = send_records(&stream, &follower, stop);
+    let result = send_records(stream, &follower, stop);
     let _ = stream.shutdown(std::net::Shutdown::Both);
     let _ = acks.join();
     log::info!("master ha: standby {peer} detached");
     result
+}
+
+/// Reads [`MAGIC`] within [`SILENCE`] in all (not per byte), or fails.
+fn read_magic(stream: &TcpStream) -> io::Result<()> {
+    let deadline = Instant::now() + SILENCE;
+    let mut magic = [0u8; 8];
+    let mut got = 0;
+    while got < magic.len() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "no magic in time"));
+        }
+        stream.set_read_timeout(Some(left))?;
+        match (&*stream).read(&mut magic[got..]) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    stream.set_read_timeout(Some(SILENCE))?;
+    if &magic != MAGIC {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "not a standby"));
+    }
+    Ok(())
 }
 
 fn send_records(

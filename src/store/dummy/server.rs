@@ -10,6 +10,7 @@
 //! for reading while they run, so memory is never unmapped under a transfer.
 
 use super::wire::{self, FetchResult, Op, Request, WireRangedRead};
+use crate::config::Config;
 use crate::store::memory::Mapping;
 use crate::store::ops_local::{HeldReads, Located};
 use crate::store::ops_ranges::{Range, RangedRead};
@@ -94,11 +95,16 @@ impl DummyServer {
             sessions: Mutex::new(HashMap::new()),
         });
         let conn_shared = shared.clone();
-        let server = UnixServer::start(&name, "mc-dummy", move |stream| {
-            if let Err(e) = serve(stream, &conn_shared) {
-                log::debug!("dummy server: connection closed: {e}");
-            }
-        })?;
+        let server = UnixServer::start(
+            &name,
+            "mc-dummy",
+            Config::global().inbound_limits(),
+            move |stream| {
+                if let Err(e) = serve(stream, &conn_shared) {
+                    log::debug!("dummy server: connection closed: {e}");
+                }
+            },
+        )?;
         log::info!("dummy server: serving dummy clients on @{name}");
         Ok(DummyServer { shared, server })
     }

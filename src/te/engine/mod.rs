@@ -148,7 +148,12 @@ impl TransferEngine {
             notifies: Mutex::new(VecDeque::new()),
         });
         let handler = Arc::new(LocalRpcHandler(local.clone()));
-        let server = RpcServer::start(listener, handler, config.handshake_max_length)?;
+        let server = RpcServer::start(
+            listener,
+            handler,
+            config.handshake_max_length,
+            config.inbound_limits(),
+        )?;
         let rpc_client = RpcClient::new(
             Duration::from_secs(config.handshake_connect_timeout_secs),
             config.handshake_max_length,

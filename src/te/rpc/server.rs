@@ -1,42 +1,37 @@
 //! The RPC daemon's server side (spec §3.2 and §3.3).
 //!
 //! One acceptor thread waits on the listener (with `poll(2)` and a short timeout so it
-//! sees a stop request promptly) and hands each accepted connection to a bounded queue
-//! served by a small pool of worker threads. If the queue is full the new connection is
-//! closed at once. Per connection a worker: reads one frame within 5 s, parses its JSON
-//! (closing without a reply on failure), dispatches it to the [`RpcHandler`], writes the
-//! reply frame (same type; untyped for legacy frames), half-closes, waits up to 5 s for
-//! the peer's EOF, and closes.
+//! sees a stop request promptly) and serves each accepted connection on a thread of its
+//! own, within [`ConnLimits`] (in all and per peer host; a connection over them is
+//! closed at once), so a peer that floods the daemon or sends slowly holds only its own
+//! connections. Per connection: read one frame within 5 s, parse its JSON (closing
+//! without a reply on failure), dispatch it to the [`RpcHandler`], write the reply frame
+//! (same type; untyped for legacy frames), half-close, wait up to 5 s for the peer's
+//! EOF, and close.
 
-use std::collections::HashMap;
 use std::io::{self, Read};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::unix::io::AsRawFd;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
-use parking_lot::Mutex;
 use serde_json::{json, Value};
 
 use super::frame::{DeadlineReader, Frame};
 use super::MsgType;
 use crate::error::{Error, Result};
+use crate::util::conn_threads::{ConnLimits, ConnThreads};
 
-/// Worker threads serving connections.
-const WORKERS: usize = 8;
-/// Accepted connections waiting for a worker; beyond this, new connections are closed.
-const QUEUE_DEPTH: usize = 64;
 /// How long the acceptor sleeps in `poll(2)` before rechecking the stop flag.
 const ACCEPT_POLL_MS: i32 = 50;
 /// Upstream's `SO_RCVTIMEO` on a served connection; also our deadline for the request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long to wait for the peer's EOF after the reply (upstream: 5 s).
 const LINGER_TIMEOUT: Duration = Duration::from_secs(5);
-/// Per-write timeout for the reply, so a peer that never reads cannot pin a worker.
+/// Per-write timeout for the reply, so a peer that never reads cannot hold its thread.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What the engine answers; implemented by the engine.
@@ -50,12 +45,12 @@ pub trait RpcHandler: Send + Sync + 'static {
     fn on_connection(&self, request: &Value) -> Value;
 }
 
-/// State shared by the acceptor, the workers and [`RpcServer::stop`].
+/// State shared by the acceptor, the connection threads and [`RpcServer::stop`].
 struct Shared {
     stop: AtomicBool,
-    /// Connections being served, so `stop` can shut them down and unblock their workers.
-    active: Mutex<HashMap<u64, TcpStream>>,
-    next_id: AtomicU64,
+    connections: ConnThreads<TcpStream>,
+    handler: Arc<dyn RpcHandler>,
+    max_frame_len: u64,
 }
 
 /// A running RPC daemon. Stops (and joins its threads) on [`RpcServer::stop`] or drop.
@@ -63,16 +58,17 @@ pub struct RpcServer {
     port: u16,
     shared: Arc<Shared>,
     acceptor: Option<JoinHandle<()>>,
-    workers: Vec<JoinHandle<()>>,
 }
 
 impl RpcServer {
-    /// Serves on an already-bound listener until stopped/dropped. Frames longer than
-    /// `max_frame_len` (config `handshake_max_length`) are rejected.
+    /// Serves on an already-bound listener until stopped/dropped, at most `limits`
+    /// connections at once. Frames longer than `max_frame_len` (config
+    /// `handshake_max_length`) are rejected.
     pub fn start(
         listener: TcpListener,
         handler: Arc<dyn RpcHandler>,
         max_frame_len: u64,
+        limits: ConnLimits,
     ) -> Result<RpcServer> {
         let port = listener
             .local_addr()
@@ -83,34 +79,21 @@ impl RpcServer {
             .map_err(|e| Error::socket("RPC listener non-blocking", e))?;
         let shared = Arc::new(Shared {
             stop: AtomicBool::new(false),
-            active: Mutex::new(HashMap::new()),
-            next_id: AtomicU64::new(0),
+            connections: ConnThreads::new(limits),
+            handler,
+            max_frame_len,
         });
-        let mut server = RpcServer {
-            port,
-            shared: Arc::clone(&shared),
-            acceptor: None,
-            workers: Vec::with_capacity(WORKERS),
-        };
-        let (tx, rx) = bounded::<TcpStream>(QUEUE_DEPTH);
-        for i in 0..WORKERS {
-            let rx = rx.clone();
-            let shared = Arc::clone(&shared);
-            let handler = Arc::clone(&handler);
-            let h = thread::Builder::new()
-                .name(format!("mc-rpc-worker-{i}"))
-                .spawn(move || worker_loop(rx, shared, handler, max_frame_len))
-                .map_err(|e| Error::socket("spawning RPC worker", e))?;
-            server.workers.push(h);
-        }
-        drop(rx);
+        let acceptor_shared = Arc::clone(&shared);
         let h = thread::Builder::new()
             .name("mc-rpc-accept".into())
-            .spawn(move || accept_loop(listener, tx, shared))
+            .spawn(move || accept_loop(listener, acceptor_shared))
             .map_err(|e| Error::socket("spawning RPC acceptor", e))?;
-        server.acceptor = Some(h);
         log::debug!("RPC daemon listening on port {port}");
-        Ok(server)
+        Ok(RpcServer {
+            port,
+            shared,
+            acceptor: Some(h),
+        })
     }
 
     /// The port the daemon listens on.
@@ -122,31 +105,20 @@ impl RpcServer {
     /// Idempotent; called by `Drop`.
     pub fn stop(&mut self) {
         self.shared.stop.store(true, Ordering::SeqCst);
-        // The acceptor notices within one poll interval, then drops the queue's sender
-        // and the listener (new connections are refused from then on).
+        // The acceptor notices within one poll interval and drops the listener (new
+        // connections are refused from then on).
         if let Some(h) = self.acceptor.take() {
-            join_unless_self(h);
+            if h.thread().id() != thread::current().id() {
+                let _ = h.join();
+            }
         }
-        for stream in self.shared.active.lock().values() {
-            let _ = stream.shutdown(Shutdown::Both);
-        }
-        for h in self.workers.drain(..) {
-            join_unless_self(h);
-        }
+        self.shared.connections.close_all();
     }
 }
 
 impl Drop for RpcServer {
     fn drop(&mut self) {
         self.stop();
-    }
-}
-
-/// Joins a thread, unless it is the calling thread (a handler dropping the server from a
-/// worker); that thread exits on its own once it returns.
-fn join_unless_self(h: JoinHandle<()>) {
-    if h.thread().id() != thread::current().id() {
-        let _ = h.join();
     }
 }
 
@@ -166,7 +138,7 @@ fn wait_readable(listener: &TcpListener) {
     }
 }
 
-fn accept_loop(listener: TcpListener, tx: Sender<TcpStream>, shared: Arc<Shared>) {
+fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     while !shared.stop.load(Ordering::SeqCst) {
         match listener.accept() {
             Ok((stream, peer)) => {
@@ -174,12 +146,12 @@ fn accept_loop(listener: TcpListener, tx: Sender<TcpStream>, shared: Arc<Shared>
                     log::debug!("RPC: dropping connection from {peer}: {e}");
                     continue;
                 }
-                match tx.try_send(stream) {
-                    Ok(()) => {}
-                    Err(TrySendError::Full(_)) => {
-                        log::warn!("RPC: queue full, closing connection from {peer}");
-                    }
-                    Err(TrySendError::Disconnected(_)) => break,
+                let conn_shared = Arc::clone(&shared);
+                let spawned = shared.connections.spawn("mc-rpc-conn", stream, move |s| {
+                    serve_guarded(s, &conn_shared)
+                });
+                if let Err((_, why)) = spawned {
+                    log::warn!("RPC: closing connection from {peer}: {why}");
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => wait_readable(&listener),
@@ -194,32 +166,18 @@ fn accept_loop(listener: TcpListener, tx: Sender<TcpStream>, shared: Arc<Shared>
     }
 }
 
-fn worker_loop(
-    rx: Receiver<TcpStream>,
-    shared: Arc<Shared>,
-    handler: Arc<dyn RpcHandler>,
-    max_frame_len: u64,
-) {
-    while let Ok(stream) = rx.recv() {
-        if shared.stop.load(Ordering::SeqCst) {
-            continue; // drain and close queued connections
-        }
-        let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
-        if let Ok(clone) = stream.try_clone() {
-            shared.active.lock().insert(id, clone);
-        }
-        // Checked after registering, so `stop` either sees this connection or we see it.
-        if !shared.stop.load(Ordering::SeqCst) {
-            let served = catch_unwind(AssertUnwindSafe(|| {
-                serve_connection(&stream, handler.as_ref(), max_frame_len)
-            }));
-            match served {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => log::debug!("RPC: connection closed: {e}"),
-                Err(_) => log::error!("RPC: handler panicked; connection closed"),
-            }
-        }
-        shared.active.lock().remove(&id);
+/// Serves one connection; a panicking handler closes only this connection.
+fn serve_guarded(stream: &TcpStream, shared: &Shared) {
+    if shared.stop.load(Ordering::SeqCst) {
+        return;
+    }
+    let served = catch_unwind(AssertUnwindSafe(|| {
+        serve_connection(stream, shared.handler.as_ref(), shared.max_frame_len)
+    }));
+    match served {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => log::debug!("RPC: connection closed: {e}"),
+        Err(_) => log::error!("RPC: handler panicked; connection closed"),
     }
 }
 
@@ -312,7 +270,8 @@ mod tests {
     #[test]
     fn stop_is_idempotent() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let mut s = RpcServer::start(listener, Arc::new(Fixed), 1 << 20).unwrap();
+        let mut s =
+            RpcServer::start(listener, Arc::new(Fixed), 1 << 20, ConnLimits::new(8, 8)).unwrap();
         assert_ne!(s.local_port(), 0);
         s.stop();
         s.stop();

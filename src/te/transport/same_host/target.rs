@@ -13,6 +13,7 @@ use super::wire::{
 };
 use crate::te::memory::{MemoryRegistry, Region};
 use crate::te::transport::tcp::wire::{decode_status, encode_status, STATUS_LEN};
+use crate::util::conn_threads::ConnLimits;
 use crate::util::fd_passing;
 use crate::util::unix_server::UnixServer;
 use std::io::{self, Read, Write};
@@ -31,8 +32,9 @@ pub struct SameHostTarget {
 }
 
 impl SameHostTarget {
-    /// Starts serving the regions of `memory` on a fresh abstract socket.
-    pub fn start(memory: Arc<MemoryRegistry>) -> io::Result<SameHostTarget> {
+    /// Starts serving the regions of `memory` on a fresh abstract socket, at most
+    /// `limits` connections at once.
+    pub fn start(memory: Arc<MemoryRegistry>, limits: ConnLimits) -> io::Result<SameHostTarget> {
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
@@ -44,7 +46,7 @@ impl SameHostTarget {
         );
         super::allow_peers_to_copy();
         let shared = Shared { memory };
-        let server = UnixServer::start(&name, "mc-shm", move |stream| {
+        let server = UnixServer::start(&name, "mc-shm", limits, move |stream| {
             if let Err(e) = serve(stream, &shared) {
                 log::debug!("same-host connection closed: {e}");
             }

@@ -93,11 +93,10 @@ impl TcpTransport {
             config.max_rpc_port,
             config.use_ipv6,
         )?;
-        let progress = Duration::from_secs(config.tcp_progress_timeout_secs);
         let same_host_target = if config.disable_same_host || identity::host_identity().is_none() {
             None
         } else {
-            match SameHostTarget::start(memory.clone()) {
+            match SameHostTarget::start(memory.clone(), config.inbound_limits()) {
                 Ok(t) => Some(parking_lot::Mutex::new(t)),
                 Err(e) => {
                     log::warn!("no same-host listener ({e}); same-host peers use TCP");
@@ -105,7 +104,7 @@ impl TcpTransport {
                 }
             }
         };
-        let target = TcpTarget::start(listener, memory, progress)
+        let target = TcpTarget::start(listener, memory, config)
             .map_err(|e| Error::socket("starting the tcp data listener", e))?;
         Ok(TcpTransport {
             target: parking_lot::Mutex::new(target),

@@ -1,9 +1,15 @@
 //! TCP target side: accepts data connections and serves v1/v2 requests straight
 //! between the socket and registered memory, validating every address first.
+//!
+//! Bounded: at most [`Config::inbound_limits`] connections (in all and per peer host;
+//! more are closed at accept), a request must keep making progress
+//! (`MC_TCP_PROGRESS_TIMEOUT_SEC`), and a connection idle between requests for
+//! `MC_TCP_IDLE_TIMEOUT_SEC` is closed (the initiator reconnects on its next slice).
 
 use super::io::{send_all, send_buf};
 use super::reader::SocketReader;
 use super::wire::{encode_status, Header, Op, HEADER_LEN, STATUS_LEN, STATUS_OK, STATUS_REJECTED};
+use crate::config::Config;
 use crate::te::memory::{MemoryRegistry, Region};
 use crate::util::conn_threads::ConnThreads;
 use std::net::{TcpListener, TcpStream};
@@ -11,12 +17,13 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 struct Shared {
     memory: Arc<MemoryRegistry>,
     stopping: AtomicBool,
     progress_timeout: Duration,
+    idle_timeout: Option<Duration>,
     connections: ConnThreads<TcpStream>,
 }
 
@@ -28,18 +35,20 @@ pub struct TcpTarget {
 }
 
 impl TcpTarget {
-    /// Starts serving `listener` over the regions of `memory`.
+    /// Starts serving `listener` over the regions of `memory`, with the timeouts and
+    /// limits of `config`.
     pub fn start(
         listener: TcpListener,
         memory: Arc<MemoryRegistry>,
-        progress_timeout: Duration,
+        config: &Config,
     ) -> std::io::Result<TcpTarget> {
         let port = listener.local_addr()?.port();
         let shared = Arc::new(Shared {
             memory,
             stopping: AtomicBool::new(false),
-            progress_timeout,
-            connections: ConnThreads::default(),
+            progress_timeout: Duration::from_secs(config.tcp_progress_timeout_secs),
+            idle_timeout: config.tcp_idle_timeout(),
+            connections: ConnThreads::new(config.inbound_limits()),
         });
         let acceptor_shared = shared.clone();
         let acceptor = std::thread::Builder::new()
@@ -93,13 +102,16 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         let _ = stream.set_read_timeout(Some(shared.progress_timeout));
         let _ = stream.set_write_timeout(Some(shared.progress_timeout));
         let conn_shared = shared.clone();
-        shared
+        let spawned = shared
             .connections
             .spawn("mc-tcp-serve", stream, move |stream| {
                 if let Err(e) = serve(stream, &conn_shared) {
                     log::debug!("tcp data connection from {peer} closed: {e}");
                 }
             });
+        if let Err((_, why)) = spawned {
+            log::warn!("tcp data connection from {peer} refused: {why}");
+        }
     }
 }
 
@@ -136,7 +148,11 @@ fn serve(stream: &TcpStream, shared: &Shared) -> std::io::Result<()> {
         if reader.buffered() < HEADER_LEN {
             acks.flush(fd)?;
         }
-        let keep_waiting = || !shared.stopping.load(Ordering::SeqCst);
+        let idle_until = shared.idle_timeout.map(|t| Instant::now() + t);
+        let keep_waiting = || {
+            !shared.stopping.load(Ordering::SeqCst)
+                && idle_until.map_or(true, |until| Instant::now() < until)
+        };
         if !reader.wait_for(HEADER_LEN, keep_waiting)? || !keep_waiting() {
             return Ok(());
         }
