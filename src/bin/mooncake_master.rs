@@ -3,7 +3,7 @@
 //! optionally, the embedded HTTP metadata server.
 
 use mooncake::master::admin::AdminHandler;
-use mooncake::master::config::{MasterConfig, MASTER_CONFIG_FLAGS};
+use mooncake::master::config::{config_pairs, MasterConfig, MASTER_CONFIG_FLAGS};
 use mooncake::master::ha::{self, snapshot, HaAdminHandler, HaSettings, HaStatus};
 use mooncake::master::rpc_server::{self, RpcLimits, RpcServer};
 use mooncake::master::MasterService;
@@ -237,21 +237,7 @@ fn socket(host: &str, port: &str, flag: &str) -> Result<SocketAddr, String> {
 /// Reads `--config_path` (a JSON object with flag names as keys) into (name, value) pairs.
 fn config_file(path: &str) -> Result<Vec<(String, String)>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("--config_path {path}: {e}"))?;
-    let value: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| format!("--config_path {path}: {e}"))?;
-    let obj = value
-        .as_object()
-        .ok_or_else(|| format!("--config_path {path}: not a JSON object"))?;
-    Ok(obj
-        .iter()
-        .map(|(k, v)| {
-            let v = match v {
-                serde_json::Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            (k.clone(), v)
-        })
-        .collect())
+    config_pairs(&text).map_err(|e| format!("--config_path {path}: {e}"))
 }
 
 fn settings(flags: &Flags) -> Result<Settings, String> {
