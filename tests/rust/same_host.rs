@@ -163,6 +163,9 @@ fn disabled_same_host_keeps_sockets() {
     let data = pattern(MIB as usize, 3);
     assert_eq!(round_trip(&initiator, id, raddr, &data), data);
     assert_eq!(initiator.same_host_bytes(), 0);
+    // The registration must not outlive `remote`: unregistering waits for the target's
+    // threads to let go of the region (what orders their writes before the free).
+    target.unregister_memory(raddr).unwrap();
 }
 
 /// Our `transfer_engine_bench --mode=target` (optionally under `wrapper`), with the
