@@ -249,7 +249,9 @@ mod tests {
 
     #[test]
     fn multi_items_split_by_counts() {
-        let bufs = [8usize as *mut c_void, 16 as _, 24 as _];
+        // Addresses without provenance: never dereferenced, only split up.
+        let addr = |n: usize| std::ptr::null_mut::<c_void>().wrapping_byte_add(n);
+        let bufs = [addr(8), addr(16), addr(24)];
         let sizes = [1usize, 2, 3];
         let counts = [2usize, 0, 1];
         // SAFETY: local arrays of the stated lengths.
