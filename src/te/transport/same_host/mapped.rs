@@ -152,16 +152,18 @@ impl MappedPeers {
         }
     }
 
-    /// Drops the mappings of peers that exited (at most once per second).
-    pub fn sweep(&self) {
+    /// Drops the mappings of peers that exited (at most once per second); whether it
+    /// looked this time.
+    pub fn sweep(&self) -> bool {
         {
             let mut last = self.last_sweep.lock();
             if last.is_some_and(|t| t.elapsed() < SWEEP_EVERY) {
-                return;
+                return false;
             }
             *last = Some(Instant::now());
         }
         self.peers.write().retain(|_, p| p.process.is_alive());
+        true
     }
 
     /// Whether `socket`'s peer still runs; one that exited has its mappings dropped.

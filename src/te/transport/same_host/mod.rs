@@ -42,6 +42,13 @@ pub use wire::Request;
 /// Idle connections kept per peer.
 const POOL_MAX: usize = 16;
 
+/// Whether a process with this pid exists (one we may not signal exists too).
+fn process_exists(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks the pid; nothing is delivered.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
 /// Why a same-host transfer did not happen.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SameHostError {
@@ -111,7 +118,9 @@ impl SameHostInitiator {
     /// per request, in order. Local ranges are the caller's memory, valid for the
     /// transfer, as for every transport.
     pub fn transfer_all(&self, socket: &str, reqs: &[Request]) -> Vec<Result<(), SameHostError>> {
-        self.mapped.sweep();
+        if self.mapped.sweep() {
+            self.close_connections_to_exited_peers();
+        }
         let mut done: Vec<Option<Result<(), SameHostError>>> = vec![None; reqs.len()];
         let mut moved = 0;
         // A peer that exited must not look written to or read from through its file.
@@ -284,6 +293,15 @@ impl SameHostInitiator {
         }
     }
 
+    /// Closes pooled connections whose peer process exited (a restarted peer listens
+    /// on a new socket, so nothing else would ever close them).
+    fn close_connections_to_exited_peers(&self) {
+        self.pools.lock().retain(|_, pool| {
+            pool.retain(|(_, pid)| process_exists(*pid));
+            !pool.is_empty()
+        });
+    }
+
     /// Sends `socket`'s peer to TCP for good; the error saying so.
     fn give_up(&self, socket: &str, why: String) -> SameHostError {
         if self.unavailable.lock().insert(socket.to_string()) {
@@ -338,4 +356,25 @@ fn allow_peers_to_copy() {
             }
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pooled_connections_to_exited_peers_are_closed() {
+        let initiator = SameHostInitiator::new(Duration::from_secs(1));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let exited = child.id() as i32;
+        child.wait().unwrap();
+        let (gone, _) = UnixStream::pair().unwrap();
+        let (here, _) = UnixStream::pair().unwrap();
+        initiator.give_back("gone", gone, exited);
+        initiator.give_back("here", here, std::process::id() as i32);
+        initiator.close_connections_to_exited_peers();
+        let pools = initiator.pools.lock();
+        assert!(!pools.contains_key("gone"));
+        assert_eq!(pools.get("here").map(Vec::len), Some(1));
+    }
 }
