@@ -4,15 +4,19 @@
 //! The process mounts its own `--global_segment_size` segment and loops, for
 //! `--duration` seconds on each of `--threads` threads, over its own `--keys` keys:
 //! `--mix` percent put / get / remove of a random key. A key's value has a size in
-//! `--value_min..=--value_max` and bytes derived from the key, so every read is
-//! checked (a wrong byte counts as corrupt, a missing key as a miss). Puts go through
+//! `--value_min..=--value_max` derived from the key, and bytes derived from the key and
+//! the put's generation (a process-wide counter): the value starts with the key's
+//! number and the generation, and the rest follows from both, so every read is checked
+//! whichever put it returns (a wrong byte counts as corrupt, a missing key as a miss).
+//! Every call slower than `--call_deadline_ms` counts as late. Puts go through
 //! `--put_op` (`put`, `put_from`, or `batch_put_from` of `--batch` random keys).
 //! With several such processes on one master and keys x mean value size well above the
 //! pool, the master has to evict to make room for most puts.
 //!
 //! Prints a summary and one machine-readable line:
 //! `PRESSURE puts=N put_failed=F put_fail_pct=P gets=G hits=H misses=M get_errors=E
-//! corrupt=C removes=R remove_errors=X ops_per_sec=O failed_codes=code:n,...`.
+//! corrupt=C removes=R remove_errors=X late=L max_call_ms=T ops_per_sec=O
+//! failed_codes=code:n,...`.
 //! With `--report_every=S` it also prints an `INTERVAL` line with the same counters
 //! every S seconds (the interval's own counts), so a run can be watched over time.
 
@@ -21,11 +25,14 @@ use crate::settings::{PutOp, Settings};
 use mooncake::store::{Client, ErrorCode, ReplicateConfig};
 use mooncake::util::signals;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Bytes of the shared source pattern beyond the largest value.
 const PATTERN_SPREAD: usize = 1 << 20;
+/// The stamp at the start of every value: the key's number and the generation.
+const STAMP: usize = 16;
 
 /// Counters of one thread (or of all threads, merged).
 #[derive(Debug, Default, Clone)]
@@ -40,6 +47,8 @@ struct Tally {
     corrupt: u64,
     removes: u64,
     remove_errors: u64,
+    late: u64,
+    max_call: Duration,
 }
 
 impl Tally {
@@ -56,6 +65,17 @@ impl Tally {
         self.corrupt += o.corrupt;
         self.removes += o.removes;
         self.remove_errors += o.remove_errors;
+        self.late += o.late;
+        self.max_call = self.max_call.max(o.max_call);
+    }
+
+    /// Records how long one call took.
+    fn timed(&mut self, started: Instant, deadline: Duration) {
+        let took = started.elapsed();
+        self.max_call = self.max_call.max(took);
+        if took > deadline {
+            self.late += 1;
+        }
     }
 
     fn put_result(&mut self, r: Result<(), ErrorCode>) {
@@ -84,8 +104,8 @@ impl Tally {
             .collect();
         format!(
             "{tag} puts={} put_failed={} put_fail_pct={pct:.3} gets={} hits={} misses={} \
-             get_errors={} corrupt={} removes={} remove_errors={} ops_per_sec={:.1} \
-             failed_codes={}",
+             get_errors={} corrupt={} removes={} remove_errors={} late={} max_call_ms={} \
+             ops_per_sec={:.1} failed_codes={}",
             self.puts,
             self.put_failed,
             self.gets,
@@ -95,6 +115,8 @@ impl Tally {
             self.corrupt,
             self.removes,
             self.remove_errors,
+            self.late,
+            self.max_call.as_millis(),
             self.ops() as f64 / elapsed.as_secs_f64().max(1e-9),
             if codes.is_empty() {
                 "-".to_string()
@@ -105,14 +127,16 @@ impl Tally {
     }
 }
 
-/// The key space and the value each key carries.
+/// The key space and the values each key carries.
 struct Workload {
     prefix: String,
     keys: usize,
     min: u64,
     max: u64,
-    /// Source bytes: a key's value is the slice at its offset.
+    /// Source bytes: a value's body is a slice of it.
     pattern: Vec<u8>,
+    /// The last generation handed out.
+    generation: AtomicU64,
 }
 
 impl Workload {
@@ -132,6 +156,7 @@ impl Workload {
             min: s.value_min,
             max: s.value_max,
             pattern,
+            generation: AtomicU64::new(0),
         }
     }
 
@@ -139,12 +164,45 @@ impl Workload {
         format!("{}-p-{i}", self.prefix)
     }
 
-    /// The bytes key `i` always carries.
-    fn value(&self, i: usize) -> &[u8] {
+    /// The size every value of key `i` has.
+    fn size(&self, i: usize) -> usize {
         let h = (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        let size = self.min + (h >> 11) % (self.max - self.min + 1);
+        (self.min + (h >> 11) % (self.max - self.min + 1)) as usize
+    }
+
+    /// The body (after the stamp) of key `i` at `generation`.
+    fn body(&self, i: usize, generation: u64) -> &[u8] {
+        let h = (i as u64 + 1)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            .wrapping_add(generation.wrapping_mul(0xff51_afd7_ed55_8ccd));
         let offset = ((h >> 40) as usize) % PATTERN_SPREAD;
-        &self.pattern[offset..offset + size as usize]
+        &self.pattern[offset..offset + self.size(i) - STAMP]
+    }
+
+    /// A fresh value for key `i`: its stamp, then the body of a new generation.
+    fn next_value(&self, i: usize, out: &mut Vec<u8>) {
+        let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
+        out.clear();
+        out.extend_from_slice(&(i as u64).to_le_bytes());
+        out.extend_from_slice(&generation.to_le_bytes());
+        out.extend_from_slice(self.body(i, generation));
+    }
+
+    /// Whether `value` is a whole value of key `i` (of whichever generation it names).
+    fn is_value_of(&self, i: usize, value: &[u8]) -> bool {
+        if value.len() != self.size(i) {
+            return false;
+        }
+        let word = |at: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&value[at..at + 8]);
+            u64::from_le_bytes(b)
+        };
+        let generation = word(8);
+        word(0) == i as u64
+            && generation != 0
+            && generation <= self.generation.load(Ordering::Relaxed)
+            && value[STAMP..] == *self.body(i, generation)
     }
 }
 
@@ -165,37 +223,54 @@ fn worker(client: &Client, w: &Workload, s: &Settings, seed: u64, until: Instant
     let mut t = Tally::default();
     let mut rng = Rng(seed | 1);
     let mut buf = vec![0u8; w.max as usize];
+    let mut value = Vec::with_capacity(w.max as usize);
     let config = ReplicateConfig::default();
     let (put_pct, get_pct) = (s.mix[0] as usize, s.mix[1] as usize);
     while Instant::now() < until && !signals::stop_requested() {
         let i = rng.below(w.keys);
         let roll = rng.below(100);
+        let started = Instant::now();
         if roll < put_pct {
             match s.put_op {
-                PutOp::Put => t.put_result(client.put(&w.key(i), w.value(i), &config)),
-                PutOp::PutFrom => t.put_result(client.put_from(&w.key(i), w.value(i), &config)),
+                PutOp::Put | PutOp::PutFrom => {
+                    w.next_value(i, &mut value);
+                    let r = if s.put_op == PutOp::Put {
+                        client.put(&w.key(i), &value, &config)
+                    } else {
+                        client.put_from(&w.key(i), &value, &config)
+                    };
+                    t.put_result(r);
+                }
                 PutOp::BatchPutFrom => {
                     let picks: Vec<usize> = std::iter::once(i)
                         .chain((1..s.batch).map(|_| rng.below(w.keys)))
                         .collect();
                     let keys: Vec<String> = picks.iter().map(|&k| w.key(k)).collect();
                     let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-                    let values: Vec<&[u8]> = picks.iter().map(|&k| w.value(k)).collect();
-                    for r in client.batch_put_from(&key_refs, &values, &config) {
+                    let values: Vec<Vec<u8>> = picks
+                        .iter()
+                        .map(|&k| {
+                            let mut v = Vec::with_capacity(w.size(k));
+                            w.next_value(k, &mut v);
+                            v
+                        })
+                        .collect();
+                    let value_refs: Vec<&[u8]> = values.iter().map(Vec::as_slice).collect();
+                    for r in client.batch_put_from(&key_refs, &value_refs, &config) {
                         t.put_result(r);
                     }
                 }
             }
         } else if roll < put_pct + get_pct {
             t.gets += 1;
-            let expect = w.value(i);
             match client.get_into(&w.key(i), &mut buf) {
-                Ok(n) if n as usize == expect.len() && &buf[..expect.len()] == expect => {
-                    t.hits += 1
-                }
+                Ok(n) if w.is_value_of(i, &buf[..(n as usize).min(buf.len())]) => t.hits += 1,
                 Ok(n) => {
                     t.corrupt += 1;
-                    log::error!("pressure: {} read {n} bytes that differ", w.key(i));
+                    log::error!(
+                        "pressure: {} read {n} bytes that are no value of it",
+                        w.key(i)
+                    );
                 }
                 Err(ErrorCode::OBJECT_NOT_FOUND) => t.misses += 1,
                 Err(e) => {
@@ -213,6 +288,7 @@ fn worker(client: &Client, w: &Workload, s: &Settings, seed: u64, until: Instant
                 }
             }
         }
+        t.timed(started, s.call_deadline);
     }
     t
 }

@@ -37,6 +37,7 @@ pressure (a cache workload over an oversubscribed pool; prints the failed-put ra
   --threads              threads looping over the keys (default 1)
   --duration             seconds (default 5)
   --report_every         print an INTERVAL line every N seconds (default: off)
+  --call_deadline_ms     count calls slower than this as late (default 60000)
 master_load, master_fill:
   --master_server_addr   master host:port (default 127.0.0.1:50051)
   --threads              client threads, one connection each (default 4)
@@ -89,6 +90,7 @@ const FLAGS: &[(&str, bool)] = &[
     ("mix", false),
     ("put_op", false),
     ("report_every", false),
+    ("call_deadline_ms", false),
     ("help", true),
 ];
 
@@ -243,6 +245,8 @@ pub struct Settings {
     pub put_op: PutOp,
     /// Pressure: interval of the `INTERVAL` lines.
     pub report_every: Option<Duration>,
+    /// Pressure: a call taking longer than this counts as late.
+    pub call_deadline: Duration,
 }
 
 /// Parses an unsigned integer within `lo..=hi`.
@@ -405,6 +409,7 @@ impl Settings {
                 )?)),
                 None => None,
             },
+            call_deadline: Duration::from_millis(num("call_deadline_ms", 60_000, 1, 86_400_000)?),
         };
         settings.validate()?;
         Ok(settings)
@@ -424,8 +429,8 @@ impl Settings {
             }
         }
         if self.mode == Mode::Pressure {
-            if self.value_min == 0 || self.value_min > self.value_max || self.value_max > 1 << 30 {
-                return Err("--value_min/--value_max: need 1 <= min <= max <= 1GiB".into());
+            if self.value_min < 16 || self.value_min > self.value_max || self.value_max > 1 << 30 {
+                return Err("--value_min/--value_max: need 16 <= min <= max <= 1GiB".into());
             }
             if self.put_op == PutOp::Put && self.local_buffer_size < self.value_max {
                 return Err(format!(

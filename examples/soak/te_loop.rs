@@ -1,0 +1,174 @@
+//! Verified Transfer Engine traffic: this process writes a block derived from a fresh
+//! generation into a target's buffer, reads it back and compares. A cycle that
+//! overlaps a restart of its target (the target's incarnation changed) is not checked;
+//! any other difference is a corrupt read.
+
+use mooncake::te::{Op, TaskStatus, TransferEngine, TransferRequest};
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Largest block moved by one request.
+const MAX_BLOCK: usize = 1 << 20;
+
+/// Where each target is now: its segment name and incarnation (`None` while down).
+#[derive(Default)]
+pub struct Targets {
+    /// `(segment name, incarnation)` per target.
+    pub slots: Mutex<Vec<Option<(String, u64)>>>,
+}
+
+/// What the loop saw.
+#[derive(Default)]
+pub struct TeTally {
+    /// Cycles whose read-back matched.
+    pub verified: AtomicU64,
+    /// Transfers that failed (a target down, stopped or restarting).
+    pub failed: AtomicU64,
+    /// Cycles not checked because their target restarted meanwhile.
+    pub interrupted: AtomicU64,
+    /// Read-backs that differed from what was written.
+    pub corrupt: AtomicU64,
+    /// Transfers not final within the deadline.
+    pub late: AtomicU64,
+    /// Slowest transfer, in milliseconds.
+    pub max_ms: AtomicU64,
+}
+
+/// Runs until `stop`, moving data to and from the targets with `engine`.
+pub fn run(
+    engine: &TransferEngine,
+    targets: &Targets,
+    tally: &TeTally,
+    deadline: Duration,
+    stop: &AtomicBool,
+) {
+    let mut src = vec![0u8; MAX_BLOCK];
+    let mut dst = vec![0u8; MAX_BLOCK];
+    for buf in [&mut src, &mut dst] {
+        engine
+            .register_memory(buf.as_mut_ptr() as u64, MAX_BLOCK as u64, "cpu:0", true)
+            .expect("registering the soak's buffers");
+    }
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut next = || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let mut generation = 0u64;
+    let mut opened: Vec<Option<(String, i32)>> = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        let slots = targets.slots.lock().clone();
+        if slots.is_empty() {
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        }
+        opened.resize(slots.len(), None);
+        let t = next() as usize % slots.len();
+        let Some((name, incarnation)) = slots[t].clone() else {
+            std::thread::sleep(Duration::from_millis(20));
+            continue;
+        };
+        let id = match &opened[t] {
+            Some((n, id)) if *n == name => *id,
+            _ => match engine.open_segment_no_cache(&name) {
+                Ok(id) => {
+                    opened[t] = Some((name.clone(), id));
+                    id
+                }
+                Err(_) => {
+                    tally.failed.fetch_add(1, Ordering::Relaxed);
+                    std::thread::sleep(Duration::from_millis(50));
+                    continue;
+                }
+            },
+        };
+        let Some(buffer) = engine
+            .segment_descriptor(id)
+            .and_then(|d| d.buffers.first().map(|b| (b.addr, b.length)))
+        else {
+            opened[t] = None;
+            continue;
+        };
+        let len = 4096 + (next() as usize % (MAX_BLOCK - 4096));
+        let offset = (next() % (buffer.1 - len as u64)) & !63;
+        generation += 1;
+        fill(&mut src[..len], generation);
+        let write = request(Op::Write, src.as_ptr() as u64, id, buffer.0 + offset, len);
+        let read = request(Op::Read, dst.as_ptr() as u64, id, buffer.0 + offset, len);
+        let ok =
+            transfer(engine, write, deadline, tally) && transfer(engine, read, deadline, tally);
+        let same_incarnation =
+            targets.slots.lock().get(t).cloned().flatten() == Some((name.clone(), incarnation));
+        if !ok {
+            tally.failed.fetch_add(1, Ordering::Relaxed);
+            opened[t] = None;
+        } else if !same_incarnation {
+            tally.interrupted.fetch_add(1, Ordering::Relaxed);
+        } else if dst[..len] == src[..len] {
+            tally.verified.fetch_add(1, Ordering::Relaxed);
+        } else {
+            tally.corrupt.fetch_add(1, Ordering::Relaxed);
+            log::error!("soak: TE read-back from {name} differs (generation {generation})");
+        }
+    }
+    for buf in [&src, &dst] {
+        let _ = engine.unregister_memory(buf.as_ptr() as u64);
+    }
+}
+
+fn request(op: Op, source: u64, target_id: i32, target_offset: u64, len: usize) -> TransferRequest {
+    TransferRequest {
+        op,
+        source,
+        target_id,
+        target_offset,
+        length: len as u64,
+    }
+}
+
+/// Bytes that differ with the position and the generation.
+fn fill(buf: &mut [u8], generation: u64) {
+    let mut x = generation.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    for chunk in buf.chunks_mut(8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        chunk.copy_from_slice(&x.to_le_bytes()[..chunk.len()]);
+    }
+}
+
+/// Runs one request to its end; whether it completed. Not final within `deadline`
+/// counts as late (and failed).
+fn transfer(
+    engine: &TransferEngine,
+    request: TransferRequest,
+    deadline: Duration,
+    tally: &TeTally,
+) -> bool {
+    let started = Instant::now();
+    let batch = engine.allocate_batch(1);
+    if engine.submit(batch, &[request]).is_err() {
+        let _ = engine.free_batch(batch);
+        return false;
+    }
+    let status = loop {
+        match engine.transfer_status(batch, 0) {
+            Ok((s, _)) if s.is_terminal() => break Some(s),
+            Ok(_) if started.elapsed() > deadline => break None,
+            Ok(_) => std::thread::sleep(Duration::from_micros(200)),
+            Err(_) => break Some(TaskStatus::Failed),
+        }
+    };
+    let ms = started.elapsed().as_millis() as u64;
+    tally.max_ms.fetch_max(ms, Ordering::Relaxed);
+    let Some(status) = status else {
+        tally.late.fetch_add(1, Ordering::Relaxed);
+        // The batch cannot be freed while its task runs; it is left to the engine.
+        return false;
+    };
+    let _ = engine.free_batch(batch);
+    status == TaskStatus::Completed
+}

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# A verified soak with chaos (README "Soak"): the master (two HA masters over etcd when
+# etcd is installed), store processes doing put/get/remove of values derived from key
+# and generation at 3x oversubscription, Transfer Engine targets and a verifying
+# initiator, while segment owners and targets are SIGKILLed and SIGSTOPped, the master
+# (or the HA leader) is killed and restarted, and every listening port gets idle,
+# half-sent and garbage connections. Fails on any corrupt read, call past its deadline,
+# crash, resident-memory growth >= 5 % after warm-up, or >= 1 % failed puts.
+#
+# usage: scripts/soak.sh [--minutes N] [--profile release|debug] [soak flags...]
+#   --minutes N         how long (default 60)
+#   --profile P         which build to run (default release; CI uses debug, already built)
+#   other flags go to the soak program (examples/soak/main.rs): --owners=3
+#   --te_targets=2 --segment_mib=64 --warmup_secs=S --chaos_every_secs=10
+#   --master_every_secs=S --ha=auto|on|off --out=DIR
+# Logs of every process and the table go to target/soak/<timestamp>/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+minutes=60
+profile=release
+extra=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --minutes) minutes="$2"; shift 2 ;;
+    --minutes=*) minutes="${1#*=}"; shift ;;
+    --profile) profile="$2"; shift 2 ;;
+    --profile=*) profile="${1#*=}"; shift ;;
+    *) extra+=("$1"); shift ;;
+  esac
+done
+case "$profile" in
+  release) build=(--release); dir=target/release ;;
+  debug) build=(); dir=target/debug ;;
+  *) echo "soak.sh: --profile must be release or debug" >&2; exit 2 ;;
+esac
+
+cargo build "${build[@]}" --bin mooncake_master --bin store_bench --bin transfer_engine_bench \
+  --example soak
+out="target/soak/$(date +%Y%m%d-%H%M%S)"
+mkdir -p "$out"
+echo "== soak: $minutes min ($profile build); logs in $out"
+status=0
+"$dir/examples/soak" --minutes="$minutes" --out="$out" --bin_dir="$dir" "${extra[@]}" |
+  tee "$out/summary.md" || status=$?
+# One line the test command's counter understands.
+if [ "$status" = 0 ]; then
+  echo "1 passed, 0 failed: the soak"
+else
+  echo "0 passed, 1 failed: the soak"
+fi
+exit "$status"
