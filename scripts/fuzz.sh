@@ -81,8 +81,10 @@ run_target() {
             -rss_limit_mb=2048 -malloc_limit_mb=512 -max_len=65536 \
             -artifact_prefix="$artifacts" -print_final_stats=1 >"$log" 2>&1
         rc=$?
-        # The children's user and system CPU time, as the `times` builtin prints it.
-        cpu=$(times | tail -n 1 | awk '{
+        # The children's user and system CPU time, as the `times` builtin prints it
+        # (in this shell: a pipe or a substitution would fork and see none).
+        times >"$LOGS/$t.times"
+        cpu=$(tail -n 1 "$LOGS/$t.times" | awk '{
             n = split($1 " " $2, a, " "); s = 0
             for (i = 1; i <= n; i++) { split(a[i], p, "m"); s += p[1] * 60 + p[2] }
             printf "%.1f", s }')
@@ -130,5 +132,6 @@ for t in "${TARGETS[@]}"; do
         "$(awk -v s="$cpu" 'BEGIN { printf "%.2f", s / 60 }')" "${execs:-?}" "$corpus" "$result"
 done
 echo "fuzz: ran in $(( $(date +%s) - START )) s; logs in $LOGS"
-echo "fuzz: $passed passed, $failed failed"
+# Counted by scripts/test-all.sh (a line starting with "N passed").
+echo "$passed passed, $failed failed: fuzz targets, ${SECONDS_PER_TARGET} s each"
 [ "$failed" -eq 0 ]
