@@ -196,8 +196,9 @@ pub(crate) fn read_reply(conn: &mut impl BufRead) -> Result<Reply> {
         .take(64 << 10)
         .read_until(b'\n', &mut line)
         .map_err(|e| Error::socket("reading from redis", e))?;
-    if !line.ends_with(b"\r\n") {
-        return Err(bad("unterminated line".into()));
+    // A type byte, then CRLF: a bare "\r\n" is no reply.
+    if line.len() < 3 || !line.ends_with(b"\r\n") {
+        return Err(bad(format!("line {:?}", String::from_utf8_lossy(&line))));
     }
     let text = String::from_utf8_lossy(&line[1..line.len() - 2]).into_owned();
     match line[0] {
@@ -216,9 +217,16 @@ pub(crate) fn read_reply(conn: &mut impl BufRead) -> Result<Reply> {
                 .ok()
                 .filter(|&n| n <= MAX_BULK)
                 .ok_or_else(|| bad(format!("bulk of {n} bytes")))?;
-            let mut data = vec![0u8; n + 2];
-            conn.read_exact(&mut data)
+            // Memory grows with the bytes that arrive, not with the length announced.
+            let mut data = Vec::with_capacity(n.min(64 << 10) + 2);
+            conn.by_ref()
+                .take(n as u64 + 2)
+                .read_to_end(&mut data)
                 .map_err(|e| Error::socket("reading from redis", e))?;
+            if data.len() != n + 2 {
+                let eof = std::io::Error::from(std::io::ErrorKind::UnexpectedEof);
+                return Err(Error::socket("reading from redis", eof));
+            }
             if !data.ends_with(b"\r\n") {
                 return Err(bad("bulk without CRLF".into()));
             }

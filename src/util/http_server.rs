@@ -479,8 +479,8 @@ pub(crate) fn read_body(
         writer.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")?;
     }
     if let Some(n) = head.content_length {
-        let mut body = vec![0u8; n];
-        reader.read_exact(&mut body)?;
+        let mut body = Vec::new();
+        read_exactly(reader, &mut body, n)?;
         return Ok(body);
     }
     // Chunked.
@@ -502,9 +502,7 @@ pub(crate) fn read_body(
         if size > MAX_BODY_BYTES - body.len() {
             return Err(too_large);
         }
-        let start = body.len();
-        body.resize(start + size, 0);
-        reader.read_exact(&mut body[start..])?;
+        read_exactly(reader, &mut body, size)?;
         let mut budget = 2;
         read_line(reader, &mut line, &mut budget)?;
         if !line.is_empty() {
@@ -519,6 +517,17 @@ pub(crate) fn read_body(
             return Ok(body);
         }
     }
+}
+
+/// Appends exactly `n` bytes from `reader` to `body`. Memory grows with the bytes that
+/// arrive, so a peer announcing a large body without sending it costs nothing.
+fn read_exactly(reader: &mut impl BufRead, body: &mut Vec<u8>, n: usize) -> io::Result<()> {
+    body.reserve(n.min(64 << 10));
+    let got = (&mut *reader).take(n as u64).read_to_end(body)?;
+    if got != n {
+        return Err(io::ErrorKind::UnexpectedEof.into());
+    }
+    Ok(())
 }
 
 fn reason(status: u16) -> &'static str {

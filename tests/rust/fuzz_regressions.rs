@@ -8,8 +8,12 @@
 #[path = "../../fuzz/src/checks.rs"]
 mod checks;
 
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::fs;
 use std::path::{Path, PathBuf};
+
+use mooncake::fuzzing;
 
 use mooncake::master::ha::record::Record;
 use mooncake::master::ha::record::{ObjectState, ReplicaState};
@@ -23,6 +27,46 @@ use mooncake::wire::coro_rpc::{self, Method};
 use mooncake::wire::master_api::{ReplicaStatus, Segment, SoftPinAction, Uuid};
 use mooncake::wire::struct_pack::{self, Map};
 use serde_json::json;
+
+/// Records the largest single allocation made on each thread.
+struct Counting;
+
+thread_local! {
+    static LARGEST: Cell<usize> = const { Cell::new(0) };
+}
+
+fn note(size: usize) {
+    let _ = LARGEST.try_with(|c| c.set(c.get().max(size)));
+}
+
+// SAFETY: every call is forwarded unchanged to the system allocator.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note(layout.size());
+        System.alloc(layout)
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        note(layout.size());
+        System.alloc_zeroed(layout)
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note(new_size);
+        System.realloc(ptr, layout, new_size)
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        System.dealloc(ptr, layout)
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// The largest single allocation `f` made on this thread.
+fn largest_allocation(f: impl FnOnce()) -> usize {
+    LARGEST.with(|c| c.set(0));
+    f();
+    LARGEST.with(Cell::get)
+}
 
 fn seeds_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds")
@@ -50,6 +94,51 @@ fn every_target_has_a_fuzz_target_file() {
     for (name, _) in checks::TARGETS {
         assert!(dir.join(format!("{name}.rs")).is_file(), "{name}");
     }
+}
+
+/// Found by `resp_reply` in its first 30 s (seed `crash-63458313…`): a reply line that
+/// is a bare CRLF was sliced `line[1..0]`, panicking the thread of whoever asked Redis
+/// (metadata store or HA backend). It is a malformed reply now.
+#[test]
+fn resp_bare_crlf_is_malformed() {
+    let replies = fuzzing::resp_replies(b"\r\n");
+    assert_eq!(replies.len(), 1);
+    assert!(replies[0].as_ref().unwrap_err().contains("malformed"));
+    let crash = seeds_dir().join("resp_reply/crash-63458313b1403781ee7b94e96bb4c9109f27938d");
+    let replies = fuzzing::resp_replies(&fs::read(crash).unwrap());
+    assert!(matches!(replies.last(), Some(Err(_))), "{replies:?}");
+}
+
+/// A Redis bulk, an HTTP Content-Length or an HTTP chunk announced (up to the 64 MiB
+/// caps) but not sent is refused without allocating what it announced: memory grows
+/// with the bytes that arrive (both allocated the whole length up front before).
+#[test]
+fn announced_lengths_are_not_allocated_up_front() {
+    const LIMIT: usize = 1 << 20;
+    let big = largest_allocation(|| {
+        let replies = fuzzing::resp_replies(b"$67108000\r\nabc");
+        assert!(matches!(replies.as_slice(), [Err(_)]), "{replies:?}");
+    });
+    assert!(big < LIMIT, "{big} bytes allocated");
+    for request in [
+        &b"PUT /k HTTP/1.1\r\nContent-Length: 67108000\r\n\r\nabc"[..],
+        b"PUT /k HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3fff000\r\nabc",
+    ] {
+        let big = largest_allocation(|| assert!(fuzzing::http_requests(request).is_empty()));
+        assert!(big < LIMIT, "{big} bytes allocated");
+    }
+    // What is sent is still read.
+    let ok = fuzzing::http_requests(b"PUT /k HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc");
+    assert_eq!(ok, vec![Ok(("PUT".into(), "/k".into(), b"abc".to_vec()))]);
+    let chunked = b"PUT /k HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n";
+    assert_eq!(
+        fuzzing::http_requests(chunked)[0].as_ref().unwrap().2,
+        b"abc"
+    );
+    assert_eq!(
+        fuzzing::resp_replies(b"$3\r\nabc\r\n"),
+        vec![Ok("Bulk(Some([97, 98, 99]))".to_string())]
+    );
 }
 
 /// One REQ/RSP line of a golden file: method (requests; responses get theirs from the
