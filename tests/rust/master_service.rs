@@ -1112,7 +1112,12 @@ impl Rng {
 /// finds it), and no two live buffers overlap.
 #[test]
 fn oversubscribed_pool_puts_always_succeed() {
-    let m = MasterService::new(fast());
+    // The segment owners never ping: a client TTL beyond the slowest run (under
+    // ThreadSanitizer on a loaded machine the writers take over a minute).
+    let m = MasterService::new(MasterConfig {
+        client_ttl: Duration::from_secs(3600),
+        ..fast()
+    });
     m.mount_segment(&seg(1, 4 << 20), client(1)).unwrap();
     m.mount_segment(&seg(2, 4 << 20), client(2)).unwrap();
     let threads: Vec<_> = (0..4u64)
