@@ -14,11 +14,12 @@
 #     store) on real verbs in a throw-away SoftRoCE VM.
 #  5. Release checks: scripts/check-sanitizers.sh (the library itself under ASan, and
 #     valgrind) and scripts/check-glibc.sh (the glibc 2.28 build).
+#  6. scripts/soak.sh --minutes 2: the verified workload with chaos, short.
 #
 # Knobs (all optional; README "Tests" lists them): MOONCAKE_SKIP_INTEROP,
 # MOONCAKE_SKIP_SANITIZERS, MOONCAKE_SKIP_VALGRIND, MOONCAKE_SKIP_GLIBC,
 # MOONCAKE_SKIP_PACKAGING, MOONCAKE_SKIP_PYTHON, MOONCAKE_SKIP_C_TESTS,
-# MOONCAKE_SKIP_RDMA_VM, MOONCAKE_SKIP_KV_SERVERS, MOONCAKE_PEER_VENV,
+# MOONCAKE_SKIP_RDMA_VM, MOONCAKE_SKIP_KV_SERVERS, MOONCAKE_SKIP_SOAK, MOONCAKE_PEER_VENV,
 # MOONCAKE_TEST_THREADS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -60,6 +61,10 @@ if [ -z "${MOONCAKE_SKIP_SANITIZERS:-}" ]; then
 fi
 if [ -z "${MOONCAKE_SKIP_GLIBC:-}" ]; then
   bash scripts/check-glibc.sh 2>&1 | tee -a "$log" || status=$?
+fi
+if [ -z "${MOONCAKE_SKIP_SOAK:-}" ]; then
+  # The debug build `cargo test` made; the soak checks correctness, not speed.
+  bash scripts/soak.sh --minutes 2 --profile debug 2>&1 | tee -a "$log" || status=$?
 fi
 
 count() {

@@ -170,8 +170,11 @@ struct Soak {
     store: StoreTally,
     crashes: Vec<String>,
     events: HashMap<&'static str, u64>,
-    /// This process's resident memory (KiB): after warm-up, and last.
-    own_rss: (Option<u64>, Option<u64>),
+    /// Memory of processes gone or done: `(label, KiB after warm-up, KiB last, time
+    /// between)`.
+    rss: Vec<(String, u64, u64, Duration)>,
+    /// This process (the TE initiator), as a [`Proc`]-like sample pair.
+    own_rss: (Option<(Instant, u64)>, Option<(Instant, u64)>),
     frozen: Vec<(Instant, i32)>,
     started: Instant,
 }
@@ -209,7 +212,13 @@ impl Soak {
             format!("--initial-cluster=soak={peer}"),
             "--log-level=error".to_string(),
         ]);
-        let p = Proc::spawn(cmd, "etcd#1", &self.args.out, &self.lines_tx);
+        let p = Proc::spawn(
+            cmd,
+            "etcd#1",
+            &self.args.out,
+            &self.lines_tx,
+            Duration::ZERO,
+        );
         self.etcd = Some((p, port));
         wait_for_port(port);
     }
@@ -285,7 +294,13 @@ impl Soak {
         let slots = self.slots(role);
         slots.starts[slot] += 1;
         let label = format!("{}{slot}#{}", role.name(), slots.starts[slot]);
-        let p = Proc::spawn(cmd, &label, &self.args.out, &self.lines_tx);
+        let p = Proc::spawn(
+            cmd,
+            &label,
+            &self.args.out,
+            &self.lines_tx,
+            self.args.warmup,
+        );
         self.slots(role).procs[slot] = Some(p);
     }
 
@@ -306,6 +321,7 @@ impl Soak {
         }
         if let Some(mut p) = self.slots(role).procs[slot].take() {
             p.kill();
+            self.keep_rss(&p);
         }
     }
 
@@ -361,16 +377,23 @@ impl Soak {
     }
 
     fn sample_rss(&mut self) {
-        let warm = self.args.warmup;
-        let own = rss_kib(std::process::id() as i32);
-        if self.started.elapsed() >= warm && self.own_rss.0.is_none() {
-            self.own_rss.0 = own;
+        if let Some(kib) = rss_kib(std::process::id() as i32) {
+            let now = Instant::now();
+            if self.started.elapsed() >= self.args.warmup && self.own_rss.0.is_none() {
+                self.own_rss.0 = Some((now, kib));
+            }
+            self.own_rss.1 = Some((now, kib));
         }
-        self.own_rss.1 = own;
         for slots in [&mut self.masters, &mut self.owners, &mut self.targets] {
             for p in slots.procs.iter_mut().flatten() {
-                p.sample_rss(p.started.elapsed() >= warm);
+                p.sample_rss();
             }
+        }
+    }
+
+    fn keep_rss(&mut self, p: &Proc) {
+        if let Some((base, last, window)) = p.rss_window() {
+            self.rss.push((p.label.clone(), base, last, window));
         }
     }
 
@@ -456,6 +479,11 @@ impl Soak {
         let slot = leader.unwrap_or(0);
         self.retire(Role::Master, slot);
         self.start_master(slot);
+        // A standby becomes the leader: its memory is measured afresh.
+        let warmup = self.args.warmup;
+        for p in self.masters.procs.iter_mut().flatten() {
+            p.rewarm(warmup);
+        }
         let what = if self.etcd.is_some() {
             "HA leader SIGKILL + restart"
         } else {
@@ -539,6 +567,7 @@ fn main() -> ExitCode {
         store: StoreTally::default(),
         crashes: Vec::new(),
         events: HashMap::new(),
+        rss: Vec::new(),
         own_rss: (None, None),
         frozen: Vec::new(),
         started: Instant::now(),
@@ -632,28 +661,31 @@ fn drive(soak: &mut Soak) {
 
 /// Prints the table and returns the verdict.
 fn report(soak: &mut Soak, te: &te_loop::TeTally, abuse_tally: &abuse::AbuseTally) -> ExitCode {
+    // Every process measured for long enough after its warm-up, gone or alive.
+    let alive: Vec<Proc> = [&mut soak.masters, &mut soak.owners, &mut soak.targets]
+        .into_iter()
+        .flat_map(|slots| slots.procs.iter_mut().filter_map(Option::take))
+        .collect();
+    for p in &alive {
+        soak.keep_rss(p);
+    }
+    if let (Some((t0, base)), Some((t1, last))) = soak.own_rss {
+        soak.rss
+            .push(("soak (TE initiator)".into(), base, last, t1 - t0));
+    }
+    let min_window = (soak.args.run / 6).max(Duration::from_secs(60));
+    let rss: Vec<(String, u64, u64)> = soak
+        .rss
+        .iter()
+        .filter(|(_, _, _, window)| *window >= min_window)
+        .map(|(label, base, last, _)| (label.clone(), *base, *last))
+        .collect();
     let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
     let s = &soak.store;
     let puts = s.get("puts");
     let put_fail_pct = 100.0 * s.get("put_failed") as f64 / puts.max(1) as f64;
     let corrupt = s.get("corrupt") + load(&te.corrupt);
     let late = s.get("late") + load(&te.late);
-    // (label, KiB after warm-up, KiB at the end) of every process that lived on
-    // long enough after its warm-up.
-    let mut rss: Vec<(String, u64, u64)> = Vec::new();
-    let measured_for = soak.args.run / 3;
-    for slots in [&soak.masters, &soak.owners, &soak.targets] {
-        for p in slots.procs.iter().flatten() {
-            if p.started.elapsed() >= soak.args.warmup + measured_for {
-                if let (Some(base), Some(last)) = (p.rss_after_warmup, p.rss_last) {
-                    rss.push((p.label.clone(), base, last));
-                }
-            }
-        }
-    }
-    if let (Some(base), Some(last)) = soak.own_rss {
-        rss.push(("soak (TE initiator)".into(), base, last));
-    }
     let growth = |base: u64, last: u64| 100.0 * (last as f64 - base as f64) / base.max(1) as f64;
     let worst_rss = rss
         .iter()
@@ -708,7 +740,7 @@ fn report(soak: &mut Soak, te: &te_loop::TeTally, abuse_tally: &abuse::AbuseTall
     );
     for (label, base, last) in &rss {
         println!(
-            "| RSS after warm-up -> end: {label} | {} -> {} MiB ({:+.2} %) |",
+            "| private RSS after warm-up -> end: {label} | {} -> {} MiB ({:+.2} %) |",
             base / 1024,
             last / 1024,
             growth(*base, *last)
@@ -736,11 +768,7 @@ fn report(soak: &mut Soak, te: &te_loop::TeTally, abuse_tally: &abuse::AbuseTall
     if puts == 0 || load(&te.verified) == 0 {
         failed.push("no verified traffic".into());
     }
-    for slots in [&mut soak.masters, &mut soak.owners, &mut soak.targets] {
-        for p in slots.procs.iter_mut().flatten() {
-            p.kill();
-        }
-    }
+    drop(alive);
     if let Some((p, _)) = soak.etcd.as_mut() {
         p.kill();
     }

@@ -3,35 +3,51 @@
 //! did not cause is a crash).
 
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::Sender;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// One running incarnation of a soak process.
 pub struct Proc {
     /// `name#incarnation`.
     pub label: String,
     child: Child,
-    /// When it started.
-    pub started: Instant,
-    /// Its resident set size after warm-up (KiB), once sampled.
-    pub rss_after_warmup: Option<u64>,
-    /// Its last resident set size sample (KiB).
-    pub rss_last: Option<u64>,
+    /// From when its memory counts as warmed up.
+    pub warm_at: Instant,
+    /// Its first resident set size sample (KiB) after `warm_at`, and when.
+    pub rss_base: Option<(Instant, u64)>,
+    /// Its last resident set size sample (KiB), and when.
+    pub rss_last: Option<(Instant, u64)>,
     /// Set when the chaos (or the end of the run) killed it on purpose.
     pub killed_on_purpose: bool,
     log: PathBuf,
 }
 
 impl Proc {
-    /// Starts `cmd` as `label`, stderr to `<dir>/<label>.log`, stdout lines to `lines`.
-    pub fn spawn(mut cmd: Command, label: &str, dir: &Path, lines: &Sender<String>) -> Proc {
+    /// Starts `cmd` as `label`, stderr to `<dir>/<label>.log`, stdout lines to `lines`;
+    /// its memory counts as warmed up `warmup` after the start.
+    pub fn spawn(
+        mut cmd: Command,
+        label: &str,
+        dir: &Path,
+        lines: &Sender<String>,
+        warmup: Duration,
+    ) -> Proc {
         let log = dir.join(format!("{}.log", label.replace('#', "-")));
         let file = std::fs::File::create(&log).expect("log file");
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(file));
+        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+        // The child dies with the soak, however the soak ends.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
         let mut child = cmd
             .spawn()
             .unwrap_or_else(|e| panic!("starting {label}: {e}"));
@@ -47,8 +63,8 @@ impl Proc {
         Proc {
             label: label.to_string(),
             child,
-            started: Instant::now(),
-            rss_after_warmup: None,
+            warm_at: Instant::now() + warmup,
+            rss_base: None,
             rss_last: None,
             killed_on_purpose: false,
             log,
@@ -82,16 +98,28 @@ impl Proc {
         self.child.try_wait().ok().flatten()
     }
 
-    /// Samples its resident set size (KiB); `after_warmup` records it as the baseline
-    /// when none was taken yet.
-    pub fn sample_rss(&mut self, after_warmup: bool) {
+    /// Samples its resident set size.
+    pub fn sample_rss(&mut self) {
         let Some(kib) = rss_kib(self.pid()) else {
             return;
         };
-        if after_warmup && self.rss_after_warmup.is_none() {
-            self.rss_after_warmup = Some(kib);
+        let now = Instant::now();
+        if now >= self.warm_at && self.rss_base.is_none() {
+            self.rss_base = Some((now, kib));
         }
-        self.rss_last = Some(kib);
+        self.rss_last = Some((now, kib));
+    }
+
+    /// Starts measuring afresh `warmup` from now (its role changed).
+    pub fn rewarm(&mut self, warmup: Duration) {
+        self.warm_at = Instant::now() + warmup;
+        self.rss_base = None;
+    }
+
+    /// `(KiB after warm-up, KiB last, time between)`, when both were sampled.
+    pub fn rss_window(&self) -> Option<(u64, u64, Duration)> {
+        let ((t0, base), (t1, last)) = (self.rss_base?, self.rss_last?);
+        Some((base, last, t1.saturating_duration_since(t0)))
     }
 
     /// The last lines of its log.
@@ -110,16 +138,21 @@ impl Drop for Proc {
     }
 }
 
-/// `VmRSS` of `pid` in KiB.
+/// Private resident memory of `pid` in KiB: `VmRSS` less `RssShmem`. Shared pages
+/// (the store's memfd segments, its own and the peers' it maps) are bounded by the
+/// segment sizes and become resident as data is touched, so they are not counted.
 pub fn rss_kib(pid: i32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
+    let field = |name: &str| -> Option<u64> {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    };
+    Some(field("VmRSS:")?.saturating_sub(field("RssShmem:").unwrap_or(0)))
 }
 
 /// `n` distinct free TCP ports on 127.0.0.1.
