@@ -88,8 +88,8 @@ pub enum Refusal {
     Full,
     /// This peer already holds its maximum.
     PeerFull,
-    /// No thread could be started.
-    NoThread,
+    /// No thread or file descriptor could be had for it.
+    NoResources,
 }
 
 impl std::fmt::Display for Refusal {
@@ -97,7 +97,7 @@ impl std::fmt::Display for Refusal {
         f.write_str(match self {
             Refusal::Full => "too many connections",
             Refusal::PeerFull => "too many connections from this peer",
-            Refusal::NoThread => "no thread could be started",
+            Refusal::NoResources => "no thread or file descriptor for it",
         })
     }
 }
@@ -153,7 +153,7 @@ impl<S: Connection> ConnThreads<S> {
     ) -> Result<(), (S, Refusal)> {
         let peer = stream.peer();
         let Ok(control) = stream.duplicate() else {
-            return Err((stream, Refusal::NoThread));
+            return Err((stream, Refusal::NoResources));
         };
         let mut conns = self.live.lock();
         if conns.len() >= self.limits.max_connections {
@@ -192,7 +192,7 @@ impl<S: Connection> ConnThreads<S> {
                 drop(conns);
                 let stream = entry.map(|e| e.stream);
                 match stream {
-                    Some(s) => Err((s, Refusal::NoThread)),
+                    Some(s) => Err((s, Refusal::NoResources)),
                     None => Ok(()),
                 }
             }
