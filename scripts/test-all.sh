@@ -14,13 +14,16 @@
 #     store) on real verbs in a throw-away SoftRoCE VM.
 #  5. Release checks: scripts/check-sanitizers.sh (the library itself under ASan, and
 #     valgrind) and scripts/check-glibc.sh (the glibc 2.28 build).
-#  6. scripts/soak.sh --minutes 2: the verified workload with chaos, short.
+#  6. scripts/check-tsan-miri.sh: the concurrent suites under ThreadSanitizer, the pure
+#     modules under Miri (nightly).
+#  7. scripts/fuzz.sh: every fuzz target for 30 s (cargo-fuzz, nightly).
+#  8. scripts/soak.sh --minutes 2: the verified workload with chaos, short.
 #
 # Knobs (all optional; README "Tests" lists them): MOONCAKE_SKIP_INTEROP,
 # MOONCAKE_SKIP_SANITIZERS, MOONCAKE_SKIP_VALGRIND, MOONCAKE_SKIP_GLIBC,
 # MOONCAKE_SKIP_PACKAGING, MOONCAKE_SKIP_PYTHON, MOONCAKE_SKIP_C_TESTS,
-# MOONCAKE_SKIP_RDMA_VM, MOONCAKE_SKIP_KV_SERVERS, MOONCAKE_SKIP_SOAK, MOONCAKE_PEER_VENV,
-# MOONCAKE_TEST_THREADS.
+# MOONCAKE_SKIP_RDMA_VM, MOONCAKE_SKIP_KV_SERVERS, MOONCAKE_SKIP_TSAN, MOONCAKE_SKIP_MIRI,
+# MOONCAKE_SKIP_FUZZ, MOONCAKE_SKIP_SOAK, MOONCAKE_PEER_VENV, MOONCAKE_TEST_THREADS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 started=$SECONDS
@@ -61,6 +64,18 @@ if [ -z "${MOONCAKE_SKIP_SANITIZERS:-}" ]; then
 fi
 if [ -z "${MOONCAKE_SKIP_GLIBC:-}" ]; then
   bash scripts/check-glibc.sh 2>&1 | tee -a "$log" || status=$?
+fi
+checkers=()
+[ -n "${MOONCAKE_SKIP_TSAN:-}" ] || checkers+=(tsan)
+[ -n "${MOONCAKE_SKIP_MIRI:-}" ] || checkers+=(miri)
+if [ ${#checkers[@]} -gt 0 ]; then
+  bash scripts/check-tsan-miri.sh "${checkers[@]}" 2>&1 | tee -a "$log" || status=$?
+  while IFS= read -r line; do TOOLS_SKIPPED+=("$line"); done < <(grep -E '^SKIP (tsan|miri):' "$log" || true)
+fi
+if [ -z "${MOONCAKE_SKIP_FUZZ:-}" ]; then
+  bash scripts/fuzz.sh 2>&1 | tee -a "$log" || status=$?
+  skip="$(grep -m1 '^SKIP fuzz:' "$log" || true)"
+  [ -z "$skip" ] || TOOLS_SKIPPED+=("$skip")
 fi
 if [ -z "${MOONCAKE_SKIP_SOAK:-}" ]; then
   # The debug build `cargo test` made; the soak checks correctness, not speed.

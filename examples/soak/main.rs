@@ -24,7 +24,7 @@ mod te_loop;
 
 use mooncake::te::TransferEngine;
 use mooncake::util::flags::{FlagKind, Flags};
-use procs::{free_ports, rss_kib, Proc};
+use procs::{free_ports, rss_kib, Proc, Sample};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -174,7 +174,7 @@ struct Soak {
     /// between)`.
     rss: Vec<(String, u64, u64, Duration)>,
     /// This process (the TE initiator), as a [`Proc`]-like sample pair.
-    own_rss: (Option<(Instant, u64)>, Option<(Instant, u64)>),
+    own_rss: (Option<Sample>, Option<Sample>),
     frozen: Vec<(Instant, i32)>,
     started: Instant,
 }

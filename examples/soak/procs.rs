@@ -9,6 +9,9 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
+/// A memory sample: when, and how many KiB.
+pub type Sample = (Instant, u64);
+
 /// One running incarnation of a soak process.
 pub struct Proc {
     /// `name#incarnation`.
@@ -17,9 +20,9 @@ pub struct Proc {
     /// From when its memory counts as warmed up.
     pub warm_at: Instant,
     /// Its first resident set size sample (KiB) after `warm_at`, and when.
-    pub rss_base: Option<(Instant, u64)>,
+    pub rss_base: Option<Sample>,
     /// Its last resident set size sample (KiB), and when.
-    pub rss_last: Option<(Instant, u64)>,
+    pub rss_last: Option<Sample>,
     /// Set when the chaos (or the end of the run) killed it on purpose.
     pub killed_on_purpose: bool,
     log: PathBuf,
