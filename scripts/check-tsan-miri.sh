@@ -70,6 +70,11 @@ miri_filters=(
   te::batch master::objects master::ha::changelog
 )
 
+# Left out of the default (CI) Miri set: a property test of every master message that
+# takes many minutes under Miri (the fuzz targets master_request/master_response and the
+# plain test run cover the same code); --full runs it.
+miri_ci_skip=(--skip wire::codec_tests::roundtrip_every_message)
+
 # Succeeds when nightly has `component`, adding it through rustup if needed.
 nightly_has() {
   local component="$1" check="$2"
@@ -139,7 +144,9 @@ for mode in "${modes[@]}"; do
       "${miri[@]}" --no-run || { status=1; unset MIRIFLAGS PROPTEST_CASES; continue; }
       echo "== miri: build $((SECONDS - start)) s"
       start=$SECONDS
-      "${miri[@]}" -- --test-threads=1 "${miri_filters[@]}" || status=1
+      skip=()
+      [ "$full" = 1 ] || skip=("${miri_ci_skip[@]}")
+      "${miri[@]}" -- --test-threads=1 "${miri_filters[@]}" "${skip[@]}" || status=1
       unset MIRIFLAGS PROPTEST_CASES
       echo "== miri: tests $((SECONDS - start)) s"
       ;;
