@@ -114,12 +114,17 @@ mod tests {
     #[test]
     fn serves_each_connection_and_stops_them_all() {
         let name = format!("mooncake-unix-server-test-{}", std::process::id());
-        let mut server = UnixServer::start(&name, "mc-test", ConnLimits::new(8, 8), |mut s: &UnixStream| {
-            let mut b = [0u8; 1];
-            while s.read_exact(&mut b).is_ok() {
-                let _ = s.write_all(&b);
-            }
-        })
+        let mut server = UnixServer::start(
+            &name,
+            "mc-test",
+            ConnLimits::new(8, 8),
+            |mut s: &UnixStream| {
+                let mut b = [0u8; 1];
+                while s.read_exact(&mut b).is_ok() {
+                    let _ = s.write_all(&b);
+                }
+            },
+        )
         .unwrap();
         assert_eq!(server.name(), name);
         let addr = SocketAddr::from_abstract_name(&name).unwrap();
