@@ -95,7 +95,7 @@ impl MasterService {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::super::record::Record;
     use super::super::snapshot::copy_of;
     use crate::master::{MasterConfig, MasterService};
@@ -109,7 +109,8 @@ mod tests {
         second: 1,
     };
 
-    fn segment() -> Segment {
+    /// The segment the HA tests mount.
+    pub(in crate::master::ha) fn segment() -> Segment {
         Segment {
             id: Uuid {
                 first: 9,

@@ -291,8 +291,7 @@ mod tests {
     use super::*;
     use crate::master::MasterConfig;
     use crate::wire::master_api::{
-        MasterApi, ObjectMeta, ReplicaStatus, ReplicaType, ReplicateConfig, Segment, Uuid,
-        DEFAULT_TENANT,
+        MasterApi, ObjectMeta, ReplicaStatus, ReplicaType, ReplicateConfig, Uuid, DEFAULT_TENANT,
     };
 
     const CLIENT: Uuid = Uuid {
@@ -302,20 +301,7 @@ mod tests {
     const WRITERS: usize = 2;
     const PUTS: usize = 100;
 
-    fn segment() -> Segment {
-        Segment {
-            id: Uuid {
-                first: 9,
-                second: 9,
-            },
-            name: "127.0.0.1:12345".into(),
-            base: 1 << 40,
-            size: 64 << 20,
-            te_endpoint: "127.0.0.1:12345".into(),
-            protocol: "tcp".into(),
-            host_id: String::new(),
-        }
-    }
+    use super::super::state::tests::segment;
 
     fn all_complete(mirror: &Mirror) -> bool {
         mirror.complete
