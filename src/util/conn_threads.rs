@@ -221,60 +221,38 @@ mod tests {
 
     /// A connection from `source` (any 127/8 address) to `listener`, and the accepted end.
     fn pair(listener: &TcpListener, source: [u8; 4]) -> (TcpStream, TcpStream) {
-        let socket = socket_from(source);
-        let client = connect(socket, listener.local_addr().unwrap());
-        let (server, _) = listener.accept().unwrap();
-        (client, server)
-    }
-
-    fn socket_from(source: [u8; 4]) -> i32 {
-        // SAFETY: plain socket creation; the fd is owned by the TcpStream built below.
-        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) };
-        assert!(fd >= 0);
-        let addr = libc::sockaddr_in {
-            sin_family: libc::AF_INET as u16,
-            sin_port: 0,
-            sin_addr: libc::in_addr {
-                s_addr: u32::from_ne_bytes(source),
-            },
-            sin_zero: [0; 8],
-        };
-        // SAFETY: `addr` is a valid sockaddr_in of the length given.
-        let rc = unsafe {
-            libc::bind(
-                fd,
-                (&addr as *const libc::sockaddr_in).cast(),
-                std::mem::size_of::<libc::sockaddr_in>() as u32,
-            )
-        };
-        assert_eq!(rc, 0);
-        fd
-    }
-
-    fn connect(fd: i32, to: SocketAddr) -> TcpStream {
         use std::os::fd::FromRawFd;
-        let SocketAddr::V4(v4) = to else {
+        let SocketAddr::V4(to) = listener.local_addr().unwrap() else {
             unreachable!()
         };
-        let addr = libc::sockaddr_in {
+        let sockaddr = |ip: [u8; 4], port: u16| libc::sockaddr_in {
             sin_family: libc::AF_INET as u16,
-            sin_port: v4.port().to_be(),
+            sin_port: port.to_be(),
             sin_addr: libc::in_addr {
-                s_addr: u32::from_ne_bytes(v4.ip().octets()),
+                s_addr: u32::from_ne_bytes(ip),
             },
             sin_zero: [0; 8],
         };
-        // SAFETY: `addr` is a valid sockaddr_in of the length given; `fd` is ours.
-        let rc = unsafe {
-            libc::connect(
-                fd,
-                (&addr as *const libc::sockaddr_in).cast(),
-                std::mem::size_of::<libc::sockaddr_in>() as u32,
-            )
+        let (from, to) = (sockaddr(source, 0), sockaddr(to.ip().octets(), to.port()));
+        let len = std::mem::size_of::<libc::sockaddr_in>() as u32;
+        // SAFETY: plain socket calls on a socket we own, with valid sockaddr_in values of
+        // the length given; the fd is handed to the TcpStream, which closes it.
+        let client = unsafe {
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+            assert!(fd >= 0);
+            let stream = TcpStream::from_raw_fd(fd);
+            assert_eq!(
+                libc::bind(fd, (&from as *const libc::sockaddr_in).cast(), len),
+                0
+            );
+            assert_eq!(
+                libc::connect(fd, (&to as *const libc::sockaddr_in).cast(), len),
+                0
+            );
+            stream
         };
-        assert_eq!(rc, 0);
-        // SAFETY: `fd` is a connected socket nobody else owns.
-        unsafe { TcpStream::from_raw_fd(fd) }
+        let (server, _) = listener.accept().unwrap();
+        (client, server)
     }
 
     fn hold(stream: &TcpStream) {
