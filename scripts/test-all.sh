@@ -37,49 +37,65 @@ cargo build --lib --bins
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 status=0
-cargo test --no-fail-fast -- --test-threads="${MOONCAKE_TEST_THREADS:-2}" 2>&1 | tee "$log" || status=$?
+STAGES=()
+FAILED_STAGES=()
+
+# stage NAME COMMAND...: runs one stage with its output in the log, and records its
+# duration and, when it fails, its name and exit code. Returns the command's code.
+stage() {
+  local name="$1" begun=$SECONDS code=0
+  shift
+  "$@" 2>&1 | tee -a "$log" || code=$?
+  STAGES+=("$(printf '%-28s %5d s  %s' "$name" $((SECONDS - begun)) \
+    "$([ "$code" = 0 ] && echo ok || echo "exit $code")")")
+  if [ "$code" != 0 ] && [ "$code" != 125 ]; then
+    status=$code
+    FAILED_STAGES+=("FAILED $name: exited $code (its failures are above)")
+  fi
+  return "$code"
+}
+
+threads="${MOONCAKE_TEST_THREADS:-2}"
+stage "cargo test" cargo test --no-fail-fast -- --test-threads="$threads" || true
 # Engines on one host copy directly between processes by default; the Transfer
 # Engine and store suites once more over sockets only.
 echo "== the Transfer Engine and store suites with MC_DISABLE_SAME_HOST=1"
-MC_DISABLE_SAME_HOST=1 cargo test --no-fail-fast --test te_loopback --test te_metadata \
-  --test metadata_backends --test store_client --test store_faults --test store_pressure \
-  -- --test-threads="${MOONCAKE_TEST_THREADS:-2}" 2>&1 | tee -a "$log" || status=$?
+stage "cargo test, sockets only" env MC_DISABLE_SAME_HOST=1 cargo test --no-fail-fast \
+  --test te_loopback --test te_metadata --test metadata_backends --test store_client \
+  --test store_faults --test store_pressure -- --test-threads="$threads" || true
 if [ -z "${MOONCAKE_SKIP_PYTHON:-}" ]; then
-  bash scripts/test-python.sh 2>&1 | tee -a "$log" || status=$?
+  stage "python" bash scripts/test-python.sh || true
 fi
 if [ -z "${MOONCAKE_SKIP_RDMA_VM:-}" ]; then
   vm=0
-  bash scripts/test-rdma-vm.sh 2>&1 | tee -a "$log" || vm=$?
+  stage "rdma vm" bash scripts/test-rdma-vm.sh || vm=$?
   if [ "$vm" = 125 ]; then
     TOOLS_SKIPPED+=("SKIP RDMA suite: the SoftRoCE VM could not boot here (see above)")
-  elif [ "$vm" != 0 ]; then
-    status=$vm
-    TOOLS_SKIPPED+=("FAILED RDMA suite: scripts/test-rdma-vm.sh exited $vm (its failures are above)")
   fi
 fi
 if [ -z "${MOONCAKE_SKIP_SANITIZERS:-}" ]; then
   modes=(asan)
   [ -n "${MOONCAKE_SKIP_VALGRIND:-}" ] || modes+=(valgrind)
-  bash scripts/check-sanitizers.sh "${modes[@]}" 2>&1 | tee -a "$log" || status=$?
+  stage "asan, valgrind" bash scripts/check-sanitizers.sh "${modes[@]}" || true
 fi
 if [ -z "${MOONCAKE_SKIP_GLIBC:-}" ]; then
-  bash scripts/check-glibc.sh 2>&1 | tee -a "$log" || status=$?
+  stage "glibc 2.28" bash scripts/check-glibc.sh || true
 fi
 checkers=()
 [ -n "${MOONCAKE_SKIP_TSAN:-}" ] || checkers+=(tsan)
 [ -n "${MOONCAKE_SKIP_MIRI:-}" ] || checkers+=(miri)
 if [ ${#checkers[@]} -gt 0 ]; then
-  bash scripts/check-tsan-miri.sh "${checkers[@]}" 2>&1 | tee -a "$log" || status=$?
+  stage "${checkers[*]}" bash scripts/check-tsan-miri.sh "${checkers[@]}" || true
   while IFS= read -r line; do TOOLS_SKIPPED+=("$line"); done < <(grep -E '^SKIP (tsan|miri):' "$log" || true)
 fi
 if [ -z "${MOONCAKE_SKIP_FUZZ:-}" ]; then
-  bash scripts/fuzz.sh 2>&1 | tee -a "$log" || status=$?
+  stage "fuzz" bash scripts/fuzz.sh || true
   skip="$(grep -m1 '^SKIP fuzz:' "$log" || true)"
   [ -z "$skip" ] || TOOLS_SKIPPED+=("$skip")
 fi
 if [ -z "${MOONCAKE_SKIP_SOAK:-}" ]; then
   # The debug build `cargo test` made; the soak checks correctness, not speed.
-  bash scripts/soak.sh --minutes 2 --profile debug 2>&1 | tee -a "$log" || status=$?
+  stage "soak" bash scripts/soak.sh --minutes 2 --profile debug || true
 fi
 
 count() {
@@ -87,6 +103,9 @@ count() {
     grep -oE "[0-9]+ $1" | awk '{s+=$1} END {print s+0}'
 }
 echo
-for line in "${TOOLS_SKIPPED[@]}"; do echo "$line"; done
-echo "summary: $(count passed) passed, $(count failed) failed ($((SECONDS - started)) s)"
+echo "stage                        duration  result"
+for line in "${STAGES[@]}"; do echo "$line"; done
+echo
+for line in "${TOOLS_SKIPPED[@]}" "${FAILED_STAGES[@]}"; do echo "$line"; done
+echo "summary: $(count passed) passed, $(count failed) failed, ${#FAILED_STAGES[@]} stage(s) failed ($((SECONDS - started)) s)"
 exit "$status"

@@ -4,8 +4,8 @@
 //! `--owners` store processes (`store_bench --mode=pressure`: put/get/remove of values
 //! derived from key and generation, every read checked, about 3x more data than the
 //! pool holds), `--te_targets` Transfer Engine targets (`transfer_engine_bench
-//! --mode=target`) and, in this process, an initiator writing and reading back
-//! verified blocks. Meanwhile a chaos loop SIGKILLs and SIGSTOPs segment owners and
+//! --mode=target`) and an initiator (this executable as `soak te-initiator`) writing
+//! and reading back verified blocks. Meanwhile a chaos loop SIGKILLs and SIGSTOPs segment owners and
 //! targets, restarts the master (kills the HA leader), and an abuser holds idle,
 //! half-sent and garbage connections on every listening port.
 //!
@@ -22,7 +22,6 @@ mod abuse;
 mod procs;
 mod te_loop;
 
-use mooncake::te::TransferEngine;
 use mooncake::util::flags::{FlagKind, Flags};
 use procs::{free_ports, rss_kib, Proc, Sample};
 use std::collections::HashMap;
@@ -165,9 +164,14 @@ struct Soak {
     masters: Slots,
     owners: Slots,
     targets: Slots,
+    initiators: Slots,
     etcd: Option<(Proc, u16)>,
     master_ports: Vec<[u16; 3]>,
-    te: Arc<te_loop::Targets>,
+    /// Where each TE target is now: `(segment name, incarnation)`, `None` while down.
+    te: Vec<Option<(String, u64)>>,
+    /// What the running initiator was last told about each target.
+    te_told: Vec<Option<(String, u64)>>,
+    te_figures: te_loop::TeFigures,
     ports: Arc<abuse::Ports>,
     store: StoreTally,
     crashes: Vec<String>,
@@ -175,7 +179,7 @@ struct Soak {
     /// Memory of processes gone or done: `(label, KiB after warm-up, KiB last, time
     /// between)`.
     rss: Vec<(String, u64, u64, Duration)>,
-    /// This process (the TE initiator), as a [`Proc`]-like sample pair.
+    /// This process (the harness), as a [`Proc`]-like sample pair.
     own_rss: (Option<Sample>, Option<Sample>),
     frozen: Vec<(Instant, i32)>,
     started: Instant,
@@ -291,12 +295,26 @@ impl Soak {
         self.start(Role::Target, slot, cmd);
     }
 
+    fn start_initiator(&mut self) {
+        let exe = std::env::current_exe().expect("the soak's own path");
+        let mut cmd = Command::new(exe);
+        cmd.arg(te_loop::INITIATOR_MODE);
+        self.start(Role::Initiator, 0, cmd);
+        self.te_told = vec![None; self.te.len()];
+        self.tell_initiator();
+    }
+
     fn start(&mut self, role: Role, slot: usize, mut cmd: Command) {
         cmd.env("MC_LOG_LEVEL", "warn");
         let slots = self.slots(role);
         slots.starts[slot] += 1;
         let label = format!("{}{slot}#{}", role.name(), slots.starts[slot]);
-        let p = Proc::spawn(
+        let spawn = if role == Role::Initiator {
+            Proc::spawn_fed
+        } else {
+            Proc::spawn
+        };
+        let p = spawn(
             cmd,
             &label,
             &self.args.out,
@@ -306,20 +324,35 @@ impl Soak {
         self.slots(role).procs[slot] = Some(p);
     }
 
+    /// Sends the initiator every target that changed since it was last told.
+    fn tell_initiator(&mut self) {
+        let Some(initiator) = self.initiators.procs[0].as_mut() else {
+            return;
+        };
+        for (slot, now) in self.te.iter().enumerate() {
+            if self.te_told[slot] != *now
+                && initiator.send_line(&te_loop::target_line(slot, now.as_ref()))
+            {
+                self.te_told[slot] = now.clone();
+            }
+        }
+    }
+
     fn slots(&mut self, role: Role) -> &mut Slots {
         match role {
             Role::Master => &mut self.masters,
             Role::Owner => &mut self.owners,
             Role::Target => &mut self.targets,
+            Role::Initiator => &mut self.initiators,
         }
     }
 
     /// Kills (on purpose) the process in `slot`, keeping its memory figures.
     fn retire(&mut self, role: Role, slot: usize) {
         if role == Role::Target {
-            if let Some(s) = self.te.slots.lock().get_mut(slot) {
-                *s = None;
-            }
+            // The initiator hears of it before the target dies.
+            self.te[slot] = None;
+            self.tell_initiator();
         }
         if let Some(mut p) = self.slots(role).procs[slot].take() {
             p.kill();
@@ -335,27 +368,26 @@ impl Soak {
             ports.push((format!("master{slot}-http-metadata"), *http));
             ports.push((format!("master{slot}-metrics"), *metrics));
         }
-        let mut te = self.te.slots.lock();
-        te.resize(self.targets.procs.len(), None);
         for (slot, p) in self.targets.procs.iter().enumerate() {
             let Some(p) = p else { continue };
-            if te[slot].is_none() {
+            if self.te[slot].is_none() {
                 if let Some(name) = segment_name_in(&self.args.out, &p.label) {
-                    te[slot] = Some((name, self.targets.starts[slot]));
+                    self.te[slot] = Some((name, self.targets.starts[slot]));
                 }
             }
-            if let Some((name, _)) = &te[slot] {
+            if let Some((name, _)) = &self.te[slot] {
                 if let Some(port) = name.rsplit(':').next().and_then(|p| p.parse().ok()) {
                     ports.push((format!("target{slot}-rpc"), port));
                 }
             }
         }
         *self.ports.list.lock() = ports;
+        self.tell_initiator();
     }
 
     /// Reaps exits: one the chaos did not cause is a crash (and the slot restarts).
     fn check_exits(&mut self) {
-        for role in [Role::Master, Role::Owner, Role::Target] {
+        for role in Role::ALL {
             for slot in 0..self.slots(role).procs.len() {
                 let exited = self.slots(role).procs[slot]
                     .as_mut()
@@ -375,6 +407,7 @@ impl Soak {
             Role::Master => self.start_master(slot),
             Role::Owner => self.start_owner(slot),
             Role::Target => self.start_target(slot),
+            Role::Initiator => self.start_initiator(),
         }
     }
 
@@ -386,7 +419,12 @@ impl Soak {
             }
             self.own_rss.1 = Some((now, kib));
         }
-        for slots in [&mut self.masters, &mut self.owners, &mut self.targets] {
+        for slots in [
+            &mut self.masters,
+            &mut self.owners,
+            &mut self.targets,
+            &mut self.initiators,
+        ] {
             for p in slots.procs.iter_mut().flatten() {
                 p.sample_rss();
             }
@@ -498,6 +536,8 @@ impl Soak {
         while let Ok(line) = self.lines.try_recv() {
             if line.starts_with("INTERVAL ") {
                 self.store.add(&line);
+            } else if line.starts_with("TE ") {
+                self.te_figures.update(&line);
             }
         }
     }
@@ -508,14 +548,18 @@ enum Role {
     Master,
     Owner,
     Target,
+    Initiator,
 }
 
 impl Role {
+    const ALL: [Role; 4] = [Role::Master, Role::Owner, Role::Target, Role::Initiator];
+
     fn name(self) -> &'static str {
         match self {
             Role::Master => "master",
             Role::Owner => "owner",
             Role::Target => "target",
+            Role::Initiator => "initiator",
         }
     }
 }
@@ -540,6 +584,9 @@ fn wait_for_port(port: u16) {
 
 fn main() -> ExitCode {
     mooncake::util::logger::install();
+    if std::env::args().nth(1).as_deref() == Some(te_loop::INITIATOR_MODE) {
+        return te_loop::initiator_main(CALL_DEADLINE);
+    }
     let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {
@@ -562,9 +609,12 @@ fn main() -> ExitCode {
         masters: Slots::new(masters),
         owners: Slots::new(args.owners),
         targets: Slots::new(args.te_targets),
+        initiators: Slots::new(1),
         etcd: None,
         master_ports,
-        te: Arc::new(te_loop::Targets::default()),
+        te: vec![None; args.te_targets],
+        te_told: vec![None; args.te_targets],
+        te_figures: te_loop::TeFigures::default(),
         ports: Arc::new(abuse::Ports::default()),
         store: StoreTally::default(),
         crashes: Vec::new(),
@@ -602,22 +652,17 @@ fn main() -> ExitCode {
     for slot in 0..soak.args.te_targets {
         soak.start_target(slot);
     }
+    soak.start_initiator();
 
     let stop = Arc::new(AtomicBool::new(false));
-    let te_tally = Arc::new(te_loop::TeTally::default());
     let abuse_tally = Arc::new(abuse::AbuseTally::default());
-    let engine = TransferEngine::new("P2PHANDSHAKE", "127.0.0.1", false).expect("engine");
-    engine.install("tcp", None).expect("tcp transport");
     std::thread::scope(|scope| {
-        let (te, tt, st) = (soak.te.clone(), te_tally.clone(), stop.clone());
-        let engine = &engine;
-        scope.spawn(move || te_loop::run(engine, &te, &tt, CALL_DEADLINE, &st));
         let (ports, at, st) = (soak.ports.clone(), abuse_tally.clone(), stop.clone());
         scope.spawn(move || abuse::run(&ports, &at, Duration::from_secs(2), &st));
         drive(&mut soak);
         stop.store(true, Ordering::Relaxed);
     });
-    report(&mut soak, &te_tally, &abuse_tally)
+    report(&mut soak, &abuse_tally)
 }
 
 /// The main loop: chaos on schedule, exits checked, memory sampled, until the end.
@@ -657,17 +702,36 @@ fn drive(soak: &mut Soak) {
             libc::kill(pid, libc::SIGCONT);
         }
     }
+    // The initiator ends its last cycle and prints its final tally.
+    if let Some(initiator) = soak.initiators.procs[0].as_mut() {
+        initiator.close_stdin();
+        if initiator
+            .wait_exit(CALL_DEADLINE + Duration::from_secs(10))
+            .is_none()
+        {
+            soak.crashes.push(format!(
+                "{} did not end within {} s of being told to",
+                initiator.label,
+                CALL_DEADLINE.as_secs() + 10
+            ));
+        }
+    }
     std::thread::sleep(Duration::from_millis(1500));
     soak.drain_lines();
 }
 
 /// Prints the table and returns the verdict.
-fn report(soak: &mut Soak, te: &te_loop::TeTally, abuse_tally: &abuse::AbuseTally) -> ExitCode {
+fn report(soak: &mut Soak, abuse_tally: &abuse::AbuseTally) -> ExitCode {
     // Every process measured for long enough after its warm-up, gone or alive.
-    let alive: Vec<Proc> = [&mut soak.masters, &mut soak.owners, &mut soak.targets]
-        .into_iter()
-        .flat_map(|slots| slots.procs.iter_mut().filter_map(Option::take))
-        .collect();
+    let alive: Vec<Proc> = [
+        &mut soak.masters,
+        &mut soak.owners,
+        &mut soak.targets,
+        &mut soak.initiators,
+    ]
+    .into_iter()
+    .flat_map(|slots| slots.procs.iter_mut().filter_map(Option::take))
+    .collect();
     for p in &alive {
         soak.keep_rss(p);
     }
@@ -681,10 +745,11 @@ fn report(soak: &mut Soak, te: &te_loop::TeTally, abuse_tally: &abuse::AbuseTall
         .collect();
     let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
     let s = &soak.store;
+    let te = &soak.te_figures;
     let puts = s.get("puts");
     let put_fail_pct = 100.0 * s.get("put_failed") as f64 / puts.max(1) as f64;
-    let corrupt = s.get("corrupt") + load(&te.corrupt);
-    let late = s.get("late") + load(&te.late);
+    let corrupt = s.get("corrupt") + te.get("corrupt");
+    let late = s.get("late") + te.get("late");
     let growth = |base: u64, last: u64| 100.0 * (last as f64 - base as f64) / base.max(1) as f64;
     let worst_rss = rss
         .iter()
@@ -716,16 +781,16 @@ fn report(soak: &mut Soak, te: &te_loop::TeTally, abuse_tally: &abuse::AbuseTall
     );
     println!(
         "| TE cycles verified / failed / interrupted by a restart | {} / {} / {} |",
-        load(&te.verified),
-        load(&te.failed),
-        load(&te.interrupted)
+        te.get("verified"),
+        te.get("failed"),
+        te.get("interrupted")
     );
     println!("| corrupt reads (store + TE) | {corrupt} |");
     println!(
         "| calls past the {} s deadline | {late} (slowest store call {} ms, transfer {} ms) |",
         CALL_DEADLINE.as_secs(),
         s.max_call_ms,
-        load(&te.max_ms)
+        te.get("max_ms")
     );
     println!("| crashes | {} |", soak.crashes.len());
     let mut events: Vec<_> = soak.events.iter().collect();
@@ -751,12 +816,11 @@ fn report(soak: &mut Soak, te: &te_loop::TeTally, abuse_tally: &abuse::AbuseTall
             }
         );
     }
-    // Not checked: this process also runs the harness (a reader thread per child
-    // started, the chaos, the abuser), whose thread stacks glibc caches.
+    // Not checked: the harness (a reader thread per child started, the chaos, the
+    // abuser), whose thread stacks glibc caches; it runs no engine or store code.
     if let (Some((_, base)), Some((_, last))) = soak.own_rss {
         println!(
-            "| private RSS of the soak itself (TE initiator and harness; not checked) | {} -> {} \
-             MiB ({:+.2} %) |",
+            "| private RSS of the harness (not checked) | {} -> {} MiB ({:+.2} %) |",
             base / 1024,
             last / 1024,
             growth(base, last)
@@ -781,7 +845,7 @@ fn report(soak: &mut Soak, te: &te_loop::TeTally, abuse_tally: &abuse::AbuseTall
     if put_fail_pct >= MAX_PUT_FAIL_PCT {
         failed.push(format!("{put_fail_pct:.3} % of puts failed"));
     }
-    if puts == 0 || load(&te.verified) == 0 {
+    if puts == 0 || te.get("verified") == 0 {
         failed.push("no verified traffic".into());
     }
     drop(alive);

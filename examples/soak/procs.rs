@@ -2,10 +2,11 @@
 //! their resident memory sampled, and every exit accounted for (an exit the chaos
 //! did not cause is a crash).
 
+use std::io::Write;
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
@@ -26,21 +27,45 @@ pub struct Proc {
     /// Set when the chaos (or the end of the run) killed it on purpose.
     pub killed_on_purpose: bool,
     log: PathBuf,
+    /// Its stdin, for a process started with [`Proc::spawn_fed`].
+    stdin: Option<ChildStdin>,
 }
 
 impl Proc {
     /// Starts `cmd` as `label`, stderr to `<dir>/<label>.log`, stdout lines to `lines`;
     /// its memory counts as warmed up `warmup` after the start.
     pub fn spawn(
-        mut cmd: Command,
+        cmd: Command,
         label: &str,
         dir: &Path,
         lines: &Sender<String>,
         warmup: Duration,
     ) -> Proc {
+        Proc::start(cmd, label, dir, lines, warmup, false)
+    }
+
+    /// Like [`Proc::spawn`], with a pipe to its stdin for [`Proc::send_line`].
+    pub fn spawn_fed(
+        cmd: Command,
+        label: &str,
+        dir: &Path,
+        lines: &Sender<String>,
+        warmup: Duration,
+    ) -> Proc {
+        Proc::start(cmd, label, dir, lines, warmup, true)
+    }
+
+    fn start(
+        mut cmd: Command,
+        label: &str,
+        dir: &Path,
+        lines: &Sender<String>,
+        warmup: Duration,
+        fed: bool,
+    ) -> Proc {
         let log = dir.join(format!("{}.log", label.replace('#', "-")));
         let file = std::fs::File::create(&log).expect("log file");
-        cmd.stdin(Stdio::null())
+        cmd.stdin(if fed { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::piped())
             .stderr(Stdio::from(file));
         // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
@@ -55,6 +80,7 @@ impl Proc {
             .spawn()
             .unwrap_or_else(|e| panic!("starting {label}: {e}"));
         let stdout = child.stdout.take().expect("piped stdout");
+        let stdin = child.stdin.take();
         let tx = lines.clone();
         std::thread::spawn(move || {
             for text in BufReader::new(stdout).lines().map_while(Result::ok) {
@@ -71,6 +97,34 @@ impl Proc {
             rss_last: None,
             killed_on_purpose: false,
             log,
+            stdin,
+        }
+    }
+
+    /// Writes one line to its stdin (a process started with [`Proc::spawn_fed`]);
+    /// whether it went out (false once the process is gone).
+    pub fn send_line(&mut self, line: &str) -> bool {
+        self.stdin
+            .as_mut()
+            .is_some_and(|s| writeln!(s, "{line}").and_then(|_| s.flush()).is_ok())
+    }
+
+    /// Closes its stdin: a fed process takes that as the end of the run.
+    pub fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    /// Waits up to `limit` for it to exit by itself; its status if it did.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.exited() {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
         }
     }
 

@@ -1,12 +1,24 @@
-//! Verified Transfer Engine traffic: this process writes a block derived from a fresh
-//! generation into a target's buffer, reads it back and compares. A cycle that
-//! overlaps a restart of its target (the target's incarnation changed) is not checked;
-//! any other difference is a corrupt read.
+//! Verified Transfer Engine traffic, in a child process of its own (`soak
+//! te-initiator`) so its engine's memory is measured alone: it writes a block derived
+//! from a fresh generation into a target's buffer, reads it back and compares. A cycle
+//! that overlaps a restart of its target (the target's incarnation changed) is not
+//! checked; any other difference is a corrupt read.
+//!
+//! The driver tells the child where the targets are with `target <slot> <segment>
+//! <incarnation>` and `target <slot> down` lines on its stdin; the child prints its
+//! cumulative tally as one `TE pid=<pid> key=value...` line every second and once more when its
+//! stdin closes, then exits.
 
 use mooncake::te::{Op, TaskStatus, TransferEngine, TransferRequest};
 use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+/// The first argument that runs the soak executable as the initiator child.
+pub const INITIATOR_MODE: &str = "te-initiator";
 
 /// Largest block moved by one request.
 const MAX_BLOCK: usize = 1 << 20;
@@ -33,6 +45,125 @@ pub struct TeTally {
     pub late: AtomicU64,
     /// Slowest transfer, in milliseconds.
     pub max_ms: AtomicU64,
+}
+
+impl TeTally {
+    /// The tally as one `TE pid=<this process> key=value...` line.
+    pub fn line(&self) -> String {
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        format!(
+            "TE pid={} verified={} failed={} interrupted={} corrupt={} late={} max_ms={}",
+            std::process::id(),
+            load(&self.verified),
+            load(&self.failed),
+            load(&self.interrupted),
+            load(&self.corrupt),
+            load(&self.late),
+            load(&self.max_ms)
+        )
+    }
+}
+
+/// The initiator's figures as the driver sees them: the last cumulative line of each
+/// child process (by pid), so a restarted child's earlier counts are kept.
+#[derive(Default)]
+pub struct TeFigures {
+    by_pid: HashMap<u64, HashMap<String, u64>>,
+}
+
+impl TeFigures {
+    /// Takes a `TE pid=<pid> key=value...` line.
+    pub fn update(&mut self, line: &str) {
+        let mut figures: HashMap<String, u64> = line
+            .split_whitespace()
+            .skip(1)
+            .filter_map(|w| w.split_once('='))
+            .filter_map(|(k, v)| Some((k.to_string(), v.parse().ok()?)))
+            .collect();
+        if let Some(pid) = figures.remove("pid") {
+            self.by_pid.insert(pid, figures);
+        }
+    }
+
+    /// One figure summed over every child process (`max_ms`: the largest).
+    pub fn get(&self, k: &str) -> u64 {
+        let each = self.by_pid.values().map(|f| f.get(k).copied().unwrap_or(0));
+        if k == "max_ms" {
+            each.max().unwrap_or(0)
+        } else {
+            each.sum()
+        }
+    }
+}
+
+/// The initiator child's main: an engine over TCP, the loop, the stdin reader and the
+/// tally printer. Exits 0 when its stdin closes.
+pub fn initiator_main(deadline: Duration) -> ExitCode {
+    let engine = match TransferEngine::new("P2PHANDSHAKE", "127.0.0.1", false)
+        .and_then(|e| e.install("tcp", None).map(|_| e))
+    {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("soak te-initiator: engine: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let (targets, tally, stop) = (
+        Targets::default(),
+        TeTally::default(),
+        AtomicBool::new(false),
+    );
+    let stdin_closed = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        scope.spawn(|| run(&engine, &targets, &tally, deadline, &stop));
+        scope.spawn(|| {
+            for line in std::io::stdin().lock().lines().map_while(Result::ok) {
+                apply_target_line(&targets, &line);
+            }
+            stdin_closed.store(true, Ordering::Relaxed);
+        });
+        let mut out = std::io::stdout();
+        while !stdin_closed.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_secs(1));
+            let _ = writeln!(out, "{}", tally.line());
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    println!("{}", tally.line());
+    ExitCode::SUCCESS
+}
+
+/// Applies one `target <slot> <segment> <incarnation>` or `target <slot> down` line.
+fn apply_target_line(targets: &Targets, line: &str) {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let (slot, what) = match words[..] {
+        ["target", slot, ref rest @ ..] => match slot.parse::<usize>() {
+            Ok(slot) if slot < 1024 => (slot, rest),
+            _ => return,
+        },
+        _ => return,
+    };
+    let entry = match what {
+        ["down"] => None,
+        [name, incarnation] => match incarnation.parse() {
+            Ok(n) => Some((name.to_string(), n)),
+            Err(_) => return,
+        },
+        _ => return,
+    };
+    let mut slots = targets.slots.lock();
+    if slots.len() <= slot {
+        slots.resize(slot + 1, None);
+    }
+    slots[slot] = entry;
+}
+
+/// The driver's line telling the child where target `slot` is now.
+pub fn target_line(slot: usize, target: Option<&(String, u64)>) -> String {
+    match target {
+        Some((name, incarnation)) => format!("target {slot} {name} {incarnation}"),
+        None => format!("target {slot} down"),
+    }
 }
 
 /// Runs until `stop`, moving data to and from the targets with `engine`.
