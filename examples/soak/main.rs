@@ -23,7 +23,7 @@ mod procs;
 mod te_loop;
 
 use mooncake::util::flags::{FlagKind, Flags};
-use procs::{free_ports, rss_kib, Proc, Sample};
+use procs::{free_ports, rss_kib, Input, Proc, Sample};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -224,6 +224,7 @@ impl Soak {
             &self.args.out,
             &self.lines_tx,
             Duration::ZERO,
+            Input::Nothing,
         );
         self.etcd = Some((p, port));
         wait_for_port(port);
@@ -309,17 +310,18 @@ impl Soak {
         let slots = self.slots(role);
         slots.starts[slot] += 1;
         let label = format!("{}{slot}#{}", role.name(), slots.starts[slot]);
-        let spawn = if role == Role::Initiator {
-            Proc::spawn_fed
+        let input = if role == Role::Initiator {
+            Input::Fed
         } else {
-            Proc::spawn
+            Input::Nothing
         };
-        let p = spawn(
+        let p = Proc::spawn(
             cmd,
             &label,
             &self.args.out,
             &self.lines_tx,
             self.args.warmup,
+            input,
         );
         self.slots(role).procs[slot] = Some(p);
     }

@@ -13,6 +13,15 @@ use std::time::{Duration, Instant};
 /// A memory sample: when, and how many KiB.
 pub type Sample = (Instant, u64);
 
+/// What a process gets on its stdin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Input {
+    /// `/dev/null`.
+    Nothing,
+    /// A pipe, for [`Proc::send_line`].
+    Fed,
+}
+
 /// One running incarnation of a soak process.
 pub struct Proc {
     /// `name#incarnation`.
@@ -27,47 +36,29 @@ pub struct Proc {
     /// Set when the chaos (or the end of the run) killed it on purpose.
     pub killed_on_purpose: bool,
     log: PathBuf,
-    /// Its stdin, for a process started with [`Proc::spawn_fed`].
+    /// Its stdin, for a process started with [`Input::Fed`].
     stdin: Option<ChildStdin>,
 }
 
 impl Proc {
-    /// Starts `cmd` as `label`, stderr to `<dir>/<label>.log`, stdout lines to `lines`;
-    /// its memory counts as warmed up `warmup` after the start.
+    /// Starts `cmd` as `label`, stderr to `<dir>/<label>.log`, stdout lines to `lines`,
+    /// stdin as `input` says; its memory counts as warmed up `warmup` after the start.
     pub fn spawn(
-        cmd: Command,
-        label: &str,
-        dir: &Path,
-        lines: &Sender<String>,
-        warmup: Duration,
-    ) -> Proc {
-        Proc::start(cmd, label, dir, lines, warmup, false)
-    }
-
-    /// Like [`Proc::spawn`], with a pipe to its stdin for [`Proc::send_line`].
-    pub fn spawn_fed(
-        cmd: Command,
-        label: &str,
-        dir: &Path,
-        lines: &Sender<String>,
-        warmup: Duration,
-    ) -> Proc {
-        Proc::start(cmd, label, dir, lines, warmup, true)
-    }
-
-    fn start(
         mut cmd: Command,
         label: &str,
         dir: &Path,
         lines: &Sender<String>,
         warmup: Duration,
-        fed: bool,
+        input: Input,
     ) -> Proc {
         let log = dir.join(format!("{}.log", label.replace('#', "-")));
         let file = std::fs::File::create(&log).expect("log file");
-        cmd.stdin(if fed { Stdio::piped() } else { Stdio::null() })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(file));
+        cmd.stdin(match input {
+            Input::Nothing => Stdio::null(),
+            Input::Fed => Stdio::piped(),
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(file));
         // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
         // The child dies with the soak, however the soak ends.
         unsafe {
@@ -101,7 +92,7 @@ impl Proc {
         }
     }
 
-    /// Writes one line to its stdin (a process started with [`Proc::spawn_fed`]);
+    /// Writes one line to its stdin (a process started with [`Input::Fed`]);
     /// whether it went out (false once the process is gone).
     pub fn send_line(&mut self, line: &str) -> bool {
         self.stdin

@@ -227,8 +227,9 @@ pub fn run(
         let offset = (next() % (buffer.1 - len as u64)) & !63;
         generation += 1;
         fill(&mut src[..len], generation);
-        let write = request(Op::Write, src.as_ptr() as u64, id, buffer.0 + offset, len);
-        let read = request(Op::Read, dst.as_ptr() as u64, id, buffer.0 + offset, len);
+        let at = buffer.0 + offset;
+        let write = TransferRequest::new(Op::Write, src.as_ptr() as u64, id, at, len as u64);
+        let read = TransferRequest::new(Op::Read, dst.as_ptr() as u64, id, at, len as u64);
         let ok =
             transfer(engine, write, deadline, tally) && transfer(engine, read, deadline, tally);
         let same_incarnation =
@@ -247,16 +248,6 @@ pub fn run(
     }
     for buf in [&src, &dst] {
         let _ = engine.unregister_memory(buf.as_ptr() as u64);
-    }
-}
-
-fn request(op: Op, source: u64, target_id: i32, target_offset: u64, len: usize) -> TransferRequest {
-    TransferRequest {
-        op,
-        source,
-        target_id,
-        target_offset,
-        length: len as u64,
     }
 }
 

@@ -12,7 +12,7 @@ use mooncake::sys::cuda::fake::FakeGpu;
 use mooncake::sys::verbs::fake::{Fabric, FakeVerbs};
 use mooncake::te::{Op, TaskStatus, TransferEngine};
 use std::sync::{Arc, OnceLock};
-use te_support::{pattern, req, run};
+use te_support::{in_two, pattern, req, run};
 
 fn gpu() -> &'static Arc<FakeGpu> {
     static GPU: OnceLock<Arc<FakeGpu>> = OnceLock::new();
@@ -77,24 +77,10 @@ fn tcp_target_stages_writes_and_reads_of_its_gpu_memory() {
     on_gpu.copy_from_slice(&fresh);
     let mut back = vec![0u8; len];
     let (copies, _) = gpu().copies();
+    let (back_at, gpu_at) = (back.as_mut_ptr() as u64, on_gpu.as_ptr() as u64);
     let st = run(
         &initiator,
-        &[
-            req(
-                Op::Read,
-                back.as_mut_ptr() as u64,
-                id,
-                on_gpu.as_ptr() as u64,
-                4096,
-            ),
-            req(
-                Op::Read,
-                back.as_mut_ptr() as u64 + 4096,
-                id,
-                on_gpu.as_ptr() as u64 + 4096,
-                len as u64 - 4096,
-            ),
-        ],
+        &in_two(Op::Read, back_at, id, gpu_at, len as u64, 4096),
     );
     assert_eq!(st, vec![TaskStatus::Completed; 2]);
     assert_eq!(back, fresh);
@@ -132,24 +118,10 @@ fn tcp_initiator_stages_its_gpu_memory() {
 
     let fresh = pattern(len, 77);
     host.copy_from_slice(&fresh);
+    let (gpu_at, host_at) = (on_gpu.as_mut_ptr() as u64, host.as_ptr() as u64);
     let st = run(
         &initiator,
-        &[
-            req(
-                Op::Read,
-                on_gpu.as_mut_ptr() as u64,
-                id,
-                host.as_ptr() as u64,
-                1000,
-            ),
-            req(
-                Op::Read,
-                on_gpu.as_mut_ptr() as u64 + 1000,
-                id,
-                host.as_ptr() as u64 + 1000,
-                len as u64 - 1000,
-            ),
-        ],
+        &in_two(Op::Read, gpu_at, id, host_at, len as u64, 1000),
     );
     assert_eq!(st, vec![TaskStatus::Completed; 2]);
     assert_eq!(on_gpu, fresh);

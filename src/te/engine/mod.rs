@@ -39,6 +39,26 @@ pub struct TransferRequest {
     pub length: u64,
 }
 
+impl TransferRequest {
+    /// A request moving `length` bytes between `source` here and `target_offset` in
+    /// segment `target_id`.
+    pub const fn new(
+        op: Op,
+        source: u64,
+        target_id: i32,
+        target_offset: u64,
+        length: u64,
+    ) -> TransferRequest {
+        TransferRequest {
+            op,
+            source,
+            target_id,
+            target_offset,
+            length,
+        }
+    }
+}
+
 struct Inner {
     config: Config,
     p2p: bool,

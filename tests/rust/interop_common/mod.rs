@@ -6,7 +6,7 @@
 
 use mooncake::config::Config;
 use mooncake::metadata::http_server::HttpMetadataServer;
-use mooncake::te::{Op, TaskStatus, TransferEngine, TransferRequest};
+use mooncake::te::{TaskStatus, TransferEngine, TransferRequest};
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -720,23 +720,6 @@ fn run_batch_inner(
     statuses
 }
 
-/// One request (helper to keep test bodies short).
-pub fn req(
-    op: Op,
-    source: u64,
-    target_id: i32,
-    target_offset: u64,
-    length: u64,
-) -> TransferRequest {
-    TransferRequest {
-        op,
-        source,
-        target_id,
-        target_offset,
-        length,
-    }
-}
-
 /// Polls `f` until it returns `Some`, or panics after `timeout` with `what`.
 pub fn poll_until<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + timeout;
@@ -750,4 +733,9 @@ pub fn poll_until<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Optio
         std::thread::sleep(POLL);
     }
 }
+
 pub mod scenarios;
+#[path = "../te_support/mod.rs"]
+mod te_support;
+
+pub use te_support::req;

@@ -15,7 +15,7 @@ pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
         .collect()
 }
 
-/// One request.
+/// One request (keeps test bodies short).
 pub fn req(
     op: Op,
     source: u64,
@@ -23,13 +23,28 @@ pub fn req(
     target_offset: u64,
     length: u64,
 ) -> TransferRequest {
-    TransferRequest {
-        op,
-        source,
-        target_id,
-        target_offset,
-        length,
-    }
+    TransferRequest::new(op, source, target_id, target_offset, length)
+}
+
+/// `length` bytes moved as two requests, the first of `first` bytes.
+pub fn in_two(
+    op: Op,
+    source: u64,
+    target_id: i32,
+    target_offset: u64,
+    length: u64,
+    first: u64,
+) -> [TransferRequest; 2] {
+    [
+        req(op, source, target_id, target_offset, first),
+        req(
+            op,
+            source + first,
+            target_id,
+            target_offset + first,
+            length - first,
+        ),
+    ]
 }
 
 /// Polls the first `tasks` tasks of `batch` until each is final (TIMEOUT is not).
