@@ -6,14 +6,13 @@
 //! initiator. Cross-process cases run our `transfer_engine_bench` as the target.
 
 mod interop_common;
-mod te_support;
 
+use interop_common::te_support::{pattern, req, run};
 use interop_common::ChildGuard;
 use mooncake::config::Config;
 use mooncake::te::{Op, TaskStatus, TransferEngine, TransferRequest};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use te_support::{pattern, req, run};
 
 const MIB: u64 = 1 << 20;
 

@@ -735,7 +735,8 @@ pub fn poll_until<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Optio
 }
 
 pub mod scenarios;
+/// The Transfer Engine test helpers (a crate that mounts this module reaches them here).
 #[path = "../te_support/mod.rs"]
-mod te_support;
+pub mod te_support;
 
 pub use te_support::req;
