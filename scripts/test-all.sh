@@ -41,13 +41,16 @@ STAGES=()
 FAILED_STAGES=()
 
 # stage NAME COMMAND...: runs one stage with its output in the log, and records its
-# duration and, when it fails, its name and exit code. Returns the command's code.
+# duration and, when it fails, its name and exit code (125: the stage could not run
+# here, which its caller reports as a SKIP). Returns the command's code.
 stage() {
   local name="$1" begun=$SECONDS code=0
   shift
   "$@" 2>&1 | tee -a "$log" || code=$?
-  STAGES+=("$(printf '%-28s %5d s  %s' "$name" $((SECONDS - begun)) \
-    "$([ "$code" = 0 ] && echo ok || echo "exit $code")")")
+  local result="exit $code"
+  [ "$code" != 0 ] || result=ok
+  [ "$code" != 125 ] || result="could not run here (exit 125)"
+  STAGES+=("$(printf '%-28s %5d s  %s' "$name" $((SECONDS - begun)) "$result")")
   if [ "$code" != 0 ] && [ "$code" != 125 ]; then
     status=$code
     FAILED_STAGES+=("FAILED $name: exited $code (its failures are above)")
