@@ -23,7 +23,7 @@ mod procs;
 mod te_loop;
 
 use mooncake::util::flags::{FlagKind, Flags};
-use procs::{free_ports, rss_kib, Input, Proc, Sample};
+use procs::{free_ports, listening_ports, rss_kib, Input, Proc, Sample};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -362,14 +362,8 @@ impl Soak {
         }
     }
 
-    /// Publishes the targets' segment names (from their logs) and every port to abuse.
-    fn refresh_targets_and_ports(&mut self) {
-        let mut ports = Vec::new();
-        for (slot, [rpc, http, metrics]) in self.master_ports.iter().enumerate() {
-            ports.push((format!("master{slot}-rpc"), *rpc));
-            ports.push((format!("master{slot}-http-metadata"), *http));
-            ports.push((format!("master{slot}-metrics"), *metrics));
-        }
+    /// Learns the targets' segment names (from their logs) and tells the initiator.
+    fn refresh_targets(&mut self) {
         for (slot, p) in self.targets.procs.iter().enumerate() {
             let Some(p) = p else { continue };
             if self.te[slot].is_none() {
@@ -377,14 +371,23 @@ impl Soak {
                     self.te[slot] = Some((name, self.targets.starts[slot]));
                 }
             }
-            if let Some((name, _)) = &self.te[slot] {
-                if let Some(port) = name.rsplit(':').next().and_then(|p| p.parse().ok()) {
-                    ports.push((format!("target{slot}-rpc"), port));
+        }
+        self.tell_initiator();
+    }
+
+    /// Every TCP port our processes listen on (master RPC, HTTP metadata and metrics,
+    /// HA replication, Transfer Engine RPC and data ports of owners, targets and the
+    /// initiator), for the abuser.
+    fn refresh_abused_ports(&mut self) {
+        let mut ports = Vec::new();
+        for slots in [&self.masters, &self.owners, &self.targets, &self.initiators] {
+            for p in slots.procs.iter().flatten() {
+                for port in listening_ports(p.pid()) {
+                    ports.push((format!("{}:{port}", p.label), port));
                 }
             }
         }
         *self.ports.list.lock() = ports;
-        self.tell_initiator();
     }
 
     /// Reaps exits: one the chaos did not cause is a crash (and the slot restarts).
@@ -679,9 +682,10 @@ fn drive(soak: &mut Soak) {
         soak.drain_lines();
         soak.check_exits();
         soak.thaw_due();
-        soak.refresh_targets_and_ports();
+        soak.refresh_targets();
         if Instant::now() >= next_sample {
             soak.sample_rss();
+            soak.refresh_abused_ports();
             next_sample += Duration::from_secs(5);
         }
         // No chaos during warm-up or the last tenth (memory is measured there).

@@ -203,6 +203,44 @@ pub fn rss_kib(pid: i32) -> Option<u64> {
     Some(field("VmRSS:")?.saturating_sub(field("RssShmem:").unwrap_or(0)))
 }
 
+/// The TCP ports `pid` listens on (IPv4 and IPv6): its socket descriptors matched
+/// against the listening sockets of its network namespace.
+pub fn listening_ports(pid: i32) -> Vec<u16> {
+    let mut by_inode = std::collections::HashMap::new();
+    for table in ["tcp", "tcp6"] {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+            let (Some(local), Some(&"0A"), Some(inode)) =
+                (fields.get(1), fields.get(3), fields.get(9))
+            else {
+                continue;
+            };
+            let port = local
+                .rsplit(':')
+                .next()
+                .and_then(|p| u16::from_str_radix(p, 16).ok());
+            if let Some(port) = port {
+                by_inode.insert(inode.to_string(), port);
+            }
+        }
+    }
+    let mut ports: Vec<u16> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .into_iter()
+        .flatten()
+        .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+        .filter_map(|link| {
+            let link = link.to_string_lossy().into_owned();
+            let inode = link.strip_prefix("socket:[")?.strip_suffix(']')?;
+            by_inode.get(inode).copied()
+        })
+        .collect();
+    ports.sort_unstable();
+    ports.dedup();
+    ports
+}
+
 /// `n` distinct free TCP ports on 127.0.0.1.
 pub fn free_ports(n: usize) -> Vec<u16> {
     let listeners: Vec<_> = (0..n)
