@@ -9,8 +9,10 @@ pub mod flags;
 pub mod http_server;
 pub mod logger;
 pub mod mapping;
+pub mod msgpack;
 pub mod signals;
 pub mod unix_server;
+pub mod zmtp;
 
 /// A comma-separated list (device names, filters), trimmed, empty entries dropped.
 pub fn comma_list(text: &str) -> Vec<String> {
