@@ -13,5 +13,7 @@ pub mod codec;
 pub mod endpoint;
 pub mod session;
 mod socket;
+#[cfg(test)]
+pub(crate) mod test_sub;
 
 pub use socket::{PubLimits, PubSocket};

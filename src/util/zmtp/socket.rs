@@ -7,14 +7,15 @@
 //! slower than messages come, up to the high-water mark) loses the message, as with
 //! libzmq's PUB at `ZMQ_SNDHWM`. Messages are encoded once and shared by the queues,
 //! so the memory held is bounded by the high-water mark, not by the number of
-//! subscribers. Queued messages are discarded when the socket closes (linger 0).
+//! subscribers. Queued messages are discarded when the socket closes, unless
+//! [`PubSocket::linger`] waited for them first.
 
 use std::io::{self, BufReader, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use parking_lot::Mutex;
@@ -48,6 +49,8 @@ struct Message {
 struct Subscriber {
     filters: Arc<Mutex<Filters>>,
     queue: Sender<Arc<Message>>,
+    /// Messages queued and not yet written to the socket.
+    unwritten: Arc<AtomicUsize>,
     /// Set while its queue is full (logged once per episode).
     dropping: AtomicBool,
 }
@@ -125,7 +128,12 @@ impl PubSocket {
             if !s.filters.lock().matches(&msg.topic) {
                 continue;
             }
-            match s.queue.try_send(msg.clone()) {
+            s.unwritten.fetch_add(1, Ordering::SeqCst);
+            let sent = s.queue.try_send(msg.clone());
+            if sent.is_err() {
+                s.unwritten.fetch_sub(1, Ordering::SeqCst);
+            }
+            match sent {
                 Ok(()) => {
                     queued += 1;
                     if s.dropping.swap(false, Ordering::Relaxed) {
@@ -145,6 +153,24 @@ impl PubSocket {
             }
         }
         queued
+    }
+
+    /// Waits until every subscriber's queued messages are written to its socket, for
+    /// at most `limit` (a subscriber that stopped reading holds it that long).
+    pub fn linger(&self, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            let unwritten = self
+                .shared
+                .subscribers
+                .lock()
+                .iter()
+                .any(|(_, s)| s.unwritten.load(Ordering::SeqCst) > 0);
+            if !unwritten {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     /// Stops accepting, closes every connection and joins every thread (idempotent).
@@ -213,15 +239,17 @@ fn serve(stream: &TcpStream, shared: &Shared) -> io::Result<()> {
     let filters = Arc::new(Mutex::new(Filters::default()));
     let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
     let write_lock = Mutex::new(());
+    let unwritten = Arc::new(AtomicUsize::new(0));
     std::thread::scope(|scope| {
         std::thread::Builder::new()
             .name("mc-zmtp-out".into())
-            .spawn_scoped(scope, || write_loop(stream, &write_lock, rx))?;
+            .spawn_scoped(scope, || write_loop(stream, &write_lock, rx, &unwritten))?;
         shared.subscribers.lock().push((
             id,
             Arc::new(Subscriber {
                 filters: filters.clone(),
                 queue: tx,
+                unwritten: unwritten.clone(),
                 dropping: AtomicBool::new(false),
             }),
         ));
@@ -259,19 +287,31 @@ fn read_loop(
 
 /// Writes queued messages, several per `write` when they are waiting, until the queue
 /// closes or the peer is gone.
-fn write_loop(stream: &TcpStream, write_lock: &Mutex<()>, rx: Receiver<Arc<Message>>) {
+fn write_loop(
+    stream: &TcpStream,
+    write_lock: &Mutex<()>,
+    rx: Receiver<Arc<Message>>,
+    unwritten: &AtomicUsize,
+) {
     let mut buf = Vec::new();
     while let Ok(first) = rx.recv() {
         buf.clear();
         buf.extend_from_slice(&first.wire);
+        let mut n = 1;
         while buf.len() < WRITE_CHUNK {
             match rx.try_recv() {
-                Ok(m) => buf.extend_from_slice(&m.wire),
+                Ok(m) => {
+                    buf.extend_from_slice(&m.wire);
+                    n += 1;
+                }
                 Err(_) => break,
             }
         }
-        let _held = write_lock.lock();
-        if (&*stream).write_all(&buf).is_err() {
+        let held = write_lock.lock();
+        let written = (&*stream).write_all(&buf);
+        drop(held);
+        unwritten.fetch_sub(n, Ordering::SeqCst);
+        if written.is_err() {
             let _ = stream.shutdown(Shutdown::Both);
             return;
         }
@@ -280,11 +320,8 @@ fn write_loop(stream: &TcpStream, write_lock: &Mutex<()>, rx: Receiver<Arc<Messa
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_sub::{Sub, DEADLINE};
     use super::*;
-    use std::io::Read;
-    use std::time::Instant;
-
-    const DEADLINE: Duration = Duration::from_secs(30);
 
     fn limits(hwm: usize) -> PubLimits {
         PubLimits {
@@ -298,88 +335,6 @@ mod tests {
         while !f() {
             assert!(Instant::now() < deadline, "timed out waiting until {what}");
             std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    /// A subscriber speaking raw ZMTP.
-    struct Sub {
-        stream: TcpStream,
-        reader: BufReader<TcpStream>,
-    }
-
-    impl Sub {
-        fn connect(addr: SocketAddr, minor: u8) -> Sub {
-            let stream = TcpStream::connect(addr).unwrap();
-            stream.set_read_timeout(Some(DEADLINE)).unwrap();
-            let mut g = codec::greeting();
-            g[11] = minor;
-            (&stream).write_all(&g).unwrap();
-            (&stream).write_all(&codec::ready("SUB")).unwrap();
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut theirs = [0u8; codec::GREETING_LEN];
-            reader.read_exact(&mut theirs).unwrap();
-            assert_eq!(codec::parse_greeting(&theirs).unwrap().major, 3);
-            let ready = codec::read_frame(&mut reader, MAX_FRAME).unwrap();
-            assert!(ready.command);
-            assert_eq!(
-                codec::parse_command(&ready.body).unwrap(),
-                codec::Command::Ready(vec![(&b"Socket-Type"[..], &b"PUB"[..])])
-            );
-            Sub { stream, reader }
-        }
-
-        fn send(&self, bytes: &[u8]) {
-            (&self.stream).write_all(bytes).unwrap();
-        }
-
-        /// Subscribes with a ZMTP 3.1 command, or a 3.0 message.
-        fn subscribe(&mut self, topic: &[u8], as_command: bool) {
-            let mut body = Vec::new();
-            if as_command {
-                body.push(9);
-                body.extend_from_slice(b"SUBSCRIBE");
-                body.extend_from_slice(topic);
-                self.send(&[&[0x04, body.len() as u8][..], &body].concat());
-            } else {
-                body.push(1);
-                body.extend_from_slice(topic);
-                self.send(&codec::encode_message(&[&body]));
-            }
-            self.sync();
-        }
-
-        /// PING, then waits for the PONG: everything sent before has been applied.
-        fn sync(&mut self) {
-            self.send(b"\x04\x09\x04PING\x00\x00ok");
-            let pong = codec::read_frame(&mut self.reader, MAX_FRAME).unwrap();
-            assert_eq!(pong.body, b"\x04PONGok");
-        }
-
-        fn recv(&mut self) -> Vec<Vec<u8>> {
-            let mut frames = Vec::new();
-            loop {
-                let f = codec::read_frame(&mut self.reader, 1 << 20).unwrap();
-                assert!(!f.command);
-                frames.push(f.body);
-                if !f.more {
-                    return frames;
-                }
-            }
-        }
-
-        /// Whether the server closed the connection.
-        fn closed(&mut self) -> bool {
-            let mut b = [0u8; 256];
-            loop {
-                match self.reader.read(&mut b) {
-                    Ok(0) => return true,
-                    Ok(_) => continue,
-                    Err(e) => {
-                        return e.kind() != io::ErrorKind::WouldBlock
-                            && e.kind() != io::ErrorKind::TimedOut
-                    }
-                }
-            }
         }
     }
 
@@ -431,15 +386,7 @@ mod tests {
     fn garbage_and_wrong_peers_are_disconnected() {
         let socket = PubSocket::bind("127.0.0.1:0".parse().unwrap(), limits(8)).unwrap();
         let addr = socket.local_addr();
-        let raw = |bytes: &[u8]| {
-            let s = TcpStream::connect(addr).unwrap();
-            s.set_read_timeout(Some(DEADLINE)).unwrap();
-            let _ = (&s).write_all(bytes);
-            Sub {
-                reader: BufReader::new(s.try_clone().unwrap()),
-                stream: s,
-            }
-        };
+        let raw = |bytes: &[u8]| Sub::raw(addr, bytes);
         let mut http = raw(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".repeat(4).as_slice());
         assert!(http.closed());
         let mut rep = codec::greeting().to_vec();
@@ -458,6 +405,22 @@ mod tests {
         ok.subscribe(b"", true);
         assert_eq!(socket.send(&[b"", b"x"]), 1);
         assert_eq!(ok.recv()[1], b"x");
+    }
+
+    #[test]
+    fn linger_lets_subscribers_take_what_was_sent_before_close() {
+        let mut socket = PubSocket::bind("127.0.0.1:0".parse().unwrap(), limits(1000)).unwrap();
+        let mut sub = Sub::connect(socket.local_addr(), 1);
+        sub.subscribe(b"", true);
+        for i in 0..500u64 {
+            assert_eq!(socket.send(&[b"", &i.to_be_bytes()]), 1);
+        }
+        socket.linger(DEADLINE);
+        socket.close();
+        for i in 0..500u64 {
+            assert_eq!(sub.recv()[1], i.to_be_bytes());
+        }
+        assert!(sub.closed());
     }
 
     #[test]
