@@ -5,6 +5,7 @@
 use mooncake::master::admin::AdminHandler;
 use mooncake::master::config::{config_pairs, MasterConfig, MASTER_CONFIG_FLAGS};
 use mooncake::master::ha::{self, snapshot, HaAdminHandler, HaSettings, HaStatus};
+use mooncake::master::kv_events::{KvEventConfig, KvEvents, KV_EVENT_FLAGS};
 use mooncake::master::rpc_server::{self, RpcLimits, RpcServer};
 use mooncake::master::MasterService;
 use mooncake::metadata::http_server::HttpMetadataServer;
@@ -38,9 +39,13 @@ HA: --enable_ha=true --etcd_endpoints=h1:2379,h2:2379 (or --ha_backend_connstrin
   --cluster_id=mooncake_cluster  --rpc_interface=<nic> (the address clients are told
   when --rpc_address is 0.0.0.0)  --ha_lease_ttl_sec=3  --ha_sync_timeout_ms=2000
 Snapshots: --enable_snapshot=true --snapshot_backup_dir=<dir> (restored at start)
-Flags that turn on storage tiers or KV events (--root_fs_dir, --enable_offload, ...)
-are refused: this master does not have those features. Other upstream flags are
-accepted with a warning.";
+KV events: --enable_kv_events=true --kv_events_bind_endpoint=tcp://*:5557
+  --kv_events_backend_id=<id>  --kv_events_emit_legacy_compat=true
+  --kv_events_emit_object_key=true  --kv_events_queue_capacity=65536 (0 = unbounded)
+  (ZeroMQ PUB; GET /kv_events/status on the metrics port)
+Flags that turn on storage tiers (--root_fs_dir, --enable_offload, ...) are refused:
+this master does not have those features. Other upstream flags are accepted with a
+warning.";
 
 /// Flags this binary handles itself (beyond the cache-policy ones of MasterConfig).
 const SERVER_FLAGS: &[(&str, bool)] = &[
@@ -90,7 +95,6 @@ const REFUSED_WHEN_ON: &[(&str, bool, &str)] = &[
     ("promotion_on_hit", true, "promotion from the SSD tier"),
     ("enable_cxl", true, "the CXL memory tier"),
     ("enable_multi_tenants", true, "multi-tenant quotas"),
-    ("enable_kv_events", true, "KV events"),
 ];
 
 /// The reason a refused flag given as `name=value` stops the master, if it does.
@@ -113,6 +117,7 @@ fn kind_of(name: &str) -> Option<FlagKind> {
     let is_bool = SERVER_FLAGS
         .iter()
         .chain(MASTER_CONFIG_FLAGS)
+        .chain(KV_EVENT_FLAGS)
         .find(|(n, _)| *n == name)
         .map(|(_, b)| *b)
         .or_else(|| IGNORED_BOOL_FLAGS.contains(&name).then_some(true))
@@ -137,6 +142,8 @@ struct Settings {
     metrics: SocketAddr,
     metadata: Option<SocketAddr>,
     master: MasterConfig,
+    /// `--enable_kv_events` and `--kv_events_*`.
+    kv_events: KvEventConfig,
     /// `--enable_ha`.
     ha: Option<HaSettings>,
     /// `--enable_snapshot` / `--enable_snapshot_restore`: the snapshot directory.
@@ -247,6 +254,7 @@ fn settings(flags: &Flags) -> Result<Settings, String> {
     };
     values.extend(flags.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     let mut master = MasterConfig::default();
+    let mut kv_events = KvEventConfig::default();
     let mut server = std::collections::HashMap::new();
     let refused: Vec<String> = values
         .iter()
@@ -261,6 +269,8 @@ fn settings(flags: &Flags) -> Result<Settings, String> {
         }
         if MASTER_CONFIG_FLAGS.iter().any(|(n, _)| *n == name) {
             master.set(&name, &value)?;
+        } else if KV_EVENT_FLAGS.iter().any(|(n, _)| *n == name) {
+            kv_events.set(&name, &value)?;
         } else if SERVER_FLAGS.iter().any(|(n, _)| *n == name) {
             server.insert(name, value);
         } else {
@@ -335,17 +345,30 @@ fn settings(flags: &Flags) -> Result<Settings, String> {
             })
             .transpose()?,
         master,
+        kv_events,
     })
+}
+
+/// Starts the KV-event publisher (disabled when off, or when it cannot bind).
+fn start_kv_events(config: &KvEventConfig) -> Arc<KvEvents> {
+    let events = KvEvents::start(config, |name| {
+        net::named_interface_ip(name, false).and_then(|ip| ip.parse().ok())
+    });
+    if let Some(addr) = events.local_addr() {
+        eprintln!("KV events published on {addr}");
+    }
+    Arc::new(events)
 }
 
 /// Runs an HA master (see `mooncake::master::ha`) until a stop signal.
 fn run_ha(s: Settings, ha: HaSettings) -> Result<(), String> {
     let _metadata = start_metadata_server(s.metadata)?;
     let status = Arc::new(HaStatus::default());
+    let kv_events = start_kv_events(&s.kv_events);
     let _admin = HttpServer::start(
         s.metrics,
         "admin HTTP",
-        Arc::new(HaAdminHandler(status.clone())),
+        Arc::new(HaAdminHandler(status.clone(), kv_events.clone())),
     )
     .map_err(|e| format!("admin HTTP on {}: {e}", s.metrics))?;
     let initial = match &s.snapshot {
@@ -357,9 +380,17 @@ fn run_ha(s: Settings, ha: HaSettings) -> Result<(), String> {
         ha.cluster_id, ha.backend, ha.rpc_advertised, s.metrics
     );
     signals::install_stop_handlers();
-    ha::run(&ha, &s.master, &status, initial, &signals::stop_requested)?;
+    let result = ha::run(
+        &ha,
+        &s.master,
+        &kv_events,
+        &status,
+        initial,
+        &signals::stop_requested,
+    );
     eprintln!("mooncake_master shutting down");
-    Ok(())
+    kv_events.shutdown();
+    result
 }
 
 fn start_metadata_server(addr: Option<SocketAddr>) -> Result<Option<HttpMetadataServer>, String> {
@@ -379,7 +410,8 @@ fn run(mut s: Settings) -> Result<(), String> {
     if let Some(ha) = s.ha.take() {
         return run_ha(s, ha);
     }
-    let master = MasterService::new(s.master);
+    let kv_events = start_kv_events(&s.kv_events);
+    let master = MasterService::with_kv_events(s.master, kv_events.clone());
     let _snapshot = match &s.snapshot {
         Some(dir) => {
             let state = snapshot::load(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -420,6 +452,7 @@ fn run(mut s: Settings) -> Result<(), String> {
     eprintln!("mooncake_master shutting down");
     drop(rpc);
     master.shutdown();
+    kv_events.shutdown();
     Ok(())
 }
 
@@ -498,7 +531,6 @@ mod tests {
             ][..],
             &["--root_fs_dir", "/mnt/ssd"],
             &["--enable_offload=yes"],
-            &["--enable_kv_events"],
         ] {
             let err = parse(args)
                 .err()
@@ -506,6 +538,53 @@ mod tests {
             assert!(err.contains("refusing to start"), "{args:?}: {err}");
         }
         assert!(parse(&["--enable_ha=false", "--enable_snapshot=false"]).is_ok());
+    }
+
+    #[test]
+    fn kv_event_flags_from_the_command_line_and_the_config_file() {
+        let s = parse(&[]).unwrap();
+        assert_eq!(s.kv_events, KvEventConfig::default());
+        let s = parse(&[
+            "--enable_kv_events",
+            "--kv_events_bind_endpoint=tcp://*:5557",
+            "--kv_events_backend_id",
+            "node0",
+            "--nokv_events_emit_legacy_compat",
+            "--kv_events_emit_object_key=false",
+            "--kv_events_queue_capacity=0",
+            "--kv_events_model_name=llama",
+            "--kv_events_block_size=16",
+            "--kv_events_dp_rank=1",
+            "--kv_events_lora_name=l",
+            "--kv_events_additional_salt=s",
+            "--kv_events_tenant_id=t",
+        ])
+        .unwrap();
+        assert_eq!(
+            s.kv_events,
+            KvEventConfig {
+                enabled: true,
+                bind_endpoint: "tcp://*:5557".into(),
+                backend_id: "node0".into(),
+                emit_legacy_compat: false,
+                emit_object_key: false,
+                queue_capacity: 0,
+            }
+        );
+        assert!(parse(&["--kv_events_block_size=-3"]).is_err());
+        assert!(parse(&["--kv_events_queue_capacity=lots"]).is_err());
+        let path = std::env::temp_dir().join(format!("mc-master-kv-{}", std::process::id()));
+        std::fs::write(
+            &path,
+            r#"{"enable_kv_events": true, "kv_events_backend_id": "n1",
+                "kv_events_queue_capacity": 8, "kv_events_emit_object_key": false}"#,
+        )
+        .unwrap();
+        let s = parse(&["--config_path", &path.to_string_lossy()]).unwrap();
+        let _ = std::fs::remove_file(&path);
+        assert!(s.kv_events.enabled && !s.kv_events.emit_object_key);
+        assert_eq!(s.kv_events.backend_id, "n1");
+        assert_eq!(s.kv_events.queue_capacity, 8);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The master's admin / metrics HTTP service (upstream `master_admin_service`):
 //! `/health`, `/metrics` (Prometheus text), `/metrics/summary`, `/get_all_segments`,
-//! `/get_all_keys`, `/query_key?key=`, `/get_segments_detail`.
+//! `/get_all_keys`, `/query_key?key=`, `/get_segments_detail`, `/kv_events/status`.
 
+use super::kv_events::KvEvents;
 use super::MasterService;
 use crate::util::http_server::{HttpHandler, HttpReply};
 use crate::wire::master_api::{ErrorCode, ReplicaLocation};
@@ -45,8 +46,19 @@ impl HttpHandler for AdminHandler {
             "/get_all_keys" => HttpReply::text(200, &lines(&master.all_keys())),
             "/query_key" => query_key(master, query),
             "/get_segments_detail" => segments_detail(master),
+            "/kv_events/status" => kv_events_status(master.kv_events()),
             _ => HttpReply::text(404, "Not found"),
         }
+    }
+}
+
+/// `GET /kv_events/status`: the publisher's counters, `enabled: false` when KV events
+/// are off (upstream's shape and field order).
+pub fn kv_events_status(events: &KvEvents) -> HttpReply {
+    HttpReply {
+        status: 200,
+        content_type: "application/json",
+        body: events.status_json().into_bytes(),
     }
 }
 

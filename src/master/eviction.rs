@@ -9,6 +9,9 @@
 //! remaining non-soft-pinned candidates, then soft-pinned ones (if allowed), oldest
 //! first. Grouped objects are evicted together, and only when no member is leased.
 //!
+//! An evicted object that is gone entirely (no replica left) is announced as a KV
+//! `removed` event; zombie cleanup announces nothing.
+//!
 //! Zombies: puts unfinished after `put_start_release_timeout_sec` lose their PROCESSING
 //! buffers; buffers of preempted puts wait in the discarded list until their release
 //! time.
@@ -200,7 +203,9 @@ impl MasterService {
             return self.evict_group(&c.tenant, &group, allow_soft, now);
         }
         let bufs = o.take_replicas(|r| r.is_readable());
-        shard.remove_if_empty(&c.tenant, &c.key);
+        if shard.remove_if_empty(&c.tenant, &c.key) {
+            self.announce_removed(&c.tenant, &c.key, "");
+        }
         drop(shard);
         self.segments.release(bufs);
         1
@@ -228,7 +233,9 @@ impl MasterService {
                 continue;
             }
             let bufs = o.take_replicas(|r| r.is_readable());
-            shard.remove_if_empty(tenant, m);
+            if shard.remove_if_empty(tenant, m) {
+                self.announce_removed(tenant, m, group);
+            }
             drop(shard);
             self.segments.release(bufs);
             n += 1;

@@ -14,6 +14,7 @@ mod clients;
 pub mod config;
 mod eviction;
 pub mod ha;
+pub mod kv_events;
 mod metrics;
 mod objects;
 mod placement;
@@ -41,6 +42,7 @@ use crate::wire::master_api::{
     PingResponse, ReplicaDescriptor, ReplicaType, ReplicateConfig, Segment, StorageConfig,
     TaskAssignment, Uuid, DEFAULT_TENANT, SERVICE_VERSION,
 };
+use kv_events::KvEvents;
 use metrics::{Metrics, Rpc};
 use objects::ObjectTable;
 use segments::{Buffer, Segments};
@@ -75,6 +77,8 @@ pub struct MasterService {
     log: Arc<ha::changelog::ReplicationLog>,
     /// The HA view version `Ping` reports (the etcd revision of the leader's election).
     view_version: AtomicI64,
+    /// Where `stored` / `removed` events go (disabled unless the binary started one).
+    kv_events: Arc<KvEvents>,
     metrics: Metrics,
     lease_ns: u64,
     lease_ms: u64,
@@ -91,6 +95,11 @@ impl MasterService {
     /// Builds the service and starts its eviction and client-liveness threads. An
     /// inconsistent `config` (see [`MasterConfig::validate`]) is logged and used as is.
     pub fn new(config: MasterConfig) -> Arc<MasterService> {
+        MasterService::with_kv_events(config, Arc::new(KvEvents::disabled()))
+    }
+
+    /// [`MasterService::new`], announcing stored and removed objects to `kv_events`.
+    pub fn with_kv_events(config: MasterConfig, kv_events: Arc<KvEvents>) -> Arc<MasterService> {
         if let Err(e) = config.validate() {
             log::warn!("master config: {e}");
         }
@@ -111,6 +120,7 @@ impl MasterService {
             last_discard: AtomicU64::new(0),
             next_replica_id: AtomicU64::new(1),
             view_version: AtomicI64::new(config.view_version),
+            kv_events,
             metrics: Metrics::default(),
             lease_ns: dur_ns(config.default_kv_lease_ttl),
             lease_ms: dur_ms(config.default_kv_lease_ttl),
@@ -181,6 +191,11 @@ impl MasterService {
     /// The configuration in use.
     pub fn config(&self) -> &MasterConfig {
         &self.config
+    }
+
+    /// The KV-event publisher this service announces to.
+    pub fn kv_events(&self) -> &KvEvents {
+        &self.kv_events
     }
 
     /// Every mounted segment: name, base, size and bytes in use.
@@ -566,7 +581,7 @@ impl MasterApi for MasterService {
     }
 
     fn remove(&self, key: &str, force: bool, tenant: &str) -> MasterResult<()> {
-        let r = self.remove_one(key, force, tenant);
+        let r = self.remove_one(key, force, tenant, true);
         self.counted(Rpc::Remove, r)
     }
 
@@ -586,9 +601,10 @@ impl MasterApi for MasterService {
         force: bool,
         tenant: &str,
     ) -> MasterResult<Vec<MasterResult<()>>> {
+        // Upstream's BatchRemove announces nothing (spec tiers-events-conductor.md §2.5).
         let v = keys
             .iter()
-            .map(|k| self.remove_one(k, force, tenant))
+            .map(|k| self.remove_one(k, force, tenant, false))
             .collect();
         self.counted_batch(Rpc::BatchRemove, v)
     }

@@ -1,7 +1,9 @@
 //! Removal (spec store.md §1.3 remove rows, §3.1): Remove, RemoveByRegex, RemoveAll,
 //! BatchRemove and BatchReplicaClear. An active lease blocks a non-forced removal; an
-//! object still being written is never removed, forced or not.
+//! object still being written is never removed, forced or not. Of these, only Remove
+//! announces a KV event (`removed`), as upstream's master does.
 
+use super::kv_events::Medium;
 use super::objects::{Replica, NUM_SHARDS};
 use super::read::compile_regex;
 use super::MasterService;
@@ -9,7 +11,14 @@ use crate::wire::master_api::{ErrorCode, MasterResult, ReplicaStatus, Uuid};
 
 impl MasterService {
     /// `Remove`: -704 missing, -706 leased and not forced, -703 still being written.
-    pub(super) fn remove_one(&self, key: &str, force: bool, tenant: &str) -> MasterResult<()> {
+    /// With `announce`, a removal is published as a KV event.
+    pub(super) fn remove_one(
+        &self,
+        key: &str,
+        force: bool,
+        tenant: &str,
+        announce: bool,
+    ) -> MasterResult<()> {
         let tenant = self.tenant(tenant);
         let now = self.now();
         let mut shard = self.objects.lock_key(tenant, key);
@@ -21,12 +30,23 @@ impl MasterService {
             return Err(ErrorCode::REPLICA_IS_NOT_READY);
         }
         let removed = shard.remove(tenant, key);
+        if let (true, Some(o)) = (announce, &removed) {
+            self.announce_removed(tenant, key, o.group_id());
+        }
         drop(shard);
         if let Some(o) = removed {
             self.segments
                 .release(o.replicas.into_iter().map(Replica::into_buffer));
         }
         Ok(())
+    }
+
+    /// Publishes that (tenant, key) is gone; called under its shard lock, so a key's
+    /// events keep the order of its changes. Every replica this master holds is a
+    /// memory replica, so the medium is `cpu` (upstream's `MediumForMetadata`, which
+    /// also says `cpu` for an object left with no replica at all).
+    pub(super) fn announce_removed(&self, tenant: &str, key: &str, group: &str) {
+        self.kv_events.removed(key, Medium::Cpu, tenant, group);
     }
 
     /// Removes every complete object of `tenant` whose key satisfies `matches` and

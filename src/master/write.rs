@@ -4,6 +4,7 @@
 use std::sync::atomic::Ordering;
 
 use super::config::{MemoryAllocator, CACHELIB_MAX_OBJECT_SIZE};
+use super::kv_events::Medium;
 use super::objects::{Object, PendingPin, Replica, Replicas, ShardGuard, MAX_OBJECT_SIZE};
 use super::placement::{place, random_index};
 use super::segments::Segments;
@@ -266,7 +267,8 @@ impl MasterService {
         self.insert_new(&mut shard, client, tenant, key, len, c, args, None, now)
     }
 
-    /// `PutEnd` / `UpsertEnd`.
+    /// `PutEnd` / `UpsertEnd`. Each end that completes a write is announced as a KV
+    /// `stored` event (a repeated end, which changes nothing, is not).
     pub(super) fn put_end_one(
         &self,
         client: Uuid,
@@ -318,6 +320,8 @@ impl MasterService {
             o.set_checksum(meta.checksum);
         }
         o.grant_lease(now, 0);
+        self.kv_events
+            .stored(&meta.key, Medium::for_put_end(kind), tenant, o.group_id());
         Ok(())
     }
 

@@ -21,7 +21,8 @@ pub mod snapshot;
 mod state;
 pub mod stream;
 
-use crate::master::admin::AdminHandler;
+use crate::master::admin::{self, AdminHandler};
+use crate::master::kv_events::KvEvents;
 use crate::master::rpc_server::{RpcLimits, RpcServer};
 use crate::master::{MasterConfig, MasterService};
 use crate::metadata::etcd::LeaseState;
@@ -138,12 +139,16 @@ impl HaStatus {
 }
 
 /// The admin HTTP service of an HA master: `/health` tells the role (upstream's
-/// fields); everything else is the leader's admin service, 503 elsewhere.
-pub struct HaAdminHandler(pub Arc<HaStatus>);
+/// fields) and `/kv_events/status` the process's KV-event publisher (published to
+/// while leading); everything else is the leader's admin service, 503 elsewhere.
+pub struct HaAdminHandler(pub Arc<HaStatus>, pub Arc<KvEvents>);
 
 impl HttpHandler for HaAdminHandler {
     fn handle(&self, method: &str, target: &str, body: &[u8]) -> HttpReply {
         let path = target.split_once('?').map_or(target, |(p, _)| p);
+        if path == "/kv_events/status" && method == "GET" {
+            return admin::kv_events_status(&self.1);
+        }
         let role = self.0.role();
         let master = self.0.master();
         if path == "/health" {
@@ -183,10 +188,13 @@ enum TermEnd {
 
 /// Runs an HA master until `stop` returns true: follows the leader as a standby,
 /// campaigns when there is none, serves while leading. `initial` is the state to lead
-/// with if elected before following anyone (a snapshot, or empty).
+/// with if elected before following anyone (a snapshot, or empty). Only a leading
+/// master announces KV events to `kv_events` (a standby copying the leader's state,
+/// or a promotion restoring it, announces nothing).
 pub fn run(
     settings: &HaSettings,
     config: &MasterConfig,
+    kv_events: &Arc<KvEvents>,
     status: &HaStatus,
     initial: Mirror,
     stop: &dyn Fn() -> bool,
@@ -233,7 +241,9 @@ pub fn run(
                         since.elapsed()
                     );
                 }
-                match lead(&election, settings, config, status, &mirror, stop)? {
+                match lead(
+                    &election, settings, config, kv_events, status, &mirror, stop,
+                )? {
                     TermEnd::NotElected => std::thread::sleep(POLL),
                     TermEnd::Lost(state) => {
                         mirror = state;
@@ -296,11 +306,12 @@ fn lead(
     election: &Election,
     settings: &HaSettings,
     config: &MasterConfig,
+    kv_events: &Arc<KvEvents>,
     status: &HaStatus,
     state: &Mirror,
     stop: &dyn Fn() -> bool,
 ) -> Result<TermEnd, String> {
-    let master = MasterService::new(config.clone());
+    let master = MasterService::with_kv_events(config.clone(), kv_events.clone());
     let restored = master.restore(state);
     let repl_bind = SocketAddr::new(settings.rpc_bind.ip(), 0);
     let replication = stream::ReplicationServer::start(repl_bind, &master)

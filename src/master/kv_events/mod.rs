@@ -1,0 +1,35 @@
+//! KV events (spec tiers-events-conductor.md §2): the master announces every completed
+//! put (`stored`) and every object that is gone (`removed`) to ZeroMQ subscribers, as
+//! upstream's master built with libzmq does, byte for byte on the wire.
+//!
+//! [`config`] holds the flags, [`key_hash`] how a key becomes a block hash,
+//! [`payload`] the msgpack event maps, [`pipeline`] the bounded queue and numbering,
+//! and [`KvEvents`] the PUB socket (`crate::util::zmtp`) and its worker thread. Which
+//! master operations emit what is decided at the call sites (`write`, `remove`,
+//! `eviction`): see [`Medium::for_put_end`].
+
+pub mod config;
+pub mod key_hash;
+pub mod payload;
+pub mod pipeline;
+mod publisher;
+
+pub use config::{KvEventConfig, KV_EVENT_FLAGS};
+pub use payload::Medium;
+pub use pipeline::KvEventStats;
+pub use publisher::{KvEvents, HIGH_WATER_MARK, MAX_SUBSCRIBERS, MAX_SUBSCRIBERS_PER_PEER};
+
+use crate::wire::master_api::ReplicaType;
+
+impl Medium {
+    /// The medium of a `stored` event for a PutEnd of replica type `kind`
+    /// (upstream's `MediumForReplicaType`): disk-like types are `disk`, the rest
+    /// `cpu`. For `ALL` upstream looks at the object (memory replica first); every
+    /// replica this master holds is a memory replica, so that is `cpu` too.
+    pub fn for_put_end(kind: ReplicaType) -> Medium {
+        match kind {
+            ReplicaType::Disk | ReplicaType::LocalDisk | ReplicaType::NofSsd => Medium::Disk,
+            ReplicaType::Memory | ReplicaType::All | ReplicaType::Dfs => Medium::Cpu,
+        }
+    }
+}
