@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use crate::metadata::{etcd, redis};
 use crate::util::http_server::{self, ReadFail};
+use crate::util::zmtp::session::{self as zmtp, Filters};
 
 /// One HTTP request as the server's parser read it: method, target and body.
 pub type HttpRequest = (String, String, Vec<u8>);
@@ -71,4 +72,28 @@ pub fn etcd_reply(bytes: &[u8]) -> Option<String> {
         etcd::txn_revision(&reply),
         etcd::range_value("key", &reply),
     ))
+}
+
+/// Runs `bytes` through the subscriber side of the KV-event PUB socket as a
+/// connection's reader does: the handshake, then frame after frame until the input
+/// fails, ends or breaks the protocol. Returns how that went (the handshake's result,
+/// the end, the prefixes held and the PONGs answered), as text.
+pub fn zmtp_subscriber(bytes: &[u8]) -> String {
+    let mut reader = Cursor::new(bytes);
+    let mut sent = Vec::new();
+    if let Err(e) = zmtp::handshake(&mut reader, &mut sent) {
+        return format!("handshake: {e}");
+    }
+    let filters = parking_lot::Mutex::new(Filters::default());
+    let mut pongs = 0usize;
+    let end = zmtp::serve_requests(&mut reader, &filters, |_| {
+        pongs += 1;
+        Ok(())
+    });
+    let held = filters.lock().len();
+    let end = match end {
+        Ok(()) => "closed".to_string(),
+        Err(e) => format!("{:?}", e.kind()),
+    };
+    format!("end: {end}, prefixes: {held}, pongs: {pongs}")
 }

@@ -4,6 +4,8 @@
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 
+use parking_lot::Mutex;
+
 use super::codec::{self, Command, Frame, ProtocolError, Version, GREETING_LEN, MAX_FRAME};
 
 /// Distinct topic prefixes one subscriber may hold; more is taken as abuse.
@@ -89,6 +91,27 @@ impl PeerInput {
     }
 }
 
+/// Serves a subscriber past its handshake: reads its frames, applies its
+/// subscriptions to `filters` and answers its PINGs through `pong`, until it sends
+/// ERROR (`Ok`), the input fails or ends, or it breaks the protocol (an error).
+pub fn serve_requests(
+    r: &mut impl Read,
+    filters: &Mutex<Filters>,
+    mut pong: impl FnMut(&[u8]) -> io::Result<()>,
+) -> io::Result<()> {
+    let mut input = PeerInput::default();
+    loop {
+        let frame = codec::read_frame(r, MAX_FRAME)?;
+        match input.on_frame(&frame)? {
+            Request::Subscribe(topic) => filters.lock().add(topic)?,
+            Request::Cancel(topic) => filters.lock().remove(topic),
+            Request::Pong(context) => pong(context)?,
+            Request::Close => return Ok(()),
+            Request::Nothing => {}
+        }
+    }
+}
+
 /// A subscriber's topic prefixes, counted: subscribing twice needs two cancels.
 #[derive(Debug, Default)]
 pub struct Filters {
@@ -124,11 +147,23 @@ impl Filters {
     pub fn matches(&self, topic: &[u8]) -> bool {
         self.prefixes.keys().any(|p| topic.starts_with(p))
     }
+
+    /// Distinct prefixes held.
+    pub fn len(&self) -> usize {
+        self.prefixes.len()
+    }
+
+    /// Whether no prefix is held (the subscriber gets nothing).
+    pub fn is_empty(&self) -> bool {
+        self.prefixes.is_empty()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fuzzing::zmtp_subscriber;
+    use proptest::prelude::*;
 
     /// The bytes a libzmq SUB sends first: greeting 3.1 and READY.
     fn sub_hello(minor: u8, socket_type: &str) -> Vec<u8> {
@@ -247,5 +282,57 @@ mod tests {
         }
         assert_eq!(f.add(b"one too many"), Err(ProtocolError::Subscriptions));
         f.add(b"t1").unwrap();
+    }
+
+    #[test]
+    fn serving_a_subscriber() {
+        let mut bytes = sub_hello(1, "SUB");
+        bytes.extend_from_slice(b"\x04\x0a\x09SUBSCRIBE");
+        bytes.extend_from_slice(&codec::encode_message(&[b"\x01ab"]));
+        bytes.extend_from_slice(b"\x04\x07\x04PING\x00\x00");
+        bytes.extend_from_slice(b"\x04\x09\x06CANCELab");
+        assert_eq!(
+            zmtp_subscriber(&bytes),
+            "end: UnexpectedEof, prefixes: 1, pongs: 1"
+        );
+        bytes.extend_from_slice(&codec::error("bye"));
+        assert_eq!(
+            zmtp_subscriber(&bytes),
+            "end: closed, prefixes: 1, pongs: 1"
+        );
+        // A flood of distinct subscriptions is refused.
+        let mut flood = sub_hello(0, "SUB");
+        for i in 0..=MAX_SUBSCRIPTIONS {
+            flood.extend_from_slice(&codec::encode_message(&[format!("\x01t{i}").as_bytes()]));
+        }
+        let end = zmtp_subscriber(&flood);
+        assert!(end.starts_with("end: InvalidData, prefixes: 1024"), "{end}");
+        assert!(zmtp_subscriber(b"\xff").starts_with("handshake: "));
+    }
+
+    /// Frames a subscriber might send: mostly well-formed headers, some not.
+    fn frames() -> impl Strategy<Value = Vec<u8>> {
+        let frame =
+            (0u8..8, proptest::collection::vec(any::<u8>(), 0..40)).prop_map(|(f, body)| {
+                let mut v = vec![f, body.len() as u8];
+                v.extend(body);
+                v
+            });
+        proptest::collection::vec(frame, 0..12).prop_map(|v| v.concat())
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_input_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = zmtp_subscriber(&bytes);
+        }
+
+        #[test]
+        fn arbitrary_frames_after_a_good_hello_never_panic(tail in frames(), raw in any::<bool>(),
+                                                          junk in proptest::collection::vec(any::<u8>(), 0..100)) {
+            let mut bytes = sub_hello(1, "XSUB");
+            bytes.extend(if raw { junk } else { tail });
+            let _ = zmtp_subscriber(&bytes);
+        }
     }
 }

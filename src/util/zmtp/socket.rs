@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use parking_lot::Mutex;
 
-use super::codec::{self, MAX_FRAME};
-use super::session::{self, Filters, PeerInput, Request};
+use super::codec;
+use super::session::{self, Filters};
 use crate::util::conn_threads::{ConnLimits, ConnThreads};
 
 /// How long a connecting peer has for its greeting and READY.
@@ -253,36 +253,16 @@ fn serve(stream: &TcpStream, shared: &Shared) -> io::Result<()> {
                 dropping: AtomicBool::new(false),
             }),
         ));
-        let result = read_loop(&mut reader, stream, &write_lock, &filters);
+        let result = session::serve_requests(&mut reader, &filters, |context| {
+            let _held = write_lock.lock();
+            (&*stream).write_all(&codec::pong(context))
+        });
         // Dropping the queue's sender ends the writer; the shutdown ends a write
         // blocked on a peer that stopped reading.
         shared.subscribers.lock().retain(|(i, _)| *i != id);
         let _ = stream.shutdown(Shutdown::Both);
         result
     })
-}
-
-/// Applies the subscriber's requests until it closes or breaks the protocol.
-fn read_loop(
-    reader: &mut BufReader<&TcpStream>,
-    stream: &TcpStream,
-    write_lock: &Mutex<()>,
-    filters: &Mutex<Filters>,
-) -> io::Result<()> {
-    let mut input = PeerInput::default();
-    loop {
-        let frame = codec::read_frame(reader, MAX_FRAME)?;
-        match input.on_frame(&frame)? {
-            Request::Subscribe(topic) => filters.lock().add(topic)?,
-            Request::Cancel(topic) => filters.lock().remove(topic),
-            Request::Pong(context) => {
-                let _held = write_lock.lock();
-                (&*stream).write_all(&codec::pong(context))?;
-            }
-            Request::Close => return Ok(()),
-            Request::Nothing => {}
-        }
-    }
 }
 
 /// Writes queued messages, several per `write` when they are waiting, until the queue
