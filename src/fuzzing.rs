@@ -90,7 +90,7 @@ pub fn zmtp_subscriber(bytes: &[u8]) -> String {
         pongs += 1;
         Ok(())
     });
-    let held = filters.lock().len();
+    let held = filters.lock().prefixes();
     let end = match end {
         Ok(()) => "closed".to_string(),
         Err(e) => format!("{:?}", e.kind()),

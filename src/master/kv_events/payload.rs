@@ -319,6 +319,38 @@ mod tests {
     }
 
     #[test]
+    fn a_removed_event_with_the_switches_off_byte_by_byte() {
+        let e = event(EventKind::Removed, "0x2a", "");
+        let batch = [Numbered {
+            event: &e,
+            id: 1,
+            hash: Some(42),
+        }];
+        let golden: Vec<u8> = [
+            &[0x93][..],                                             // [ts, events, 0]
+            &[0xcf, 0x00, 0x00, 0x01, 0x8b, 0xcf, 0xe5, 0x68, 0x7b], // ts: uint 64
+            &[0x91, 0x8e],                                           // 1 event, 14 keys
+            b"\xa8event_id\x01",
+            b"\xa9timestamp\xcf\x00\x00\x01\x8b\xcf\xe5\x68\x7b",
+            b"\xaaevent_type\xa7removed",
+            b"\xaamodel_name\xc0",
+            b"\xaablock_size\xc0",
+            b"\xafadditional_salt\xc0",
+            b"\xa9lora_name\xc0",
+            b"\xa9tenant_id\xa7default",
+            b"\xaabackend_id\xa5node0",
+            b"\xa8group_id\xc0",
+            b"\xa6medium\xa3cpu",
+            b"\xa7dp_rank\xc0",
+            b"\xaaseq_hashes\x91\x2a",
+            b"\xaebase_block_idx\xc0",
+            &[0x00], // batch dp_rank
+        ]
+        .concat();
+        assert_eq!(encode_batch(TS, &batch, &shape(false, false)), golden);
+    }
+
+    #[test]
     fn switches_off_drop_their_keys() {
         let a = event(EventKind::Stored, "0x2a", "");
         let b = event(EventKind::Removed, "0x2a", "");

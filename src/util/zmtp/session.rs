@@ -149,13 +149,8 @@ impl Filters {
     }
 
     /// Distinct prefixes held.
-    pub fn len(&self) -> usize {
+    pub fn prefixes(&self) -> usize {
         self.prefixes.len()
-    }
-
-    /// Whether no prefix is held (the subscriber gets nothing).
-    pub fn is_empty(&self) -> bool {
-        self.prefixes.is_empty()
     }
 }
 

@@ -233,7 +233,13 @@ fn serve(stream: &TcpStream, shared: &Shared) -> io::Result<()> {
     stream.set_nodelay(true)?;
     stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
     let mut reader = BufReader::new(stream);
-    session::handshake(&mut reader, &mut &*stream)?;
+    let version = session::handshake(&mut reader, &mut &*stream)?;
+    log::debug!(
+        "zmtp pub: subscriber {:?} speaks ZMTP {}.{}",
+        stream.peer_addr().ok(),
+        version.major,
+        version.minor
+    );
     stream.set_read_timeout(None)?;
     let (tx, rx) = crossbeam_channel::bounded(shared.limits.high_water_mark);
     let filters = Arc::new(Mutex::new(Filters::default()));
