@@ -1,6 +1,7 @@
 //! The master's admin HTTP routes, served by the real HTTP layer on 127.0.0.1:0.
 
 use mooncake::master::admin::AdminHandler;
+use mooncake::master::kv_events::{KvEventConfig, KvEvents};
 use mooncake::master::{MasterConfig, MasterService};
 use mooncake::util::http_server::HttpServer;
 use mooncake::wire::master_api::{
@@ -102,4 +103,85 @@ fn admin_routes_reflect_master_state() {
     assert_eq!(v["segments"][0]["base_address"], "0x7f0000000000");
     assert_eq!(v["segments"][0]["status"], "OK");
     assert_eq!(get(&server, "/nope").0, 404);
+}
+
+#[test]
+fn kv_events_status_off_and_on() {
+    let off = MasterService::new(MasterConfig::default());
+    let server = HttpServer::start(
+        "127.0.0.1:0".parse().unwrap(),
+        "admin HTTP",
+        Arc::new(AdminHandler(off)),
+    )
+    .unwrap();
+    assert_eq!(
+        get(&server, "/kv_events/status"),
+        (
+            200,
+            r#"{"enabled":false,"published_batches":0,"published_events":0,"dropped_events":0,"skipped_unparsed_keys":0}"#
+                .into()
+        )
+    );
+
+    let config = KvEventConfig {
+        enabled: true,
+        bind_endpoint: "tcp://127.0.0.1:0".into(),
+        backend_id: "admin-test".into(),
+        ..KvEventConfig::default()
+    };
+    let events = Arc::new(KvEvents::start(&config, |_| None));
+    let master = MasterService::with_kv_events(MasterConfig::default(), events.clone());
+    let server = HttpServer::start(
+        "127.0.0.1:0".parse().unwrap(),
+        "admin HTTP",
+        Arc::new(AdminHandler(master.clone())),
+    )
+    .unwrap();
+    let client = Uuid {
+        first: 3,
+        second: 3,
+    };
+    let segment = Segment {
+        id: Uuid {
+            first: 4,
+            second: 4,
+        },
+        name: "127.0.0.1:1".into(),
+        base: 1 << 40,
+        size: 1 << 24,
+        te_endpoint: "127.0.0.1:1".into(),
+        protocol: "tcp".into(),
+        host_id: String::new(),
+    };
+    master.mount_segment(&segment, client).unwrap();
+    for key in ["42", "not-a-hash"] {
+        let meta = ObjectMeta {
+            key: key.into(),
+            checksum: None,
+        };
+        master
+            .put_start(client, key, 100, &ReplicateConfig::default(), T)
+            .unwrap();
+        master.put_end(client, &meta, ReplicaType::All, T).unwrap();
+    }
+    // Published (to nobody) by the worker thread: poll until it has.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while events.stats().published_events < 2 {
+        assert!(std::time::Instant::now() < deadline, "{:?}", events.stats());
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // One batch, or two when the worker took the first event alone.
+    let batches = events.stats().published_batches;
+    assert!(batches == 1 || batches == 2);
+    assert_eq!(
+        get(&server, "/kv_events/status"),
+        (
+            200,
+            format!(
+                "{{\"enabled\":true,\"published_batches\":{batches},\"published_events\":2,\
+                 \"dropped_events\":0,\"skipped_unparsed_keys\":1}}"
+            )
+        )
+    );
+    events.shutdown();
 }
