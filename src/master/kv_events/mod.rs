@@ -17,7 +17,9 @@ mod publisher;
 pub use config::{KvEventConfig, KV_EVENT_FLAGS};
 pub use payload::Medium;
 pub use pipeline::KvEventStats;
-pub use publisher::{KvEvents, HIGH_WATER_MARK, MAX_SUBSCRIBERS, MAX_SUBSCRIBERS_PER_PEER};
+pub use publisher::{
+    KvEvents, HIGH_WATER_MARK, MAX_QUEUED_BYTES, MAX_SUBSCRIBERS, MAX_SUBSCRIBERS_PER_PEER,
+};
 
 use crate::wire::master_api::ReplicaType;
 

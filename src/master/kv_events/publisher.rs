@@ -19,10 +19,14 @@ use crate::util::zmtp::{PubLimits, PubSocket};
 /// Messages queued per subscriber before it misses new ones (upstream's
 /// `ZMQ_SNDHWM`).
 pub const HIGH_WATER_MARK: usize = 10_000;
-/// Subscribers served at once, and from one host.
-pub const MAX_SUBSCRIBERS: usize = 256;
+/// Bytes queued per subscriber before it misses new ones (ours, not libzmq's: a
+/// stalled subscriber holds at most this much of the master's memory; some 3,000 full
+/// batches of typical events fit in it).
+pub const MAX_QUEUED_BYTES: usize = 64 << 20;
+/// Subscribers served at once (indexers and routers: a handful in practice).
+pub const MAX_SUBSCRIBERS: usize = 64;
 /// Subscribers one host may hold.
-pub const MAX_SUBSCRIBERS_PER_PEER: usize = 64;
+pub const MAX_SUBSCRIBERS_PER_PEER: usize = 32;
 /// How long a stopping publisher waits for subscribers to take what was sent.
 const LINGER: Duration = Duration::from_secs(1);
 
@@ -89,6 +93,7 @@ impl KvEvents {
             .map_err(|e| format!("binding {endpoint}: {e}"))?;
         let limits = PubLimits {
             high_water_mark: HIGH_WATER_MARK,
+            max_queued_bytes: MAX_QUEUED_BYTES,
             connections: ConnLimits::new(MAX_SUBSCRIBERS, MAX_SUBSCRIBERS_PER_PEER),
         };
         let socket =

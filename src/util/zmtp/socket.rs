@@ -4,10 +4,11 @@
 //!
 //! [`PubSocket::send`] never blocks: a message goes to the queue of every subscriber
 //! whose filters match its first frame, and a subscriber whose queue is full (it reads
-//! slower than messages come, up to the high-water mark) loses the message, as with
-//! libzmq's PUB at `ZMQ_SNDHWM`. Messages are encoded once and shared by the queues,
-//! so the memory held is bounded by the high-water mark, not by the number of
-//! subscribers. Queued messages are discarded when the socket closes, unless
+//! slower than messages come) loses the message, as with libzmq's PUB at
+//! `ZMQ_SNDHWM`. A queue is full at the high-water mark (messages) or, unlike libzmq,
+//! at a byte bound, so a stalled subscriber holds a bounded amount of memory whatever
+//! the message sizes. Messages are encoded once and shared by the queues that hold
+//! them. Queued messages are discarded when the socket closes, unless
 //! [`PubSocket::linger`] waited for them first.
 
 use std::io::{self, BufReader, Write};
@@ -35,6 +36,9 @@ pub struct PubLimits {
     /// Messages queued per subscriber before it loses new ones (`ZMQ_SNDHWM`; at
     /// least 1).
     pub high_water_mark: usize,
+    /// Bytes queued per subscriber before it loses new ones (a message larger than
+    /// this still goes to an empty queue).
+    pub max_queued_bytes: usize,
     /// Subscriber connections in all and per peer host.
     pub connections: ConnLimits,
 }
@@ -49,7 +53,7 @@ struct Message {
 struct Subscriber {
     filters: Arc<Mutex<Filters>>,
     queue: Sender<Arc<Message>>,
-    /// Messages queued and not yet written to the socket.
+    /// Bytes of messages queued and not yet written to the socket.
     unwritten: Arc<AtomicUsize>,
     /// Set while its queue is full (logged once per episode).
     dropping: AtomicBool,
@@ -128,10 +132,18 @@ impl PubSocket {
             if !s.filters.lock().matches(&msg.topic) {
                 continue;
             }
-            s.unwritten.fetch_add(1, Ordering::SeqCst);
-            let sent = s.queue.try_send(msg.clone());
+            let len = msg.wire.len();
+            let before = s.unwritten.fetch_add(len, Ordering::SeqCst);
+            let sent = if before > 0 && before + len > self.shared.limits.max_queued_bytes {
+                Err(TrySendError::Full(()))
+            } else {
+                s.queue.try_send(msg.clone()).map_err(|e| match e {
+                    TrySendError::Full(_) => TrySendError::Full(()),
+                    TrySendError::Disconnected(_) => TrySendError::Disconnected(()),
+                })
+            };
             if sent.is_err() {
-                s.unwritten.fetch_sub(1, Ordering::SeqCst);
+                s.unwritten.fetch_sub(len, Ordering::SeqCst);
             }
             match sent {
                 Ok(()) => {
@@ -143,9 +155,10 @@ impl PubSocket {
                 Err(TrySendError::Full(_)) => {
                     if !s.dropping.swap(true, Ordering::Relaxed) {
                         log::warn!(
-                            "zmtp pub: a subscriber has {} messages unread; it misses \
-                             messages until it catches up",
-                            self.shared.limits.high_water_mark
+                            "zmtp pub: a subscriber has {} messages ({} bytes) unread; it \
+                             misses messages until it catches up",
+                            s.queue.len(),
+                            s.unwritten.load(Ordering::Relaxed)
                         );
                     }
                 }
@@ -283,20 +296,16 @@ fn write_loop(
     while let Ok(first) = rx.recv() {
         buf.clear();
         buf.extend_from_slice(&first.wire);
-        let mut n = 1;
         while buf.len() < WRITE_CHUNK {
             match rx.try_recv() {
-                Ok(m) => {
-                    buf.extend_from_slice(&m.wire);
-                    n += 1;
-                }
+                Ok(m) => buf.extend_from_slice(&m.wire),
                 Err(_) => break,
             }
         }
         let held = write_lock.lock();
         let written = (&*stream).write_all(&buf);
         drop(held);
-        unwritten.fetch_sub(n, Ordering::SeqCst);
+        unwritten.fetch_sub(buf.len(), Ordering::SeqCst);
         if written.is_err() {
             let _ = stream.shutdown(Shutdown::Both);
             return;
@@ -312,6 +321,7 @@ mod tests {
     fn limits(hwm: usize) -> PubLimits {
         PubLimits {
             high_water_mark: hwm,
+            max_queued_bytes: usize::MAX,
             connections: ConnLimits::new(16, 16),
         }
     }
@@ -365,6 +375,33 @@ mod tests {
             assert_eq!(got[1], i.to_be_bytes());
         }
         assert_eq!(last, 1, "the stalled subscriber's queue is full");
+        drop(stalled);
+    }
+
+    #[test]
+    fn the_byte_bound_also_fills_a_queue() {
+        let socket = PubSocket::bind(
+            "127.0.0.1:0".parse().unwrap(),
+            PubLimits {
+                max_queued_bytes: 1 << 20,
+                ..limits(1_000_000)
+            },
+        )
+        .unwrap();
+        let mut stalled = Sub::connect(socket.local_addr(), 1);
+        stalled.subscribe(b"", true);
+        let big = vec![1u8; 4 << 20];
+        // An oversized message still goes to an empty queue.
+        assert_eq!(socket.send(&[b"", &big]), 1);
+        let small = vec![2u8; 64 << 10];
+        let mut refused = 0;
+        for _ in 0..1000 {
+            if socket.send(&[b"", &small]) == 0 {
+                refused += 1;
+            }
+        }
+        // 64 MB offered, at most the kernel buffers and 1 MiB queued: most refused.
+        assert!(refused > 500, "{refused}");
         drop(stalled);
     }
 
