@@ -8,6 +8,7 @@ mod te_support;
 
 use mooncake::config::Config;
 use mooncake::master::ha::stream::{ReplicationServer, MAX_STANDBYS_PER_HOST};
+use mooncake::master::kv_events::{KvEventConfig, KvEvents, MAX_SUBSCRIBERS_PER_PEER};
 use mooncake::master::rpc_server::{RpcLimits, RpcServer as MasterRpcServer};
 use mooncake::master::{MasterConfig, MasterService};
 use mooncake::metadata::http_server::{HttpMetadataServer, MAX_CONNECTIONS_PER_PEER};
@@ -339,4 +340,38 @@ fn unix_servers_limit_connections_per_process() {
         echo(&mut UnixStream::connect_addr(&addr).unwrap())
     });
     drop(server);
+}
+
+#[test]
+fn kv_event_port_limits_hosts_and_drops_silent_or_garbage_peers() {
+    let config = KvEventConfig {
+        enabled: true,
+        bind_endpoint: "tcp://127.0.0.1:0".into(),
+        backend_id: "limits".into(),
+        ..KvEventConfig::default()
+    };
+    let events = KvEvents::start(&config, |_| None);
+    let addr = events.local_addr().expect("the publisher is enabled");
+    let greeted = |stream: &mut TcpStream| {
+        let mut g = [0u8; 64];
+        stream.read_exact(&mut g).is_ok() && g[0] == 0xff && g[9] == 0x7f && g[10] == 3
+    };
+    let mut held: Vec<TcpStream> = (0..MAX_SUBSCRIBERS_PER_PEER)
+        .map(|_| connect_from(2, addr))
+        .collect();
+    assert!(greeted(&mut held[0]));
+    // Over the host's share: closed at accept, before any greeting.
+    let mut over = connect_from(2, addr);
+    assert!(exchange(&mut over, &[]).is_empty());
+    // Another host is served; garbage gets it closed.
+    let mut other = connect_from(3, addr);
+    assert!(greeted(&mut other));
+    let mut garbage = connect_from(4, addr);
+    assert!(exchange(&mut garbage, b"GET / HTTP/1.1\r\n\r\n").len() <= 64);
+    // Silent peers are closed at the end of the handshake time.
+    assert!(closed_by_server(&mut held[0]));
+    drop(held);
+    poll_until("host .2 is served again", || {
+        greeted(&mut connect_from(2, addr))
+    });
 }
