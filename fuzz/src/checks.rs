@@ -19,6 +19,7 @@ use mooncake::te::transport::rdma::{gid, topology::Topology};
 use mooncake::te::transport::same_host::wire as shm;
 use mooncake::te::transport::tcp::wire as tcp;
 use mooncake::util::flags::{parse_bool, parse_byte_size, FlagKind, Flags};
+use mooncake::util::zmtp::endpoint::BindEndpoint;
 use mooncake::util::{base64, parse_host_port};
 use mooncake::wire::codec;
 use mooncake::wire::coro_rpc::{self, Method, RequestHeader, ResponseHeader};
@@ -47,6 +48,7 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("etcd_reply", etcd_reply),
     ("config_flags", config_flags),
     ("size_strings", size_strings),
+    ("zmtp_subscriber", zmtp_subscriber),
 ];
 
 fn head<const N: usize>(data: &[u8]) -> Option<&[u8; N]> {
@@ -340,4 +342,17 @@ pub fn size_strings(data: &[u8]) {
         assert_eq!(parse_duration_ms(&ms), Ok(d));
     }
     let _ = parse_bool("flag", text);
+}
+
+/// What a KV-event subscriber sends the PUB socket: the greeting, READY, then frames
+/// (SUBSCRIBE, CANCEL and PING commands, ZMTP 3.0 subscription messages); and the
+/// socket's bind endpoint syntax.
+pub fn zmtp_subscriber(data: &[u8]) {
+    let _ = fuzzing::zmtp_subscriber(data);
+    if let Ok(text) = std::str::from_utf8(data) {
+        if let Ok(endpoint) = BindEndpoint::parse(text) {
+            assert!(text.starts_with("tcp://"));
+            let _ = endpoint.socket_addr(|_| None);
+        }
+    }
 }

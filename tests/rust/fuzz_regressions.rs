@@ -23,6 +23,7 @@ use mooncake::te::rpc::{encode_json, Frame, MsgType};
 use mooncake::te::transport::rdma::handshake::HandShake;
 use mooncake::te::transport::same_host::wire as shm;
 use mooncake::te::transport::tcp::wire as tcp;
+use mooncake::util::zmtp::codec as zmtp;
 use mooncake::wire::coro_rpc::{self, Method};
 use mooncake::wire::master_api::{ReplicaStatus, Segment, SoftPinAction, Uuid};
 use mooncake::wire::struct_pack::{self, Map};
@@ -565,6 +566,19 @@ fn write_seeds() {
     ] {
         add("resp_reply", name, text.as_bytes().to_vec());
     }
+    for (name, frames) in zmtp_sessions() {
+        let mut bytes = zmtp::greeting().to_vec();
+        bytes.extend(zmtp::ready("SUB"));
+        frames.iter().for_each(|f| bytes.extend(f));
+        add("zmtp_subscriber", name, bytes);
+    }
+    for (name, text) in [
+        ("any", "tcp://*:5557"),
+        ("v6", "tcp://[::1]:0"),
+        ("eth", "tcp://eth0:*"),
+    ] {
+        add("zmtp_subscriber", name, text.as_bytes().to_vec());
+    }
     for (name, text) in [
         (
             "grant",
@@ -631,4 +645,62 @@ fn write_seeds() {
         fs::create_dir_all(&dir).unwrap();
         fs::write(dir.join(format!("gen-{name}")), bytes).unwrap();
     }
+}
+
+/// The generated ZMTP seeds get past the handshake into the subscriber session (so the
+/// fuzzer starts from inputs that reach the frame decoder).
+#[test]
+fn zmtp_seeds_reach_the_session() {
+    let outcome = |name: &str| {
+        let bytes = fs::read(
+            seeds_dir()
+                .join("zmtp_subscriber")
+                .join(format!("gen-{name}")),
+        );
+        fuzzing::zmtp_subscriber(&bytes.expect("seed written by write_seeds"))
+    };
+    assert_eq!(
+        outcome("subscribe_all"),
+        "end: UnexpectedEof, prefixes: 1, pongs: 0"
+    );
+    assert_eq!(
+        outcome("subscribe_cancel"),
+        "end: UnexpectedEof, prefixes: 0, pongs: 1"
+    );
+    assert_eq!(
+        outcome("zmtp30_messages"),
+        "end: UnexpectedEof, prefixes: 0, pongs: 0"
+    );
+}
+
+/// A ZMTP command frame (short form): flags 0x04, size, name length, name, data.
+fn zmtp_command(name: &str, data: &[u8]) -> Vec<u8> {
+    let mut body = vec![name.len() as u8];
+    body.extend(name.as_bytes());
+    body.extend(data);
+    let mut frame = vec![0x04, body.len() as u8];
+    frame.extend(body);
+    frame
+}
+
+/// Subscriber sessions after the handshake: 3.1 commands, 3.0 messages, PINGs.
+fn zmtp_sessions() -> Vec<(&'static str, Vec<Vec<u8>>)> {
+    vec![
+        ("subscribe_all", vec![zmtp_command("SUBSCRIBE", b"")]),
+        (
+            "subscribe_cancel",
+            vec![
+                zmtp_command("SUBSCRIBE", b"kv"),
+                zmtp_command("CANCEL", b"kv"),
+                zmtp_command("PING", b"\x00\x64ctx"),
+            ],
+        ),
+        (
+            "zmtp30_messages",
+            vec![
+                zmtp::encode_message(&[b"\x01"]),
+                zmtp::encode_message(&[b"\x00"]),
+            ],
+        ),
+    ]
 }
