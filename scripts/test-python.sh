@@ -4,17 +4,20 @@
 # the same modules against upstream's wheel (proving the mooncake.engine and
 # mooncake.store APIs match). The upstream run needs the peer venv:
 # $MOONCAKE_PEER_VENV, else ~/.cache/mooncake-peer/venv; it is skipped when absent.
-# pytest is installed into a venv under target/ if python3 lacks it.
+# pytest (and pyzmq, msgpack) are installed into a venv under target/ if python3 lacks them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 cargo build --lib --bins
 
+# pyzmq and msgpack are the KV-event subscriber of test_kv_events (skipped without them).
 py=python3
-if ! "$py" -c 'import pytest' 2>/dev/null; then
+if ! "$py" -c 'import pytest, zmq, msgpack' 2>/dev/null; then
   venv=target/py-test-venv
   [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-  "$venv/bin/python" -c 'import pytest' 2>/dev/null || "$venv/bin/python" -m pip install -q pytest
+  "$venv/bin/python" -c 'import pytest, zmq, msgpack' 2>/dev/null ||
+    "$venv/bin/python" -m pip install -q pytest pyzmq msgpack ||
+    "$venv/bin/python" -m pip install -q pytest
   py="$venv/bin/python"
 fi
 
