@@ -141,9 +141,9 @@ for mode in "${modes[@]}"; do
       # Isolation off: proptest looks up the working directory (for its regression
       # files) and descriptors carry wall-clock timestamps; no test here touches the
       # network or writes files.
-      # Property tests take 16 cases (Miri is ~1000x slower), 256 with --full.
+      # Property tests take 4 cases (Miri is ~1000x slower), 256 with --full.
       export MIRIFLAGS="-Zmiri-permissive-provenance -Zmiri-disable-isolation"
-      export PROPTEST_CASES=16
+      export PROPTEST_CASES=4
       [ "$full" = 0 ] || PROPTEST_CASES=256
       start=$SECONDS
       miri=(cargo +nightly miri test --target-dir "$root/target/miri" --lib)
