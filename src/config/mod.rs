@@ -47,6 +47,12 @@ pub struct Config {
     /// this long is closed by the target (the initiator reconnects on its next slice);
     /// checked every `MC_TCP_PROGRESS_TIMEOUT_SEC`; 0 = never. Default 600.
     pub tcp_idle_timeout_secs: u64,
+    /// `MC_PEER_IDLE_SEC` (ours): what an engine keeps about a peer it did not use for
+    /// this long (the peer may be gone for good: a restarted one gets a new name) is
+    /// dropped: its TCP lanes (connections and threads) and the cached descriptor of
+    /// its segment (fetched again on next use; the segment's id stays valid). Looked
+    /// for every 10 s at most; 0 = as soon as it is not in use. Default 60.
+    pub peer_idle_secs: u64,
     /// `MC_MAX_INBOUND_CONNECTIONS` (ours): connections each listening socket of an
     /// engine (RPC daemon, TCP data port, same-host socket, a real client's dummy
     /// socket) serves at once. Default 1024.
@@ -145,6 +151,7 @@ impl Config {
                 0,
                 86400,
             ) as u64,
+            peer_idle_secs: num(&["MC_PEER_IDLE_SEC"], 60, 0, 86400) as u64,
             tcp_force_v1: get(&["MC_TCP_PROTO"]).is_some_and(|v| v.trim() == "1"),
             tcp_status_timeout_secs: num(&["MC_TCP_STATUS_TIMEOUT_SEC"], 30, 1, 86400) as u64,
             tcp_progress_timeout_secs: num(&["MC_TCP_PROGRESS_TIMEOUT_SEC"], 30, 1, 86400) as u64,

@@ -7,6 +7,7 @@ pub mod conn_threads;
 pub mod fd_passing;
 pub mod flags;
 pub mod http_server;
+pub mod idle;
 pub mod logger;
 pub mod mapping;
 pub mod msgpack;

@@ -16,13 +16,14 @@ use crate::te::memory::MemoryRegistry;
 use crate::te::transport::same_host::target::SameHostTarget;
 use crate::te::transport::same_host::{identity, Request, SameHostError, SameHostInitiator};
 use crate::te::transport::PeerRequest;
+use crate::util::idle::IdleClock;
 pub use lane::INLINE_MAX_BYTES;
 use lane::{Lane, LaneConfig, Slice};
 use parking_lot::RwLock;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use target::TcpTarget;
 pub use wire::Op;
 
@@ -32,12 +33,6 @@ const SAME_HOST_GRANT_TIMEOUT: Duration = Duration::from_secs(1);
 const SPLIT_THRESHOLD: u64 = 512 << 10;
 /// Smallest piece a split request is cut into.
 const MIN_SPLIT_PIECE: u64 = 256 << 10;
-/// A peer nothing was sent to for this long has its lanes (connections and threads)
-/// closed; it may be gone for good (a restarted peer listens on a new port). Using it
-/// again opens new lanes.
-const PEER_IDLE: Duration = Duration::from_secs(60);
-/// How often idle peers are looked for.
-const PEER_SWEEP: Duration = Duration::from_secs(10);
 
 /// A peer's data endpoint.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -57,14 +52,14 @@ const STICKY_LANE_BYTES: u64 = 256 << 10;
 struct Peer {
     lanes: Vec<Lane>,
     current: AtomicUsize,
-    /// When it was last used, in milliseconds since the transport started.
+    /// When it was last used ([`IdleClock::now_ms`]).
     last_used_ms: AtomicU64,
 }
 
 impl Peer {
-    /// Whether it was unused for `idle` at `now_ms` and has nothing in flight.
-    fn is_idle(&self, now_ms: u64, idle: Duration) -> bool {
-        now_ms.saturating_sub(self.last_used_ms.load(Ordering::Relaxed)) >= idle.as_millis() as u64
+    /// Whether it was unused long enough at `now_ms` and has nothing in flight.
+    fn is_idle(&self, clock: &IdleClock, now_ms: u64) -> bool {
+        clock.is_idle(self.last_used_ms.load(Ordering::Relaxed), now_ms)
             && self.lanes.iter().all(|l| l.load() == 0)
     }
 
@@ -94,10 +89,10 @@ pub struct TcpTransport {
     /// Sends same-host requests.
     same_host: SameHostInitiator,
     peers: RwLock<HashMap<Endpoint, Arc<Peer>>>,
-    /// When the transport started (the clock of [`Peer::last_used_ms`]).
-    started: Instant,
-    /// When idle peers were last looked for, in milliseconds since `started`.
-    last_sweep_ms: AtomicU64,
+    /// A peer nothing was sent to for `MC_PEER_IDLE_SEC` has its lanes (connections
+    /// and threads) closed; it may be gone for good (a restarted peer listens on a new
+    /// port). Using it again opens new lanes.
+    idle: IdleClock,
     lanes_per_peer: usize,
     connect_timeout: Duration,
     io_timeout: Duration,
@@ -129,8 +124,7 @@ impl TcpTransport {
             same_host_target,
             same_host: SameHostInitiator::new(SAME_HOST_GRANT_TIMEOUT),
             peers: RwLock::new(HashMap::new()),
-            started: Instant::now(),
-            last_sweep_ms: AtomicU64::new(0),
+            idle: IdleClock::new(Duration::from_secs(config.peer_idle_secs)),
             lanes_per_peer: config.tcp_lanes_per_peer,
             connect_timeout: Duration::from_secs(config.handshake_connect_timeout_secs),
             io_timeout: Duration::from_secs(
@@ -196,15 +190,9 @@ impl TcpTransport {
     }
 
     fn peer(&self, endpoint: &Endpoint) -> Result<Arc<Peer>> {
-        let now_ms = self.started.elapsed().as_millis() as u64;
-        let last_sweep = self.last_sweep_ms.load(Ordering::Relaxed);
-        if now_ms.saturating_sub(last_sweep) >= PEER_SWEEP.as_millis() as u64
-            && self
-                .last_sweep_ms
-                .compare_exchange(last_sweep, now_ms, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-        {
-            self.close_idle_peers(now_ms, PEER_IDLE);
+        let now_ms = self.idle.now_ms();
+        if self.idle.sweep_due(now_ms) {
+            self.close_idle_peers(now_ms);
         }
         if let Some(p) = self.peers.read().get(endpoint) {
             p.last_used_ms.store(now_ms, Ordering::Relaxed);
@@ -236,14 +224,14 @@ impl TcpTransport {
         Ok(peer)
     }
 
-    /// Closes the lanes of every peer idle for `idle` (and not in use right now); they
+    /// Closes the lanes of every peer idle at `now_ms` (and not in use right now); they
     /// are joined after the table's lock is released.
-    fn close_idle_peers(&self, now_ms: u64, idle: Duration) {
+    fn close_idle_peers(&self, now_ms: u64) {
         let closed: Vec<Arc<Peer>> = {
             let mut peers = self.peers.write();
             let gone: Vec<Endpoint> = peers
                 .iter()
-                .filter(|(_, p)| Arc::strong_count(p) == 1 && p.is_idle(now_ms, idle))
+                .filter(|(_, p)| Arc::strong_count(p) == 1 && p.is_idle(&self.idle, now_ms))
                 .map(|(e, _)| e.clone())
                 .collect();
             gone.iter().filter_map(|e| peers.remove(e)).collect()
@@ -391,28 +379,34 @@ mod tests {
 
     #[test]
     fn idle_peers_lose_their_lanes_and_come_back_on_use() {
-        let config = Config {
+        let config = |idle| Config {
             disable_same_host: true,
+            peer_idle_secs: idle,
             ..Config::default()
         };
-        let t = TcpTransport::install(&config, Arc::new(MemoryRegistry::default())).unwrap();
+        let install = |idle| {
+            TcpTransport::install(&config(idle), Arc::new(MemoryRegistry::default())).unwrap()
+        };
         let endpoint = |port| Endpoint {
             host: "127.0.0.1".into(),
             port,
             v2: true,
         };
+        // Not idle long enough: kept.
+        let patient = install(3600);
+        drop(patient.peer(&endpoint(2)).unwrap());
+        patient.close_idle_peers(patient.idle.now_ms());
+        assert_eq!(patient.peers.read().len(), 1);
+        patient.shutdown();
+        let t = install(0);
         let held = t.peer(&endpoint(1)).unwrap();
         drop(t.peer(&endpoint(2)).unwrap());
         assert_eq!(t.peers.read().len(), 2);
-        let now = t.started.elapsed().as_millis() as u64;
-        // Not idle long enough: kept.
-        t.close_idle_peers(now, Duration::from_secs(3600));
-        assert_eq!(t.peers.read().len(), 2);
         // Idle, but one is in use right now: only the other goes.
-        t.close_idle_peers(now + 1, Duration::ZERO);
+        t.close_idle_peers(t.idle.now_ms());
         assert_eq!(t.peers.read().len(), 1);
         drop(held);
-        t.close_idle_peers(now + 1, Duration::ZERO);
+        t.close_idle_peers(t.idle.now_ms());
         assert_eq!(t.peers.read().len(), 0);
         t.peer(&endpoint(2)).unwrap();
         assert_eq!(t.peers.read().len(), 1);
