@@ -16,6 +16,7 @@ use crate::te::transport::same_host::SameHostError;
 use crate::te::transport::staging::Stager;
 use crate::te::transport::tcp::{Endpoint, Op, TcpTransport, INLINE_MAX_BYTES};
 use crate::te::transport::PeerRequest;
+use crate::util::idle::IdleClock;
 use crate::util::{join_host_port, parse_host_port};
 use parking_lot::Mutex;
 use serde_json::{json, Value};
@@ -185,7 +186,7 @@ impl TransferEngine {
             rpc_port,
             store,
             local,
-            segments: SegmentCache::new(),
+            segments: SegmentCache::new(IdleClock::new(Duration::from_secs(config.peer_idle_secs))),
             batches: BatchTable::new(),
             rpc_server: Mutex::new(Some(server)),
             rpc_client,
@@ -362,12 +363,13 @@ impl TransferEngine {
         self.inner.sync_all();
     }
 
-    /// The cached descriptor of a remote segment id.
+    /// The descriptor of a remote segment id (fetched again when it was dropped for
+    /// idleness; `None` when that fails or the id is not open).
     pub fn segment_descriptor(&self, id: i32) -> Option<Arc<SegmentDesc>> {
         if id == LOCAL_SEGMENT_ID {
             return self.inner.local.descriptor().map(Arc::new);
         }
-        self.inner.segments.get(id).map(|(_, d)| d)
+        self.inner.segment(id).ok().map(|(_, d)| d)
     }
 
     /// Registers one region (with the RDMA NICs too, when installed) and republishes
@@ -745,6 +747,26 @@ impl Inner {
         }
     }
 
+    /// The name and descriptor of a remote segment id, fetching the descriptor again
+    /// when it was dropped for idleness. Drops idle descriptors first, when due (with
+    /// the RPC addresses of segments no longer cached).
+    fn segment(&self, id: i32) -> Result<(String, Arc<SegmentDesc>)> {
+        if self.segments.drop_idle() {
+            self.rpc_meta_cache
+                .lock()
+                .retain(|name, _| self.segments.is_cached(name));
+        }
+        let not_open = || Error::InvalidArgument(format!("segment id {id} is not open"));
+        let (name, desc) = self.segments.get(id).ok_or_else(not_open)?;
+        if let Some(desc) = desc {
+            return Ok((name, desc));
+        }
+        let fresh = self.fetch_descriptor(&name)?;
+        self.segments.replace(&name, fresh);
+        let (name, desc) = self.segments.get(id).ok_or_else(not_open)?;
+        Ok((name, desc.ok_or_else(not_open)?))
+    }
+
     fn rpc_address(&self, segment: &str) -> Result<(String, u16)> {
         let Some(store) = &self.store else {
             return Ok(parse_host_port(segment, self.config.handshake_port));
@@ -802,13 +824,14 @@ impl Inner {
                 v2: !self.config.tcp_force_v1,
             }));
         }
-        let (name, desc) = self.segments.get(req.target_id).ok_or_else(|| {
-            Error::InvalidArgument(format!("segment id {} is not open", req.target_id))
-        })?;
+        let (name, desc) = self.segment(req.target_id)?;
         let desc = if self.config.disable_metacache {
             let fresh = self.fetch_descriptor(&name)?;
             self.segments.replace(&name, fresh);
-            self.segments.get(req.target_id).map_or(desc, |(_, d)| d)
+            self.segments
+                .get(req.target_id)
+                .and_then(|(_, d)| d)
+                .unwrap_or(desc)
         } else {
             desc
         };
