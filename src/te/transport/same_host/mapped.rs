@@ -152,6 +152,11 @@ impl MappedPeers {
         }
     }
 
+    /// Drops everything known about `socket`'s peer (its socket is gone).
+    pub fn forget_peer(&self, socket: &str) {
+        self.peers.write().remove(socket);
+    }
+
     /// Drops the mappings of peers that exited (at most once per second); whether it
     /// looked this time.
     pub fn sweep(&self) -> bool {

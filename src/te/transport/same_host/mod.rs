@@ -41,6 +41,9 @@ pub use wire::Request;
 
 /// Idle connections kept per peer.
 const POOL_MAX: usize = 16;
+/// Peers remembered as reached over TCP (then forgotten all at once: each of them
+/// costs one more try and log line).
+const MAX_UNAVAILABLE: usize = 1024;
 
 /// Whether a process with this pid exists (one we may not signal exists too).
 fn process_exists(pid: i32) -> bool {
@@ -205,6 +208,14 @@ impl SameHostInitiator {
         };
         let (mut conn, pid) = match self.take(socket) {
             Ok(c) => c,
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                // Nobody listens there any more: the peer is gone (a restarted one
+                // listens on a new socket), and so is all that was kept about it.
+                self.pools.lock().remove(socket);
+                self.mapped.forget_peer(socket);
+                let err = SameHostError::Unavailable(format!("connect: {e}"));
+                return reqs.iter().map(|_| Err(err.clone())).collect();
+            }
             Err(e) => {
                 let err = self.give_up(socket, format!("connect: {e}"));
                 return reqs.iter().map(|_| Err(err.clone())).collect();
@@ -272,8 +283,17 @@ impl SameHostInitiator {
     /// A pooled or new connection to `socket`, with the target's pid as the kernel
     /// reports it.
     fn take(&self, socket: &str) -> io::Result<(UnixStream, i32)> {
-        if let Some(c) = self.pools.lock().get_mut(socket).and_then(Vec::pop) {
-            return Ok(c);
+        {
+            let mut pools = self.pools.lock();
+            if let Some(pool) = pools.get_mut(socket) {
+                let pooled = pool.pop();
+                if pool.is_empty() {
+                    pools.remove(socket);
+                }
+                if let Some(c) = pooled {
+                    return Ok(c);
+                }
+            }
         }
         let conn = UnixStream::connect_addr(&SocketAddr::from_abstract_name(socket)?)?;
         conn.set_read_timeout(Some(self.io_timeout))?;
@@ -293,23 +313,53 @@ impl SameHostInitiator {
         }
     }
 
-    /// Closes pooled connections whose peer process exited (a restarted peer listens
-    /// on a new socket, so nothing else would ever close them).
+    /// Closes pooled connections whose peer process exited or closed them (a
+    /// restarted peer listens on a new socket, so nothing else would ever close them);
+    /// a peer that closed them stopped serving, so what was mapped from it goes too.
     fn close_connections_to_exited_peers(&self) {
-        self.pools.lock().retain(|_, pool| {
-            pool.retain(|(_, pid)| process_exists(*pid));
+        let mut stopped = Vec::new();
+        self.pools.lock().retain(|socket, pool| {
+            let before = pool.len();
+            pool.retain(|(conn, pid)| process_exists(*pid) && !hung_up(conn));
+            if pool.is_empty() && before > 0 {
+                stopped.push(socket.clone());
+            }
             !pool.is_empty()
         });
+        for socket in stopped {
+            self.mapped.forget_peer(&socket);
+        }
     }
 
     /// Sends `socket`'s peer to TCP for good; the error saying so.
     fn give_up(&self, socket: &str, why: String) -> SameHostError {
-        if self.unavailable.lock().insert(socket.to_string()) {
+        let newly = {
+            let mut unavailable = self.unavailable.lock();
+            if unavailable.len() >= MAX_UNAVAILABLE {
+                unavailable.clear();
+            }
+            unavailable.insert(socket.to_string())
+        };
+        if newly {
             log::warn!("same-host path to {socket} unavailable ({why}); using TCP for it");
         }
         self.pools.lock().remove(socket);
         SameHostError::Unavailable(why)
     }
+}
+
+/// Whether the other end of an idle pooled connection closed it (or wrote to it,
+/// which an idle target never does).
+fn hung_up(conn: &UnixStream) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut poll = libc::pollfd {
+        fd: conn.as_raw_fd(),
+        events: libc::POLLIN | libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd for an open descriptor; no waiting.
+    let rc = unsafe { libc::poll(&mut poll, 1, 0) };
+    rc != 0
 }
 
 /// Reads a share reply and the files beside it.
@@ -368,13 +418,22 @@ mod tests {
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let exited = child.id() as i32;
         child.wait().unwrap();
-        let (gone, _) = UnixStream::pair().unwrap();
-        let (here, _) = UnixStream::pair().unwrap();
+        let me = std::process::id() as i32;
+        let (gone, _gone_end) = UnixStream::pair().unwrap();
+        let (here, _here_end) = UnixStream::pair().unwrap();
+        // A peer in this very process that closed its end.
+        let (closed, _) = UnixStream::pair().unwrap();
         initiator.give_back("gone", gone, exited);
-        initiator.give_back("here", here, std::process::id() as i32);
+        initiator.give_back("here", here, me);
+        initiator.give_back("closed", closed, me);
         initiator.close_connections_to_exited_peers();
-        let pools = initiator.pools.lock();
-        assert!(!pools.contains_key("gone"));
+        let mut pools = initiator.pools.lock();
+        assert!(!pools.contains_key("gone") && !pools.contains_key("closed"));
         assert_eq!(pools.get("here").map(Vec::len), Some(1));
+        drop(pools);
+        // The last pooled connection taken: nothing is left under its name.
+        assert!(initiator.take("here").is_ok());
+        pools = initiator.pools.lock();
+        assert!(pools.is_empty());
     }
 }
