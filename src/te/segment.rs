@@ -94,7 +94,7 @@ impl SegmentCache {
 
     /// Sets the descriptor of a cached name; true when it changed (or had been
     /// dropped).
-    pub fn replace(&self, name: &str, desc: SegmentDesc) -> bool {
+    pub fn replace(&self, name: &str, desc: Arc<SegmentDesc>) -> bool {
         let mut e = self.entries.write();
         let Some(id) = e.by_name.get(name).copied() else {
             return false;
@@ -102,7 +102,7 @@ impl SegmentCache {
         match e.by_id.get_mut(&id).map(|entry| &mut entry.desc) {
             Some(Some(old)) if old.same_as(&desc) => false,
             Some(slot) => {
-                *slot = Some(Arc::new(desc));
+                *slot = Some(desc);
                 true
             }
             None => false,
@@ -184,8 +184,8 @@ mod tests {
         assert_eq!(c.id_of("a"), None);
         assert!(c.get(1).is_none());
         assert_eq!(c.insert("a", desc(1)), Some(3));
-        assert!(c.replace("a", desc(9)));
-        assert!(!c.replace("a", desc(9)));
+        assert!(c.replace("a", Arc::new(desc(9))));
+        assert!(!c.replace("a", Arc::new(desc(9))));
         assert_eq!(c.get(3).unwrap().1.unwrap().tcp_data_port, 9);
     }
 
@@ -205,7 +205,7 @@ mod tests {
         assert_eq!(c.get(1), Some(("a".to_string(), None)));
         assert_eq!(c.id_of("a"), Some(1));
         // Fetched again: the same id gets it back.
-        assert!(c.replace("a", desc(3)));
+        assert!(c.replace("a", Arc::new(desc(3))));
         assert_eq!(c.insert("a", desc(4)), Some(1));
         assert_eq!(c.get(1).unwrap().1.unwrap().tcp_data_port, 3);
         let patient = SegmentCache::new(IdleClock::new(Duration::from_secs(3600)));

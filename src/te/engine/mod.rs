@@ -733,7 +733,7 @@ impl Inner {
         }
         match self.fetch_descriptor(name) {
             Ok(desc) => {
-                if self.segments.replace(name, desc) {
+                if self.segments.replace(name, Arc::new(desc)) {
                     self.rpc_meta_cache.lock().remove(name);
                 }
             }
@@ -761,10 +761,9 @@ impl Inner {
         if let Some(desc) = desc {
             return Ok((name, desc));
         }
-        let fresh = self.fetch_descriptor(&name)?;
-        self.segments.replace(&name, fresh);
-        let (name, desc) = self.segments.get(id).ok_or_else(not_open)?;
-        Ok((name, desc.ok_or_else(not_open)?))
+        let fresh = Arc::new(self.fetch_descriptor(&name)?);
+        self.segments.replace(&name, fresh.clone());
+        Ok((name, fresh))
     }
 
     fn rpc_address(&self, segment: &str) -> Result<(String, u16)> {
@@ -826,12 +825,9 @@ impl Inner {
         }
         let (name, desc) = self.segment(req.target_id)?;
         let desc = if self.config.disable_metacache {
-            let fresh = self.fetch_descriptor(&name)?;
-            self.segments.replace(&name, fresh);
-            self.segments
-                .get(req.target_id)
-                .and_then(|(_, d)| d)
-                .unwrap_or(desc)
+            let fresh = Arc::new(self.fetch_descriptor(&name)?);
+            self.segments.replace(&name, fresh.clone());
+            fresh
         } else {
             desc
         };
