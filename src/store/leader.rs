@@ -11,6 +11,7 @@
 use crate::metadata::etcd::EtcdMetadataStore;
 use crate::metadata::redis::{RedisAuth, RedisMetadataStore};
 use crate::metadata::MetadataStore;
+use crate::wire::disk_tier_api::*;
 use crate::wire::master_api::*;
 use crate::wire::rpc_client::MasterRpcClient;
 use parking_lot::{Mutex, RwLock};
@@ -259,6 +260,9 @@ macro_rules! follow_leader {
             fn on_new_leader(&self, hook: OnNewLeader) {
                 *self.on_new_leader.write() = Some(hook);
             }
+            fn disk_tier(&self) -> Option<&dyn DiskTierApi> {
+                Some(self)
+            }
             $(
                 fn $name(&self $(, $arg: $ty)*) -> $ret {
                     self.call(|m| m.$name($($arg),*))
@@ -349,4 +353,32 @@ follow_leader! {
     fn batch_remove(&self, keys: &[String], force: bool, tenant: &str) -> MasterResult<Vec<MasterResult<()>>>;
     fn batch_query_ip(&self, clients: &[Uuid]) -> MasterResult<Vec<(Uuid, Vec<String>)>>;
     fn batch_replica_clear(&self, keys: &[String], client: Uuid, segment_name: &str) -> MasterResult<Vec<String>>;
+}
+
+/// The disk-tier RPCs, each sent to the current leader.
+macro_rules! follow_leader_disk_tier {
+    ($( fn $name:ident(&self $(, $arg:ident: $ty:ty)*) -> $ret:ty; )*) => {
+        impl DiskTierApi for FollowingMaster {
+            $(
+                fn $name(&self $(, $arg: $ty)*) -> $ret {
+                    self.call(|m| m.$name($($arg),*))
+                }
+            )*
+        }
+    };
+}
+
+follow_leader_disk_tier! {
+    fn mount_local_disk_segment(&self, client: Uuid, enable_offloading: bool) -> MasterResult<()>;
+    fn unmount_local_disk_segment(&self, client: Uuid) -> MasterResult<()>;
+    fn offload_object_heartbeat(&self, client: Uuid, enable_offloading: bool) -> MasterResult<Vec<OffloadTaskItem>>;
+    fn poll_remove_all(&self, client: Uuid) -> MasterResult<bool>;
+    fn report_ssd_capacity(&self, client: Uuid, bytes: i64) -> MasterResult<()>;
+    fn notify_offload_success(&self, client: Uuid, tasks: &[OffloadTaskItem], metadatas: &[StorageObjectMetadata]) -> MasterResult<()>;
+    fn promotion_object_heartbeat(&self, client: Uuid) -> MasterResult<Vec<PromotionTaskItem>>;
+    fn promotion_alloc_start(&self, client: Uuid, key: &str, tenant: &str, size: u64, preferred_segments: &[String]) -> MasterResult<PromotionAllocation>;
+    fn notify_promotion_success(&self, client: Uuid, key: &str, tenant: &str) -> MasterResult<()>;
+    fn notify_promotion_failure(&self, client: Uuid, key: &str, tenant: &str) -> MasterResult<()>;
+    fn evict_disk_replica(&self, client: Uuid, key: &str, tenant: &str, kind: ReplicaType) -> MasterResult<()>;
+    fn batch_evict_disk_replica(&self, client: Uuid, keys: &[String], tenant: &str, kind: ReplicaType) -> MasterResult<Vec<MasterResult<()>>>;
 }

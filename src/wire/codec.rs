@@ -6,6 +6,7 @@
 //! and alignment (`fd 04 04 89 89 ff`). Enums travel as their underlying integer.
 
 use super::coro_rpc::Method;
+use super::disk_tier_api::*;
 use super::master_api::*;
 use super::struct_pack::{
     self, size_literal, DecodeError, DecodeResult, Map, Pack, Reader, Writer, T_END, T_I32,
@@ -269,6 +270,24 @@ pack_struct!(ReplicaDescriptor {
     status: ReplicaStatus,
 });
 
+pack_struct!(OffloadTaskItem {
+    tenant_id: String,
+    key: String,
+    size: i64,
+});
+
+pack_struct!(StorageObjectMetadata {
+    bucket_id: i64,
+    offset: i64,
+    key_size: i64,
+    data_size: i64,
+    transport_endpoint: String,
+});
+
+pack_struct!(PromotionAllocation {
+    memory_descriptor: ReplicaDescriptor,
+});
+
 /// The signature of one master RPC.
 pub trait Rpc {
     /// Which method.
@@ -370,6 +389,20 @@ rpcs! {
     BatchReplicaClear: (Vec<String>, Uuid, String) => Expected<Vec<String>>;
     BatchBeginRead: (Vec<String>, String) => Vec<Expected<GetReplicaListResponse>>;
     BatchEndRead: (Vec<String>, Vec<u64>, String) => Expected<()>;
+    MountLocalDiskSegment: (Uuid, bool) => Expected<()>;
+    UnmountLocalDiskSegment: (Uuid,) => Expected<()>;
+    OffloadObjectHeartbeat: (Uuid, bool) => Expected<Vec<OffloadTaskItem>>;
+    PollRemoveAll: (Uuid,) => Expected<bool>;
+    ReportSsdCapacity: (Uuid, i64) => Expected<()>;
+    NotifyOffloadSuccess: (Uuid, Vec<OffloadTaskItem>, Vec<StorageObjectMetadata>)
+        => Expected<()>;
+    PromotionObjectHeartbeat: (Uuid,) => Expected<Vec<PromotionTaskItem>>;
+    PromotionAllocStart: (Uuid, String, String, u64, Vec<String>)
+        => Expected<PromotionAllocation>;
+    NotifyPromotionSuccess: (Uuid, String, String) => Expected<()>;
+    NotifyPromotionFailure: (Uuid, String, String) => Expected<()>;
+    EvictDiskReplica: (Uuid, String, String, ReplicaType) => Expected<()>;
+    BatchEvictDiskReplica: (Uuid, Vec<String>, String, ReplicaType) => Vec<Expected<()>>;
 }
 
 fn args_literal<A: Pack>() -> Option<Vec<u8>> {

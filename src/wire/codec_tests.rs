@@ -69,6 +69,39 @@ fn derived_hashes_match_spec() {
     assert_eq!(codec::request_literal(Method::ServiceReady), None);
 }
 
+#[test]
+fn disk_tier_hashes_match_spec() {
+    let req = |m: Method| literal_hash(&codec::request_literal(m).unwrap());
+    let rsp = |m: Method| literal_hash(&codec::response_literal(m));
+    let table = [
+        (Method::MountLocalDiskSegment, 0xbfd50c0e, 0xaf2868cc),
+        (Method::UnmountLocalDiskSegment, 0x3c6d83e0, 0xaf2868cc),
+        (Method::OffloadObjectHeartbeat, 0xbfd50c0e, 0x724674e6),
+        (Method::PollRemoveAll, 0x3c6d83e0, 0x90e800d2),
+        (Method::ReportSsdCapacity, 0x70a841e4, 0xaf2868cc),
+        (Method::NotifyOffloadSuccess, 0xd4e79a92, 0xaf2868cc),
+        (Method::PromotionObjectHeartbeat, 0x3c6d83e0, 0x724674e6),
+        (Method::PromotionAllocStart, 0xc6e729cc, 0x5c032896),
+        (Method::NotifyPromotionSuccess, 0x6a2101f4, 0xaf2868cc),
+        (Method::NotifyPromotionFailure, 0x6a2101f4, 0xaf2868cc),
+        (Method::EvictDiskReplica, 0xf47f2e6a, 0xaf2868cc),
+        (Method::BatchEvictDiskReplica, 0xd1251872, 0x39fc52ce),
+    ];
+    for (m, q, r) in table {
+        assert_eq!((req(m), rsp(m)), (q, r), "{}", m.name());
+    }
+    assert_eq!(
+        codec::request_literal(Method::NotifyOffloadSuccess).unwrap(),
+        unhex(&format!(
+            "fd {UUID} 84 fd 800c 800c 03 ff 84 fd 03 03 03 03 800c ff ff"
+        ))
+    );
+    assert_eq!(
+        codec::response_literal(Method::OffloadObjectHeartbeat),
+        unhex("87 84 fd 800c 800c 03 ff 01")
+    );
+}
+
 fn s() -> impl Strategy<Value = String> {
     "[a-z0-9:./_-]{0,12}"
 }

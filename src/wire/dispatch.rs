@@ -10,6 +10,7 @@
 
 use super::codec::{self, rpc, Rpc};
 use super::coro_rpc::{self, Method};
+use super::disk_tier_api::DiskTierApi;
 use super::master_api::{MasterApi, MasterResult};
 use super::struct_pack::{self, Map};
 use std::io::{self, BufReader, BufWriter, Write};
@@ -50,6 +51,27 @@ fn call<R: Rpc>(body: &[u8], f: impl FnOnce(R::Args) -> R::Ret) -> (u8, Vec<u8>)
             )
         }
     }
+}
+
+/// [`call`] for a disk-tier method: "function not registered" from a master without
+/// a disk tier.
+fn tier_call<R: Rpc>(
+    api: &dyn MasterApi,
+    body: &[u8],
+    f: impl FnOnce(&dyn DiskTierApi, R::Args) -> R::Ret,
+) -> (u8, Vec<u8>) {
+    match api.disk_tier() {
+        Some(tier) => call::<R>(body, |args| f(tier, args)),
+        None => not_registered(R::METHOD),
+    }
+}
+
+fn not_registered(m: Method) -> (u8, Vec<u8>) {
+    log::debug!("master rpc: {} is not served here", m.name());
+    (
+        coro_rpc::ERR_FUNCTION_NOT_REGISTERED,
+        coro_rpc::error_body(coro_rpc::MSG_FUNCTION_NOT_REGISTERED),
+    )
 }
 
 /// A batch result; a failure of the whole call becomes one error per input.
@@ -139,6 +161,69 @@ fn dispatch(api: &dyn MasterApi, m: Method, b: &[u8]) -> (u8, Vec<u8>) {
         Method::BatchReplicaClear => {
             call::<rpc::BatchReplicaClear>(b, |(k, c, s)| api.batch_replica_clear(&k, c, &s))
         }
+        _ => dispatch_disk_tier(api, m, b),
+    }
+}
+
+fn dispatch_disk_tier(api: &dyn MasterApi, m: Method, b: &[u8]) -> (u8, Vec<u8>) {
+    match m {
+        Method::MountLocalDiskSegment => {
+            tier_call::<rpc::MountLocalDiskSegment>(api, b, |t, (c, e)| {
+                t.mount_local_disk_segment(c, e)
+            })
+        }
+        Method::UnmountLocalDiskSegment => {
+            tier_call::<rpc::UnmountLocalDiskSegment>(api, b, |t, (c,)| {
+                t.unmount_local_disk_segment(c)
+            })
+        }
+        Method::OffloadObjectHeartbeat => {
+            tier_call::<rpc::OffloadObjectHeartbeat>(api, b, |t, (c, e)| {
+                t.offload_object_heartbeat(c, e)
+            })
+        }
+        Method::PollRemoveAll => {
+            tier_call::<rpc::PollRemoveAll>(api, b, |t, (c,)| t.poll_remove_all(c))
+        }
+        Method::ReportSsdCapacity => {
+            tier_call::<rpc::ReportSsdCapacity>(api, b, |t, (c, n)| t.report_ssd_capacity(c, n))
+        }
+        Method::NotifyOffloadSuccess => {
+            tier_call::<rpc::NotifyOffloadSuccess>(api, b, |t, (c, tasks, metas)| {
+                t.notify_offload_success(c, &tasks, &metas)
+            })
+        }
+        Method::PromotionObjectHeartbeat => {
+            tier_call::<rpc::PromotionObjectHeartbeat>(api, b, |t, (c,)| {
+                t.promotion_object_heartbeat(c)
+            })
+        }
+        Method::PromotionAllocStart => {
+            tier_call::<rpc::PromotionAllocStart>(api, b, |t, (c, k, tn, n, pref)| {
+                t.promotion_alloc_start(c, &k, &tn, n, &pref)
+            })
+        }
+        Method::NotifyPromotionSuccess => {
+            tier_call::<rpc::NotifyPromotionSuccess>(api, b, |t, (c, k, tn)| {
+                t.notify_promotion_success(c, &k, &tn)
+            })
+        }
+        Method::NotifyPromotionFailure => {
+            tier_call::<rpc::NotifyPromotionFailure>(api, b, |t, (c, k, tn)| {
+                t.notify_promotion_failure(c, &k, &tn)
+            })
+        }
+        Method::EvictDiskReplica => {
+            tier_call::<rpc::EvictDiskReplica>(api, b, |t, (c, k, tn, r)| {
+                t.evict_disk_replica(c, &k, &tn, r)
+            })
+        }
+        Method::BatchEvictDiskReplica => {
+            tier_call::<rpc::BatchEvictDiskReplica>(api, b, |t, (c, k, tn, r)| {
+                per_input(k.len(), t.batch_evict_disk_replica(c, &k, &tn, r))
+            })
+        }
+        _ => not_registered(m),
     }
 }
 

@@ -3,6 +3,7 @@
 //! [`MasterApi`] trait that both the master service (in process) and the RPC client
 //! (over coro_rpc) implement. Field order here is the wire order.
 
+use super::disk_tier_api::DiskTierApi;
 use std::fmt;
 
 /// Upstream's `ErrorCode` (`types.h`), an i32 on the wire.
@@ -38,6 +39,8 @@ impl ErrorCode {
     pub const RPC_FAIL: ErrorCode = ErrorCode(-900);
     pub const RPC_TIMEOUT: ErrorCode = ErrorCode(-901);
     pub const NOT_SUPPORTED: ErrorCode = ErrorCode(-1012);
+    pub const UNABLE_OFFLOAD: ErrorCode = ErrorCode(-1300);
+    pub const UNABLE_OFFLOADING: ErrorCode = ErrorCode(-1301);
 }
 
 impl fmt::Display for ErrorCode {
@@ -70,6 +73,8 @@ impl fmt::Display for ErrorCode {
             -900 => "RPC_FAIL",
             -901 => "RPC_TIMEOUT",
             -1012 => "NOT_SUPPORTED",
+            -1300 => "UNABLE_OFFLOAD",
+            -1301 => "UNABLE_OFFLOADING",
             _ => "ERROR",
         };
         write!(f, "{name} ({})", self.0)
@@ -366,6 +371,10 @@ pub trait MasterApi: Send + Sync {
     /// sent: a replicated master waits here until their changes are durable, once for
     /// a whole run of pipelined requests. Others do nothing.
     fn before_reply(&self) {}
+    /// The disk-tier RPCs, for a master (or a connection to one) that has them.
+    fn disk_tier(&self) -> Option<&dyn DiskTierApi> {
+        None
+    }
     /// `ServiceReady`: the service version ("2.0.0").
     fn service_ready(&self) -> MasterResult<String>;
     /// `GetStorageConfig`.

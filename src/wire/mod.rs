@@ -4,11 +4,14 @@
 //! * [`struct_pack`]: the codec (type literals, hashes, payloads).
 //! * [`coro_rpc`]: headers, function ids, the method table, frame I/O.
 //! * [`codec`]: encodings of the [`master_api`] types and every RPC's signature.
+//! * [`disk_tier_api`]: the disk-tier RPCs ([`disk_tier_api::DiskTierApi`]).
 //! * [`dispatch`]: the server side (decode, call a [`master_api::MasterApi`], encode).
 //! * [`rpc_client`]: [`rpc_client::MasterRpcClient`], a `MasterApi` over TCP.
 
 pub mod codec;
 pub mod coro_rpc;
+pub mod disk_tier_api;
+mod disk_tier_client;
 pub mod dispatch;
 pub mod master_api;
 pub mod rpc_client;

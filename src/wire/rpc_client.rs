@@ -15,6 +15,7 @@
 
 use super::codec::{self, rpc, Expected, Rpc};
 use super::coro_rpc;
+use super::disk_tier_api::DiskTierApi;
 use super::master_api::*;
 use super::struct_pack;
 use crate::util::busy_poll;
@@ -477,7 +478,7 @@ impl MasterRpcClient {
     }
 
     /// Calls an `expected<T>` RPC.
-    fn expect<R, T>(&self, args: &R::Args) -> MasterResult<T>
+    pub(super) fn expect<R, T>(&self, args: &R::Args) -> MasterResult<T>
     where
         R: Rpc<Ret = Expected<T>>,
     {
@@ -485,7 +486,7 @@ impl MasterRpcClient {
     }
 
     /// Calls a batch RPC; a reply with another count than `n` inputs is `RPC_FAIL`.
-    fn batch<R, T>(&self, n: usize, args: &R::Args) -> MasterResult<Vec<MasterResult<T>>>
+    pub(super) fn batch<R, T>(&self, n: usize, args: &R::Args) -> MasterResult<Vec<MasterResult<T>>>
     where
         R: Rpc<Ret = Vec<Expected<T>>>,
     {
@@ -513,6 +514,9 @@ fn s(v: &str) -> String {
 }
 
 impl MasterApi for MasterRpcClient {
+    fn disk_tier(&self) -> Option<&dyn DiskTierApi> {
+        Some(self)
+    }
     fn service_ready(&self) -> MasterResult<String> {
         self.expect::<rpc::ServiceReady, _>(&())
     }

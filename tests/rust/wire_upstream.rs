@@ -7,6 +7,7 @@
 
 use mooncake::wire::codec;
 use mooncake::wire::coro_rpc::{self, Method};
+use mooncake::wire::disk_tier_api::{OffloadTaskItem, StorageObjectMetadata};
 use mooncake::wire::master_api::*;
 use mooncake::wire::rpc_client::MasterRpcClient;
 use std::io::Write;
@@ -152,6 +153,24 @@ fn strs(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
 }
 
+fn offload_task() -> OffloadTaskItem {
+    OffloadTaskItem {
+        tenant_id: DEFAULT_TENANT.into(),
+        key: "raw".into(),
+        size: 64,
+    }
+}
+
+fn offload_meta() -> StorageObjectMetadata {
+    StorageObjectMetadata {
+        bucket_id: 7,
+        offset: 0,
+        key_size: 3,
+        data_size: 64,
+        transport_endpoint: "127.0.0.1:1".into(),
+    }
+}
+
 /// Every method, framed by our codec on a raw socket: the master must not answer
 /// err_code 4 (type hash rejected) or 11 (unknown function id).
 fn every_request_accepted(addr: &str, log: &dyn Fn() -> String) {
@@ -260,6 +279,45 @@ fn every_request_accepted(addr: &str, log: &dyn Fn() -> String) {
             Method::UnmountSegment,
             codec::encode_args(&(segment(1).id, me)),
         ),
+        (
+            Method::MountLocalDiskSegment,
+            codec::encode_args(&(me, true)),
+        ),
+        (
+            Method::OffloadObjectHeartbeat,
+            codec::encode_args(&(me, true)),
+        ),
+        (Method::PollRemoveAll, codec::encode_args(&(me,))),
+        (
+            Method::ReportSsdCapacity,
+            codec::encode_args(&(me, 1i64 << 40)),
+        ),
+        (
+            Method::NotifyOffloadSuccess,
+            codec::encode_args(&(me, vec![offload_task()], vec![offload_meta()])),
+        ),
+        (Method::PromotionObjectHeartbeat, codec::encode_args(&(me,))),
+        (
+            Method::PromotionAllocStart,
+            codec::encode_args(&(me, "raw".to_string(), t(), 64u64, strs(&["x"]))),
+        ),
+        (
+            Method::NotifyPromotionSuccess,
+            codec::encode_args(&(me, "raw".to_string(), t())),
+        ),
+        (
+            Method::NotifyPromotionFailure,
+            codec::encode_args(&(me, "raw".to_string(), t())),
+        ),
+        (
+            Method::EvictDiskReplica,
+            codec::encode_args(&(me, "raw".to_string(), t(), ReplicaType::LocalDisk)),
+        ),
+        (
+            Method::BatchEvictDiskReplica,
+            codec::encode_args(&(me, k(), t(), ReplicaType::LocalDisk)),
+        ),
+        (Method::UnmountLocalDiskSegment, codec::encode_args(&(me,))),
     ];
     let upstream = Method::ALL.iter().filter(|m| !m.is_extension()).count();
     assert_eq!(bodies.len(), upstream, "one request per upstream method");
