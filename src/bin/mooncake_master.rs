@@ -43,7 +43,11 @@ KV events: --enable_kv_events=true --kv_events_bind_endpoint=tcp://*:5557
   --kv_events_backend_id=<id>  --kv_events_emit_legacy_compat=true
   --kv_events_emit_object_key=true  --kv_events_queue_capacity=65536 (0 = unbounded)
   (ZeroMQ PUB; GET /kv_events/status on the metrics port)
-Flags that turn on storage tiers (--root_fs_dir, --enable_offload, ...) are refused:
+SSD offload: --enable_offload=true (clients mount local disks) --offload_on_evict=false
+  --offload_force_evict=false --offloading_queue_limit=50000 --offload_cap_ratio=0.5
+  --promotion_on_hit=false --promotion_admission_threshold=2
+  --promotion_max_per_heartbeat=1 --promotion_queue_limit=50000
+Flags that turn on other storage tiers (--root_fs_dir, --enable_cxl) are refused:
 this master does not have those features. Other upstream flags are accepted with a
 warning.";
 
@@ -90,9 +94,6 @@ const IGNORED_BOOL_FLAGS: &[&str] = &[
 /// Turned off, they are accepted.
 const REFUSED_WHEN_ON: &[(&str, bool, &str)] = &[
     ("root_fs_dir", false, "the shared-file-system storage tier"),
-    ("enable_offload", true, "SSD offload"),
-    ("offload_on_evict", true, "SSD offload"),
-    ("promotion_on_hit", true, "promotion from the SSD tier"),
     ("enable_cxl", true, "the CXL memory tier"),
     ("enable_multi_tenants", true, "multi-tenant quotas"),
 ];
@@ -530,7 +531,7 @@ mod tests {
                 "--etcd_endpoints=h:1",
             ][..],
             &["--root_fs_dir", "/mnt/ssd"],
-            &["--enable_offload=yes"],
+            &["--enable_cxl=yes"],
         ] {
             let err = parse(args)
                 .err()
@@ -538,6 +539,38 @@ mod tests {
             assert!(err.contains("refusing to start"), "{args:?}: {err}");
         }
         assert!(parse(&["--enable_ha=false", "--enable_snapshot=false"]).is_ok());
+    }
+
+    #[test]
+    fn disk_tier_flags() {
+        let s = parse(&[]).unwrap();
+        assert!(!s.master.enable_offload && !s.master.offload_on_evict);
+        let s = parse(&[
+            "--enable_offload",
+            "--offload_on_evict=true",
+            "--offload_force_evict",
+            "--offloading_queue_limit=7",
+            "--offload_cap_ratio=0.25",
+            "--promotion_on_hit",
+            "--promotion_admission_threshold=1",
+            "--promotion_max_per_heartbeat=4",
+            "--promotion_queue_limit=9",
+        ])
+        .unwrap();
+        let m = &s.master;
+        assert!(m.enable_offload && m.offload_on_evict && m.offload_force_evict);
+        assert_eq!((m.offloading_queue_limit, m.offload_cap_ratio), (7, 0.25));
+        assert!(m.promotion_on_hit);
+        assert_eq!(
+            (
+                m.promotion_admission_threshold,
+                m.promotion_max_per_heartbeat,
+                m.promotion_queue_limit
+            ),
+            (1, 4, 9)
+        );
+        assert!(parse(&["--offloading_queue_limit=100000001"]).is_err());
+        assert!(parse(&["--offload_cap_ratio=1.5"]).is_err());
     }
 
     #[test]

@@ -224,6 +224,23 @@ fn prometheus(master: &MasterService) -> String {
         "master_put_room_evictions_total {}",
         metrics.room_evictions
     );
+    for (name, value) in [
+        ("master_offload_tasks_queued_total", metrics.offload_queued),
+        ("master_offloaded_objects_total", metrics.offloaded),
+        ("master_evicted_to_disk_total", metrics.evicted_to_disk),
+    ] {
+        let _ = writeln!(out, "# TYPE {name} counter");
+        let _ = writeln!(out, "{name} {value}");
+    }
+    let disks = master.local_disks_summary();
+    let _ = writeln!(out, "# TYPE master_local_disk_count gauge");
+    let _ = writeln!(out, "master_local_disk_count {}", disks.len());
+    let _ = writeln!(out, "# TYPE master_offload_queue_length gauge");
+    let queued: usize = disks.iter().map(|d| d.queued + d.in_flight).sum();
+    let _ = writeln!(out, "master_offload_queue_length {queued}");
+    let _ = writeln!(out, "# TYPE master_local_disk_capacity_bytes gauge");
+    let capacity: i64 = disks.iter().map(|d| d.capacity.max(0)).sum();
+    let _ = writeln!(out, "master_local_disk_capacity_bytes {capacity}");
     out
 }
 

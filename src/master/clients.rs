@@ -1,8 +1,9 @@
 //! Client liveness (spec store.md §2.4): `MountSegment` and `Ping` set a deadline of
 //! now + `client_ttl`; `Ping` answers OK only for clients marked OK by `ReMountSegment`
 //! (so the first ping after a plain mount answers NEED_REMOUNT, as upstream does). The
-//! monitor expires clients past their deadline: their segments are unmounted and every
-//! replica on them is dropped; objects left without replicas are erased.
+//! monitor expires clients past their deadline: their segments and local disk are
+//! unmounted and every replica on them is dropped; objects left without replicas are
+//! erased.
 //!
 //! Beyond upstream, the RPC server reports which connections carry a client's pings and
 //! mounts ([`MasterService::client_connected`]). When the last of them is closed or
@@ -154,6 +155,7 @@ impl MasterService {
         }
         let mut dead = 0;
         for client in &expired {
+            self.unmount_local_disk(*client);
             let segs = self.segments.unmount_client(*client);
             for s in &segs {
                 log::info!(
@@ -197,8 +199,8 @@ impl MasterService {
         }
     }
 
-    /// Drops every replica whose segment is no longer mounted; objects left without
-    /// replicas are erased (upstream `ClearInvalidHandles`).
+    /// Drops every replica whose segment or disk is no longer mounted; objects left
+    /// without replicas are erased (upstream `ClearInvalidHandles`).
     pub(super) fn sweep_dead_replicas(&self) {
         let mut freed = Vec::new();
         for i in 0..super::objects::NUM_SHARDS {
@@ -209,7 +211,10 @@ impl MasterService {
                     if obj.replicas.iter().any(|r| !r.seg.is_alive()) {
                         obj.replicas.retain(|r| r.seg.is_alive());
                     }
-                    !obj.replicas.is_empty()
+                    if obj.disk_replicas().iter().any(|r| !r.disk.is_alive()) {
+                        obj.drop_disk_replicas(|r| !r.disk.is_alive());
+                    }
+                    !obj.is_empty()
                 },
                 &mut freed,
             );

@@ -66,6 +66,32 @@ pub struct MasterConfig {
     /// `--ha_sync_timeout_ms` (ours, default 2000): how long an RPC waits for a standby
     /// (or the snapshot writer) to acknowledge its changes before cutting it off.
     pub ha_sync_timeout: Duration,
+    /// `--enable_offload` (default false): clients may mount local disks and keep
+    /// objects there (the disk-tier RPCs answer -1300 otherwise).
+    pub enable_offload: bool,
+    /// `--offload_on_evict` (default false): objects are copied to their owner's disk
+    /// when eviction picks them, not as soon as they are written.
+    pub offload_on_evict: bool,
+    /// `--offload_force_evict` (default false): with `offload_on_evict`, objects beyond
+    /// the per-cycle offload cap are evicted without a disk copy.
+    pub offload_force_evict: bool,
+    /// `--offloading_queue_limit` (default 50000, at most 1e8): offload tasks queued
+    /// per client disk.
+    pub offloading_queue_limit: u64,
+    /// `--offload_cap_ratio` (default 0.5): with `offload_on_evict`, one eviction run
+    /// queues at most this fraction of `offloading_queue_limit`.
+    pub offload_cap_ratio: f64,
+    /// `--promotion_on_hit` (default false): a read served only from a disk copy asks
+    /// the holder to copy the object back to memory.
+    pub promotion_on_hit: bool,
+    /// `--promotion_admission_threshold` (default 2): reads of a disk-only object
+    /// before it is promoted (1 = the first).
+    pub promotion_admission_threshold: u64,
+    /// `--promotion_max_per_heartbeat` (default 1): promotion tasks handed out per
+    /// heartbeat.
+    pub promotion_max_per_heartbeat: u64,
+    /// `--promotion_queue_limit` (default 50000): promotion tasks queued per client.
+    pub promotion_queue_limit: u64,
 }
 
 impl Default for MasterConfig {
@@ -87,6 +113,15 @@ impl Default for MasterConfig {
             eviction_interval: Duration::from_millis(10),
             client_monitor_interval: Duration::from_secs(1),
             ha_sync_timeout: Duration::from_millis(2000),
+            enable_offload: false,
+            offload_on_evict: false,
+            offload_force_evict: false,
+            offloading_queue_limit: 50_000,
+            offload_cap_ratio: 0.5,
+            promotion_on_hit: false,
+            promotion_admission_threshold: 2,
+            promotion_max_per_heartbeat: 1,
+            promotion_queue_limit: 50_000,
         }
     }
 }
@@ -106,6 +141,15 @@ pub const MASTER_CONFIG_FLAGS: &[(&str, bool)] = &[
     ("memory_allocator", false),
     ("enable_multi_tenants", true),
     ("ha_sync_timeout_ms", false),
+    ("enable_offload", true),
+    ("offload_on_evict", true),
+    ("offload_force_evict", true),
+    ("offloading_queue_limit", false),
+    ("offload_cap_ratio", false),
+    ("promotion_on_hit", true),
+    ("promotion_admission_threshold", false),
+    ("promotion_max_per_heartbeat", false),
+    ("promotion_queue_limit", false),
 ];
 
 impl MasterConfig {
@@ -160,6 +204,23 @@ impl MasterConfig {
             "ha_sync_timeout_ms" => {
                 self.ha_sync_timeout = Duration::from_millis(parse_u64(name, v)?.max(1))
             }
+            "enable_offload" => self.enable_offload = parse_bool(v)?,
+            "offload_on_evict" => self.offload_on_evict = parse_bool(v)?,
+            "offload_force_evict" => self.offload_force_evict = parse_bool(v)?,
+            "offloading_queue_limit" => {
+                let n = parse_u64(name, v)?;
+                if n > 100_000_000 {
+                    return Err(format!("{name}: at most 100000000, got {n}"));
+                }
+                self.offloading_queue_limit = n;
+            }
+            "offload_cap_ratio" => self.offload_cap_ratio = parse_ratio(name, v)?,
+            "promotion_on_hit" => self.promotion_on_hit = parse_bool(v)?,
+            "promotion_admission_threshold" => {
+                self.promotion_admission_threshold = parse_u64(name, v)?.max(1)
+            }
+            "promotion_max_per_heartbeat" => self.promotion_max_per_heartbeat = parse_u64(name, v)?,
+            "promotion_queue_limit" => self.promotion_queue_limit = parse_u64(name, v)?,
             _ => return Err(format!("unknown master flag: {name}")),
         }
         Ok(())

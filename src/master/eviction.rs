@@ -12,6 +12,12 @@
 //! An evicted object that is gone entirely (no replica left) is announced as a KV
 //! `removed` event; zombie cleanup announces nothing.
 //!
+//! With the disk tier (`offload`), eviction frees memory replicas only: an object with
+//! a disk copy stays (readable from disk, no event). An object without one whose owner
+//! takes offload tasks is not dropped: a task is queued for it instead (at most
+//! `offload_cap_ratio x offloading_queue_limit` per run) and it stays in memory until
+//! the copy lands; only `--offload_force_evict` drops one that cannot be queued.
+//!
 //! Zombies: puts unfinished after `put_start_release_timeout_sec` lose their PROCESSING
 //! buffers; buffers of preempted puts wait in the discarded list until their release
 //! time.
@@ -92,6 +98,7 @@ impl MasterService {
     /// returns whether anything was evicted or released.
     pub(super) fn batch_evict(&self, target: f64, lower: f64, now: u64) -> bool {
         self.metrics.eviction_runs.fetch_add(1, Ordering::Relaxed);
+        self.refill_offload_budget();
         let Census { base, no_pin, soft } = self.census(now);
         if base == 0 {
             self.need_eviction.store(false, Ordering::Release);
@@ -161,11 +168,11 @@ impl MasterService {
             let mut shard = self.objects.lock(i);
             self.discard_expired_processing(&mut shard, now);
             shard.for_each(|t, k, o| {
-                if o.hard_pin() || !o.has_readable() {
+                if o.hard_pin() || !o.has_readable_memory() {
                     return;
                 }
                 census.base += 1;
-                if o.held(now, self.lease_ns) {
+                if o.held(now, self.lease_ns) || o.offload_pending() {
                     return;
                 }
                 let readable = o.replicas.iter().filter(|r| r.is_readable()).count();
@@ -202,13 +209,46 @@ impl MasterService {
             drop(shard);
             return self.evict_group(&c.tenant, &group, allow_soft, now);
         }
-        let bufs = o.take_replicas(|r| r.is_readable());
-        if shard.remove_if_empty(&c.tenant, &c.key) {
-            self.announce_removed(&c.tenant, &c.key, "");
-        }
+        let Some(bufs) = self.evict_memory(&mut shard, &c.tenant, &c.key, "") else {
+            return 0;
+        };
         drop(shard);
         self.segments.release(bufs);
         1
+    }
+
+    /// Frees the readable memory replicas of (tenant, key) — unless its owner takes
+    /// offload tasks and it has no disk copy yet: then a copy is asked for and `None`
+    /// returned (or, with `--offload_force_evict`, it goes when none can be queued).
+    /// An object left with no replica is erased and announced.
+    fn evict_memory(
+        &self,
+        shard: &mut ShardGuard<'_>,
+        tenant: &str,
+        key: &str,
+        group: &str,
+    ) -> Option<Vec<Buffer>> {
+        let o = shard.get_mut(tenant, key)?;
+        let on_disk = o.disk_replicas().iter().any(|r| r.is_readable());
+        if !on_disk && self.config.enable_offload && self.owner_offloads(o) {
+            if self.take_offload_budget() {
+                if self.queue_offload(tenant, key, o) {
+                    return None;
+                }
+                self.return_offload_budget();
+            }
+            if !self.config.offload_force_evict {
+                return None;
+            }
+        }
+        let bufs = o.take_replicas(|r| r.is_readable());
+        if on_disk {
+            self.metrics.evicted_to_disk.fetch_add(1, Ordering::Relaxed);
+        }
+        if shard.remove_if_empty(tenant, key) {
+            self.announce_removed(tenant, key, group);
+        }
+        Some(bufs)
     }
 
     /// Evicts every evictable member of a group, unless one of them is leased.
@@ -232,10 +272,9 @@ impl MasterService {
             if !evictable(o, allow_soft, now, self.lease_ns) {
                 continue;
             }
-            let bufs = o.take_replicas(|r| r.is_readable());
-            if shard.remove_if_empty(tenant, m) {
-                self.announce_removed(tenant, m, group);
-            }
+            let Some(bufs) = self.evict_memory(&mut shard, tenant, m, group) else {
+                continue;
+            };
             drop(shard);
             self.segments.release(bufs);
             n += 1;
@@ -260,7 +299,7 @@ impl MasterService {
                         o.set_pending_pin(None);
                     }
                 }
-                !o.replicas.is_empty()
+                !o.is_empty()
             },
             &mut freed,
         );
@@ -295,7 +334,12 @@ impl MasterService {
     }
 }
 
-/// Whether `o` may be evicted now (`ttl`: the lease TTL).
+/// Whether `o`'s memory replicas may be evicted now (`ttl`: the lease TTL): not while
+/// a disk copy it waits for is being written.
 fn evictable(o: &Object, allow_soft: bool, now: u64, ttl: u64) -> bool {
-    !o.hard_pin() && !o.held(now, ttl) && (allow_soft || !o.soft_pinned(now)) && o.has_readable()
+    !o.hard_pin()
+        && !o.held(now, ttl)
+        && (allow_soft || !o.soft_pinned(now))
+        && o.has_readable_memory()
+        && !o.offload_pending()
 }

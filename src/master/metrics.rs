@@ -34,6 +34,12 @@ pub struct MasterMetrics {
     pub alloc_failures: u64,
     /// Times a write evicted to make room for itself.
     pub room_evictions: u64,
+    /// Offload tasks queued for clients' local disks.
+    pub offload_queued: u64,
+    /// Disk copies registered from clients' reports.
+    pub offloaded: u64,
+    /// Objects whose memory replicas were evicted while a disk copy kept them.
+    pub evicted_to_disk: u64,
 }
 
 impl MasterMetrics {
@@ -51,6 +57,9 @@ pub(crate) struct Metrics {
     pub evicted_objects: AtomicU64,
     pub alloc_failures: AtomicU64,
     pub room_evictions: AtomicU64,
+    pub offload_queued: AtomicU64,
+    pub offloaded: AtomicU64,
+    pub evicted_to_disk: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -63,6 +72,9 @@ impl Default for Metrics {
             evicted_objects: AtomicU64::new(0),
             alloc_failures: AtomicU64::new(0),
             room_evictions: AtomicU64::new(0),
+            offload_queued: AtomicU64::new(0),
+            offloaded: AtomicU64::new(0),
+            evicted_to_disk: AtomicU64::new(0),
         }
     }
 }
@@ -97,6 +109,9 @@ impl Metrics {
             evicted_objects: self.evicted_objects.load(Ordering::Relaxed),
             alloc_failures: self.alloc_failures.load(Ordering::Relaxed),
             room_evictions: self.room_evictions.load(Ordering::Relaxed),
+            offload_queued: self.offload_queued.load(Ordering::Relaxed),
+            offloaded: self.offloaded.load(Ordering::Relaxed),
+            evicted_to_disk: self.evicted_to_disk.load(Ordering::Relaxed),
         }
     }
 }

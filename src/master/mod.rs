@@ -4,7 +4,8 @@
 //!
 //! Inside: a sharded object table (`objects`), the mounted segments with one range
 //! allocator each (`segments`, [`allocator`]), replica placement (`placement`),
-//! client liveness (`clients`), and eviction (`eviction`). Two background threads,
+//! client liveness (`clients`), eviction (`eviction`), and the disk tier: clients'
+//! local disks (`local_disk`), offload (`offload`) and promotion (`promotion`). Two background threads,
 //! holding only a `Weak` handle: eviction every `eviction_interval` (10 ms) and the
 //! client monitor every `client_monitor_interval` (1 s).
 
@@ -15,9 +16,12 @@ pub mod config;
 mod eviction;
 pub mod ha;
 pub mod kv_events;
+mod local_disk;
 mod metrics;
 mod objects;
+mod offload;
 mod placement;
+mod promotion;
 mod read;
 mod remove;
 mod room;
@@ -34,9 +38,11 @@ use crossbeam_channel::{RecvTimeoutError, Sender};
 use parking_lot::Mutex;
 
 pub use config::{AllocationStrategy, MasterConfig, MemoryAllocator, MASTER_CONFIG_FLAGS};
+pub use local_disk::LocalDiskSummary;
 pub use metrics::{MasterMetrics, RpcMetric};
 pub use segments::SegmentSummary;
 
+use crate::wire::disk_tier_api::DiskTierApi;
 use crate::wire::master_api::{
     ClientStatus, ErrorCode, GetReplicaListResponse, MasterApi, MasterResult, ObjectMeta,
     PingResponse, ReplicaDescriptor, ReplicaType, ReplicateConfig, Segment, StorageConfig,
@@ -66,11 +72,17 @@ pub struct MasterService {
     start: Instant,
     objects: ObjectTable,
     segments: Segments,
+    /// Clients' local disks and the offload tasks queued for them.
+    local_disks: local_disk::LocalDisks,
+    /// Disk-only reads counted towards promotion.
+    promotion_hits: promotion::HitCounts,
     clients: clients::Clients,
     discarded: Mutex<Vec<(Vec<Buffer>, u64)>>,
     need_eviction: AtomicBool,
     room: Mutex<room::RoomQueue>,
     evict_backoff_until: AtomicU64,
+    /// Offload tasks the current eviction run may still queue.
+    offload_budget: AtomicU64,
     last_discard: AtomicU64,
     next_replica_id: AtomicU64,
     /// Changes replicated to standbys and the snapshot (see `ha`).
@@ -112,11 +124,17 @@ impl MasterService {
                 log.clone(),
             ),
             log,
+            local_disks: local_disk::LocalDisks::new(
+                config.offloading_queue_limit,
+                config.promotion_queue_limit,
+            ),
+            promotion_hits: promotion::HitCounts::default(),
             clients: clients::Clients::new(),
             discarded: Mutex::new(Vec::new()),
             need_eviction: AtomicBool::new(false),
             room: Mutex::new(room::RoomQueue::default()),
             evict_backoff_until: AtomicU64::new(0),
+            offload_budget: AtomicU64::new(0),
             last_discard: AtomicU64::new(0),
             next_replica_id: AtomicU64::new(1),
             view_version: AtomicI64::new(config.view_version),
@@ -165,6 +183,7 @@ impl MasterService {
                 Err(e) => log::error!("cannot start master thread {name}: {e}"),
             }
         }
+        svc.refill_offload_budget();
         *svc.stop.lock() = Some(tx);
         *svc.threads.lock() = handles;
         svc
@@ -201,6 +220,11 @@ impl MasterService {
     /// Every mounted segment: name, base, size and bytes in use.
     pub fn segments_summary(&self) -> Vec<SegmentSummary> {
         self.segments.summary()
+    }
+
+    /// Every mounted local disk, with its offload queue.
+    pub fn local_disks_summary(&self) -> Vec<LocalDiskSummary> {
+        self.local_disks.summaries()
     }
 
     /// Clients marked OK by a remount and not expired since.
@@ -281,6 +305,10 @@ impl MasterApi for MasterService {
     /// sync and the snapshot (see `ha::changelog`).
     fn before_reply(&self) {
         self.log.wait_durable();
+    }
+
+    fn disk_tier(&self) -> Option<&dyn DiskTierApi> {
+        Some(self)
     }
 
     fn service_ready(&self) -> MasterResult<String> {

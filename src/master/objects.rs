@@ -20,7 +20,8 @@ use std::time::Instant;
 use parking_lot::{Mutex, MutexGuard};
 
 use super::ha::changelog::ReplicationLog;
-use super::ha::record::{ObjectState, Record, ReplicaState};
+use super::ha::record::{DiskReplicaState, ObjectState, Record, ReplicaState};
+use super::local_disk::DiskReplica;
 use super::segments::{Buffer, SegRef};
 use crate::wire::master_api::{
     ErrorCode, ReplicaDescriptor, ReplicaLocation, ReplicaStatus, SoftPinAction, Uuid,
@@ -195,6 +196,11 @@ struct Extra {
     checksum: Option<u64>,
     group_id: Box<str>,
     hard_pin: bool,
+    /// Copies on clients' local disks.
+    disk: Vec<DiskReplica>,
+    /// Queued to (or being written by) its owner for a disk copy: its memory replica
+    /// stays until that is done.
+    offload_pending: bool,
 }
 
 impl Extra {
@@ -204,6 +210,8 @@ impl Extra {
             && self.checksum.is_none()
             && self.group_id.is_empty()
             && !self.hard_pin
+            && self.disk.is_empty()
+            && !self.offload_pending
     }
 }
 
@@ -258,6 +266,8 @@ impl Object {
             checksum: None,
             group_id: group_id.into(),
             hard_pin,
+            disk: Vec::new(),
+            offload_pending: false,
         };
         if !extra.is_unset() {
             o.extra = Some(Box::new(extra));
@@ -307,6 +317,46 @@ impl Object {
         self.extra.as_ref().and_then(|e| e.pending_pin)
     }
 
+    /// Its copies on clients' local disks.
+    pub fn disk_replicas(&self) -> &[DiskReplica] {
+        self.extra.as_ref().map_or(&[], |e| &e.disk)
+    }
+
+    /// Adds a disk copy.
+    pub fn add_disk_replica(&mut self, r: DiskReplica) {
+        self.update_extra(|e| e.disk.push(r));
+    }
+
+    /// Applies `f` to the disk copies (which it may change, add or remove).
+    pub fn update_disk_replicas(&mut self, f: impl FnOnce(&mut Vec<DiskReplica>)) {
+        if self.extra.is_some() {
+            self.update_extra(|e| f(&mut e.disk));
+        }
+    }
+
+    /// Removes the disk copies matching `pred`; how many.
+    pub fn drop_disk_replicas(&mut self, pred: impl Fn(&DiskReplica) -> bool) -> usize {
+        let mut n = 0;
+        self.update_disk_replicas(|disk| {
+            let before = disk.len();
+            disk.retain(|r| !pred(r));
+            n = before - disk.len();
+        });
+        n
+    }
+
+    /// Whether its owner was asked for a disk copy that has not landed yet.
+    pub fn offload_pending(&self) -> bool {
+        self.extra.as_ref().is_some_and(|e| e.offload_pending)
+    }
+
+    /// Sets or clears [`Object::offload_pending`].
+    pub fn set_offload_pending(&mut self, pending: bool) {
+        if pending || self.extra.is_some() {
+            self.update_extra(|e| e.offload_pending = pending);
+        }
+    }
+
     /// The replicated form of this object at service time `now`.
     pub fn state(&self, now: u64) -> ObjectState {
         ObjectState {
@@ -329,11 +379,22 @@ impl Object {
             pending_pin: self.pending_pin().map(|p| (p.action, p.ttl_ns)),
             checksum: self.checksum(),
             group_id: self.group_id().to_string(),
+            disk_replicas: self
+                .disk_replicas()
+                .iter()
+                .map(|r| DiskReplicaState {
+                    id: r.id,
+                    client: r.disk.client,
+                    size: r.size,
+                    endpoint: r.endpoint.to_string(),
+                })
+                .collect(),
         }
     }
 
     /// An object restored from its replicated `state` at service time `now`, on
-    /// `replicas` (those whose buffers could be re-established).
+    /// `replicas` (those whose buffers could be re-established); its disk copies are
+    /// added by the caller.
     pub fn from_state(state: &ObjectState, replicas: Replicas, now: u64) -> Object {
         let pending = state.pending_pin.map_or(
             PendingPin {
@@ -365,9 +426,27 @@ impl Object {
         }
     }
 
-    /// Whether some replica is readable.
+    /// Whether some replica, in memory or on disk, is readable.
     pub fn has_readable(&self) -> bool {
+        self.has_readable_memory() || self.disk_replicas().iter().any(DiskReplica::is_readable)
+    }
+
+    /// Whether some memory replica is readable.
+    pub fn has_readable_memory(&self) -> bool {
         self.replicas.iter().any(Replica::is_readable)
+    }
+
+    /// Whether a complete value exists: a COMPLETE memory replica or a disk copy.
+    pub fn has_complete(&self) -> bool {
+        self.replicas
+            .iter()
+            .any(|r| r.status == ReplicaStatus::Complete)
+            || !self.disk_replicas().is_empty()
+    }
+
+    /// Whether it has no replica at all, in memory or on disk.
+    pub fn is_empty(&self) -> bool {
+        self.replicas.is_empty() && self.disk_replicas().is_empty()
     }
 
     /// Whether some replica is still being written.
@@ -442,7 +521,7 @@ impl Object {
 
     /// Whether replica `id` is one of this object's.
     pub fn has_replica(&self, id: u64) -> bool {
-        self.replicas.iter().any(|r| r.id == id)
+        self.replicas.iter().any(|r| r.id == id) || self.disk_replicas().iter().any(|r| r.id == id)
     }
 
     /// Whether an unexpired soft pin is set.
@@ -466,12 +545,13 @@ impl Object {
         }
     }
 
-    /// Descriptors of readable replicas.
+    /// Descriptors of readable replicas: memory first, then disk copies.
     pub fn readable_descriptors(&self) -> Vec<ReplicaDescriptor> {
-        self.replicas
-            .iter()
-            .filter(|r| r.is_readable())
+        let memory = self.replicas.iter().filter(|r| r.is_readable());
+        let disk = self.disk_replicas().iter().filter(|r| r.is_readable());
+        memory
             .map(Replica::descriptor)
+            .chain(disk.map(DiskReplica::descriptor))
             .collect()
     }
 
@@ -647,7 +727,11 @@ fn fingerprint(o: &Object) -> (usize, u64) {
             .wrapping_mul(7)
             .wrapping_add(r.status as u64)
     });
-    (o.replicas.len(), h)
+    let h = o
+        .disk_replicas()
+        .iter()
+        .fold(h, |h, r| h.wrapping_mul(31).wrapping_add(r.id));
+    (o.replicas.len() + o.disk_replicas().len(), h)
 }
 
 impl ShardGuard<'_> {
@@ -709,9 +793,10 @@ impl ShardGuard<'_> {
         Some(*obj)
     }
 
-    /// Removes the object if it has no replica left; returns whether it did.
+    /// Removes the object if it has no replica left (in memory or on disk); returns
+    /// whether it did.
     pub fn remove_if_empty(&mut self, tenant: &str, key: &str) -> bool {
-        if self.get(tenant, key).is_some_and(|o| o.replicas.is_empty()) {
+        if self.get(tenant, key).is_some_and(Object::is_empty) {
             self.remove(tenant, key);
             true
         } else {

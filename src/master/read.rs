@@ -94,6 +94,7 @@ impl MasterService {
         if replicas.is_empty() {
             return Err(o.unreadable_error());
         }
+        self.note_read_for_promotion(tenant, key, o);
         let checksum = o.checksum();
         let tracking = tracked && o.group_id().is_empty() && o.begin_read(now, self.lease_ns);
         let group = if tracking { None } else { self.lease(o, now) };

@@ -84,10 +84,27 @@ impl MasterService {
         Ok(self.remove_where(tenant, force, |k| re.is_match(k)))
     }
 
-    /// `RemoveAll`: hard-pinned objects included.
+    /// `RemoveAll`: hard-pinned objects included. When no disk copy is left, every
+    /// local disk is told to wipe itself (at its next `PollRemoveAll`); a disk copy of
+    /// a leased object that stayed keeps its disk intact.
     pub(super) fn remove_all_impl(&self, force: bool, tenant: &str) -> i64 {
         let tenant = self.tenant(tenant);
-        self.remove_where(tenant, force, |_| true)
+        let removed = self.remove_where(tenant, force, |_| true);
+        if self.local_disks.len() > 0 && !self.any_disk_copies() {
+            self.local_disks.request_remove_all();
+        }
+        removed
+    }
+
+    /// Whether some object has a disk copy.
+    fn any_disk_copies(&self) -> bool {
+        (0..NUM_SHARDS).any(|i| {
+            let mut found = false;
+            self.objects.lock(i).for_each(|_, _, o| {
+                found |= !o.disk_replicas().is_empty();
+            });
+            found
+        })
     }
 
     /// `BatchReplicaClear`: for each key written by `client` whose lease has expired,
@@ -117,6 +134,7 @@ impl MasterService {
                 if !o.all_complete() {
                     continue;
                 }
+                o.drop_disk_replicas(|_| true);
                 o.take_replicas(|_| true)
             } else {
                 let on_segment = |r: &Replica| {

@@ -86,7 +86,7 @@ impl MasterService {
 
     /// Allocates the replica buffers of a new object; -200 (and the need-eviction flag)
     /// when nothing fits.
-    fn allocate_replicas(
+    pub(super) fn allocate_replicas(
         &self,
         client: Uuid,
         key: &str,
@@ -248,11 +248,7 @@ impl MasterService {
         let mut shard = self.objects.lock_key(tenant, key);
         drop_dead_replicas(&self.segments, &mut shard, tenant, key, now, self.lease_ns);
         if let Some(o) = shard.get_mut(tenant, key) {
-            let has_complete = o
-                .replicas
-                .iter()
-                .any(|r| r.status == ReplicaStatus::Complete);
-            if has_complete || o.put_start.saturating_add(self.discard_ns) >= now {
+            if o.has_complete() || o.put_start.saturating_add(self.discard_ns) >= now {
                 return Err(ErrorCode::OBJECT_ALREADY_EXISTS);
             }
             // Preempt the stale put: its buffers may still be written by the dead
@@ -322,6 +318,9 @@ impl MasterService {
         o.grant_lease(now, 0);
         self.kv_events
             .stored(&meta.key, Medium::for_put_end(kind), tenant, o.group_id());
+        if self.config.enable_offload && !self.config.offload_on_evict && o.all_complete() {
+            self.queue_offload(tenant, &meta.key, o);
+        }
         Ok(())
     }
 
@@ -423,8 +422,12 @@ impl MasterService {
         let Some(o) = shard.get_mut(tenant, key) else {
             return self.insert_new(&mut shard, client, tenant, key, len, c, args, kept_pin, now);
         };
-        if o.size() == len {
-            // Same size: rewrite in place; unreadable until UpsertEnd.
+        if o.size() == len && !o.replicas.is_empty() {
+            // Same size: rewrite in place; unreadable until UpsertEnd. Disk copies
+            // hold the old value: they go, and a copy being written is ignored when
+            // reported (its put changed).
+            o.drop_disk_replicas(|_| true);
+            o.set_offload_pending(false);
             o.client = client;
             o.put_start = now;
             for r in o.replicas.iter_mut() {

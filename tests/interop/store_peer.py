@@ -6,7 +6,8 @@ MC_TCP_BIND_ADDRESS=127.0.0.1 in the environment:
 
     store_peer.py <metadata> <master_addr> <global_segment_size> <local_buffer_size> <zc_size>
 
-The script sets the store up (protocol "tcp", or "rdma" on $PEER_RDMA_DEVICE), allocates a <zc_size>-byte ctypes buffer
+The script sets the store up (protocol "tcp", or "rdma" on $PEER_RDMA_DEVICE; with the
+SSD offload tier on the directory $PEER_SSD_OFFLOAD_PATH when set), allocates a <zc_size>-byte ctypes buffer
 for the zero-copy APIs and registers it with register_buffer, then prints one JSON line:
 
     {"ready": true, "hostname": <get_hostname()>, "register_rc": <rc>}
@@ -115,7 +116,13 @@ def main():
     seg, local, zc = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
     store = MooncakeDistributedStore()
     device = os.environ.get("PEER_RDMA_DEVICE", "")
-    rc = store.setup("127.0.0.1", metadata, seg, local, "rdma" if device else "tcp", device, master)
+    ssd_path = os.environ.get("PEER_SSD_OFFLOAD_PATH", "")
+    protocol = "rdma" if device else "tcp"
+    if ssd_path:
+        rc = store.setup("127.0.0.1", metadata, seg, local, protocol, device, master,
+                         None, True, ssd_path)
+    else:
+        rc = store.setup("127.0.0.1", metadata, seg, local, protocol, device, master)
     if rc != 0:
         reply(ok=False, ready=False, setup_rc=rc, error="setup returned %d" % rc)
         return 1

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use mooncake::fuzzing;
 
 use mooncake::master::ha::record::Record;
-use mooncake::master::ha::record::{ObjectState, ReplicaState};
+use mooncake::master::ha::record::{DiskReplicaState, ObjectState, ReplicaState};
 use mooncake::store::dummy::wire::Op;
 use mooncake::store::{ErrorCode, ReplicateConfig};
 use mooncake::te::rpc::{encode_json, Frame, MsgType};
@@ -514,6 +514,17 @@ fn write_seeds() {
         pending_pin: Some((SoftPinAction::default(), 30)),
         checksum: Some(77),
         group_id: String::new(),
+        disk_replicas: Vec::new(),
+    };
+    let on_disk = ObjectState {
+        replicas: Vec::new(),
+        disk_replicas: vec![DiskReplicaState {
+            id: 10,
+            client,
+            size: 4096,
+            endpoint: "10.0.0.1:40123".into(),
+        }],
+        ..state.clone()
     };
     add(
         "ha_record",
@@ -532,6 +543,16 @@ fn write_seeds() {
             tenant: "t".into(),
             key: "k".into(),
             state,
+        }
+        .encode(),
+    );
+    add(
+        "ha_record",
+        "object_on_disk",
+        Record::Object {
+            tenant: "t".into(),
+            key: "d".into(),
+            state: on_disk,
         }
         .encode(),
     );

@@ -24,6 +24,19 @@ pub struct ReplicaState {
     pub status: ReplicaStatus,
 }
 
+/// One copy of a replicated object on a client's local disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiskReplicaState {
+    /// Global replica id.
+    pub id: u64,
+    /// The client whose disk holds it.
+    pub client: Uuid,
+    /// Bytes stored.
+    pub size: u64,
+    /// The client's offload RPC address.
+    pub endpoint: String,
+}
+
 /// Everything about an object that must survive a failover. Times are relative to the
 /// moment the record was made, since masters' clocks are unrelated.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,6 +59,8 @@ pub struct ObjectState {
     pub checksum: Option<u64>,
     /// Group id ("" when none).
     pub group_id: String,
+    /// Copies on clients' local disks.
+    pub disk_replicas: Vec<DiskReplicaState>,
 }
 
 /// One replicated change.
@@ -89,6 +104,9 @@ const TAG_UNMOUNT: u8 = 2;
 const TAG_OBJECT: u8 = 3;
 const TAG_REMOVED: u8 = 4;
 const TAG_DUMP_DONE: u8 = 5;
+/// An object with copies on local disks: [`TAG_OBJECT`]'s fields, then those copies
+/// (objects without any keep the older tag, which older snapshots hold).
+const TAG_OBJECT_WITH_DISK: u8 = 6;
 
 struct Writer(Vec<u8>);
 
@@ -204,7 +222,12 @@ impl Record {
                 w.uuid(*id);
             }
             Record::Object { tenant, key, state } => {
-                w.u8(TAG_OBJECT);
+                let with_disk = !state.disk_replicas.is_empty();
+                w.u8(if with_disk {
+                    TAG_OBJECT_WITH_DISK
+                } else {
+                    TAG_OBJECT
+                });
                 w.str(tenant);
                 w.str(key);
                 w.uuid(state.client);
@@ -230,6 +253,16 @@ impl Record {
                     w.u64(r.addr);
                     w.u64(r.size);
                     w.u8(status_code(r.status));
+                }
+                if with_disk {
+                    let n = u32::try_from(state.disk_replicas.len()).unwrap_or(u32::MAX);
+                    w.0.extend_from_slice(&n.to_le_bytes());
+                    for r in state.disk_replicas.iter().take(n as usize) {
+                        w.u64(r.id);
+                        w.uuid(r.client);
+                        w.u64(r.size);
+                        w.str(&r.endpoint);
+                    }
                 }
             }
             Record::Removed { tenant, key } => {
@@ -262,7 +295,7 @@ impl Record {
                 }
             }
             TAG_UNMOUNT => Record::Unmount { id: r.uuid()? },
-            TAG_OBJECT => {
+            tag @ (TAG_OBJECT | TAG_OBJECT_WITH_DISK) => {
                 let tenant = r.str()?;
                 let key = r.str()?;
                 let client = r.uuid()?;
@@ -296,6 +329,22 @@ impl Record {
                         status: status_of(r.u8()?)?,
                     });
                 }
+                let mut disk_replicas = Vec::new();
+                if tag == TAG_OBJECT_WITH_DISK {
+                    let n = r.u32()? as usize;
+                    // Each copy takes at least 36 bytes.
+                    if n > r.0.len() / 36 {
+                        return None;
+                    }
+                    for _ in 0..n {
+                        disk_replicas.push(DiskReplicaState {
+                            id: r.u64()?,
+                            client: r.uuid()?,
+                            size: r.u64()?,
+                            endpoint: r.str()?,
+                        });
+                    }
+                }
                 Record::Object {
                     tenant,
                     key,
@@ -309,6 +358,7 @@ impl Record {
                         pending_pin,
                         checksum,
                         group_id,
+                        disk_replicas,
                     },
                 }
             }
@@ -377,6 +427,28 @@ mod tests {
                     pending_pin: Some((SoftPinAction::Enable, 77)),
                     checksum: None,
                     group_id: "g".into(),
+                    disk_replicas: Vec::new(),
+                },
+            },
+            Record::Object {
+                tenant: "default".into(),
+                key: "on disk".into(),
+                state: ObjectState {
+                    client: id,
+                    age_ns: 1,
+                    size: 10,
+                    replicas: Vec::new(),
+                    hard_pin: false,
+                    soft_pin_left_ns: None,
+                    pending_pin: None,
+                    checksum: Some(3),
+                    group_id: String::new(),
+                    disk_replicas: vec![DiskReplicaState {
+                        id: 5,
+                        client: id,
+                        size: 10,
+                        endpoint: "host:4567".into(),
+                    }],
                 },
             },
             Record::Removed {

@@ -4,6 +4,7 @@
 use super::changelog::FollowerHandle;
 use super::mirror::Mirror;
 use super::record::Record;
+use crate::master::local_disk::DiskReplica;
 use crate::master::objects::{Object, Replica, Replicas};
 use crate::master::MasterService;
 use crate::wire::master_api::Uuid;
@@ -27,7 +28,8 @@ impl MasterService {
     }
 
     /// Loads `mirror` into this (empty) service: its segments mounted with the
-    /// replicas' buffers allocated where they were, every object with its replicas,
+    /// replicas' buffers allocated where they were, every object with its replicas
+    /// (disk copies on their clients' disks, mounted again until those clients expire),
     /// a fresh read lease on each, and the segment owners' liveness clocks started.
     /// Replicas whose buffer overlaps another or lies outside its segment are dropped
     /// (an object left with none is not restored). Returns the number of objects.
@@ -80,10 +82,20 @@ impl MasterService {
                     Some(Replica::new(r.id, r.status, buf))
                 })
                 .collect();
-            if replicas.is_empty() {
+            let mut o = Object::from_state(state, replicas, now);
+            for d in &state.disk_replicas {
+                max_id = max_id.max(d.id);
+                self.clients.touch(d.client, now, self.client_ttl_ns);
+                o.add_disk_replica(DiskReplica {
+                    id: d.id,
+                    disk: self.local_disks.restored(d.client),
+                    size: d.size,
+                    endpoint: d.endpoint.as_str().into(),
+                });
+            }
+            if o.is_empty() {
                 continue;
             }
-            let mut o = Object::from_state(state, replicas, now);
             o.grant_lease(now, self.lease_ns);
             self.objects.lock_key(tenant, key).insert(tenant, key, o);
             restored += 1;
@@ -222,5 +234,44 @@ pub(super) mod tests {
         let new = n.get_replica_list("new", DEFAULT_TENANT).unwrap().replicas;
         assert_eq!(n.allocated_bytes(), m.allocated_bytes() + (1 << 20));
         assert!(!new.is_empty());
+    }
+
+    #[test]
+    fn disk_copies_survive_a_restore() {
+        use crate::wire::disk_tier_api::{DiskTierApi, StorageObjectMetadata};
+        let config = || MasterConfig {
+            enable_offload: true,
+            default_kv_lease_ttl: Duration::from_millis(1),
+            ..MasterConfig::default()
+        };
+        let m = MasterService::new(config());
+        m.mount_segment(&segment(), CLIENT).unwrap();
+        m.mount_local_disk_segment(CLIENT, true).unwrap();
+        put(&m, "both", 100);
+        put(&m, "disk", 200);
+        let tasks = m.offload_object_heartbeat(CLIENT, true).unwrap();
+        let metas: Vec<StorageObjectMetadata> = tasks
+            .iter()
+            .map(|t| StorageObjectMetadata {
+                bucket_id: 1,
+                offset: 0,
+                key_size: 4,
+                data_size: t.size,
+                transport_endpoint: "127.0.0.1:4000".into(),
+            })
+            .collect();
+        m.notify_offload_success(CLIENT, &tasks, &metas).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        // Only "disk" loses its memory replica.
+        m.batch_replica_clear(&["disk".to_string()], CLIENT, &segment().name)
+            .unwrap();
+        assert_eq!(m.query_key("disk").unwrap().len(), 1);
+        let n = MasterService::new(config());
+        assert_eq!(n.restore(&copy_of(&m)), 2);
+        for key in ["both", "disk"] {
+            assert_eq!(n.query_key(key), m.query_key(key), "{key}");
+        }
+        // The restored disk is mounted: its owner's heartbeat is served.
+        assert_eq!(n.offload_object_heartbeat(CLIENT, true), Ok(vec![]));
     }
 }

@@ -372,7 +372,23 @@ impl PyStore {
         local: u64,
         zc: u64,
     ) -> PyStore {
+        PyStore::start_with_env(peer, tag, metadata, master, segment, local, zc, &[])
+    }
+
+    /// [`PyStore::start`] with `env` added to the driver's environment.
+    #[allow(clippy::too_many_arguments)]
+    pub fn start_with_env(
+        peer: &Peer,
+        tag: &str,
+        metadata: &str,
+        master: &str,
+        segment: u64,
+        local: u64,
+        zc: u64,
+        env: &[(&str, &str)],
+    ) -> PyStore {
         let mut cmd = Command::new(&peer.python);
+        cmd.envs(env.iter().copied());
         cmd.arg("-u")
             .arg(store_driver_script())
             .args([

@@ -1,0 +1,343 @@
+//! The disk tier on the master's side (spec tiers-events-conductor.md §1.3, §1.4,
+//! §1.10): clients mount their local disks, drain the offload tasks queued for them,
+//! and report the copies they wrote, which become LOCAL_DISK replicas.
+//!
+//! When a copy is asked for: as soon as an object is written (`--enable_offload`), or
+//! when eviction picks it (`--offload_on_evict`). Either way an object whose owner
+//! takes offload tasks keeps its memory replica until its disk copy has landed (the
+//! task pins it, see `eviction`), so no acknowledged object is lost on its way down —
+//! unlike upstream, whose pin can come too late. A task remembers the write it was
+//! queued for (its put's start time): a report for an object written again since is
+//! ignored, so a copy of an old value never becomes a replica of a new one.
+//!
+//! Beyond upstream, a report for an object no task was queued for (an owner
+//! re-registering what is on its disk after a restart) is taken only when the object
+//! already has a disk copy of the same size on the reporter's host (the restarted
+//! owner's old self): a file left behind by a removed key could otherwise be added to
+//! a new value of that key.
+
+use super::kv_events::Medium;
+use super::local_disk::{DiskRef, DiskReplica, ObjectKey};
+use super::metrics::Rpc;
+use super::objects::Object;
+use super::MasterService;
+use crate::util::parse_host_port;
+use crate::wire::disk_tier_api::*;
+use crate::wire::master_api::{ErrorCode, MasterResult, ReplicaStatus, ReplicaType, Uuid};
+use std::sync::atomic::Ordering;
+
+/// The host part of an offload RPC address.
+fn host_of(endpoint: &str) -> String {
+    parse_host_port(endpoint, 0).0
+}
+
+impl MasterService {
+    fn check_offload_enabled(&self) -> MasterResult<()> {
+        if self.config.enable_offload {
+            Ok(())
+        } else {
+            Err(ErrorCode::UNABLE_OFFLOAD)
+        }
+    }
+
+    /// Asks the owner of `o`'s first complete memory replica for a disk copy; whether
+    /// it was queued (the owner takes offload tasks and its queue has room). Called
+    /// under `o`'s shard lock.
+    pub(super) fn queue_offload(&self, tenant: &str, key: &str, o: &mut Object) -> bool {
+        if o.offload_pending() || !o.disk_replicas().is_empty() {
+            return false;
+        }
+        let Some(owner) = o
+            .replicas
+            .iter()
+            .find(|r| r.status == ReplicaStatus::Complete && r.seg.is_usable())
+            .map(|r| r.seg.client)
+        else {
+            return false;
+        };
+        let task = OffloadTaskItem {
+            tenant_id: tenant.to_string(),
+            key: key.to_string(),
+            size: i64::try_from(o.size()).unwrap_or(i64::MAX),
+        };
+        if !self.local_disks.enqueue(owner, task, o.put_start) {
+            return false;
+        }
+        o.set_offload_pending(true);
+        self.metrics.offload_queued.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
+    /// Offload tasks one eviction run may queue: `offload_cap_ratio` of the queue
+    /// limit, at least one.
+    pub(super) fn offload_cap(&self) -> u64 {
+        let cap = self.config.offload_cap_ratio * self.config.offloading_queue_limit as f64;
+        (cap as u64).max(1)
+    }
+
+    /// A new eviction run may queue [`MasterService::offload_cap`] tasks.
+    pub(super) fn refill_offload_budget(&self) {
+        self.offload_budget
+            .store(self.offload_cap(), Ordering::Relaxed);
+    }
+
+    /// Takes one task from this run's budget; false when it is spent.
+    pub(super) fn take_offload_budget(&self) -> bool {
+        self.offload_budget
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+            .is_ok()
+    }
+
+    /// Gives back a task taken from the budget and not queued.
+    pub(super) fn return_offload_budget(&self) {
+        self.offload_budget.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Whether the owner of `o`'s first readable memory replica takes offload tasks.
+    pub(super) fn owner_offloads(&self, o: &Object) -> bool {
+        o.replicas
+            .iter()
+            .find(|r| r.is_readable())
+            .is_some_and(|r| self.local_disks.offloading(r.seg.client))
+    }
+
+    /// The objects in `keys` no longer wait for a disk copy.
+    fn release_offload_pins(&self, keys: Vec<ObjectKey>) {
+        for (tenant, key) in keys {
+            let mut shard = self.objects.lock_key(&tenant, &key);
+            if let Some(o) = shard.get_for_lease(&tenant, &key) {
+                o.set_offload_pending(false);
+            }
+        }
+    }
+
+    /// Unmounts `client`'s disk, if mounted: its replicas go (objects left with none
+    /// are erased) and objects waiting for it are released.
+    pub(super) fn unmount_local_disk(&self, client: Uuid) -> bool {
+        let Some(pending) = self.local_disks.unmount(client) else {
+            return false;
+        };
+        self.release_offload_pins(pending);
+        self.sweep_dead_replicas();
+        log::info!("client_id={client}: local disk unmounted");
+        true
+    }
+
+    /// Registers one reported copy; whether it became (or updated) a replica.
+    fn register_copy(
+        &self,
+        client: Uuid,
+        task: &OffloadTaskItem,
+        meta: &StorageObjectMetadata,
+        disk: Option<&DiskRef>,
+    ) -> bool {
+        let key: ObjectKey = (self.tenant(&task.tenant_id).to_string(), task.key.clone());
+        let queued_for = self.local_disks.settle(client, &key);
+        let (tenant, name) = (&key.0, &key.1);
+        let mut shard = self.objects.lock_key(tenant, name);
+        let Some(o) = shard.get_for_lease(tenant, name) else {
+            return false;
+        };
+        if queued_for.is_some() {
+            o.set_offload_pending(false);
+        }
+        let Some(disk) = disk else { return false };
+        let Ok(size) = u64::try_from(meta.data_size) else {
+            return false; // the owner could not write it
+        };
+        if size != o.size() || queued_for.is_some_and(|put| put != o.put_start) {
+            return false; // a copy of another value
+        }
+        let host = host_of(&meta.transport_endpoint);
+        let mine = o
+            .disk_replicas()
+            .iter()
+            .position(|r| r.disk.client == client);
+        if queued_for.is_none()
+            && mine.is_none()
+            && !o
+                .disk_replicas()
+                .iter()
+                .any(|r| r.size == size && host_of(&r.endpoint) == host)
+        {
+            return false; // nothing vouches for this file
+        }
+        let o = shard.get_mut(tenant, name).expect("looked up above");
+        match mine {
+            Some(i) => o.update_disk_replicas(|d| {
+                d[i].size = size;
+                d[i].endpoint = meta.transport_endpoint.as_str().into();
+            }),
+            None => o.add_disk_replica(DiskReplica {
+                id: self.next_replica_id.fetch_add(1, Ordering::Relaxed),
+                disk: disk.clone(),
+                size,
+                endpoint: meta.transport_endpoint.as_str().into(),
+            }),
+        }
+        true
+    }
+
+    /// Drops `client`'s copy of (tenant, key) of type `kind`; erases the object when it
+    /// was its last replica.
+    fn evict_disk_copy(
+        &self,
+        client: Uuid,
+        key: &str,
+        tenant: &str,
+        kind: ReplicaType,
+    ) -> MasterResult<()> {
+        match kind {
+            ReplicaType::LocalDisk | ReplicaType::Disk => {}
+            _ => return Err(ErrorCode::INVALID_PARAMS),
+        }
+        let tenant = self.tenant(tenant);
+        let mut shard = self.objects.lock_key(tenant, key);
+        let o = shard
+            .get_mut(tenant, key)
+            .ok_or(ErrorCode::OBJECT_NOT_FOUND)?;
+        // No shared-file-system (DISK) replicas here.
+        if kind == ReplicaType::Disk || o.drop_disk_replicas(|r| r.disk.client == client) == 0 {
+            return Err(ErrorCode::REPLICA_NOT_FOUND);
+        }
+        let group = o.group_id().to_string();
+        if shard.remove_if_empty(tenant, key) {
+            self.kv_events.removed(key, Medium::Disk, tenant, &group);
+        }
+        Ok(())
+    }
+}
+
+impl DiskTierApi for MasterService {
+    fn mount_local_disk_segment(&self, client: Uuid, enable_offloading: bool) -> MasterResult<()> {
+        let r = self.check_offload_enabled().map(|()| {
+            self.local_disks.mount(client, enable_offloading);
+            self.clients.touch(client, self.now(), self.client_ttl_ns);
+            log::info!("client_id={client}: local disk mounted (offloading {enable_offloading})");
+        });
+        self.counted(Rpc::MountLocalDiskSegment, r)
+    }
+
+    fn unmount_local_disk_segment(&self, client: Uuid) -> MasterResult<()> {
+        let r = self.check_offload_enabled().map(|()| {
+            self.unmount_local_disk(client);
+        });
+        self.counted(Rpc::UnmountLocalDiskSegment, r)
+    }
+
+    fn offload_object_heartbeat(
+        &self,
+        client: Uuid,
+        enable_offloading: bool,
+    ) -> MasterResult<Vec<OffloadTaskItem>> {
+        let r = self.check_offload_enabled().and_then(|()| {
+            let (tasks, cancelled) = self.local_disks.drain(client, enable_offloading)?;
+            self.release_offload_pins(cancelled);
+            Ok(tasks)
+        });
+        self.counted(Rpc::OffloadObjectHeartbeat, r)
+    }
+
+    fn poll_remove_all(&self, client: Uuid) -> MasterResult<bool> {
+        let r = self
+            .check_offload_enabled()
+            .and_then(|()| self.local_disks.poll_remove_all(client));
+        self.counted(Rpc::PollRemoveAll, r)
+    }
+
+    fn report_ssd_capacity(&self, client: Uuid, bytes: i64) -> MasterResult<()> {
+        let r = self
+            .check_offload_enabled()
+            .and_then(|()| self.local_disks.set_capacity(client, bytes));
+        self.counted(Rpc::ReportSsdCapacity, r)
+    }
+
+    fn notify_offload_success(
+        &self,
+        client: Uuid,
+        tasks: &[OffloadTaskItem],
+        metadatas: &[StorageObjectMetadata],
+    ) -> MasterResult<()> {
+        let r = self.check_offload_enabled().and_then(|()| {
+            if tasks.len() != metadatas.len() {
+                return Err(ErrorCode::INVALID_PARAMS);
+            }
+            let disk = self.local_disks.get(client);
+            let mut added = 0u64;
+            for (task, meta) in tasks.iter().zip(metadatas) {
+                if self.register_copy(client, task, meta, disk.as_ref()) {
+                    added += 1;
+                }
+            }
+            self.metrics.offloaded.fetch_add(added, Ordering::Relaxed);
+            disk.map(|_| ()).ok_or(ErrorCode::SEGMENT_NOT_FOUND)
+        });
+        self.counted(Rpc::NotifyOffloadSuccess, r)
+    }
+
+    fn promotion_object_heartbeat(&self, client: Uuid) -> MasterResult<Vec<PromotionTaskItem>> {
+        let max = usize::try_from(self.config.promotion_max_per_heartbeat).unwrap_or(usize::MAX);
+        let r = self
+            .check_offload_enabled()
+            .and_then(|()| self.local_disks.drain_promotions(client, max));
+        self.counted(Rpc::PromotionObjectHeartbeat, r)
+    }
+
+    fn promotion_alloc_start(
+        &self,
+        client: Uuid,
+        key: &str,
+        tenant: &str,
+        size: u64,
+        preferred_segments: &[String],
+    ) -> MasterResult<PromotionAllocation> {
+        let r = self
+            .check_offload_enabled()
+            .and_then(|()| self.promotion_start(client, key, tenant, size, preferred_segments));
+        self.counted(Rpc::PromotionAllocStart, r)
+    }
+
+    fn notify_promotion_success(&self, client: Uuid, key: &str, tenant: &str) -> MasterResult<()> {
+        let r = self
+            .check_offload_enabled()
+            .and_then(|()| self.promotion_end(client, key, tenant, true));
+        self.counted(Rpc::NotifyPromotionSuccess, r)
+    }
+
+    fn notify_promotion_failure(&self, client: Uuid, key: &str, tenant: &str) -> MasterResult<()> {
+        let r = self
+            .check_offload_enabled()
+            .and_then(|()| self.promotion_end(client, key, tenant, false));
+        self.counted(Rpc::NotifyPromotionFailure, r)
+    }
+
+    fn evict_disk_replica(
+        &self,
+        client: Uuid,
+        key: &str,
+        tenant: &str,
+        kind: ReplicaType,
+    ) -> MasterResult<()> {
+        let r = self
+            .check_offload_enabled()
+            .and_then(|()| self.evict_disk_copy(client, key, tenant, kind));
+        self.counted(Rpc::EvictDiskReplica, r)
+    }
+
+    fn batch_evict_disk_replica(
+        &self,
+        client: Uuid,
+        keys: &[String],
+        tenant: &str,
+        kind: ReplicaType,
+    ) -> MasterResult<Vec<MasterResult<()>>> {
+        if let Err(e) = self.check_offload_enabled() {
+            return self.counted(Rpc::BatchEvictDiskReplica, Err(e));
+        }
+        let results = keys
+            .iter()
+            .map(|k| self.evict_disk_copy(client, k, tenant, kind))
+            .collect();
+        self.counted_batch(Rpc::BatchEvictDiskReplica, results)
+    }
+}
