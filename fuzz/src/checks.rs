@@ -23,6 +23,7 @@ use mooncake::util::zmtp::endpoint::BindEndpoint;
 use mooncake::util::{base64, parse_host_port};
 use mooncake::wire::codec;
 use mooncake::wire::coro_rpc::{self, Method, RequestHeader, ResponseHeader};
+use mooncake::wire::offload_rpc;
 use mooncake::wire::struct_pack::{self, Map};
 use serde_json::Value;
 
@@ -191,6 +192,14 @@ pub fn master_response(data: &[u8]) {
         assert_eq!(codec::reencode_response(m, &bytes).as_ref(), Ok(&bytes));
     }
     let _ = coro_rpc::error_message(body);
+    // A disk owner's staging reply, as a reader of LOCAL_DISK replicas decodes it.
+    if let Ok(reply) = struct_pack::deserialize::<offload_rpc::BatchGetReply>(body) {
+        let bytes = struct_pack::serialize(&reply);
+        assert_eq!(
+            struct_pack::deserialize::<offload_rpc::BatchGetReply>(&bytes),
+            Ok(reply)
+        );
+    }
 }
 
 /// coro_rpc frames as the master and the client read them off the socket.

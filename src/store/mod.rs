@@ -13,6 +13,7 @@ pub mod api;
 mod client;
 pub mod config;
 mod connect;
+mod disk_reads;
 pub mod dummy;
 mod heartbeat;
 pub mod leader;

@@ -12,6 +12,7 @@
 //! not registered", `NOT_SUPPORTED` here) the client falls back to `BatchGetReplicaList`
 //! for good, with upstream's lease semantics.
 
+use super::disk_reads::{self, StagedDiskReads};
 use crate::wire::master_api::{
     ErrorCode, GetReplicaListResponse, MasterApi, MasterResult, DEFAULT_TENANT,
 };
@@ -46,10 +47,12 @@ pub(crate) struct ReadLeases {
 /// The replica lists of one batch of reads, as `BatchGetReplicaList` returns them.
 pub(crate) type ReplicaLists = MasterResult<Vec<MasterResult<GetReplicaListResponse>>>;
 
-/// Ends the reads it was given when dropped (after the transfers).
+/// Ends the reads it was given when dropped (after the transfers), and releases what
+/// disk owners staged for them.
 pub(crate) struct ReadTicket<'a> {
     leases: &'a ReadLeases,
     reads: Vec<(String, u64)>,
+    staged: StagedDiskReads,
 }
 
 impl ReadTicket<'_> {
@@ -78,12 +81,23 @@ impl ReadLeases {
         }
     }
 
-    /// Begins reading `keys`: their replica lists, and a ticket to keep until the
+    /// Begins reading `keys`: their replica lists (objects only a disk holds staged
+    /// in their owners' memory, see `disk_reads`), and a ticket to keep until the
     /// reads are over (dropping it ends them).
     pub fn begin(&self, keys: &[String]) -> (ReplicaLists, ReadTicket<'_>) {
+        let (mut lists, mut ticket) = self.begin_listed(keys);
+        if let Ok(lists) = &mut lists {
+            ticket.staged = disk_reads::stage(keys, lists);
+        }
+        (lists, ticket)
+    }
+
+    /// The replica lists of `keys`, held for tracked reads when the master allows.
+    fn begin_listed(&self, keys: &[String]) -> (ReplicaLists, ReadTicket<'_>) {
         let mut ticket = ReadTicket {
             leases: self,
             reads: Vec::new(),
+            staged: StagedDiskReads::default(),
         };
         if self.support.load(Ordering::Relaxed) != UNSUPPORTED {
             match self.master.batch_begin_read(keys, DEFAULT_TENANT) {

@@ -8,6 +8,7 @@
 use super::coro_rpc::Method;
 use super::disk_tier_api::*;
 use super::master_api::*;
+use super::offload_rpc::BatchGetOffloadObjectResponse;
 use super::struct_pack::{
     self, size_literal, DecodeError, DecodeResult, Map, Pack, Reader, Writer, T_END, T_I32,
     T_STRUCT, T_U64, T_VARIANT,
@@ -282,6 +283,13 @@ pack_struct!(StorageObjectMetadata {
     key_size: i64,
     data_size: i64,
     transport_endpoint: String,
+});
+
+pack_struct!(BatchGetOffloadObjectResponse {
+    batch_id: u64,
+    pointers: Vec<u64>,
+    transfer_engine_addr: String,
+    gc_ttl_ms: u64,
 });
 
 pack_struct!(PromotionAllocation {

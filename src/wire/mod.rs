@@ -6,6 +6,7 @@
 //! * [`codec`]: encodings of the [`master_api`] types and every RPC's signature.
 //! * [`disk_tier_api`]: the disk-tier RPCs ([`disk_tier_api::DiskTierApi`]).
 //! * [`dispatch`]: the server side (decode, call a [`master_api::MasterApi`], encode).
+//! * [`offload_rpc`]: the RPCs a client's SSD tier serves to readers.
 //! * [`rpc_client`]: [`rpc_client::MasterRpcClient`], a `MasterApi` over TCP.
 
 pub mod codec;
@@ -14,6 +15,7 @@ pub mod disk_tier_api;
 mod disk_tier_client;
 pub mod dispatch;
 pub mod master_api;
+pub mod offload_rpc;
 pub mod rpc_client;
 pub mod struct_pack;
 

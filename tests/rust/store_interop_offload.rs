@@ -8,11 +8,16 @@
 mod interop_common;
 mod store_interop_common;
 
-use interop_common::peer;
+use interop_common::{pattern, peer};
+use mooncake::wire::master_api::{MasterApi, ReplicaDescriptor, ReplicaLocation, DEFAULT_TENANT};
+use mooncake::wire::offload_rpc;
+use mooncake::wire::rpc_client::MasterRpcClient;
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use store_interop_common::*;
+
+const SECOND: Duration = Duration::from_secs(1);
 
 /// A fresh directory, removed when dropped.
 struct TempDir(PathBuf);
@@ -49,7 +54,8 @@ fn upstream_owner_offloads_through_our_master_and_loses_nothing() {
     let Some(peer) = peer("upstream_owner_offloads_through_our_master_and_loses_nothing") else {
         return;
     };
-    let master = MasterProc::ours(&["--enable_offload=true", "--default_kv_lease_ttl=200"]);
+    init_our_client_env();
+    let master = MasterProc::ours(&["--enable_offload=true", "--default_kv_lease_ttl=2000"]);
     let disk = TempDir::new("offload-owner");
     let path = disk.0.to_str().unwrap().to_string();
     let mut py = PyStore::start_with_env(
@@ -114,5 +120,57 @@ fn upstream_owner_offloads_through_our_master_and_loses_nothing() {
     );
     let offloaded = master.metric("master_offloaded_objects_total");
     eprintln!("{on_disk_only} objects read from disk only; master counted {offloaded:?}");
+
+    // The owner's offload RPC server, called by our codec: it stages a disk-only
+    // object and tells where; the batch is released.
+    let m = MasterRpcClient::connect(&master.rpc_addr(), SECOND * 10, SECOND * 5).unwrap();
+    let (key, endpoint) = (0..count)
+        .find_map(|i| {
+            let key = format!("big-{i}");
+            let list = m.get_replica_list(&key, DEFAULT_TENANT).ok()?;
+            match &list.replicas[..] {
+                [ReplicaDescriptor {
+                    location:
+                        ReplicaLocation::LocalDisk {
+                            transport_endpoint, ..
+                        },
+                    ..
+                }] => Some((key, transport_endpoint.clone())),
+                _ => None,
+            }
+        })
+        .expect("a disk-only object");
+    let staged = offload_rpc::batch_get_offload_object(
+        &endpoint,
+        &[offload_rpc::storage_key(DEFAULT_TENANT, &key)],
+        &[MIB as i64],
+        SECOND * 10,
+    )
+    .unwrap_or_else(|e| panic!("batch_get_offload_object({key}) at {endpoint}: {e}"));
+    assert_eq!(staged.pointers.len(), 1);
+    assert!(!staged.transfer_engine_addr.is_empty(), "{staged:?}");
+    assert_eq!(
+        offload_rpc::release_offload_buffer(&endpoint, staged.batch_id, SECOND * 10),
+        Ok(true)
+    );
+
+    // Our client reads every object, disk-only ones staged by the upstream owner.
+    let ours = our_client(&master, 16 * MIB, 16 * MIB);
+    for i in 0..count {
+        let k = format!("big-{i}");
+        let got = ours
+            .get(&k)
+            .unwrap_or_else(|e| panic!("our get({k}): {e:?}"));
+        assert!(got == pattern(MIB as usize, 77), "{k}: bytes differ");
+    }
+    let keys: Vec<String> = (0..count).map(|i| format!("big-{i}")).collect();
+    let mut bufs = vec![vec![0u8; MIB as usize]; keys.len()];
+    let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let mut slices: Vec<&mut [u8]> = bufs.iter_mut().map(Vec::as_mut_slice).collect();
+    for (k, r) in keys.iter().zip(ours.batch_get_into(&refs, &mut slices)) {
+        assert_eq!(r, Ok(MIB), "{k}");
+    }
+    assert!(bufs.iter().all(|b| *b == pattern(MIB as usize, 77)));
+    drop(ours);
     py.quit();
 }
