@@ -45,8 +45,14 @@ export MALLOC_ARENA_MAX="${MALLOC_ARENA_MAX:-2}"
 # they touched still resident: a process's resident memory then steps up whenever
 # chaos pushes its peak thread count higher (smaps of a long-lived owner showed 14
 # cached 2 MiB stacks, ~10 KiB dirty each), bounded but read as growth. No cache keeps
-# the figure about what the process holds.
+# the figure about what the process holds. And glibc's mmap threshold slides up to the
+# largest block freed (values here reach 512 KiB), after which such blocks come from
+# the heap and up to twice that stays resident when freed: a fixed threshold (glibc's
+# initial 128 KiB) keeps large values mapped and returned when freed. (Through
+# MALLOC_MMAP_THRESHOLD_: glibc drops malloc settings from GLIBC_TUNABLES before a
+# process's children see it.)
 export GLIBC_TUNABLES="${GLIBC_TUNABLES:-glibc.pthread.stack_cache_size=0}"
+export MALLOC_MMAP_THRESHOLD_="${MALLOC_MMAP_THRESHOLD_:-131072}"
 out="target/soak/$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$out"
 echo "== soak: $minutes min ($profile build); logs in $out"

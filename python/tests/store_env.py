@@ -18,7 +18,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Iterator, List
+from typing import Iterator, List, Optional, Sequence
 
 import pytest
 
@@ -104,10 +104,19 @@ def _wait_port(port: int, proc: subprocess.Popen, log: Path, timeout: float = 30
 
 
 class Master:
-    def __init__(self) -> None:
+    """Our mooncake_master on 127.0.0.1 (ports chosen by the system) with its HTTP
+    metadata server; ``extra`` flags are appended, and ``lease_ttl_ms`` (None: the
+    master's default) is the read lease."""
+
+    def __init__(
+        self,
+        extra: Sequence[str] = (),
+        lease_ttl_ms: Optional[int] = int(LEASE_S * 1000),
+        log_prefix: str = "mooncake-master-",
+    ) -> None:
         binary = _master_binary()
         self.rpc_port, self.metrics_port, self.http_port = _free_ports(3)
-        self.log = Path(tempfile.mkstemp(prefix="mooncake-master-", suffix=".log")[1])
+        self.log = Path(tempfile.mkstemp(prefix=log_prefix, suffix=".log")[1])
         args = [
             str(binary),
             f"--port={self.rpc_port}",
@@ -117,8 +126,10 @@ class Master:
             "--enable_http_metadata_server=true",
             "--http_metadata_server_host=127.0.0.1",
             f"--http_metadata_server_port={self.http_port}",
-            f"--default_kv_lease_ttl={int(LEASE_S * 1000)}",
         ]
+        if lease_ttl_ms is not None:
+            args.append(f"--default_kv_lease_ttl={lease_ttl_ms}")
+        args.extend(extra)
         with open(self.log, "wb") as out:
             self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         try:

@@ -14,12 +14,9 @@ from __future__ import annotations
 import json
 import re
 import struct
-import subprocess
-import tempfile
 import time
 import urllib.request
 import warnings
-from pathlib import Path
 from typing import Iterator, List, Optional, Tuple
 
 import pytest
@@ -32,7 +29,7 @@ except ImportError as e:  # pragma: no cover - depends on the venv
     warnings.warn(reason)
     pytest.skip(reason, allow_module_level=True)
 
-from store_env import _free_ports, _master_binary, _wait_port, new_store, stop_process
+from store_env import Master, new_store
 
 DEADLINE_S = 40.0
 BACKEND = "py-node"
@@ -47,36 +44,16 @@ STATUS_FIELDS = ["enabled", "published_batches", "published_events", "dropped_ev
                  "skipped_unparsed_keys"]
 
 
-class KvMaster:
+class KvMaster(Master):
     """A master with KV events bound on 127.0.0.1, port chosen by the system."""
 
     def __init__(self) -> None:
-        binary = _master_binary()
-        self.rpc_port, self.metrics_port, self.http_port = _free_ports(3)
-        self.log = Path(tempfile.mkstemp(prefix="mooncake-kv-master-", suffix=".log")[1])
-        args = [
-            str(binary),
-            f"--port={self.rpc_port}",
-            "--rpc_address=127.0.0.1",
-            f"--metrics_port={self.metrics_port}",
-            "--metrics_host=127.0.0.1",
-            "--enable_http_metadata_server=true",
-            "--http_metadata_server_host=127.0.0.1",
-            f"--http_metadata_server_port={self.http_port}",
+        kv_flags = [
             "--enable_kv_events=true",
             "--kv_events_bind_endpoint=tcp://127.0.0.1:0",
             f"--kv_events_backend_id={BACKEND}",
         ]
-        with open(self.log, "wb") as out:
-            self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        try:
-            _wait_port(self.rpc_port, self.proc, self.log)
-            _wait_port(self.http_port, self.proc, self.log)
-        except Exception:
-            self.stop()
-            raise
-        self.addr = f"127.0.0.1:{self.rpc_port}"
-        self.metadata = f"http://127.0.0.1:{self.http_port}/metadata"
+        super().__init__(extra=kv_flags, lease_ttl_ms=None, log_prefix="mooncake-kv-master-")
 
     def status_text(self) -> str:
         url = f"http://127.0.0.1:{self.metrics_port}/kv_events/status"
@@ -94,9 +71,6 @@ class KvMaster:
                 return None
             time.sleep(0.05)
         raise TimeoutError(f"no KV-event address in the master's log:\n{self.log.read_text()[-3000:]}")
-
-    def stop(self) -> None:
-        stop_process(self.proc, self.log)
 
 
 @pytest.fixture
