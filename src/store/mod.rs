@@ -14,6 +14,7 @@ mod client;
 pub mod config;
 mod connect;
 mod disk_reads;
+pub mod disk_tier;
 pub mod dummy;
 mod heartbeat;
 pub mod leader;
