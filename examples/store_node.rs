@@ -167,6 +167,7 @@ fn main() -> ExitCode {
         protocol: "tcp".into(),
         device_name: String::new(),
         master_server_addr: args.master.clone(),
+        ..SetupConfig::default()
     };
     signals::install_stop_handlers();
     let client = match Client::setup(&cfg) {

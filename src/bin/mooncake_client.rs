@@ -111,6 +111,7 @@ fn settings(flags: &Flags) -> Result<Settings, String> {
             protocol: get("protocol", "tcp"),
             device_name: get("device_names", ""),
             master_server_addr: get("master_server_address", "127.0.0.1:50051"),
+            ..SetupConfig::default()
         },
         port,
         http,

@@ -105,6 +105,7 @@ pub unsafe extern "C" fn mooncake_store_setup(
                 protocol: c_str_or(protocol, "tcp").into_owned(),
                 device_name: c_str_or(device_name, "").into_owned(),
                 master_server_addr: c_str_or(master_server_addr, "127.0.0.1:50051").into_owned(),
+                ..SetupConfig::default()
             }
         };
         setup_handle("mooncake_store_setup", store, &cfg)
@@ -136,6 +137,7 @@ pub unsafe extern "C" fn mooncake_store_init_all(
                 protocol: c_str_or(protocol, "tcp").into_owned(),
                 device_name: c_str_or(device_name, "").into_owned(),
                 master_server_addr: "127.0.0.1:50051".into(),
+                ..SetupConfig::default()
             }
         };
         setup_handle("mooncake_store_init_all", store, &cfg)

@@ -13,8 +13,8 @@
 //! Beyond upstream, a report for an object no task was queued for (an owner
 //! re-registering what is on its disk after a restart) is taken only when the object
 //! already has a disk copy of the same size on the reporter's host (the restarted
-//! owner's old self): a file left behind by a removed key could otherwise be added to
-//! a new value of that key.
+//! owner's old self, whose copy it then takes over): a file left behind by a removed
+//! key could otherwise be added to a new value of that key.
 
 use super::kv_events::Medium;
 use super::local_disk::{DiskRef, DiskReplica, ObjectKey};
@@ -153,26 +153,31 @@ impl MasterService {
             .disk_replicas()
             .iter()
             .position(|r| r.disk.client == client);
-        if queued_for.is_none()
-            && mine.is_none()
-            && !o
-                .disk_replicas()
-                .iter()
-                .any(|r| r.size == size && host_of(&r.endpoint) == host)
-        {
+        // A re-registration is vouched for by the copy its old self left on this host,
+        // which it takes over (readers are not sent to the old, dead address).
+        let old_self = o
+            .disk_replicas()
+            .iter()
+            .position(|r| r.size == size && host_of(&r.endpoint) == host);
+        if queued_for.is_none() && mine.is_none() && old_self.is_none() {
             return false; // nothing vouches for this file
         }
         let o = shard.get_mut(tenant, name).expect("looked up above");
-        match mine {
-            Some(i) => o.update_disk_replicas(|d| {
+        let endpoint: Box<str> = meta.transport_endpoint.as_str().into();
+        match (mine, old_self.filter(|_| queued_for.is_none())) {
+            (Some(i), _) => o.update_disk_replicas(|d| {
                 d[i].size = size;
-                d[i].endpoint = meta.transport_endpoint.as_str().into();
+                d[i].endpoint = endpoint;
             }),
-            None => o.add_disk_replica(DiskReplica {
+            (None, Some(i)) => o.update_disk_replicas(|d| {
+                d[i].disk = disk.clone();
+                d[i].endpoint = endpoint;
+            }),
+            (None, None) => o.add_disk_replica(DiskReplica {
                 id: self.next_replica_id.fetch_add(1, Ordering::Relaxed),
                 disk: disk.clone(),
                 size,
-                endpoint: meta.transport_endpoint.as_str().into(),
+                endpoint,
             }),
         }
         true

@@ -10,7 +10,8 @@
 //! went away (closed or reset it) — how the master notices a dead segment owner at
 //! once instead of after its TTL.
 
-use crate::util::conn_threads::{ConnLimits, ConnThreads};
+use crate::util::conn_threads::ConnLimits;
+use crate::util::tcp_acceptor::{StreamTimeouts, TcpAcceptor};
 use crate::wire::codec::{self, rpc, Rpc};
 use crate::wire::coro_rpc::{Method, MAX_FRAME};
 use crate::wire::dispatch::serve_stream_observed;
@@ -19,7 +20,6 @@ use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// Default for `--rpc_max_connections`: client connections served at once.
@@ -60,16 +60,13 @@ pub trait ConnectionEvents: Send + Sync {
 struct Shared {
     api: Arc<dyn MasterApi>,
     events: Option<Arc<dyn ConnectionEvents>>,
-    idle_timeout: Option<Duration>,
     stopping: AtomicBool,
-    connections: ConnThreads<TcpStream>,
 }
 
 /// A running RPC listener; dropping it closes every connection and joins every thread.
 pub struct RpcServer {
-    addr: SocketAddr,
     shared: Arc<Shared>,
-    acceptor: Option<JoinHandle<()>>,
+    acceptor: TcpAcceptor,
 }
 
 impl RpcServer {
@@ -90,82 +87,40 @@ impl RpcServer {
         limits: RpcLimits,
     ) -> io::Result<RpcServer> {
         let listener = TcpListener::bind(bind)?;
-        let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             api,
             events,
-            idle_timeout: limits.idle_timeout,
             stopping: AtomicBool::new(false),
-            connections: ConnThreads::new(limits.connections),
         });
-        let acceptor_shared = shared.clone();
-        let acceptor = std::thread::Builder::new()
-            .name("mc-master-accept".into())
-            .spawn(move || accept_loop(listener, acceptor_shared))?;
-        Ok(RpcServer {
-            addr,
-            shared,
-            acceptor: Some(acceptor),
-        })
+        let conn_shared = shared.clone();
+        let acceptor = TcpAcceptor::start(
+            listener,
+            "mc-master-rpc",
+            limits.connections,
+            StreamTimeouts {
+                read: limits.idle_timeout,
+                write: Some(WRITE_TIMEOUT),
+            },
+            move |stream, peer| serve_connection(stream, peer, &conn_shared),
+        )?;
+        Ok(RpcServer { shared, acceptor })
     }
 
     /// The bound address.
     pub fn local_addr(&self) -> SocketAddr {
-        self.addr
+        self.acceptor.local_addr()
     }
 
     /// Stops accepting, closes every connection and joins every thread.
     pub fn stop(&mut self) {
-        let Some(acceptor) = self.acceptor.take() else {
-            return;
-        };
         self.shared.stopping.store(true, Ordering::SeqCst);
-        let mut wake = self.addr;
-        if wake.ip().is_unspecified() {
-            wake.set_ip([127, 0, 0, 1].into());
-        }
-        let _ = TcpStream::connect_timeout(&wake, Duration::from_secs(1));
-        let _ = acceptor.join();
-        self.shared.connections.close_all();
+        self.acceptor.stop();
     }
 }
 
 impl Drop for RpcServer {
     fn drop(&mut self) {
         self.stop();
-    }
-}
-
-fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
-    loop {
-        let accepted = listener.accept();
-        if shared.stopping.load(Ordering::SeqCst) {
-            return;
-        }
-        let (stream, peer) = match accepted {
-            Ok(a) => a,
-            Err(e) => {
-                log::warn!("master rpc accept failed: {e}");
-                std::thread::sleep(Duration::from_millis(50));
-                continue;
-            }
-        };
-        if stream.set_read_timeout(shared.idle_timeout).is_err()
-            || stream.set_write_timeout(Some(WRITE_TIMEOUT)).is_err()
-        {
-            continue;
-        }
-        let conn_shared = shared.clone();
-        let spawned = shared
-            .connections
-            .spawn("mc-master-conn", stream, move |stream| {
-                if let Ok(stream) = stream.try_clone() {
-                    serve_connection(stream, peer, &conn_shared);
-                }
-            });
-        if let Err((_, why)) = spawned {
-            log::warn!("master rpc: refusing {peer}: {why}");
-        }
     }
 }
 

@@ -2,6 +2,8 @@
 //! mounted segment, heartbeat) and teardown. The operations are in `ops.rs`.
 
 use super::config::{split_explicit_port, SetupConfig, StoreEnv};
+use super::disk_tier::config::DiskTierConfig;
+use super::disk_tier::DiskTier;
 use super::heartbeat::Heartbeat;
 use super::memory::{Mapping, StagingBuffer};
 use super::read_leases::ReadLeases;
@@ -61,6 +63,8 @@ pub(crate) struct Inner {
     pub registered: Mutex<BTreeMap<u64, u64>>,
     /// Reads that hold objects only while they run (when the master allows it).
     pub reads: ReadLeases,
+    /// Where the disk tier stages objects for readers (with SSD offload).
+    pub offload_arena: Option<Arc<StagingBuffer>>,
     /// Keeps the auto-selected port reserved.
     _port: Option<TcpListener>,
 }
@@ -75,6 +79,7 @@ impl Drop for Inner {
         if let Some(engine) = self.engine.take() {
             let mut addrs: Vec<u64> = self.registered.lock().keys().copied().collect();
             addrs.extend(self.staging.iter().map(|s| s.memory().addr()));
+            addrs.extend(self.offload_arena.iter().map(|s| s.memory().addr()));
             addrs.extend(self.segments.iter().map(|s| s.memory.addr()));
             for addr in addrs {
                 // Waits until no transfer touches the region any more.
@@ -92,10 +97,11 @@ impl Drop for Inner {
 /// `&self`. Dropping it (or [`Client::close`]) unmounts its segments and frees its
 /// memory; afterwards every operation returns `INVALID_PARAMS` (-600).
 pub struct Client {
-    state: RwLock<Option<Inner>>,
+    state: Arc<RwLock<Option<Inner>>>,
     hostname: String,
     healthy: Arc<AtomicBool>,
     heartbeat: Mutex<Option<Heartbeat>>,
+    disk_tier: Mutex<Option<DiskTier>>,
 }
 
 impl std::fmt::Debug for Client {
@@ -136,10 +142,27 @@ impl Client {
     /// engine does not start), -600 with an explicit port and -1 (after retrying the
     /// engine on other ports) with an auto-selected one; the master's code when
     /// mounting fails.
+    ///
+    /// With `cfg.enable_ssd_offload`, the client also keeps the objects the master
+    /// offloads on its local disk (configured from `MOONCAKE_OFFLOAD_*` and
+    /// `cfg.ssd_offload_path`); setup fails when the disk cannot be used or the master
+    /// does not offload.
     pub fn setup(cfg: &SetupConfig) -> Result<Client, ErrorCode> {
+        let disk = cfg
+            .enable_ssd_offload
+            .then(|| DiskTierConfig::from_env(|k| std::env::var(k).ok(), &cfg.ssd_offload_path));
+        Self::setup_with_disk(cfg, disk)
+    }
+
+    /// [`Client::setup`] with the disk tier configured explicitly (`None`: none, whatever
+    /// `cfg.enable_ssd_offload` says).
+    pub fn setup_with_disk(
+        cfg: &SetupConfig,
+        disk: Option<DiskTierConfig>,
+    ) -> Result<Client, ErrorCode> {
         let cfg = cfg.with_defaults();
         let env = StoreEnv::from_env();
-        Self::setup_inner(&cfg, &env, |addr| {
+        Self::setup_inner(&cfg, &env, disk, |addr| {
             super::connect::connect_master(addr, env.rpc_timeout, env.connect_timeout)
         })
     }
@@ -151,12 +174,13 @@ impl Client {
         master: Arc<dyn MasterApi>,
     ) -> Result<Client, ErrorCode> {
         let cfg = cfg.with_defaults();
-        Self::setup_inner(&cfg, &StoreEnv::from_env(), move |_| Ok(master.clone()))
+        Self::setup_inner(&cfg, &StoreEnv::from_env(), None, move |_| Ok(master.clone()))
     }
 
     fn setup_inner(
         cfg: &SetupConfig,
         env: &StoreEnv,
+        disk: Option<DiskTierConfig>,
         connect: impl Fn(&str) -> Result<Arc<dyn MasterApi>, ErrorCode>,
     ) -> Result<Client, ErrorCode> {
         if cfg.local_hostname.is_empty() {
@@ -212,6 +236,7 @@ impl Client {
             staging: None,
             segments: Vec::new(),
             registered: Mutex::new(BTreeMap::new()),
+            offload_arena: None,
             _port: reserved,
         };
         inner.add_staging(cfg.local_buffer_size)?;
@@ -248,12 +273,23 @@ impl Client {
             inner.client_id,
             inner.te_name
         );
-        Ok(Client {
-            state: RwLock::new(Some(inner)),
+        let client = Client {
+            state: Arc::new(RwLock::new(Some(inner))),
             hostname,
             healthy,
             heartbeat: Mutex::new(heartbeat),
-        })
+            disk_tier: Mutex::new(None),
+        };
+        if let Some(disk) = disk {
+            match DiskTier::start(&client.state, disk, &host) {
+                Ok(tier) => *client.disk_tier.lock() = Some(tier),
+                Err(e) => {
+                    client.close();
+                    return Err(e);
+                }
+            }
+        }
+        Ok(client)
     }
 
     /// The client's name (`host:port`, the auto-selected port included); also the
@@ -291,6 +327,9 @@ impl Client {
     pub fn close(&self) {
         if let Some(mut hb) = self.heartbeat.lock().take() {
             hb.stop();
+        }
+        if let Some(mut tier) = self.disk_tier.lock().take() {
+            tier.stop();
         }
         let inner = self.state.write().take();
         drop(inner);

@@ -26,6 +26,12 @@ pub struct SetupConfig {
     pub device_name: String,
     /// Master `host:port`. Empty means `127.0.0.1:50051`.
     pub master_server_addr: String,
+    /// Keep objects the master offloads on a local disk and serve them to readers
+    /// (upstream's `enable_ssd_offload`; the master needs `--enable_offload`).
+    pub enable_ssd_offload: bool,
+    /// The disk tier's directory; empty means `MOONCAKE_OFFLOAD_FILE_STORAGE_PATH`
+    /// (default `/data/file_storage`).
+    pub ssd_offload_path: String,
 }
 
 impl SetupConfig {

@@ -5,6 +5,7 @@
 pub use crate::util::mapping::Mapping;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Alignment of every staging allocation (upstream's local buffer is 64-B aligned).
 const STAGING_ALIGN: u64 = 64;
@@ -43,6 +44,28 @@ impl StagingBuffer {
 
     /// Allocates `len` (> 0) bytes; `None` when zero or when no free range fits.
     pub fn allocate(&self, len: u64) -> Option<Staging<'_>> {
+        let (offset, reserved) = self.reserve(len)?;
+        Some(Staging {
+            buffer: self,
+            offset,
+            reserved,
+            len,
+        })
+    }
+
+    /// [`StagingBuffer::allocate`], for an allocation that outlives the borrow (held
+    /// across calls, e.g. until a reader releases it).
+    pub fn allocate_shared(self: &Arc<Self>, len: u64) -> Option<SharedStaging> {
+        let (offset, reserved) = self.reserve(len)?;
+        Some(SharedStaging {
+            buffer: self.clone(),
+            offset,
+            reserved,
+        })
+    }
+
+    /// Takes the first free range that fits `len` rounded up: (offset, reserved).
+    fn reserve(&self, len: u64) -> Option<(u64, u64)> {
         if len == 0 {
             return None;
         }
@@ -53,12 +76,7 @@ impl StagingBuffer {
         if size > reserved {
             free.insert(offset + reserved, size - reserved);
         }
-        Some(Staging {
-            buffer: self,
-            offset,
-            reserved,
-            len,
-        })
+        Some((offset, reserved))
     }
 
     fn release(&self, offset: u64, len: u64) {
@@ -114,6 +132,34 @@ impl Drop for Staging<'_> {
     }
 }
 
+/// A staging allocation that keeps its buffer alive; returned to it on drop.
+#[derive(Debug)]
+pub struct SharedStaging {
+    buffer: Arc<StagingBuffer>,
+    offset: u64,
+    reserved: u64,
+}
+
+impl SharedStaging {
+    /// Absolute address of the allocation.
+    pub fn addr(&self) -> u64 {
+        self.buffer.memory.addr() + self.offset
+    }
+
+    /// The allocation as a writable slice.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: the range is inside the live mapping (kept alive by `buffer`) and
+        // owned exclusively by this value until it is dropped.
+        unsafe { std::slice::from_raw_parts_mut(self.addr() as usize as *mut u8, self.reserved as usize) }
+    }
+}
+
+impl Drop for SharedStaging {
+    fn drop(&mut self) {
+        self.buffer.release(self.offset, self.reserved);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,5 +183,17 @@ mod tests {
         whole.fill(&[7u8; 10]);
         assert!(buf.memory().contains(whole.addr(), 4096));
         assert!(!buf.memory().contains(whole.addr(), 4097));
+    }
+
+    #[test]
+    fn shared_allocations_outlive_the_borrow() {
+        let buf = Arc::new(StagingBuffer::new(Mapping::zeroed(4096).unwrap()));
+        let mut a = buf.allocate_shared(100).unwrap();
+        assert_eq!(a.as_mut_slice().len(), 128);
+        a.as_mut_slice()[..3].copy_from_slice(b"abc");
+        let held = vec![a, buf.allocate_shared(4096 - 128).unwrap()];
+        assert!(buf.allocate_shared(1).is_none());
+        drop(held);
+        assert_eq!(buf.free_bytes(), 4096);
     }
 }

@@ -31,6 +31,7 @@ pub use crate::wire::master_api::{ErrorCode, ReplicateConfig, SoftPinAction};
 pub use api::StoreApi;
 pub use client::{Client, Health};
 pub use config::SetupConfig;
+pub use disk_tier::config::DiskTierConfig;
 pub use connect::connect_master;
 pub use dummy::{DummyClient, DummyServer};
 pub use ops_ext::{Pieces, ReadTarget, WriteMode};

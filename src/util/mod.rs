@@ -12,6 +12,7 @@ pub mod logger;
 pub mod mapping;
 pub mod msgpack;
 pub mod signals;
+pub mod tcp_acceptor;
 pub mod unix_server;
 pub mod zmtp;
 

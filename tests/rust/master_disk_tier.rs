@@ -351,14 +351,22 @@ fn a_restarted_owner_re_registers_only_what_a_copy_on_its_host_vouches_for() {
         landed(SIZE as i64, "127.0.0.1:40002"),
     ];
     m.notify_offload_success(B, &on_disk, &metas).unwrap();
-    assert_eq!(kinds(&m, "k"), ["local_disk", "local_disk"]);
+    // B takes its old self's copy over: readers go to B's address only.
+    let taken = m.query_key("k").unwrap();
+    assert!(matches!(
+        &taken[..],
+        [ReplicaDescriptor {
+            location: ReplicaLocation::LocalDisk { client_id, transport_endpoint, .. },
+            ..
+        }] if *client_id == B && transport_endpoint == "127.0.0.1:40002"
+    ));
     assert_eq!(
         kinds(&m, "fresh"),
         ["memory"],
         "no copy of it anywhere: a leftover file is not trusted"
     );
     assert_eq!(m.query_key("forgotten"), Err(ErrorCode::OBJECT_NOT_FOUND));
-    // The old self goes; the new one keeps the object readable.
+    // The old self's unmount leaves the object readable.
     m.unmount_local_disk_segment(A).unwrap();
     let left = m.query_key("k").unwrap();
     assert!(matches!(

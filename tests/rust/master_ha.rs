@@ -127,6 +127,7 @@ fn client_of(url: &str, segment: u64) -> Client {
         protocol: "tcp".into(),
         device_name: String::new(),
         master_server_addr: url.into(),
+        ..SetupConfig::default()
     };
     Client::setup(&cfg).expect("client setup through the master view")
 }

@@ -30,6 +30,7 @@ fn client(etcd: &Etcd) -> Client {
         protocol: "tcp".into(),
         device_name: String::new(),
         master_server_addr: etcd.url(),
+        ..SetupConfig::default()
     };
     Client::setup(&cfg).expect("client setup through the master view")
 }

@@ -28,6 +28,7 @@ pub fn setup(s: &Settings, segment: u64) -> Result<Client, String> {
         protocol: s.protocol.clone(),
         device_name: String::new(),
         master_server_addr: s.master_server_addr.clone(),
+        ..SetupConfig::default()
     };
     Client::setup(&cfg).map_err(|e| {
         format!(

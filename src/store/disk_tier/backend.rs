@@ -148,73 +148,51 @@ impl DiskStore {
 
     /// Writes `batch` as one new bucket, durably; returns its id and each object's
     /// location (in batch order).
+    #[cfg(test)]
     pub fn write_bucket(&mut self, batch: &Batch<'_>) -> io::Result<(u64, Vec<Location>)> {
+        let (dir, id) = self.new_bucket();
+        let written = write_bucket_file(&dir, id, batch)?;
+        let result = (id, written.locations.clone());
+        self.commit(written);
+        Ok(result)
+    }
+
+    /// The directory and id of a new bucket, for [`write_bucket_file`] (which may run
+    /// without holding the store).
+    pub fn new_bucket(&mut self) -> (PathBuf, u64) {
         let id = self.next_bucket;
-        let tmp = self.dir.join(format!("{id}.bucket.tmp"));
-        let mut locations = Vec::with_capacity(batch.len());
-        let written = (|| {
-            let mut f = io::BufWriter::with_capacity(
-                1 << 20,
-                OpenOptions::new().write(true).create_new(true).open(&tmp)?,
-            );
-            f.write_all(MAGIC)?;
-            let mut offset = MAGIC.len() as u64;
-            for (key, value) in batch {
-                if key.len() > MAX_KEY {
-                    return Err(io::Error::new(io::ErrorKind::InvalidInput, "key too long"));
-                }
-                let crc = crc32c(value);
-                f.write_all(&(key.len() as u32).to_le_bytes())?;
-                f.write_all(&(value.len() as u64).to_le_bytes())?;
-                f.write_all(&crc.to_le_bytes())?;
-                f.write_all(key.as_bytes())?;
-                f.write_all(value)?;
-                offset += RECORD_HEADER + key.len() as u64;
-                locations.push(Location {
-                    bucket: id,
-                    offset,
-                    len: value.len() as u64,
-                    crc,
-                });
-                offset += value.len() as u64;
-            }
-            let f = f.into_inner().map_err(|e| e.into_error())?;
-            f.sync_all()?;
-            fs::rename(&tmp, bucket_path(&self.dir, id))?;
-            File::open(&self.dir)?.sync_all()?;
-            Ok(offset)
-        })();
-        let bytes = match written {
-            Ok(b) => b,
-            Err(e) => {
-                let _ = fs::remove_file(&tmp);
-                return Err(e);
-            }
-        };
         self.next_bucket += 1;
-        self.bytes += bytes;
-        let keys: Vec<String> = batch.iter().map(|(k, _)| k.clone()).collect();
-        for (key, loc) in keys.iter().zip(&locations) {
+        (self.dir.clone(), id)
+    }
+
+    /// Indexes a bucket [`write_bucket_file`] wrote.
+    pub fn commit(&mut self, written: WrittenBucket) {
+        self.bytes += written.bytes;
+        for (key, loc) in written.keys.iter().zip(&written.locations) {
             self.index.insert(key.clone(), *loc);
         }
-        self.buckets.insert(id, Bucket { bytes, keys });
-        Ok((id, locations))
+        self.buckets.insert(
+            written.id,
+            Bucket {
+                bytes: written.bytes,
+                keys: written.keys,
+            },
+        );
+    }
+
+    /// Opens the bucket holding `key`: the file (still readable if the bucket is
+    /// deleted meanwhile) and where the value is in it; `None` for an unknown key.
+    pub fn open_object(&self, key: &str) -> io::Result<Option<(File, Location)>> {
+        let Some(loc) = self.get(key) else {
+            return Ok(None);
+        };
+        Ok(Some((File::open(bucket_path(&self.dir, loc.bucket))?, loc)))
     }
 
     /// Reads `loc`'s value into `out` (of its length), checking its CRC.
+    #[cfg(test)]
     pub fn read(&self, loc: &Location, out: &mut [u8]) -> io::Result<()> {
-        if out.len() as u64 != loc.len {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "wrong length"));
-        }
-        let f = File::open(bucket_path(&self.dir, loc.bucket))?;
-        f.read_exact_at(out, loc.offset)?;
-        if crc32c(out) != loc.crc {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("bucket {}: checksum mismatch", loc.bucket),
-            ));
-        }
-        Ok(())
+        read_at(&File::open(bucket_path(&self.dir, loc.bucket))?, loc, out)
     }
 
     /// The oldest bucket's keys that still live there (to announce before deleting
@@ -255,6 +233,82 @@ impl DiskStore {
         }
         Ok(())
     }
+}
+
+/// A bucket [`write_bucket_file`] wrote, to [`DiskStore::commit`].
+pub(crate) struct WrittenBucket {
+    id: u64,
+    bytes: u64,
+    keys: Vec<String>,
+    /// Where each object of the batch is, in batch order.
+    pub locations: Vec<Location>,
+}
+
+/// Writes `batch` durably as bucket `id` in `dir` (from [`DiskStore::new_bucket`]):
+/// to a temporary file, synced, renamed, the directory synced.
+pub(crate) fn write_bucket_file(dir: &Path, id: u64, batch: &Batch<'_>) -> io::Result<WrittenBucket> {
+    let tmp = dir.join(format!("{id}.bucket.tmp"));
+    let mut locations = Vec::with_capacity(batch.len());
+    let written = (|| {
+        let mut f = io::BufWriter::with_capacity(
+            1 << 20,
+            OpenOptions::new().write(true).create_new(true).open(&tmp)?,
+        );
+        f.write_all(MAGIC)?;
+        let mut offset = MAGIC.len() as u64;
+        for (key, value) in batch {
+            if key.len() > MAX_KEY {
+                return Err(io::Error::new(io::ErrorKind::InvalidInput, "key too long"));
+            }
+            let crc = crc32c(value);
+            f.write_all(&(key.len() as u32).to_le_bytes())?;
+            f.write_all(&(value.len() as u64).to_le_bytes())?;
+            f.write_all(&crc.to_le_bytes())?;
+            f.write_all(key.as_bytes())?;
+            f.write_all(value)?;
+            offset += RECORD_HEADER + key.len() as u64;
+            locations.push(Location {
+                bucket: id,
+                offset,
+                len: value.len() as u64,
+                crc,
+            });
+            offset += value.len() as u64;
+        }
+        let f = f.into_inner().map_err(|e| e.into_error())?;
+        f.sync_all()?;
+        fs::rename(&tmp, bucket_path(dir, id))?;
+        File::open(dir)?.sync_all()?;
+        Ok(offset)
+    })();
+    match written {
+        Ok(bytes) => Ok(WrittenBucket {
+            id,
+            bytes,
+            keys: batch.iter().map(|(k, _)| k.clone()).collect(),
+            locations,
+        }),
+        Err(e) => {
+            let _ = fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}
+
+/// Reads `loc`'s value from its opened bucket `file` into `out` (of its length),
+/// checking its CRC.
+pub(crate) fn read_at(file: &File, loc: &Location, out: &mut [u8]) -> io::Result<()> {
+    if out.len() as u64 != loc.len {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "wrong length"));
+    }
+    file.read_exact_at(out, loc.offset)?;
+    if crc32c(out) != loc.crc {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("bucket {}: checksum mismatch", loc.bucket),
+        ));
+    }
+    Ok(())
 }
 
 /// Reads a bucket's record headers: the bucket and (key, location) of each record.

@@ -1,6 +1,146 @@
 //! A client's own SSD tier (spec tiers-events-conductor.md §1.2-§1.8): the objects its
-//! master asks it to keep on its local disk, written to bucket files ([`backend`]),
-//! configured from upstream's `MOONCAKE_OFFLOAD_*` environment ([`config`]).
+//! master asks it to keep on its local disk, written to bucket files ([`backend`]) by
+//! its disk-tier thread ([`worker`]), served to readers through its offload RPC port
+//! ([`server`]), configured from upstream's `MOONCAKE_OFFLOAD_*` environment
+//! ([`config`]).
 
 pub(crate) mod backend;
 pub mod config;
+pub(crate) mod server;
+pub(crate) mod worker;
+
+use super::client::Inner;
+use super::memory::{Mapping, StagingBuffer};
+use crate::util::join_host_port;
+use crate::wire::master_api::ErrorCode;
+use backend::DiskStore;
+use config::DiskTierConfig;
+use crossbeam_channel::{RecvTimeoutError, Sender};
+use parking_lot::RwLock;
+use server::{OffloadServer, ReadService};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+use worker::WorkerContext;
+
+/// A running disk tier: the offload port and the disk-tier thread. Stopped (both
+/// joined) by [`DiskTier::stop`] or on drop; its disk copies stay registered at the
+/// master (a restarted owner registers them again).
+pub(crate) struct DiskTier {
+    server: Option<OffloadServer>,
+    stop: Option<Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// The client state the disk-tier thread works on.
+pub(crate) type SharedInner = Arc<RwLock<Option<Inner>>>;
+
+impl DiskTier {
+    /// Opens the disk at `cfg.path`, registers the staging arena with the client's
+    /// Transfer Engine, starts the offload port (any port, all interfaces; readers are
+    /// told `host:port`), mounts the disk at the master (which must run with
+    /// `--enable_offload`), registers what the disk already holds, and starts the
+    /// thread. Errors are logged; the code is the master's, or -600 for a bad path.
+    pub fn start(state: &SharedInner, cfg: DiskTierConfig, host: &str) -> Result<DiskTier, ErrorCode> {
+        let invalid = |what: String| {
+            log::error!("store setup: SSD offload: {what}");
+            ErrorCode::INVALID_PARAMS
+        };
+        cfg.check_path().map_err(invalid)?;
+        let store = DiskStore::open(&cfg.path)
+            .map_err(|e| invalid(format!("opening {}: {e}", cfg.path.display())))?;
+        let store = Arc::new(RwLock::new(store));
+        let arena = {
+            let mut guard = state.write();
+            let inner = guard.as_mut().ok_or(ErrorCode::INVALID_PARAMS)?;
+            inner.add_offload_arena(cfg.staging_bytes)?
+        };
+        let guard = state.read();
+        let inner = guard.as_ref().ok_or(ErrorCode::INVALID_PARAMS)?;
+        let service = Arc::new(ReadService::new(
+            store.clone(),
+            arena,
+            inner.te_name.clone(),
+            cfg.gc_ttl,
+        ));
+        let server = OffloadServer::start(([0, 0, 0, 0], 0).into(), service.clone()).map_err(|e| {
+            log::error!("store setup: SSD offload: starting the offload RPC server: {e}");
+            ErrorCode::INTERNAL_ERROR
+        })?;
+        let endpoint = join_host_port(host, server.port());
+        log::info!("offload: RPC server on {endpoint}; disk {}", cfg.path.display());
+        let interval = cfg.heartbeat_interval;
+        let ctx = WorkerContext {
+            cfg,
+            store,
+            service,
+            endpoint,
+        };
+        worker::mount(inner, &ctx).map_err(|e| {
+            log::error!(
+                "store setup: SSD offload: mounting the local disk at the master failed: {e} \
+                 (is the master running with --enable_offload?)"
+            );
+            e
+        })?;
+        drop(guard);
+        let (stop, stopped) = crossbeam_channel::bounded::<()>(0);
+        let state = state.clone();
+        let thread = std::thread::Builder::new()
+            .name("mc-disk-tier".into())
+            .spawn(move || {
+                let mut wait = interval;
+                loop {
+                    match stopped.recv_timeout(wait) {
+                        Err(RecvTimeoutError::Timeout) => {}
+                        _ => return,
+                    }
+                    let guard = state.read();
+                    let Some(inner) = guard.as_ref() else { return };
+                    let busy = worker::tick(inner, &ctx);
+                    wait = if busy { Duration::ZERO } else { interval };
+                }
+            })
+            .map_err(|e| {
+                log::error!("store setup: SSD offload: starting its thread: {e}");
+                ErrorCode::INTERNAL_ERROR
+            })?;
+        Ok(DiskTier {
+            server: Some(server),
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops the thread (a tick in progress finishes) and the offload port.
+    pub fn stop(&mut self) {
+        self.stop.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.server.take();
+    }
+}
+
+impl Drop for DiskTier {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+impl Inner {
+    /// Maps and registers (remotely readable) the arena disk reads are staged in.
+    fn add_offload_arena(&mut self, size: u64) -> Result<Arc<StagingBuffer>, ErrorCode> {
+        let memory = Mapping::zeroed(size.max(1))
+            .map_err(|e| super::client::map_error("the offload staging buffer", size, e))?;
+        self.engine()
+            .register_memory(memory.addr(), memory.len(), "*", true)
+            .map_err(|e| {
+                log::error!("store setup: registering the offload staging buffer: {e}");
+                ErrorCode::INVALID_PARAMS
+            })?;
+        let arena = Arc::new(StagingBuffer::new(memory));
+        self.offload_arena = Some(arena.clone());
+        Ok(arena)
+    }
+}

@@ -616,6 +616,7 @@ pub fn our_client(master: &MasterProc, segment: u64, local: u64) -> Client {
         protocol: crate::interop_common::protocol().into(),
         device_name: crate::interop_common::rdma_device().unwrap_or_default(),
         master_server_addr: master.rpc_addr(),
+        ..SetupConfig::default()
     };
     Client::setup(&cfg).unwrap_or_else(|e| {
         panic!(

@@ -1,0 +1,165 @@
+//! A TCP listener served by one acceptor thread and one thread per connection
+//! ([`ConnThreads`], within its limits), stopped by a self-connection that wakes the
+//! blocked `accept`: the loop the master's RPC port and a store owner's offload port
+//! share.
+
+use super::conn_threads::{ConnLimits, ConnThreads};
+use std::io;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Socket timeouts applied to every accepted connection.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StreamTimeouts {
+    /// A read that waits this long fails (the connection is idle); `None` = never.
+    pub read: Option<Duration>,
+    /// A write that blocks this long fails (the peer stopped reading); `None` = never.
+    pub write: Option<Duration>,
+}
+
+/// A running listener; dropping it closes every connection and joins every thread.
+pub struct TcpAcceptor {
+    addr: SocketAddr,
+    stopping: Arc<AtomicBool>,
+    connections: Arc<ConnThreads<TcpStream>>,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+impl TcpAcceptor {
+    /// Serves each connection `listener` accepts with `serve` (on a thread called
+    /// `name`, given the stream and the peer's address), within `limits`. A connection
+    /// over a limit is closed at once.
+    pub fn start<F>(
+        listener: TcpListener,
+        name: &'static str,
+        limits: ConnLimits,
+        timeouts: StreamTimeouts,
+        serve: F,
+    ) -> io::Result<TcpAcceptor>
+    where
+        F: Fn(TcpStream, SocketAddr) + Send + Sync + 'static,
+    {
+        let addr = listener.local_addr()?;
+        let stopping = Arc::new(AtomicBool::new(false));
+        let connections = Arc::new(ConnThreads::new(limits));
+        let (stop, conns) = (stopping.clone(), connections.clone());
+        let acceptor = std::thread::Builder::new()
+            .name(format!("{name}-accept"))
+            .spawn(move || accept_loop(&listener, name, &stop, &conns, timeouts, Arc::new(serve)))?;
+        Ok(TcpAcceptor {
+            addr,
+            stopping,
+            connections,
+            acceptor: Some(acceptor),
+        })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Connections being served now.
+    pub fn connections(&self) -> usize {
+        self.connections.len()
+    }
+
+    /// Stops accepting, closes every connection and joins every thread; idempotent.
+    pub fn stop(&mut self) {
+        let Some(acceptor) = self.acceptor.take() else {
+            return;
+        };
+        self.stopping.store(true, Ordering::SeqCst);
+        let mut wake = self.addr;
+        if wake.ip().is_unspecified() {
+            wake.set_ip([127, 0, 0, 1].into());
+        }
+        let _ = TcpStream::connect_timeout(&wake, Duration::from_secs(1));
+        let _ = acceptor.join();
+        self.connections.close_all();
+    }
+}
+
+impl Drop for TcpAcceptor {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn accept_loop<F>(
+    listener: &TcpListener,
+    name: &'static str,
+    stopping: &AtomicBool,
+    connections: &ConnThreads<TcpStream>,
+    timeouts: StreamTimeouts,
+    serve: Arc<F>,
+) where
+    F: Fn(TcpStream, SocketAddr) + Send + Sync + 'static,
+{
+    loop {
+        let accepted = listener.accept();
+        if stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        let (stream, peer) = match accepted {
+            Ok(a) => a,
+            Err(e) => {
+                log::warn!("{name}: accept failed: {e}");
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+        };
+        if stream.set_read_timeout(timeouts.read).is_err()
+            || stream.set_write_timeout(timeouts.write).is_err()
+        {
+            continue;
+        }
+        let serve = serve.clone();
+        let spawned = connections.spawn(name, stream, move |stream| {
+            if let Ok(stream) = stream.try_clone() {
+                serve(stream, peer);
+            }
+        });
+        if let Err((_, why)) = spawned {
+            log::warn!("{name}: refusing {peer}: {why}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    #[test]
+    fn serves_connections_and_stops_with_them_open() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut acceptor = TcpAcceptor::start(
+            listener,
+            "echo",
+            ConnLimits::new(8, 8),
+            StreamTimeouts::default(),
+            |mut s, _| {
+                let mut b = [0u8; 4];
+                while let Ok(n @ 1..) = s.read(&mut b) {
+                    if s.write_all(&b[..n]).is_err() {
+                        return;
+                    }
+                }
+            },
+        )
+        .unwrap();
+        let mut c = TcpStream::connect(acceptor.local_addr()).unwrap();
+        c.write_all(b"ping").unwrap();
+        let mut back = [0u8; 4];
+        c.read_exact(&mut back).unwrap();
+        assert_eq!(&back, b"ping");
+        // The idle connection is shut down by stop, not waited for forever.
+        acceptor.stop();
+        assert_eq!(acceptor.connections(), 0);
+        assert_eq!(c.read(&mut back).unwrap_or(0), 0);
+    }
+}
