@@ -400,6 +400,30 @@ int64_t mooncake_store_batch_get_replica_desc(mooncake_store_t store,
                                               size_t buf_len);
 
 /**
+ * `mooncake_store_setup` with upstream's `enable_ssd_offload` and `ssd_offload_path`
+ * (Python `setup(..., enable_ssd_offload=True, ssd_offload_path=...)`): the client
+ * also keeps the objects the master offloads on its local disk, in
+ * `ssd_offload_path` (NULL or empty: `MOONCAKE_OFFLOAD_FILE_STORAGE_PATH`, default
+ * `/data/file_storage`), and serves them to readers; the other `MOONCAKE_OFFLOAD_*`
+ * variables as upstream. Returns as `mooncake_store_setup`; besides, -600 when the
+ * directory is unusable (not absolute, missing, a symlink) and the master's code when
+ * it does not offload (-1300 without `--enable_offload`).
+ *
+ * # Safety
+ * The strings must be NULL or NUL-terminated.
+ */
+int mooncake_store_setup_with_offload(mooncake_store_t store,
+                                      const char *local_hostname,
+                                      const char *metadata_server,
+                                      uint64_t global_segment_size,
+                                      uint64_t local_buffer_size,
+                                      const char *protocol,
+                                      const char *device_name,
+                                      const char *master_server_addr,
+                                      bool enable_ssd_offload,
+                                      const char *ssd_offload_path);
+
+/**
  * Reads byte ranges of objects into `buffer_count` destination buffers. Buffer `i`
  * takes the next `key_counts[i]` entries of `keys` (and of `range_counts`); key
  * entry `e` takes the next `range_counts[e]` entries of `ranges`; `results_out` gets

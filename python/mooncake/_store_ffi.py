@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
-from ctypes import POINTER, c_char, c_char_p, c_int, c_int64, c_size_t, c_uint64, c_void_p
+from ctypes import POINTER, c_bool, c_char, c_char_p, c_int, c_int64, c_size_t, c_uint64, c_void_p
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import _lib
@@ -108,6 +108,10 @@ STORE_PROTOTYPES: Dict[str, Tuple[Any, Sequence[Any]]] = {
     ),
     "mooncake_store_batch_replica_clear": (c_int, [_h, _keys, c_size_t, c_char_p, POINTER(c_int)]),
     "mooncake_store_setup_dummy": (c_int, [_h, c_uint64, c_uint64, c_char_p]),
+    "mooncake_store_setup_with_offload": (
+        c_int,
+        [_h, c_char_p, c_char_p, c_uint64, c_uint64, c_char_p, c_char_p, c_char_p, c_bool, c_char_p],
+    ),
     "mooncake_store_alloc_from_mem_pool": (c_uint64, [_h, c_uint64]),
 }
 

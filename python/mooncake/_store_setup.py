@@ -109,6 +109,7 @@ def dict_setup(config: Dict[Any, Any]) -> Optional[DictSetup]:
         return None
     options = {
         "enable_ssd_offload": parse_bool(values.get("enable_ssd_offload", ""), False),
+        "ssd_offload_path": values.get("ssd_offload_path", ""),
         "tenant_id": values.get("tenant_id", "default"),
         "enable_client_http_server": parse_bool(values.get("enable_client_http_server", ""), False),
         "ipc_socket_path": values.get("ipc_socket_path", ""),

@@ -11,7 +11,7 @@ Differences from upstream: calls on a closed (or never set-up) store return -600
 (``b""``, ``None``, ``[]``) instead of crashing; ``get_batch([])`` is ``[]``;
 ``batch_get_into_multi_buffers`` fills buffers larger than the object instead of
 failing. Not supported (options accepted and ignored with a warning): a shared
-``engine``, SSD offload, tenants other than ``"default"``, the client HTTP server,
+``engine``, tenants other than ``"default"``, the client HTTP server,
 ``ipc_socket_path``. ``setup_dummy`` forwards to this project's ``mooncake_client``
 (not upstream's). Tensor helpers, sessions, tasks and run-time segment management
 exist but raise ``NotImplementedError`` (``_store_unsupported``). ``python/README.md``
@@ -115,6 +115,14 @@ _INVALID = ffi.INVALID_PARAMS
 _INIT_ALL_LOCAL_BUFFER = 1 << 30
 
 
+def _offload_arg(options: Dict[str, Any]) -> Optional[bytes]:
+    """The SSD offload directory to set up with (``b""``: the environment's), or None
+    without ``enable_ssd_offload``."""
+    if not options.get("enable_ssd_offload"):
+        return None
+    return ffi.text_arg(options.get("ssd_offload_path") or "", "ssd_offload_path")
+
+
 def _int_arg(value: Any, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be int, not {type(value).__name__}")
@@ -165,7 +173,8 @@ class MooncakeDistributedStore(StoreQueries, UnsupportedStoreMethods):
         sizes = [_int_arg(a[k], k) for k in ("global_segment_size", "local_buffer_size")]
         self._warn_options(a)
         host, meta, protocol, devices, master = strings
-        return self._do_setup(host, meta, sizes[0], sizes[1], protocol, devices, master)
+        offload = _offload_arg(a)
+        return self._do_setup(host, meta, sizes[0], sizes[1], protocol, devices, master, offload)
 
     def _setup_dict(self, config: Dict[str, Any]) -> int:
         d = dict_setup(config)
@@ -174,14 +183,13 @@ class MooncakeDistributedStore(StoreQueries, UnsupportedStoreMethods):
         if d.options["ipc_socket_path"]:
             warn_unsupported("ipc_socket_path")
         self._warn_options(d.options)
-        return self._do_setup(d.host, d.metadata, d.segment, d.buffer, d.protocol, d.devices, d.master)
+        offload = _offload_arg(d.options)
+        return self._do_setup(d.host, d.metadata, d.segment, d.buffer, d.protocol, d.devices, d.master, offload)
 
     @staticmethod
     def _warn_options(a: Dict[str, Any]) -> None:
         if a.get("engine") is not None:
             warn_unsupported("a shared transfer engine (engine=)")
-        if a.get("enable_ssd_offload"):
-            warn_unsupported("SSD offload")
         if a.get("tenant_id", "default") not in ("default", "", None):
             warn_unsupported(f"tenant {a.get('tenant_id')!r} (the default tenant is used)")
         if a.get("enable_client_http_server"):
@@ -196,11 +204,17 @@ class MooncakeDistributedStore(StoreQueries, UnsupportedStoreMethods):
         protocol: bytes,
         devices: bytes,
         master: bytes,
+        offload: Optional[bytes] = None,
     ) -> int:
         with self._lock:
             if self._set_up:
                 self._replace_handle()
-            rc = ffi.L().mooncake_store_setup(self._h, host, meta, seg, buf, protocol, devices, master)
+            if offload is None:
+                rc = ffi.L().mooncake_store_setup(self._h, host, meta, seg, buf, protocol, devices, master)
+            else:
+                rc = ffi.L().mooncake_store_setup_with_offload(
+                    self._h, host, meta, seg, buf, protocol, devices, master, True, offload
+                )
             self._set_up, self._local_buffer = rc == 0, buf
             return rc
 

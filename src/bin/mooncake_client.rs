@@ -36,7 +36,12 @@ Flags (upstream's names and defaults):
   --threads 1                       accepted (each dummy connection has its own thread)
   --enable_http_server false        serve GET /health and /metrics on --http_port
   --http_port 9300
-  --enable_offload false            the SSD tier is not available in this build
+  --enable_offload false            keep objects the master offloads on the local disk
+                                    (MOONCAKE_OFFLOAD_FILE_STORAGE_PATH and the other
+                                    MOONCAKE_OFFLOAD_* variables; the master needs
+                                    --enable_offload)
+  --start_offload_rpc_server true   accepted; with --enable_offload the offload RPC
+                                    server always runs (readers of the disk need it)
   -h, --help";
 
 /// Known flags and whether each is boolean.
@@ -79,9 +84,6 @@ fn settings(flags: &Flags) -> Result<Settings, String> {
     let port: u16 = get("port", "50052")
         .parse()
         .map_err(|_| format!("--port: '{}' is not a port", get("port", "")))?;
-    if flags.get("enable_offload") == Some("true") {
-        return Err("--enable_offload: the SSD tier is not available in this build".into());
-    }
     let tenant = get("tenant_id", "default");
     if tenant != "default" {
         return Err(format!(
@@ -111,6 +113,7 @@ fn settings(flags: &Flags) -> Result<Settings, String> {
             protocol: get("protocol", "tcp"),
             device_name: get("device_names", ""),
             master_server_addr: get("master_server_address", "127.0.0.1:50051"),
+            enable_ssd_offload: flags.get("enable_offload") == Some("true"),
             ..SetupConfig::default()
         },
         port,
@@ -222,7 +225,8 @@ mod tests {
         assert_eq!(s.port, 6000);
         assert_eq!(s.http, Some("0.0.0.0:9400".parse().unwrap()));
         assert!(parse(&["--port=x"]).is_err());
-        assert!(parse(&["--enable_offload"]).is_err());
+        assert!(parse(&["--enable_offload"]).unwrap().setup.enable_ssd_offload);
+        assert!(!s.setup.enable_ssd_offload);
         assert!(parse(&["--tenant_id=t1"]).is_err());
         assert!(parse(&["--global_segment_size=4 XB"]).is_err());
     }

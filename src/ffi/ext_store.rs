@@ -25,11 +25,15 @@ pub mod dummy;
 pub mod ranges;
 mod support;
 
-use super::boundary::{c_slice, ffi_boundary, invalid, FfiError};
+use super::boundary::{c_slice, c_str_or, ffi_boundary, invalid, FfiError};
 use super::store::mooncake_store_t;
-use super::store::support::{client, code, items_arg, key_arg, keys_arg, rc, rc64};
+use super::store::support::{
+    client, code, items_arg, key_arg, keys_arg, rc, rc64, setup_handle,
+};
 use crate::store::api::batch_get_alloc;
-use crate::store::{ErrorCode, Pieces, ReadTarget, ReplicateConfig, StoreApi, WriteMode};
+use crate::store::{
+    ErrorCode, Pieces, ReadTarget, ReplicateConfig, SetupConfig, StoreApi, WriteMode,
+};
 use serde_json::{json, Value};
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::Arc;
@@ -705,5 +709,49 @@ pub unsafe extern "C" fn mooncake_store_batch_get_replica_desc(
         let text = Value::Array(entries).to_string();
         // SAFETY: per the contract.
         unsafe { emit(buf_out, buf_len, &text) }
+    })
+}
+
+/// `mooncake_store_setup` with upstream's `enable_ssd_offload` and `ssd_offload_path`
+/// (Python `setup(..., enable_ssd_offload=True, ssd_offload_path=...)`): the client
+/// also keeps the objects the master offloads on its local disk, in
+/// `ssd_offload_path` (NULL or empty: `MOONCAKE_OFFLOAD_FILE_STORAGE_PATH`, default
+/// `/data/file_storage`), and serves them to readers; the other `MOONCAKE_OFFLOAD_*`
+/// variables as upstream. Returns as `mooncake_store_setup`; besides, -600 when the
+/// directory is unusable (not absolute, missing, a symlink) and the master's code when
+/// it does not offload (-1300 without `--enable_offload`).
+///
+/// # Safety
+/// The strings must be NULL or NUL-terminated.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn mooncake_store_setup_with_offload(
+    store: mooncake_store_t,
+    local_hostname: *const c_char,
+    metadata_server: *const c_char,
+    global_segment_size: u64,
+    local_buffer_size: u64,
+    protocol: *const c_char,
+    device_name: *const c_char,
+    master_server_addr: *const c_char,
+    enable_ssd_offload: bool,
+    ssd_offload_path: *const c_char,
+) -> c_int {
+    ffi_boundary!("mooncake_store_setup_with_offload", fail = -1, {
+        // SAFETY: every string is NULL or NUL-terminated.
+        let cfg = unsafe {
+            SetupConfig {
+                local_hostname: c_str_or(local_hostname, "").into_owned(),
+                metadata_server: c_str_or(metadata_server, "").into_owned(),
+                global_segment_size,
+                local_buffer_size,
+                protocol: c_str_or(protocol, "tcp").into_owned(),
+                device_name: c_str_or(device_name, "").into_owned(),
+                master_server_addr: c_str_or(master_server_addr, "127.0.0.1:50051").into_owned(),
+                enable_ssd_offload,
+                ssd_offload_path: c_str_or(ssd_offload_path, "").into_owned(),
+            }
+        };
+        setup_handle("mooncake_store_setup_with_offload", store, &cfg)
     })
 }

@@ -204,7 +204,7 @@ pub(super) fn remove_handle(store: mooncake_store_t) -> Option<Arc<StoreHandle>>
 }
 
 /// Sets up the handle's client unless it already has one (-600).
-pub(super) fn setup_handle(
+pub(in crate::ffi) fn setup_handle(
     function: &str,
     store: mooncake_store_t,
     cfg: &SetupConfig,

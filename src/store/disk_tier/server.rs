@@ -266,3 +266,84 @@ fn serve(stream: TcpStream, service: &ReadService) -> io::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::memory::Mapping;
+
+    fn service(tag: &str, arena: u64, gc_ttl: Duration) -> (ReadService, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("mc-offload-srv-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut store = DiskStore::open(&dir).unwrap();
+        let (a, b) = (vec![1u8; 100], vec![2u8; 3000]);
+        store
+            .write_bucket(&[("t\0a".into(), &a[..]), ("t\0b".into(), &b[..])])
+            .unwrap();
+        let arena = Arc::new(StagingBuffer::new(Mapping::zeroed(arena).unwrap()));
+        let svc = ReadService::new(Arc::new(RwLock::new(store)), arena, "te:1".into(), gc_ttl);
+        (svc, dir)
+    }
+
+    fn bytes_at(addr: u64, len: usize) -> Vec<u8> {
+        // SAFETY: test addresses come from a live staged batch of at least `len` bytes.
+        unsafe { std::slice::from_raw_parts(addr as usize as *const u8, len) }.to_vec()
+    }
+
+    #[test]
+    fn stages_batches_until_released_or_expired() {
+        let (svc, dir) = service("stage", 8192, Duration::from_secs(60));
+        let keys = ["t\0a".to_string(), "t\0b".to_string()];
+        let r = svc.batch_get(&keys, &[100, 3000]).unwrap();
+        assert_eq!(r.transfer_engine_addr, "te:1");
+        assert_eq!(r.gc_ttl_ms, 60_000);
+        assert_eq!(bytes_at(r.pointers[0], 100), vec![1u8; 100]);
+        assert_eq!(bytes_at(r.pointers[1], 3000), vec![2u8; 3000]);
+        assert_eq!(svc.staged(), 1);
+        // The arena is full until the batch is released.
+        let second = svc.batch_get(&keys, &[100, 3000]).unwrap();
+        assert_eq!(svc.batch_get(&keys, &[100, 3000]), Err(ErrorCode::BUFFER_OVERFLOW));
+        assert!(svc.release(r.batch_id));
+        assert!(!svc.release(r.batch_id));
+        assert!(svc.release(second.batch_id));
+        assert_eq!(svc.staged(), 0);
+        // Wrong sizes, unknown keys and mismatched lists are refused.
+        assert_eq!(svc.batch_get(&keys[..1], &[99]), Err(ErrorCode::INVALID_PARAMS));
+        assert_eq!(
+            svc.batch_get(&["t\0zz".to_string()], &[1]),
+            Err(ErrorCode::OBJECT_NOT_FOUND)
+        );
+        assert_eq!(svc.batch_get(&keys, &[100]), Err(ErrorCode::INVALID_PARAMS));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn unreleased_batches_are_freed_after_the_gc_ttl() {
+        let (svc, dir) = service("gc", 4096, Duration::ZERO);
+        let keys = ["t\0b".to_string()];
+        svc.batch_get(&keys, &[3000]).unwrap();
+        // Expired at once: the next batch that needs the room collects it.
+        svc.batch_get(&keys, &[3000]).unwrap();
+        svc.collect_expired();
+        assert_eq!(svc.staged(), 0);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn answers_upstream_framing_and_refuses_bad_requests() {
+        let (svc, dir) = service("rpc", 8192, Duration::from_secs(60));
+        let body = struct_pack::serialize(&(vec!["t\0a".to_string()], vec![100i64]));
+        let (err, reply) = svc.handle(OffloadMethod::BatchGetOffloadObject.id(), &body);
+        assert_eq!(err, coro_rpc::ERR_OK);
+        let staged = struct_pack::deserialize::<BatchGetReply>(&reply).unwrap().unwrap();
+        let body = struct_pack::serialize(&(staged.batch_id,));
+        let (err, reply) = svc.handle(OffloadMethod::ReleaseOffloadBuffer.id(), &body);
+        assert_eq!((err, struct_pack::deserialize::<bool>(&reply)), (0, Ok(true)));
+        let (err, _) = svc.handle(OffloadMethod::BatchGetOffloadObject.id(), &[0xff; 3]);
+        assert_eq!(err, coro_rpc::ERR_INVALID_ARGUMENTS);
+        let (err, _) = svc.handle(0x1234_5678, &[]);
+        assert_eq!(err, coro_rpc::ERR_FUNCTION_NOT_REGISTERED);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
