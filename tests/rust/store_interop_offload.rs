@@ -1,14 +1,17 @@
-//! The SSD tier with upstream's client as owner and reader on OUR master: the wheel's
-//! `MooncakeDistributedStore` set up with `enable_ssd_offload` mounts its local disk,
-//! drains the offload tasks our master queues, writes its bucket files and reports
-//! them; objects evicted from memory are read back from its disk through its offload
-//! RPC server. Needs the peer from `bash scripts/upstream-peer.sh`;
+//! The SSD tier mixed with upstream's client, on OUR master. Upstream's client as the
+//! owner: the wheel's `MooncakeDistributedStore` set up with `enable_ssd_offload`
+//! mounts its local disk, drains the offload tasks our master queues, writes its
+//! bucket files and reports them; objects evicted from memory are read back from its
+//! disk through its offload RPC server, by it and by our client. Our client as the
+//! owner: upstream's client reads what our owner's disk holds through our offload RPC
+//! server. Needs the peer from `bash scripts/upstream-peer.sh`;
 //! `MOONCAKE_SKIP_INTEROP=1` skips.
 
 mod interop_common;
 mod store_interop_common;
 
 use interop_common::{pattern, peer};
+use mooncake::store::{Client, DiskTierConfig, ErrorCode, ReplicateConfig, SetupConfig};
 use mooncake::wire::master_api::{MasterApi, ReplicaDescriptor, ReplicaLocation, DEFAULT_TENANT};
 use mooncake::wire::offload_rpc;
 use mooncake::wire::rpc_client::MasterRpcClient;
@@ -173,4 +176,69 @@ fn upstream_owner_offloads_through_our_master_and_loses_nothing() {
     assert!(bufs.iter().all(|b| *b == pattern(MIB as usize, 77)));
     drop(ours);
     py.quit();
+}
+
+/// Our client owns the disk, upstream's reads: 48 x 1 MiB through our owner's 16 MiB
+/// segment, every object read back by the wheel's client bit-exact, most from our
+/// owner's disk (staged by our offload RPC server, pulled by upstream's Transfer
+/// Engine).
+#[test]
+fn upstream_reader_reads_what_our_owner_keeps_on_disk() {
+    let Some(peer) = peer("upstream_reader_reads_what_our_owner_keeps_on_disk") else {
+        return;
+    };
+    init_our_client_env();
+    let master = MasterProc::ours(&["--enable_offload=true", "--default_kv_lease_ttl=500"]);
+    let disk = TempDir::new("offload-our-owner");
+    let cfg = SetupConfig {
+        local_hostname: "127.0.0.1".into(),
+        metadata_server: master.metadata_url(),
+        global_segment_size: 16 * MIB,
+        local_buffer_size: 16 * MIB,
+        master_server_addr: master.rpc_addr(),
+        ..SetupConfig::default()
+    };
+    let disk_cfg = DiskTierConfig {
+        path: disk.0.clone(),
+        staging_bytes: 64 * MIB,
+        heartbeat_interval: SECOND,
+        ..DiskTierConfig::default()
+    };
+    let owner = Client::setup_with_disk(&cfg, Some(disk_cfg))
+        .unwrap_or_else(|e| panic!("our owner: {e}\n{}", master.log_tail()));
+    let count = 48u8;
+    for i in 0..count {
+        let key = format!("ours-{i}");
+        let value = pattern(MIB as usize, i);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            match owner.put(&key, &value, &ReplicateConfig::default()) {
+                Err(ErrorCode::NO_AVAILABLE_HANDLE) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                r => {
+                    r.unwrap_or_else(|e| panic!("put {key}: {e}"));
+                    break;
+                }
+            }
+        }
+    }
+    let mut py = PyStore::start(&peer, "py-reader", &master.metadata_url(), &master.rpc_addr(), 0, 16 * MIB, 0);
+    let m = MasterRpcClient::connect(&master.rpc_addr(), SECOND * 10, SECOND * 5).unwrap();
+    let mut disk_only = 0;
+    for i in 0..count {
+        let key = format!("ours-{i}");
+        let list = m.get_replica_list(&key, DEFAULT_TENANT).unwrap();
+        if list
+            .replicas
+            .iter()
+            .all(|r| matches!(r.location, ReplicaLocation::LocalDisk { .. }))
+        {
+            disk_only += 1;
+        }
+        assert_eq!(py.get(&key, val(MIB, i)), (MIB, true), "{key}");
+    }
+    assert!(disk_only >= 16, "only {disk_only} objects on disk alone");
+    py.quit();
+    drop(owner);
 }
