@@ -225,7 +225,12 @@ mod tests {
         assert_eq!(s.port, 6000);
         assert_eq!(s.http, Some("0.0.0.0:9400".parse().unwrap()));
         assert!(parse(&["--port=x"]).is_err());
-        assert!(parse(&["--enable_offload"]).unwrap().setup.enable_ssd_offload);
+        assert!(
+            parse(&["--enable_offload"])
+                .unwrap()
+                .setup
+                .enable_ssd_offload
+        );
         assert!(!s.setup.enable_ssd_offload);
         assert!(parse(&["--tenant_id=t1"]).is_err());
         assert!(parse(&["--global_segment_size=4 XB"]).is_err());

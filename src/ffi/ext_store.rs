@@ -27,9 +27,7 @@ mod support;
 
 use super::boundary::{c_slice, c_str_or, ffi_boundary, invalid, FfiError};
 use super::store::mooncake_store_t;
-use super::store::support::{
-    client, code, items_arg, key_arg, keys_arg, rc, rc64, setup_handle,
-};
+use super::store::support::{client, code, items_arg, key_arg, keys_arg, rc, rc64, setup_handle};
 use crate::store::api::batch_get_alloc;
 use crate::store::{
     ErrorCode, Pieces, ReadTarget, ReplicateConfig, SetupConfig, StoreApi, WriteMode,

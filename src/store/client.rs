@@ -174,7 +174,9 @@ impl Client {
         master: Arc<dyn MasterApi>,
     ) -> Result<Client, ErrorCode> {
         let cfg = cfg.with_defaults();
-        Self::setup_inner(&cfg, &StoreEnv::from_env(), None, move |_| Ok(master.clone()))
+        Self::setup_inner(&cfg, &StoreEnv::from_env(), None, move |_| {
+            Ok(master.clone())
+        })
     }
 
     fn setup_inner(

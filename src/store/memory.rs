@@ -150,7 +150,9 @@ impl SharedStaging {
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: the range is inside the live mapping (kept alive by `buffer`) and
         // owned exclusively by this value until it is dropped.
-        unsafe { std::slice::from_raw_parts_mut(self.addr() as usize as *mut u8, self.reserved as usize) }
+        unsafe {
+            std::slice::from_raw_parts_mut(self.addr() as usize as *mut u8, self.reserved as usize)
+        }
     }
 }
 

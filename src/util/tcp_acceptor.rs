@@ -48,7 +48,9 @@ impl TcpAcceptor {
         let (stop, conns) = (stopping.clone(), connections.clone());
         let acceptor = std::thread::Builder::new()
             .name(format!("{name}-accept"))
-            .spawn(move || accept_loop(&listener, name, &stop, &conns, timeouts, Arc::new(serve)))?;
+            .spawn(move || {
+                accept_loop(&listener, name, &stop, &conns, timeouts, Arc::new(serve))
+            })?;
         Ok(TcpAcceptor {
             addr,
             stopping,

@@ -82,7 +82,9 @@ fn reader(master: &str) -> Client {
 }
 
 fn value(key: &str, len: usize) -> Vec<u8> {
-    let seed = key.bytes().fold(7u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+    let seed = key
+        .bytes()
+        .fold(7u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
     (0..len)
         .map(|i| (seed.wrapping_add(i as u32).wrapping_mul(2_654_435_761) >> 13) as u8)
         .collect()
@@ -141,8 +143,12 @@ fn offloaded_objects_read_back_from_disk_and_a_5x_fill_loses_nothing() {
     let a = owner(&addr, 16 * MIB, disk(&dir));
     let b = reader(&addr);
     // Each object gets its disk copy next to its memory replica.
-    a.put("early", &value("early", 300_000), &ReplicateConfig::default())
-        .unwrap();
+    a.put(
+        "early",
+        &value("early", 300_000),
+        &ReplicateConfig::default(),
+    )
+    .unwrap();
     eventually("a disk copy of 'early'", || replicas(&b, "early") == (1, 1));
     assert!(disk_files(&dir) >= 1);
     // 80 MiB through a 16 MiB pool: every acknowledged object stays readable.
@@ -158,9 +164,16 @@ fn offloaded_objects_read_back_from_disk_and_a_5x_fill_loses_nothing() {
             from_disk += 1;
         }
         let len = if k == "early" { 300_000 } else { MIB as usize };
-        assert_eq!(b.get(k).unwrap_or_else(|e| panic!("{k}: {e}")), value(k, len), "{k}");
+        assert_eq!(
+            b.get(k).unwrap_or_else(|e| panic!("{k}: {e}")),
+            value(k, len),
+            "{k}"
+        );
     }
-    assert!(from_disk > 40, "only {from_disk} objects read from disk alone");
+    assert!(
+        from_disk > 40,
+        "only {from_disk} objects read from disk alone"
+    );
     // The owner reads its own disk copies the same way.
     assert_eq!(a.get("fill-0").unwrap(), value("fill-0", MIB as usize));
     // RemoveAll wipes the disk too.
@@ -178,9 +191,12 @@ fn a_restarted_owner_registers_its_disk_again() {
     {
         let a = owner(&addr, 16 * MIB, disk(&dir));
         for k in &keys {
-            a.put(k, &value(k, 100_000), &ReplicateConfig::default()).unwrap();
+            a.put(k, &value(k, 100_000), &ReplicateConfig::default())
+                .unwrap();
         }
-        eventually("every disk copy", || keys.iter().all(|k| replicas(&b, k).1 == 1));
+        eventually("every disk copy", || {
+            keys.iter().all(|k| replicas(&b, k).1 == 1)
+        });
         a.close();
     }
     // The memory replicas went with the owner; the disk copies are still listed.
@@ -189,7 +205,10 @@ fn a_restarted_owner_registers_its_disk_again() {
     }
     let a2 = owner(&addr, 16 * MIB, disk(&dir));
     for k in &keys {
-        assert_eq!(b.get(k).unwrap_or_else(|e| panic!("{k}: {e}")), value(k, 100_000));
+        assert_eq!(
+            b.get(k).unwrap_or_else(|e| panic!("{k}: {e}")),
+            value(k, 100_000)
+        );
     }
     drop(a2);
 }

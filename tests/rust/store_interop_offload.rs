@@ -223,7 +223,15 @@ fn upstream_reader_reads_what_our_owner_keeps_on_disk() {
             }
         }
     }
-    let mut py = PyStore::start(&peer, "py-reader", &master.metadata_url(), &master.rpc_addr(), 0, 16 * MIB, 0);
+    let mut py = PyStore::start(
+        &peer,
+        "py-reader",
+        &master.metadata_url(),
+        &master.rpc_addr(),
+        0,
+        16 * MIB,
+        0,
+    );
     let m = MasterRpcClient::connect(&master.rpc_addr(), SECOND * 10, SECOND * 5).unwrap();
     let mut disk_only = 0;
     for i in 0..count {

@@ -94,14 +94,13 @@ impl DiskTierConfig {
             staging_bytes: num("LOCAL_BUFFER_SIZE_BYTES", d.staging_bytes),
             total_size_limit: num("TOTAL_SIZE_LIMIT_BYTES", d.total_size_limit),
             total_keys_limit: num("TOTAL_KEYS_LIMIT", d.total_keys_limit),
-            heartbeat_interval: Duration::from_secs(
-                num("HEARTBEAT_INTERVAL_SECONDS", 10).max(1),
-            ),
+            heartbeat_interval: Duration::from_secs(num("HEARTBEAT_INTERVAL_SECONDS", 10).max(1)),
             gc_ttl: Duration::from_millis(num("CLIENT_BUFFER_GC_TTL_MS", 5000)),
             bucket_keys_limit: num("BUCKET_KEYS_LIMIT", d.bucket_keys_limit).max(1),
             bucket_size_limit: num("BUCKET_SIZE_LIMIT_BYTES", d.bucket_size_limit).max(1),
-            watermark_eviction: var("ENABLE_DISK_WATERMARK_EVICTION")
-                .map_or(true, |v| !matches!(v.as_str(), "0" | "false" | "FALSE" | "False")),
+            watermark_eviction: var("ENABLE_DISK_WATERMARK_EVICTION").map_or(true, |v| {
+                !matches!(v.as_str(), "0" | "false" | "FALSE" | "False")
+            }),
             high_watermark: ratio("DISK_EVICTION_HIGH_WATERMARK_RATIO", d.high_watermark),
             low_watermark: ratio("DISK_EVICTION_LOW_WATERMARK_RATIO", d.low_watermark),
         }
@@ -153,7 +152,10 @@ mod tests {
         assert!(!c.watermark_eviction);
         let c = DiskTierConfig::from_env(get, "/setup/path");
         assert_eq!(c.path, PathBuf::from("/setup/path"));
-        assert_eq!(DiskTierConfig::from_env(|_| None, ""), DiskTierConfig::default());
+        assert_eq!(
+            DiskTierConfig::from_env(|_| None, ""),
+            DiskTierConfig::default()
+        );
     }
 
     #[test]

@@ -20,10 +20,21 @@ use parking_lot::RwLock;
 use server::{OffloadServer, ReadService};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use worker::WorkerContext;
 
-/// A running disk tier: the offload port and the disk-tier thread. Stopped (both
+/// How often the mailbox is polled within a heartbeat interval of the last offload
+/// work: puts waiting for room get it as soon as the disk has their objects, not a
+/// heartbeat later.
+const ACTIVE_POLL: Duration = Duration::from_millis(10);
+/// Longest the mailbox goes unpolled: objects queued for offload are pinned in memory
+/// until their copy lands, so a burst of puts is not left waiting a whole (default
+/// 10 s) heartbeat interval.
+const IDLE_POLL: Duration = Duration::from_secs(1);
+
+/// A running disk tier: the offload port and the disk-tier thread, which polls its
+/// offload mailbox at least every [`IDLE_POLL`] and every [`ACTIVE_POLL`] while work
+/// keeps coming, and does the rest once per heartbeat interval. Stopped (both
 /// joined) by [`DiskTier::stop`] or on drop; its disk copies stay registered at the
 /// master (a restarted owner registers them again).
 pub(crate) struct DiskTier {
@@ -41,7 +52,11 @@ impl DiskTier {
     /// told `host:port`), mounts the disk at the master (which must run with
     /// `--enable_offload`), registers what the disk already holds, and starts the
     /// thread. Errors are logged; the code is the master's, or -600 for a bad path.
-    pub fn start(state: &SharedInner, cfg: DiskTierConfig, host: &str) -> Result<DiskTier, ErrorCode> {
+    pub fn start(
+        state: &SharedInner,
+        cfg: DiskTierConfig,
+        host: &str,
+    ) -> Result<DiskTier, ErrorCode> {
         let invalid = |what: String| {
             log::error!("store setup: SSD offload: {what}");
             ErrorCode::INVALID_PARAMS
@@ -63,12 +78,16 @@ impl DiskTier {
             inner.te_name.clone(),
             cfg.gc_ttl,
         ));
-        let server = OffloadServer::start(([0, 0, 0, 0], 0).into(), service.clone()).map_err(|e| {
-            log::error!("store setup: SSD offload: starting the offload RPC server: {e}");
-            ErrorCode::INTERNAL_ERROR
-        })?;
+        let server =
+            OffloadServer::start(([0, 0, 0, 0], 0).into(), service.clone()).map_err(|e| {
+                log::error!("store setup: SSD offload: starting the offload RPC server: {e}");
+                ErrorCode::INTERNAL_ERROR
+            })?;
         let endpoint = join_host_port(host, server.port());
-        log::info!("offload: RPC server on {endpoint}; disk {}", cfg.path.display());
+        log::info!(
+            "offload: RPC server on {endpoint}; disk {}",
+            cfg.path.display()
+        );
         let interval = cfg.heartbeat_interval;
         let ctx = WorkerContext {
             cfg,
@@ -76,12 +95,11 @@ impl DiskTier {
             service,
             endpoint,
         };
-        worker::mount(inner, &ctx).map_err(|e| {
+        worker::mount(inner, &ctx).inspect_err(|e| {
             log::error!(
                 "store setup: SSD offload: mounting the local disk at the master failed: {e} \
                  (is the master running with --enable_offload?)"
             );
-            e
         })?;
         drop(guard);
         let (stop, stopped) = crossbeam_channel::bounded::<()>(0);
@@ -89,16 +107,26 @@ impl DiskTier {
         let thread = std::thread::Builder::new()
             .name("mc-disk-tier".into())
             .spawn(move || {
-                let mut wait = interval;
+                let mut last_busy: Option<Instant> = None;
+                let mut last_housekeeping = Instant::now();
                 loop {
+                    let wait = match last_busy {
+                        Some(t) if t.elapsed() < interval => ACTIVE_POLL,
+                        _ => interval.min(IDLE_POLL),
+                    };
                     match stopped.recv_timeout(wait) {
                         Err(RecvTimeoutError::Timeout) => {}
                         _ => return,
                     }
                     let guard = state.read();
                     let Some(inner) = guard.as_ref() else { return };
-                    let busy = worker::tick(inner, &ctx);
-                    wait = if busy { Duration::ZERO } else { interval };
+                    if worker::drain(inner, &ctx) {
+                        last_busy = Some(Instant::now());
+                    }
+                    if last_housekeeping.elapsed() >= interval {
+                        worker::housekeeping(inner, &ctx);
+                        last_housekeeping = Instant::now();
+                    }
                 }
             })
             .map_err(|e| {

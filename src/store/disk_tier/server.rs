@@ -201,7 +201,10 @@ impl ReadService {
                 let Ok((batch_id,)) = struct_pack::deserialize::<(u64,)>(body) else {
                     return bad_args();
                 };
-                (coro_rpc::ERR_OK, struct_pack::serialize(&self.release(batch_id)))
+                (
+                    coro_rpc::ERR_OK,
+                    struct_pack::serialize(&self.release(batch_id)),
+                )
             }
             None => (
                 coro_rpc::ERR_FUNCTION_NOT_REGISTERED,
@@ -303,13 +306,19 @@ mod tests {
         assert_eq!(svc.staged(), 1);
         // The arena is full until the batch is released.
         let second = svc.batch_get(&keys, &[100, 3000]).unwrap();
-        assert_eq!(svc.batch_get(&keys, &[100, 3000]), Err(ErrorCode::BUFFER_OVERFLOW));
+        assert_eq!(
+            svc.batch_get(&keys, &[100, 3000]),
+            Err(ErrorCode::BUFFER_OVERFLOW)
+        );
         assert!(svc.release(r.batch_id));
         assert!(!svc.release(r.batch_id));
         assert!(svc.release(second.batch_id));
         assert_eq!(svc.staged(), 0);
         // Wrong sizes, unknown keys and mismatched lists are refused.
-        assert_eq!(svc.batch_get(&keys[..1], &[99]), Err(ErrorCode::INVALID_PARAMS));
+        assert_eq!(
+            svc.batch_get(&keys[..1], &[99]),
+            Err(ErrorCode::INVALID_PARAMS)
+        );
         assert_eq!(
             svc.batch_get(&["t\0zz".to_string()], &[1]),
             Err(ErrorCode::OBJECT_NOT_FOUND)
@@ -336,10 +345,15 @@ mod tests {
         let body = struct_pack::serialize(&(vec!["t\0a".to_string()], vec![100i64]));
         let (err, reply) = svc.handle(OffloadMethod::BatchGetOffloadObject.id(), &body);
         assert_eq!(err, coro_rpc::ERR_OK);
-        let staged = struct_pack::deserialize::<BatchGetReply>(&reply).unwrap().unwrap();
+        let staged = struct_pack::deserialize::<BatchGetReply>(&reply)
+            .unwrap()
+            .unwrap();
         let body = struct_pack::serialize(&(staged.batch_id,));
         let (err, reply) = svc.handle(OffloadMethod::ReleaseOffloadBuffer.id(), &body);
-        assert_eq!((err, struct_pack::deserialize::<bool>(&reply)), (0, Ok(true)));
+        assert_eq!(
+            (err, struct_pack::deserialize::<bool>(&reply)),
+            (0, Ok(true))
+        );
         let (err, _) = svc.handle(OffloadMethod::BatchGetOffloadObject.id(), &[0xff; 3]);
         assert_eq!(err, coro_rpc::ERR_INVALID_ARGUMENTS);
         let (err, _) = svc.handle(0x1234_5678, &[]);

@@ -6,8 +6,8 @@
 //! limits by deleting the oldest buckets, each announced to the master first
 //! (`BatchEvictDiskReplica`) so no reader is sent to a copy about to go.
 //!
-//! A tick that found work is followed at once by the next, so the mailbox is drained
-//! as fast as the disk writes; an idle one waits the heartbeat interval.
+//! The mailbox is drained by [`drain`] (polled often while work keeps coming); the
+//! rest ([`housekeeping`]) runs once per heartbeat interval.
 
 use super::backend::{write_bucket_file, DiskStore, Location};
 use super::config::DiskTierConfig;
@@ -26,6 +26,10 @@ use std::sync::Arc;
 
 /// Objects re-registered per `NotifyOffloadSuccess` after a (re)mount.
 const REGISTER_CHUNK: usize = 4096;
+/// Largest bucket written (when the configured limit is larger): each bucket is
+/// reported as soon as it is durable, so puts waiting for the memory of objects being
+/// offloaded get it bucket by bucket rather than after the whole mailbox.
+const MAX_BUCKET_BYTES: u64 = 16 << 20;
 
 /// What the thread works with besides the client.
 pub(crate) struct WorkerContext {
@@ -108,12 +112,12 @@ pub(crate) fn mount(inner: &Inner, ctx: &WorkerContext) -> MasterResult<()> {
     Ok(())
 }
 
-/// One tick; whether it found offload work (so the next should follow at once).
-pub(crate) fn tick(inner: &Inner, ctx: &WorkerContext) -> bool {
+/// Drains the offload mailbox and writes what it held; whether there was work.
+pub(crate) fn drain(inner: &Inner, ctx: &WorkerContext) -> bool {
     let Ok(api) = disk_api(inner) else {
         return false;
     };
-    let busy = match api.offload_object_heartbeat(inner.client_id, true) {
+    match api.offload_object_heartbeat(inner.client_id, true) {
         Ok(tasks) if tasks.is_empty() => false,
         Ok(tasks) => {
             offload(inner, api, ctx, &tasks);
@@ -130,6 +134,14 @@ pub(crate) fn tick(inner: &Inner, ctx: &WorkerContext) -> bool {
             log::warn!("offload: OffloadObjectHeartbeat failed: {e}");
             false
         }
+    }
+}
+
+/// Once per heartbeat interval: a wipe the master asks for, promotions, watermark
+/// eviction, staged batches past their GC TTL.
+pub(crate) fn housekeeping(inner: &Inner, ctx: &WorkerContext) {
+    let Ok(api) = disk_api(inner) else {
+        return;
     };
     match api.poll_remove_all(inner.client_id) {
         Ok(true) => {
@@ -151,18 +163,18 @@ pub(crate) fn tick(inner: &Inner, ctx: &WorkerContext) -> bool {
         }
     }
     ctx.service.collect_expired();
-    busy
 }
 
 /// Writes the objects of `tasks` to disk, in buckets, and reports each one.
 fn offload(inner: &Inner, api: &dyn DiskTierApi, ctx: &WorkerContext, tasks: &[OffloadTaskItem]) {
+    let bucket_bytes = ctx.cfg.bucket_size_limit.min(MAX_BUCKET_BYTES);
     let mut start = 0;
     while start < tasks.len() {
         let mut end = start;
         let mut bytes = 0u64;
         while end < tasks.len()
             && ((end - start) as u64) < ctx.cfg.bucket_keys_limit
-            && (end == start || bytes + tasks[end].size.max(0) as u64 <= ctx.cfg.bucket_size_limit)
+            && (end == start || bytes + tasks[end].size.max(0) as u64 <= bucket_bytes)
         {
             bytes += tasks[end].size.max(0) as u64;
             end += 1;
@@ -172,7 +184,10 @@ fn offload(inner: &Inner, api: &dyn DiskTierApi, ctx: &WorkerContext, tasks: &[O
         let kept = metas.iter().filter(|m| m.data_size >= 0).count();
         match api.notify_offload_success(inner.client_id, chunk, &metas) {
             Ok(()) => log::debug!("offload: {kept} of {} objects written", chunk.len()),
-            Err(e) => log::warn!("offload: NotifyOffloadSuccess for {} objects: {e}", chunk.len()),
+            Err(e) => log::warn!(
+                "offload: NotifyOffloadSuccess for {} objects: {e}",
+                chunk.len()
+            ),
         }
         start = end;
     }
@@ -187,21 +202,37 @@ fn offload_bucket(
     chunk: &[OffloadTaskItem],
 ) -> Vec<StorageObjectMetadata> {
     let mut metas = vec![nack(&ctx.endpoint); chunk.len()];
-    let sources = own_copies(inner, chunk);
+    let (sources, holds) = own_copies(inner, chunk);
+    write_own_copies(api, ctx, chunk, &sources, &mut metas, inner);
+    holds.end(inner);
+    metas
+}
+
+/// Writes the objects found in this client's own memory as one bucket, filling in
+/// `metas` for those written.
+fn write_own_copies(
+    api: &dyn DiskTierApi,
+    ctx: &WorkerContext,
+    chunk: &[OffloadTaskItem],
+    sources: &[Option<(u64, u64)>],
+    metas: &mut [StorageObjectMetadata],
+    inner: &Inner,
+) {
     let mut batch: Vec<(String, &[u8])> = Vec::new();
     let mut slots: Vec<usize> = Vec::new();
-    for (i, (task, source)) in chunk.iter().zip(&sources).enumerate() {
+    for (i, (task, source)) in chunk.iter().zip(sources).enumerate() {
         if let Some((addr, len)) = *source {
             // SAFETY: `own_copies` checked the range lies in one of this client's
             // mounted segments, which stay mapped while `inner` is borrowed; the master
             // keeps the replica (pinned by the pending offload) until it is reported.
-            let value = unsafe { std::slice::from_raw_parts(addr as usize as *const u8, len as usize) };
+            let value =
+                unsafe { std::slice::from_raw_parts(addr as usize as *const u8, len as usize) };
             batch.push((storage_key(&task.tenant_id, &task.key), value));
             slots.push(i);
         }
     }
     if batch.is_empty() {
-        return metas;
+        return;
     }
     let bytes: u64 = batch.iter().map(|(_, v)| v.len() as u64).sum();
     let limit = ctx.cfg.total_size_limit.saturating_sub(bytes);
@@ -216,7 +247,7 @@ fn offload_bucket(
             ctx.cfg.total_size_limit,
             batch.len()
         );
-        return metas;
+        return;
     }
     let (dir, id) = ctx.store.write().new_bucket();
     match write_bucket_file(&dir, id, &batch) {
@@ -228,25 +259,60 @@ fn offload_bucket(
         }
         Err(e) => log::warn!("offload: writing bucket {id} to {}: {e}", dir.display()),
     }
-    metas
+}
+
+/// Reads begun on a master with `BatchBeginRead`, ended once the bytes are on disk.
+struct ReadHolds {
+    /// (tenant, keys, the replica id each read was given).
+    holds: Vec<(String, Vec<String>, Vec<u64>)>,
+}
+
+impl ReadHolds {
+    /// Ends every read (the objects are evictable at once, not a lease later).
+    fn end(self, inner: &Inner) {
+        for (tenant, keys, ids) in self.holds {
+            if let Err(e) = inner.master.batch_end_read(&keys, &ids, &tenant) {
+                log::debug!("offload: ending {} reads: {e}", keys.len());
+            }
+        }
+    }
 }
 
 /// For each task, the address and length of its complete memory replica in this
-/// client's own segments (`None` when it has none of the task's size).
-fn own_copies(inner: &Inner, chunk: &[OffloadTaskItem]) -> Vec<Option<(u64, u64)>> {
+/// client's own segments (`None` when it has none of the task's size). The lookups
+/// are reads that hold the objects only until [`ReadHolds::end`] where the master
+/// allows (`BatchBeginRead`), else reads under an ordinary lease.
+fn own_copies(inner: &Inner, chunk: &[OffloadTaskItem]) -> (Vec<Option<(u64, u64)>>, ReadHolds) {
     let mut by_tenant: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for (i, t) in chunk.iter().enumerate() {
         by_tenant.entry(t.tenant_id.as_str()).or_default().push(i);
     }
     let mut found = vec![None; chunk.len()];
+    let mut holds = ReadHolds { holds: Vec::new() };
     for (tenant, idx) in by_tenant {
         let keys: Vec<String> = idx.iter().map(|&i| chunk[i].key.clone()).collect();
-        let lists = match inner.master.batch_get_replica_list(&keys, tenant) {
-            Ok(l) if l.len() == keys.len() => l,
-            Ok(_) | Err(_) => continue,
+        let (lists, held) = match inner.master.batch_begin_read(&keys, tenant) {
+            Ok(l) => (l, true),
+            Err(ErrorCode::NOT_SUPPORTED) => {
+                match inner.master.batch_get_replica_list(&keys, tenant) {
+                    Ok(l) => (l, false),
+                    Err(_) => continue,
+                }
+            }
+            Err(_) => continue,
         };
+        if lists.len() != keys.len() {
+            continue;
+        }
+        let mut hold = (tenant.to_string(), Vec::new(), Vec::new());
         for (&i, list) in idx.iter().zip(lists) {
             let Ok(list) = list else { continue };
+            if held {
+                if let Some(r) = list.replicas.first() {
+                    hold.1.push(chunk[i].key.clone());
+                    hold.2.push(r.id);
+                }
+            }
             let want = chunk[i].size;
             found[i] = list.replicas.iter().find_map(|r| match &r.location {
                 ReplicaLocation::Memory(b)
@@ -259,13 +325,22 @@ fn own_copies(inner: &Inner, chunk: &[OffloadTaskItem]) -> Vec<Option<(u64, u64)
                 _ => None,
             });
         }
+        if !hold.1.is_empty() {
+            holds.holds.push(hold);
+        }
     }
-    found
+    (found, holds)
 }
 
 /// Deletes the oldest buckets, each announced to the master first, until the disk
 /// holds at most `bytes` bytes and `keys` objects; whether it got there.
-fn make_room(inner: &Inner, api: &dyn DiskTierApi, ctx: &WorkerContext, bytes: u64, keys: u64) -> bool {
+fn make_room(
+    inner: &Inner,
+    api: &dyn DiskTierApi,
+    ctx: &WorkerContext,
+    bytes: u64,
+    keys: u64,
+) -> bool {
     loop {
         let oldest = {
             let s = ctx.store.read();
@@ -310,7 +385,11 @@ fn promote(inner: &Inner, api: &dyn DiskTierApi, ctx: &WorkerContext) {
             return;
         }
     };
-    let preferred: Vec<String> = inner.segments.iter().map(|s| s.segment.name.clone()).collect();
+    let preferred: Vec<String> = inner
+        .segments
+        .iter()
+        .map(|s| s.segment.name.clone())
+        .collect();
     for t in tasks {
         let ok = promote_one(inner, api, ctx, &t, &preferred);
         let reported = if ok {
@@ -331,7 +410,10 @@ fn promote_one(
     t: &OffloadTaskItem,
     preferred: &[String],
 ) -> bool {
-    let opened = ctx.store.read().open_object(&storage_key(&t.tenant_id, &t.key));
+    let opened = ctx
+        .store
+        .read()
+        .open_object(&storage_key(&t.tenant_id, &t.key));
     let Ok(Some((file, loc))) = opened else {
         return false;
     };
@@ -340,7 +422,13 @@ fn promote_one(
         log::warn!("offload: reading {:?} to promote it: {e}", t.key);
         return false;
     }
-    let target = match api.promotion_alloc_start(inner.client_id, &t.key, &t.tenant_id, loc.len, preferred) {
+    let target = match api.promotion_alloc_start(
+        inner.client_id,
+        &t.key,
+        &t.tenant_id,
+        loc.len,
+        preferred,
+    ) {
         Ok(a) => a.memory_descriptor,
         Err(e) => {
             log::debug!("offload: no memory to promote {:?}: {e}", t.key);
