@@ -173,7 +173,8 @@ pub fn rdma_topology(data: &[u8]) {
     }
 }
 
-/// A master request body, the method chosen by the first byte: what the master decodes.
+/// A master request body, the method chosen by the first byte: what the master decodes
+/// (and what a disk owner's offload port decodes).
 pub fn master_request(data: &[u8]) {
     let Some((m, body)) = method_and_body(data) else {
         return;
@@ -181,6 +182,15 @@ pub fn master_request(data: &[u8]) {
     if let Ok(bytes) = codec::reencode_request(m, body) {
         assert_eq!(codec::reencode_request(m, &bytes).as_ref(), Ok(&bytes));
     }
+    // A disk owner's offload RPC requests, as its offload port decodes them.
+    if let Ok(args) = struct_pack::deserialize::<offload_rpc::BatchGetArgs>(body) {
+        let bytes = struct_pack::serialize(&args);
+        assert_eq!(
+            struct_pack::deserialize::<offload_rpc::BatchGetArgs>(&bytes),
+            Ok(args)
+        );
+    }
+    let _ = struct_pack::deserialize::<(u64,)>(body);
 }
 
 /// A master response body, the method chosen by the first byte: what the client decodes.

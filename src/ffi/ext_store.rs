@@ -26,8 +26,8 @@ pub mod ranges;
 mod support;
 
 use super::boundary::{c_slice, c_str_or, ffi_boundary, invalid, FfiError};
-use super::store::mooncake_store_t;
 use super::store::support::{client, code, items_arg, key_arg, keys_arg, rc, rc64, setup_handle};
+use super::store::{mooncake_store_t, setup_config};
 use crate::store::api::batch_get_alloc;
 use crate::store::{
     ErrorCode, Pieces, ReadTarget, ReplicateConfig, SetupConfig, StoreApi, WriteMode,
@@ -739,15 +739,17 @@ pub unsafe extern "C" fn mooncake_store_setup_with_offload(
         // SAFETY: every string is NULL or NUL-terminated.
         let cfg = unsafe {
             SetupConfig {
-                local_hostname: c_str_or(local_hostname, "").into_owned(),
-                metadata_server: c_str_or(metadata_server, "").into_owned(),
-                global_segment_size,
-                local_buffer_size,
-                protocol: c_str_or(protocol, "tcp").into_owned(),
-                device_name: c_str_or(device_name, "").into_owned(),
-                master_server_addr: c_str_or(master_server_addr, "127.0.0.1:50051").into_owned(),
                 enable_ssd_offload,
                 ssd_offload_path: c_str_or(ssd_offload_path, "").into_owned(),
+                ..setup_config(
+                    local_hostname,
+                    metadata_server,
+                    global_segment_size,
+                    local_buffer_size,
+                    protocol,
+                    device_name,
+                    master_server_addr,
+                )
             }
         };
         setup_handle("mooncake_store_setup_with_offload", store, &cfg)

@@ -97,19 +97,47 @@ pub unsafe extern "C" fn mooncake_store_setup(
     ffi_boundary!("mooncake_store_setup", fail = -1, {
         // SAFETY: every string is NULL or NUL-terminated.
         let cfg = unsafe {
-            SetupConfig {
-                local_hostname: c_str_or(local_hostname, "").into_owned(),
-                metadata_server: c_str_or(metadata_server, "").into_owned(),
+            setup_config(
+                local_hostname,
+                metadata_server,
                 global_segment_size,
                 local_buffer_size,
-                protocol: c_str_or(protocol, "tcp").into_owned(),
-                device_name: c_str_or(device_name, "").into_owned(),
-                master_server_addr: c_str_or(master_server_addr, "127.0.0.1:50051").into_owned(),
-                ..SetupConfig::default()
-            }
+                protocol,
+                device_name,
+                master_server_addr,
+            )
         };
         setup_handle("mooncake_store_setup", store, &cfg)
     })
+}
+
+/// The [`SetupConfig`] of `mooncake_store_setup`'s arguments, NULL strings replaced
+/// by upstream's defaults.
+///
+/// # Safety
+/// The strings must be NULL or NUL-terminated.
+pub(in crate::ffi) unsafe fn setup_config(
+    local_hostname: *const c_char,
+    metadata_server: *const c_char,
+    global_segment_size: u64,
+    local_buffer_size: u64,
+    protocol: *const c_char,
+    device_name: *const c_char,
+    master_server_addr: *const c_char,
+) -> SetupConfig {
+    // SAFETY: forwarded contract.
+    unsafe {
+        SetupConfig {
+            local_hostname: c_str_or(local_hostname, "").into_owned(),
+            metadata_server: c_str_or(metadata_server, "").into_owned(),
+            global_segment_size,
+            local_buffer_size,
+            protocol: c_str_or(protocol, "tcp").into_owned(),
+            device_name: c_str_or(device_name, "").into_owned(),
+            master_server_addr: c_str_or(master_server_addr, "127.0.0.1:50051").into_owned(),
+            ..SetupConfig::default()
+        }
+    }
 }
 
 /// Legacy setup (used by the Go binding): hostname `localhost:12345`, metadata

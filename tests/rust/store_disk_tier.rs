@@ -7,35 +7,19 @@
 
 #[path = "store_support/tcp_master.rs"]
 mod tcp_master;
+#[path = "store_support/temp_dir.rs"]
+mod temp_dir;
 
 use mooncake::master::{MasterConfig, MasterService};
 use mooncake::store::{Client, DiskTierConfig, ErrorCode, ReplicateConfig, SetupConfig};
 use mooncake::wire::master_api::{ReplicaLocation, ReplicaStatus};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use temp_dir::TempDir;
 
 const MIB: u64 = 1 << 20;
 /// Longest a test waits for something the owner does on its own.
 const PATIENCE: Duration = Duration::from_secs(60);
-
-/// A fresh directory, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!("mc-disk-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// Our master with eager offload, served over coro_rpc; its address.
 fn master(extra: impl FnOnce(&mut MasterConfig)) -> (Arc<MasterService>, String) {
@@ -139,7 +123,7 @@ fn disk_files(dir: &TempDir) -> usize {
 #[test]
 fn offloaded_objects_read_back_from_disk_and_a_5x_fill_loses_nothing() {
     let (_m, addr) = master(|_| {});
-    let dir = TempDir::new("fill");
+    let dir = TempDir::new("disk-fill");
     let a = owner(&addr, 16 * MIB, disk(&dir));
     let b = reader(&addr);
     // Each object gets its disk copy next to its memory replica.
@@ -185,7 +169,7 @@ fn offloaded_objects_read_back_from_disk_and_a_5x_fill_loses_nothing() {
 #[test]
 fn a_restarted_owner_registers_its_disk_again() {
     let (_m, addr) = master(|_| {});
-    let dir = TempDir::new("restart");
+    let dir = TempDir::new("disk-restart");
     let b = reader(&addr);
     let keys: Vec<String> = (0..6).map(|i| format!("r-{i}")).collect();
     {
@@ -216,7 +200,7 @@ fn a_restarted_owner_registers_its_disk_again() {
 #[test]
 fn the_disk_limit_evicts_the_oldest_copies_announced_first() {
     let (_m, addr) = master(|_| {});
-    let dir = TempDir::new("limit");
+    let dir = TempDir::new("disk-limit");
     let cfg = DiskTierConfig {
         total_size_limit: 2 * MIB,
         ..disk(&dir)
@@ -245,7 +229,7 @@ fn the_disk_limit_evicts_the_oldest_copies_announced_first() {
 #[test]
 fn setup_fails_clearly_without_an_offloading_master_or_a_usable_path() {
     let (_m, addr) = master(|c| c.enable_offload = false);
-    let dir = TempDir::new("refused");
+    let dir = TempDir::new("disk-refused");
     let r = Client::setup_with_disk(&setup(&addr, 4 * MIB), Some(disk(&dir)));
     assert_eq!(r.err(), Some(ErrorCode::UNABLE_OFFLOAD));
     let (_m, addr) = master(|_| {});

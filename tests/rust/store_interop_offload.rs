@@ -9,6 +9,8 @@
 
 mod interop_common;
 mod store_interop_common;
+#[path = "store_support/temp_dir.rs"]
+mod temp_dir;
 
 use interop_common::{pattern, peer};
 use mooncake::store::{Client, DiskTierConfig, ErrorCode, ReplicateConfig, SetupConfig};
@@ -16,29 +18,11 @@ use mooncake::wire::master_api::{MasterApi, ReplicaDescriptor, ReplicaLocation, 
 use mooncake::wire::offload_rpc;
 use mooncake::wire::rpc_client::MasterRpcClient;
 use serde_json::json;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use store_interop_common::*;
+use temp_dir::TempDir;
 
 const SECOND: Duration = Duration::from_secs(1);
-
-/// A fresh directory, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!("mc-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// The upstream owner's replicas of `key`: (memory, elsewhere).
 fn replica_kinds(py: &mut PyStore, key: &str) -> (usize, usize) {
