@@ -240,3 +240,29 @@ fn setup_fails_clearly_without_an_offloading_master_or_a_usable_path() {
     let r = Client::setup_with_disk(&setup(&addr, 4 * MIB), Some(bad));
     assert_eq!(r.err(), Some(ErrorCode::INVALID_PARAMS));
 }
+
+#[test]
+fn a_disk_only_object_read_is_promoted_back_to_memory() {
+    let (_m, addr) = master(|c| {
+        c.promotion_on_hit = true;
+        c.promotion_admission_threshold = 1;
+    });
+    let dir = TempDir::new("disk-promote");
+    let a = owner(&addr, 8 * MIB, disk(&dir));
+    let b = reader(&addr);
+    let keys: Vec<String> = (0..24).map(|i| format!("p-{i}")).collect();
+    for k in &keys {
+        put_retrying(&a, k, &value(k, MIB as usize)).unwrap_or_else(|e| panic!("{k}: {e}"));
+    }
+    let cold = keys
+        .iter()
+        .find(|k| replicas(&b, k) == (0, 1))
+        .expect("an object on disk only")
+        .clone();
+    // The read counts as a hit; the owner copies the object back on its next tick.
+    assert_eq!(b.get(&cold).unwrap(), value(&cold, MIB as usize));
+    eventually("the promoted memory replica", || {
+        replicas(&b, &cold) == (1, 1)
+    });
+    assert_eq!(b.get(&cold).unwrap(), value(&cold, MIB as usize));
+}
