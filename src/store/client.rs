@@ -252,7 +252,9 @@ impl Client {
             }));
         }
         let healthy = Arc::new(AtomicBool::new(true));
-        let heartbeat = if inner.segments.is_empty() {
+        // A client with a segment or a disk tier pings (a disk's mount lives as long as
+        // its client does at the master).
+        let heartbeat = if inner.segments.is_empty() && disk.is_none() {
             None
         } else {
             let segments = inner.segments.iter().map(|s| s.segment.clone()).collect();
@@ -312,7 +314,7 @@ impl Client {
     }
 
     /// 0 healthy, 1 closed, 2 when the last heartbeat ping failed. A client without a
-    /// mounted segment never pings and stays healthy.
+    /// mounted segment (or disk tier) never pings and stays healthy.
     pub fn health(&self) -> Health {
         if self.state.read().is_none() {
             Health::NotInitialized

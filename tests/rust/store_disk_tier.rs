@@ -227,6 +227,19 @@ fn the_disk_limit_evicts_the_oldest_copies_announced_first() {
 }
 
 #[test]
+fn an_owner_without_a_segment_stays_mounted_past_the_client_ttl() {
+    let (m, addr) = master(|c| c.client_ttl = Duration::from_secs(4));
+    let dir = TempDir::new("disk-ttl");
+    let _a = owner(&addr, 0, disk(&dir));
+    // It pings like an owner of a segment: its disk is never expired (and re-mounted).
+    let until = Instant::now() + Duration::from_secs(7);
+    while Instant::now() < until {
+        assert_eq!(m.local_disks_summary().len(), 1, "the disk was expired");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
 fn setup_fails_clearly_without_an_offloading_master_or_a_usable_path() {
     let (_m, addr) = master(|c| c.enable_offload = false);
     let dir = TempDir::new("disk-refused");
