@@ -123,14 +123,49 @@ pub fn initiator_main(deadline: Duration) -> ExitCode {
             stdin_closed.store(true, Ordering::Relaxed);
         });
         let mut out = std::io::stdout();
+        let mut seconds = 0u64;
         while !stdin_closed.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_secs(1));
             let _ = writeln!(out, "{}", tally.line());
+            seconds += 1;
+            #[cfg(target_env = "gnu")]
+            if seconds % 30 == 0 {
+                log_heap(seconds);
+            }
         }
         stop.store(true, Ordering::Relaxed);
     });
     println!("{}", tally.line());
     ExitCode::SUCCESS
+}
+
+/// Logs glibc's view of the heap, the thread count and resident memory by kind (to this
+/// child's log), so growth of resident memory can be told apart: live bytes growing is
+/// a leak, free bytes growing is fragmentation, anonymous memory growing with a flat
+/// heap is thread stacks.
+#[cfg(target_env = "gnu")]
+fn log_heap(seconds: u64) {
+    // SAFETY: mallinfo2 only reads the allocator's counters.
+    let m = unsafe { libc::mallinfo2() };
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map_or("?", str::trim)
+            .to_string()
+    };
+    eprintln!(
+        "heap at {seconds} s: in use {} KiB (mmapped {} KiB), free in arenas {} KiB, \
+         arenas {} KiB; threads {}, RssAnon {}, RssFile {}",
+        (m.uordblks + m.hblkhd) / 1024,
+        m.hblkhd / 1024,
+        m.fordblks / 1024,
+        m.arena / 1024,
+        field("Threads:"),
+        field("RssAnon:"),
+        field("RssFile:")
+    );
 }
 
 /// Applies one `target <slot> <segment> <incarnation>` or `target <slot> down` line.
