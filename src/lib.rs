@@ -4,6 +4,7 @@
 //! [`metadata`] (segment descriptors and their stores), then [`config`], [`error`],
 //! [`sys`] (libraries loaded at run time) and [`util`] plumbing. Nothing below `ffi` knows C exists.
 
+pub mod conductor;
 pub mod config;
 pub mod error;
 pub mod ffi;

@@ -11,6 +11,7 @@ pub mod idle;
 pub mod logger;
 pub mod mapping;
 pub mod msgpack;
+pub mod msgpack_decode;
 pub mod signals;
 pub mod tcp_acceptor;
 pub mod unix_server;

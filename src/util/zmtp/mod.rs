@@ -1,4 +1,4 @@
-//! The publishing side of ZeroMQ, spoken directly: ZMTP 3.1 (accepting 3.0 peers) with
+//! ZeroMQ's publish/subscribe, spoken directly: ZMTP 3.1 (accepting 3.0 peers) with
 //! the NULL security mechanism, a PUB socket bound to a TCP endpoint, without libzmq.
 //!
 //! Enough for any ZeroMQ SUB or XSUB socket (libzmq, pyzmq, JeroMQ, zmq.rs) to
@@ -7,12 +7,14 @@
 //! here: CURVE/PLAIN security, other socket types, `ipc://` and `inproc://`.
 //!
 //! [`codec`] holds the wire pieces, [`session`] one subscriber's protocol (no
-//! sockets), [`endpoint`] the `tcp://host:port` syntax, and [`PubSocket`] the threads.
+//! sockets), [`endpoint`] the `tcp://host:port` syntax, [`PubSocket`] the threads, and
+//! [`sub`] the subscribing side of one connection.
 
 pub mod codec;
 pub mod endpoint;
 pub mod session;
 mod socket;
+pub mod sub;
 #[cfg(test)]
 pub(crate) mod test_sub;
 

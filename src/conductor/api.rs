@@ -1,0 +1,329 @@
+//! The conductor's HTTP contract (JSON; README "Conductor"): instances, their block
+//! reports, scheduling, completions, stats, metrics and health, plus the indexer API of
+//! upstream's design documents ([`super::indexer`]). A bad request gets 400 with what
+//! is wrong and changes nothing.
+
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::index::medium;
+use super::instances::{InstanceSpec, Role};
+use super::scheduler::{Completion, Refusal, ScheduleRequest};
+use super::{indexer, report, Conductor};
+use crate::util::http_server::{HttpHandler, HttpReply};
+
+/// Most block hashes in one request or report.
+pub const MAX_HASHES: usize = 1 << 20;
+
+/// Serves the HTTP API of one conductor.
+#[derive(Debug, Clone)]
+pub struct Api(pub Arc<Conductor>);
+
+impl HttpHandler for Api {
+    fn handle(&self, method: &str, target: &str, body: &[u8]) -> HttpReply {
+        let path = origin_path(target);
+        let c = &self.0;
+        let allowed = match path {
+            "/v1/instances" => &["GET", "POST"][..],
+            p if p.starts_with("/v1/instances/") => &["DELETE"][..],
+            "/v1/events" | "/v1/schedule" | "/v1/complete" => &["POST"][..],
+            "/v1/stats" | "/metrics" | "/health" => &["GET"][..],
+            "/query" | "/query_by_hash" | "/register" | "/unregister" => &["POST"][..],
+            "/services" => &["GET"][..],
+            _ => return error(404, &format!("no such endpoint: {path}")),
+        };
+        if !allowed.contains(&method) {
+            return error(405, &format!("{path} takes {}", allowed.join(" or ")));
+        }
+        match (method, path) {
+            ("GET", "/v1/instances") => json_reply(200, &report::instances(c)),
+            ("POST", "/v1/instances") => register(c, body),
+            ("DELETE", p) => unregister(c, &p["/v1/instances/".len()..]),
+            (_, "/v1/events") => events(c, body),
+            (_, "/v1/schedule") => schedule(c, body),
+            (_, "/v1/complete") => complete(c, body),
+            (_, "/v1/stats") => json_reply(200, &report::stats(c)),
+            (_, "/metrics") => HttpReply {
+                status: 200,
+                content_type: "text/plain; version=0.0.4",
+                body: report::metrics(c).into_bytes(),
+            },
+            (_, "/health") => json_reply(200, &json!({"status": "ok"})),
+            (_, p) => indexer::handle(c, p, body),
+        }
+    }
+}
+
+/// The path of a request target (origin or absolute form), without its query.
+fn origin_path(target: &str) -> &str {
+    let target = match target.find("://") {
+        Some(i) => target[i + 3..]
+            .find('/')
+            .map_or("/", |j| &target[i + 3 + j..]),
+        None => target,
+    };
+    target.split(['?', '#']).next().unwrap_or("/")
+}
+
+/// A JSON reply.
+pub fn json_reply(status: u16, value: &Value) -> HttpReply {
+    HttpReply {
+        status,
+        content_type: "application/json",
+        body: serde_json::to_vec(value).unwrap_or_default(),
+    }
+}
+
+/// An error reply: `{"error": message}`.
+pub fn error(status: u16, message: &str) -> HttpReply {
+    json_reply(status, &json!({ "error": message }))
+}
+
+/// Parses a JSON body, or the 400 that says why it cannot be.
+pub fn parse<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, HttpReply> {
+    serde_json::from_slice(body).map_err(|e| error(400, &format!("bad request body: {e}")))
+}
+
+/// Refuses non-finite or negative times.
+fn check_ms(name: &str, v: Option<f64>) -> Result<(), HttpReply> {
+    match v {
+        Some(x) if !x.is_finite() || x < 0.0 => {
+            Err(error(400, &format!("{name} must be a finite number >= 0")))
+        }
+        _ => Ok(()),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InstanceBody {
+    id: String,
+    role: String,
+    kv_capacity_blocks: u64,
+    max_batch: u64,
+}
+
+fn register(c: &Conductor, body: &[u8]) -> HttpReply {
+    let b: InstanceBody = match parse(body) {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    if b.id.is_empty() || b.id.len() > 256 || b.id.contains('/') {
+        return error(400, "id must be 1-256 characters without '/'");
+    }
+    let Some(role) = Role::parse(&b.role) else {
+        return error(400, "role must be \"prefill\" or \"decode\"");
+    };
+    let spec = InstanceSpec {
+        id: b.id.clone(),
+        role,
+        kv_capacity_blocks: b.kv_capacity_blocks,
+        max_batch: b.max_batch,
+    };
+    let now = c.now(None);
+    match c.with(|s| s.register(spec, now)) {
+        Ok(created) => json_reply(
+            if created { 201 } else { 200 },
+            &json!({"id": b.id, "role": role.name(), "created": created}),
+        ),
+        Err(e) => error(409, &e),
+    }
+}
+
+fn unregister(c: &Conductor, id: &str) -> HttpReply {
+    let id = percent_encoding::percent_decode_str(id).decode_utf8_lossy();
+    match c.with(|s| s.unregister(&id)) {
+        Some((blocks, requests)) => json_reply(
+            200,
+            &json!({"id": id, "removed_blocks": blocks, "dropped_requests": requests}),
+        ),
+        None => error(404, &format!("no instance {id:?}")),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventsBody {
+    instance: String,
+    #[serde(default)]
+    stored: Vec<u64>,
+    #[serde(default)]
+    removed: Vec<u64>,
+    #[serde(default)]
+    medium: Option<String>,
+}
+
+fn events(c: &Conductor, body: &[u8]) -> HttpReply {
+    let b: EventsBody = match parse(body) {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    if b.stored.len() + b.removed.len() > MAX_HASHES {
+        return error(
+            400,
+            &format!("at most {MAX_HASHES} block hashes per report"),
+        );
+    }
+    let (stored_in, removed_from) = match b.medium.as_deref() {
+        None => (medium::GPU, medium::ALL),
+        Some(m) => match medium::parse(m) {
+            Some(m) => (m, m),
+            None => return error(400, "medium must be gpu, cpu or disk"),
+        },
+    };
+    match c.with(|s| {
+        s.apply_events(
+            &b.instance,
+            (&b.stored, stored_in),
+            (&b.removed, removed_from),
+        )
+    }) {
+        Some(()) => json_reply(
+            200,
+            &json!({"stored": b.stored.len(), "removed": b.removed.len()}),
+        ),
+        None => error(404, &format!("no instance {:?}", b.instance)),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScheduleBody {
+    request_id: String,
+    hash_ids: Vec<u64>,
+    input_length: u64,
+    #[serde(default)]
+    output_length_hint: Option<u64>,
+    #[serde(default)]
+    ttft_slo_ms: Option<f64>,
+    #[serde(default)]
+    tbt_slo_ms: Option<f64>,
+    #[serde(default)]
+    now_ms: Option<f64>,
+}
+
+fn schedule(c: &Conductor, body: &[u8]) -> HttpReply {
+    let b: ScheduleBody = match parse(body) {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    for (name, v) in [
+        ("ttft_slo_ms", b.ttft_slo_ms),
+        ("tbt_slo_ms", b.tbt_slo_ms),
+        ("now_ms", b.now_ms),
+    ] {
+        if let Err(r) = check_ms(name, v) {
+            return r;
+        }
+    }
+    if b.hash_ids.len() > MAX_HASHES {
+        return error(400, &format!("at most {MAX_HASHES} hash_ids"));
+    }
+    let req = ScheduleRequest {
+        request_id: b.request_id,
+        hash_ids: b.hash_ids,
+        input_length: b.input_length,
+        output_length_hint: b.output_length_hint,
+        ttft_slo_ms: b.ttft_slo_ms,
+        tbt_slo_ms: b.tbt_slo_ms,
+        now_ms: b.now_ms,
+    };
+    match c.schedule(&req) {
+        Ok(p) => json_reply(
+            200,
+            &json!({
+                "prefill": p.prefill,
+                "decode": p.decode,
+                "prefix_blocks": p.prefix_blocks,
+                "transfer_blocks": p.transfer_blocks,
+                "transfer_from": p.transfer_from,
+                "est_ttft_ms": p.est_ttft_ms,
+                "est_tbt_ms": p.est_tbt_ms,
+            }),
+        ),
+        Err(Refusal::Rejected {
+            reason,
+            est_ttft_ms,
+            est_tbt_ms,
+        }) => json_reply(
+            429,
+            &json!({"reason": reason, "est_ttft_ms": est_ttft_ms, "est_tbt_ms": est_tbt_ms}),
+        ),
+        Err(Refusal::NoInstance(why)) => error(503, &why),
+        Err(Refusal::Duplicate(why)) => error(409, &why),
+        Err(Refusal::Invalid(why)) => error(400, &why),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CompleteBody {
+    request_id: String,
+    prefill_ms: f64,
+    queue_ms: f64,
+    transfer_ms: f64,
+    ttft_ms: f64,
+    tbt_ms: f64,
+    output_length: u64,
+    #[serde(default)]
+    now_ms: Option<f64>,
+}
+
+fn complete(c: &Conductor, body: &[u8]) -> HttpReply {
+    let b: CompleteBody = match parse(body) {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    for (name, v) in [
+        ("prefill_ms", b.prefill_ms),
+        ("queue_ms", b.queue_ms),
+        ("transfer_ms", b.transfer_ms),
+        ("ttft_ms", b.ttft_ms),
+        ("tbt_ms", b.tbt_ms),
+    ] {
+        if let Err(r) = check_ms(name, Some(v)) {
+            return r;
+        }
+    }
+    if let Err(r) = check_ms("now_ms", b.now_ms) {
+        return r;
+    }
+    let done = Completion {
+        request_id: b.request_id,
+        prefill_ms: b.prefill_ms,
+        queue_ms: b.queue_ms,
+        transfer_ms: b.transfer_ms,
+        ttft_ms: b.ttft_ms,
+        tbt_ms: b.tbt_ms,
+        output_length: b.output_length,
+        now_ms: b.now_ms,
+    };
+    if c.complete(&done) {
+        json_reply(
+            200,
+            &json!({"request_id": done.request_id, "learned": true}),
+        )
+    } else {
+        error(
+            404,
+            &format!(
+                "request {:?} is not placed (or was forgotten)",
+                done.request_id
+            ),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::origin_path;
+
+    #[test]
+    fn paths_of_request_targets() {
+        assert_eq!(origin_path("/v1/stats?x=1"), "/v1/stats");
+        assert_eq!(origin_path("http://h:1/v1/schedule"), "/v1/schedule");
+        assert_eq!(origin_path("http://h:1"), "/");
+    }
+}

@@ -1,0 +1,333 @@
+//! KV-event subscriptions: one thread per source, subscribed over ZeroMQ to a Mooncake
+//! master's or an engine's publisher, reconnecting after failures, feeding what it
+//! reads into the index under the source's instance. Sequence gaps are counted.
+
+use std::net::{Shutdown, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+
+use super::events::{decode_batch, BlockEvent, KeyReader};
+use super::instances::{InstanceSpec, Role};
+use super::Conductor;
+use crate::util::zmtp::sub::{resolve, SubConnection};
+
+/// Pause between connection attempts.
+const RECONNECT_DELAY: Duration = Duration::from_secs(1);
+/// Bound on connecting and on the handshake.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What a subscription is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceSpec {
+    /// The publisher, `tcp://host:port`.
+    pub endpoint: String,
+    /// The instance whose blocks its events describe (created as a store-only
+    /// instance when not registered).
+    pub instance: String,
+    /// The tenant it belongs to.
+    pub tenant: String,
+    /// The data-parallel rank it publishes for.
+    pub dp_rank: i64,
+    /// Its publisher type as registered (`Mooncake`, `vLLM`, `SGLang`).
+    pub kind: String,
+}
+
+impl SourceSpec {
+    /// The key subscriptions are told apart by: `instance|tenant|dp_rank`.
+    pub fn key(&self) -> String {
+        format!("{}|{}|{}", self.instance, self.tenant, self.dp_rank)
+    }
+}
+
+/// Counters of one subscription.
+#[derive(Debug, Default)]
+struct SourceStats {
+    connected: AtomicBool,
+    connects: AtomicU64,
+    messages: AtomicU64,
+    events: AtomicU64,
+    skipped: AtomicU64,
+    undecodable: AtomicU64,
+    lost_batches: AtomicU64,
+    last_seq: AtomicU64,
+    last_error: Mutex<String>,
+}
+
+/// A running subscription.
+#[derive(Debug)]
+struct Source {
+    spec: SourceSpec,
+    stats: Arc<SourceStats>,
+    stop: Arc<AtomicBool>,
+    stream: Arc<Mutex<Option<TcpStream>>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Source {
+    /// Asks the thread to stop and unblocks its read.
+    fn signal_stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(s) = self.stream.lock().take() {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+    }
+
+    fn join(mut self) {
+        if let Some(t) = self.thread.take() {
+            if t.thread().id() != std::thread::current().id() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+/// Every subscription of one conductor.
+#[derive(Debug, Default)]
+pub struct Sources {
+    list: Mutex<Vec<Source>>,
+}
+
+impl Sources {
+    /// Subscribes to `spec.endpoint` for `spec.instance` (registering a store-only
+    /// instance of that name when none is registered); `Err` when the key is taken
+    /// or the endpoint is not one.
+    pub fn add(
+        &self,
+        conductor: &Arc<Conductor>,
+        spec: SourceSpec,
+        keys: KeyReader,
+    ) -> Result<String, String> {
+        resolve(&spec.endpoint)?;
+        let key = spec.key();
+        let mut list = self.list.lock();
+        if list.iter().any(|s| s.spec.key() == key) {
+            return Err(format!("a source {key:?} is already registered"));
+        }
+        let now = conductor.now(None);
+        conductor.with(|s| {
+            if s.instances.slot_of(&spec.instance).is_none() {
+                let store = InstanceSpec {
+                    id: spec.instance.clone(),
+                    role: Role::Store,
+                    kv_capacity_blocks: 0,
+                    max_batch: 0,
+                };
+                let _ = s.register(store, now);
+            }
+        });
+        let stats = Arc::new(SourceStats::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let stream = Arc::new(Mutex::new(None));
+        let worker = Worker {
+            conductor: Arc::downgrade(conductor),
+            spec: spec.clone(),
+            keys,
+            stats: Arc::clone(&stats),
+            stop: Arc::clone(&stop),
+            stream: Arc::clone(&stream),
+        };
+        let thread = std::thread::Builder::new()
+            .name("mc-kv-sub".into())
+            .spawn(move || worker.run())
+            .map_err(|e| format!("spawning a subscriber thread: {e}"))?;
+        list.push(Source {
+            spec,
+            stats,
+            stop,
+            stream,
+            thread: Some(thread),
+        });
+        Ok(key)
+    }
+
+    /// Stops the subscription `key`; its spec, or `None` when unknown.
+    pub fn remove(&self, key: &str) -> Option<SourceSpec> {
+        let source = {
+            let mut list = self.list.lock();
+            let i = list.iter().position(|s| s.spec.key() == key)?;
+            list.remove(i)
+        };
+        source.signal_stop();
+        let spec = source.spec.clone();
+        source.join();
+        Some(spec)
+    }
+
+    /// Stops every subscription.
+    pub fn stop_all(&self) {
+        let all: Vec<Source> = std::mem::take(&mut *self.list.lock());
+        for s in &all {
+            s.signal_stop();
+        }
+        for s in all {
+            s.join();
+        }
+    }
+
+    /// Every subscription's spec.
+    pub fn specs(&self) -> Vec<SourceSpec> {
+        self.list.lock().iter().map(|s| s.spec.clone()).collect()
+    }
+
+    /// Each subscription with its counters, as JSON.
+    pub fn stats(&self) -> Value {
+        let list = self.list.lock();
+        Value::Array(
+            list.iter()
+                .map(|s| {
+                    let st = &s.stats;
+                    let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
+                    json!({
+                        "key": s.spec.key(),
+                        "endpoint": s.spec.endpoint,
+                        "instance": s.spec.instance,
+                        "type": s.spec.kind,
+                        "connected": st.connected.load(Ordering::Relaxed),
+                        "connects": n(&st.connects),
+                        "messages": n(&st.messages),
+                        "events": n(&st.events),
+                        "skipped_events": n(&st.skipped),
+                        "undecodable_messages": n(&st.undecodable),
+                        "lost_batches": n(&st.lost_batches),
+                        "last_error": st.last_error.lock().clone(),
+                    })
+                })
+                .collect(),
+        )
+    }
+
+    /// Events received and batches lost, over every subscription.
+    pub fn totals(&self) -> (u64, u64) {
+        let list = self.list.lock();
+        list.iter().fold((0, 0), |(e, l), s| {
+            (
+                e + s.stats.events.load(Ordering::Relaxed),
+                l + s.stats.lost_batches.load(Ordering::Relaxed),
+            )
+        })
+    }
+}
+
+impl Drop for Sources {
+    fn drop(&mut self) {
+        self.stop_all();
+    }
+}
+
+/// A subscription's thread.
+struct Worker {
+    conductor: Weak<Conductor>,
+    spec: SourceSpec,
+    keys: KeyReader,
+    stats: Arc<SourceStats>,
+    stop: Arc<AtomicBool>,
+    stream: Arc<Mutex<Option<TcpStream>>>,
+}
+
+impl Worker {
+    fn run(self) {
+        while !self.stop.load(Ordering::SeqCst) {
+            match self.connect() {
+                Ok(mut conn) => {
+                    self.stats.connects.fetch_add(1, Ordering::Relaxed);
+                    self.stats.connected.store(true, Ordering::Relaxed);
+                    let error = loop {
+                        match conn.recv() {
+                            Ok(frames) => {
+                                if !self.on_message(&frames) {
+                                    break "the conductor is gone".to_string();
+                                }
+                            }
+                            Err(e) => break e.to_string(),
+                        }
+                    };
+                    self.stats.connected.store(false, Ordering::Relaxed);
+                    self.stream.lock().take();
+                    if !self.stop.load(Ordering::SeqCst) {
+                        log::warn!("kv events from {}: {error}", self.spec.endpoint);
+                        *self.stats.last_error.lock() = error;
+                    }
+                }
+                Err(e) => *self.stats.last_error.lock() = e,
+            }
+            self.pause();
+        }
+    }
+
+    fn connect(&self) -> Result<SubConnection, String> {
+        let addr = resolve(&self.spec.endpoint)?;
+        let conn = SubConnection::connect(addr, b"", CONNECT_TIMEOUT)
+            .map_err(|e| format!("connecting to {}: {e}", self.spec.endpoint))?;
+        let handle = conn.shutdown_handle().map_err(|e| e.to_string())?;
+        let mut slot = self.stream.lock();
+        if self.stop.load(Ordering::SeqCst) {
+            return Err("stopped".into());
+        }
+        *slot = Some(handle);
+        Ok(conn)
+    }
+
+    fn pause(&self) {
+        let step = Duration::from_millis(50);
+        let mut waited = Duration::ZERO;
+        while waited < RECONNECT_DELAY && !self.stop.load(Ordering::SeqCst) {
+            std::thread::sleep(step);
+            waited += step;
+        }
+    }
+
+    /// Applies one message `[topic, sequence, payload]`; `false` when the conductor
+    /// is gone.
+    fn on_message(&self, frames: &[Vec<u8>]) -> bool {
+        let st = &self.stats;
+        st.messages.fetch_add(1, Ordering::Relaxed);
+        let Some(payload) = frames.last() else {
+            return true;
+        };
+        if frames.len() >= 2 {
+            if let Ok(seq) = <[u8; 8]>::try_from(frames[frames.len() - 2].as_slice()) {
+                let seq = u64::from_be_bytes(seq);
+                let last = st.last_seq.swap(seq, Ordering::Relaxed);
+                if last > 0 && seq > last + 1 {
+                    st.lost_batches.fetch_add(seq - last - 1, Ordering::Relaxed);
+                }
+            }
+        }
+        let batch = match decode_batch(payload, &self.keys) {
+            Ok(b) => b,
+            Err(e) => {
+                st.undecodable.fetch_add(1, Ordering::Relaxed);
+                *st.last_error.lock() = e;
+                return true;
+            }
+        };
+        st.skipped.fetch_add(batch.skipped, Ordering::Relaxed);
+        st.events
+            .fetch_add(batch.events.len() as u64, Ordering::Relaxed);
+        let Some(conductor) = self.conductor.upgrade() else {
+            return false;
+        };
+        let id = &self.spec.instance;
+        conductor.with(|s| {
+            for event in &batch.events {
+                match event {
+                    BlockEvent::Stored { hashes, medium } => {
+                        s.apply_events(id, (hashes, *medium), (&[], 0));
+                    }
+                    BlockEvent::Removed { hashes, medium } => {
+                        s.apply_events(id, (&[], 0), (hashes, *medium));
+                    }
+                    BlockEvent::Cleared => {
+                        s.clear_instance(id);
+                    }
+                }
+            }
+        });
+        true
+    }
+}

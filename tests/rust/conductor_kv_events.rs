@@ -1,0 +1,204 @@
+//! The conductor's index fed by a real master's KV events: our `mooncake_master` with
+//! `--enable_kv_events`, objects put and removed over its RPC port, the conductor
+//! subscribed to the master's publisher. Keys that are block hashes appear under the
+//! store instance (and leave when removed); other keys are read through
+//! `--kv_events_key_regex`; a global-cache-aware placement pulls a prefix from the
+//! store; and the subscription survives a master restart.
+
+#[path = "store_support/cluster.rs"]
+mod cluster;
+
+use cluster::{eventually, free_ports, master_exe, Proc, DEADLINE, POLL};
+use mooncake::conductor::events::KeyReader;
+use mooncake::conductor::sources::SourceSpec;
+use mooncake::conductor::{Conductor, ConductorConfig, InstanceSpec, Role, ScheduleRequest};
+use mooncake::wire::master_api::{
+    MasterApi, ObjectMeta, ReplicaType, ReplicateConfig, Segment, Uuid,
+};
+use mooncake::wire::rpc_client::MasterRpcClient;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const CLIENT: Uuid = Uuid {
+    first: 5,
+    second: 5,
+};
+
+/// A master child with KV events on, and an RPC client with a fake segment mounted.
+struct KvMaster {
+    proc: Proc,
+    rpc: MasterRpcClient,
+    ports: Vec<u16>,
+}
+
+impl KvMaster {
+    fn start(ports: Vec<u16>, kv_port: u16) -> KvMaster {
+        let mut cmd = Command::new(master_exe());
+        cmd.args([
+            format!("--port={}", ports[0]),
+            "--rpc_address=127.0.0.1".into(),
+            format!("--metrics_port={}", ports[1]),
+            "--metrics_host=127.0.0.1".into(),
+            "--client_ttl=3600".into(),
+            "--enable_kv_events".into(),
+            format!("--kv_events_bind_endpoint=tcp://127.0.0.1:{kv_port}"),
+            "--kv_events_backend_id=pool".into(),
+        ]);
+        let mut proc = Proc::spawn(cmd, "conductor-master", &[], false);
+        let addr = format!("127.0.0.1:{}", ports[0]);
+        let t = Duration::from_secs(5);
+        let deadline = Instant::now() + DEADLINE;
+        let rpc = loop {
+            if let Ok(rpc) = MasterRpcClient::connect(&addr, t, t) {
+                break rpc;
+            }
+            assert!(proc.alive(), "master exited\n{}", proc.log_tail());
+            assert!(
+                Instant::now() < deadline,
+                "master not ready\n{}",
+                proc.log_tail()
+            );
+            std::thread::sleep(POLL);
+        };
+        let segment = Segment {
+            id: Uuid {
+                first: 9,
+                second: 9,
+            },
+            name: "127.0.0.1:1".into(),
+            base: 1 << 40,
+            size: 64 << 20,
+            te_endpoint: "127.0.0.1:1".into(),
+            protocol: "tcp".into(),
+            host_id: String::new(),
+        };
+        rpc.mount_segment(&segment, CLIENT).unwrap();
+        KvMaster { proc, rpc, ports }
+    }
+
+    fn put(&self, key: &str) {
+        let cfg = ReplicateConfig::default();
+        self.rpc
+            .put_start(CLIENT, key, 4096, &cfg, "default")
+            .unwrap();
+        let meta = ObjectMeta {
+            key: key.into(),
+            checksum: None,
+        };
+        self.rpc
+            .put_end(CLIENT, &meta, ReplicaType::Memory, "default")
+            .unwrap();
+    }
+}
+
+/// A free port for the publisher (bound by the master, so it must be known up front
+/// for the conductor to reconnect to the same place after a restart).
+fn free_port() -> u16 {
+    free_ports(1)[0]
+}
+
+fn prefix_on(c: &Conductor, instance: &str, blocks: &[u64]) -> usize {
+    c.with(|s| {
+        s.instances
+            .slot_of(instance)
+            .map_or(0, |slot| s.index.prefix_of(slot, blocks, u8::MAX))
+    })
+}
+
+/// Puts `marker` until the conductor has seen it (the subscription is in effect).
+fn sync(m: &KvMaster, c: &Conductor, marker: u64) {
+    let deadline = Instant::now() + DEADLINE;
+    while prefix_on(c, "pool", &[marker]) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the conductor never saw the marker"
+        );
+        let _ = m.rpc.remove(&marker.to_string(), true, "default");
+        m.put(&marker.to_string());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn the_index_follows_a_real_masters_events() {
+    let kv_port = free_port();
+    let mut m = KvMaster::start(free_ports(2), kv_port);
+    let conductor = Conductor::new(ConductorConfig::default());
+    let keys = KeyReader {
+        pattern: Some(regex::Regex::new(r"^model-a@(\d+)$").unwrap()),
+    };
+    let spec = SourceSpec {
+        endpoint: format!("tcp://127.0.0.1:{kv_port}"),
+        instance: "pool".into(),
+        tenant: "default".into(),
+        dp_rank: 0,
+        kind: "Mooncake".into(),
+    };
+    conductor.sources.add(&conductor, spec, keys).unwrap();
+    sync(&m, &conductor, 999_999);
+
+    for key in ["11", "12", "0xd", "model-a@14", "not-a-block"] {
+        m.put(key);
+    }
+    eventually(
+        "the stored blocks reach the index",
+        || prefix_on(&conductor, "pool", &[11, 12, 13, 14]) == 4,
+        || format!("{}", conductor.sources.stats()),
+    );
+    m.rpc.remove("12", false, "default").unwrap();
+    eventually(
+        "a removed block leaves the index",
+        || prefix_on(&conductor, "pool", &[11, 12]) == 1,
+        String::new,
+    );
+    let stats = conductor.sources.stats();
+    assert_eq!(stats[0]["instance"], "pool");
+    assert!(stats[0]["skipped_events"].as_u64().unwrap() >= 1, "{stats}");
+
+    // A prefill instance without the prefix pulls it from the store.
+    conductor.with(|s| {
+        for (id, role) in [("p0", Role::Prefill), ("d0", Role::Decode)] {
+            let spec = InstanceSpec {
+                id: id.into(),
+                role,
+                kv_capacity_blocks: 0,
+                max_batch: 0,
+            };
+            s.register(spec, 0.0).unwrap();
+        }
+    });
+    m.put("12");
+    eventually(
+        "the block is back",
+        || prefix_on(&conductor, "pool", &[11, 12, 13, 14]) == 4,
+        String::new,
+    );
+    let placed = conductor
+        .schedule(&ScheduleRequest {
+            request_id: "r".into(),
+            hash_ids: vec![11, 12, 13, 14, 15],
+            input_length: 5 * 512,
+            output_length_hint: None,
+            ttft_slo_ms: None,
+            tbt_slo_ms: None,
+            now_ms: Some(0.0),
+        })
+        .unwrap();
+    assert_eq!(placed.prefill, "p0");
+    assert_eq!(placed.transfer_from.as_deref(), Some("pool"));
+    assert_eq!(placed.transfer_blocks, 4);
+
+    // The master restarts on the same ports: the subscription reconnects.
+    let ports = m.ports.clone();
+    m.proc.kill();
+    m = KvMaster::start(ports, kv_port);
+    sync(&m, &conductor, 888_888);
+    m.put("16");
+    eventually(
+        "events after the restart arrive",
+        || prefix_on(&conductor, "pool", &[16]) == 1,
+        String::new,
+    );
+    assert!(conductor.sources.stats()[0]["connects"].as_u64().unwrap() >= 2);
+    conductor.shutdown();
+}
