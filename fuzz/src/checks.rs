@@ -6,6 +6,9 @@
 
 use std::io::Cursor;
 
+use mooncake::conductor::api::Api;
+use mooncake::conductor::events::{decode_batch, BlockEvent, KeyReader};
+use mooncake::conductor::{Conductor, ConductorConfig};
 use mooncake::fuzzing;
 use mooncake::master::config::{config_pairs, parse_duration_ms, MasterConfig};
 use mooncake::master::ha::record::Record;
@@ -19,6 +22,8 @@ use mooncake::te::transport::rdma::{gid, topology::Topology};
 use mooncake::te::transport::same_host::wire as shm;
 use mooncake::te::transport::tcp::wire as tcp;
 use mooncake::util::flags::{parse_bool, parse_byte_size, FlagKind, Flags};
+use mooncake::util::http_server::HttpHandler;
+use mooncake::util::msgpack_decode;
 use mooncake::util::zmtp::endpoint::BindEndpoint;
 use mooncake::util::{base64, parse_host_port};
 use mooncake::wire::codec;
@@ -50,6 +55,8 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("config_flags", config_flags),
     ("size_strings", size_strings),
     ("zmtp_subscriber", zmtp_subscriber),
+    ("kv_event_payload", kv_event_payload),
+    ("conductor_api", conductor_api),
 ];
 
 fn head<const N: usize>(data: &[u8]) -> Option<&[u8; N]> {
@@ -374,4 +381,55 @@ pub fn zmtp_subscriber(data: &[u8]) {
             let _ = endpoint.socket_addr(|_| None);
         }
     }
+}
+
+/// A KV-event payload as a conductor's subscription reads it from a publisher: the
+/// msgpack envelope with Mooncake maps or vLLM tagged arrays. Every event read names
+/// at least one block.
+pub fn kv_event_payload(data: &[u8]) {
+    let _ = msgpack_decode::decode(data);
+    if let Ok(batch) = decode_batch(data, &KeyReader::default()) {
+        for event in &batch.events {
+            match event {
+                BlockEvent::Stored { hashes, .. } | BlockEvent::Removed { hashes, .. } => {
+                    assert!(!hashes.is_empty())
+                }
+                BlockEvent::Cleared => {}
+            }
+        }
+    }
+}
+
+/// A request body to the conductor's HTTP API (the first byte picks the endpoint), on
+/// a conductor with one prefill and one decode instance: every answer is one of the
+/// contract's statuses with a JSON body.
+pub fn conductor_api(data: &[u8]) {
+    const CALLS: [(&str, &str); 8] = [
+        ("POST", "/v1/instances"),
+        ("POST", "/v1/events"),
+        ("POST", "/v1/schedule"),
+        ("POST", "/v1/complete"),
+        ("POST", "/query"),
+        ("POST", "/query_by_hash"),
+        ("POST", "/unregister"),
+        ("DELETE", "/v1/instances/p0"),
+    ];
+    let Some((&first, body)) = data.split_first() else {
+        return;
+    };
+    let api = Api(Conductor::new(ConductorConfig::default()));
+    for spec in [
+        &br#"{"id":"p0","role":"prefill","kv_capacity_blocks":16,"max_batch":0}"#[..],
+        &br#"{"id":"d0","role":"decode","kv_capacity_blocks":16,"max_batch":2}"#[..],
+    ] {
+        assert_eq!(api.handle("POST", "/v1/instances", spec).status, 201);
+    }
+    let (method, path) = CALLS[usize::from(first) % CALLS.len()];
+    let reply = api.handle(method, path, body);
+    assert!(
+        [200, 201, 400, 404, 409, 429, 503].contains(&reply.status),
+        "{path}: {}",
+        reply.status
+    );
+    assert!(serde_json::from_slice::<Value>(&reply.body).is_ok());
 }
