@@ -5,7 +5,7 @@
 //! Runs until SIGINT or SIGTERM.
 
 use mooncake::store::{Client, DummyServer, SetupConfig, StoreApi};
-use mooncake::util::flags::{parse_byte_size, run_main, FlagKind, Flags};
+use mooncake::util::flags::{kind_in, parse_byte_size, run_main, FlagKind, Flags};
 use mooncake::util::http_server::{HttpHandler, HttpReply, HttpServer};
 use mooncake::util::{logger, signals};
 use std::net::SocketAddr;
@@ -65,10 +65,7 @@ const FLAGS: &[(&str, bool)] = &[
 ];
 
 fn kind_of(name: &str) -> Option<FlagKind> {
-    FLAGS
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|&(_, b)| if b { FlagKind::Bool } else { FlagKind::Value })
+    kind_in(FLAGS, name)
 }
 
 /// What the command line asks for.

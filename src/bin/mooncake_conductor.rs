@@ -7,7 +7,7 @@ use mooncake::conductor::api::Api;
 use mooncake::conductor::events::KeyReader;
 use mooncake::conductor::sources::SourceSpec;
 use mooncake::conductor::{Conductor, ConductorConfig, CostModel, Policy};
-use mooncake::util::flags::{parse_bool, run_main, FlagKind, Flags};
+use mooncake::util::flags::{kind_in, parse_bool, run_main, FlagKind, Flags};
 use mooncake::util::http_server::HttpServer;
 use mooncake::util::{comma_list, logger, signals};
 use std::net::{IpAddr, SocketAddr};
@@ -75,10 +75,7 @@ const FLAGS: &[(&str, bool)] = &[
 ];
 
 fn kind_of(name: &str) -> Option<FlagKind> {
-    FLAGS
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|&(_, b)| if b { FlagKind::Bool } else { FlagKind::Value })
+    kind_in(FLAGS, name)
 }
 
 /// What the command line asks for.
@@ -88,16 +85,6 @@ struct Settings {
     config: ConductorConfig,
     sources: Vec<SourceSpec>,
     keys: KeyReader,
-}
-
-fn number<T: std::str::FromStr>(flags: &Flags, name: &str, default: T) -> Result<T, String> {
-    match flags.get(name) {
-        None => Ok(default),
-        Some(v) => v
-            .trim()
-            .parse()
-            .map_err(|_| format!("--{name}: {v:?} is not a valid number")),
-    }
 }
 
 fn non_negative(name: &str, v: f64) -> Result<f64, String> {
@@ -114,18 +101,11 @@ fn settings(flags: &Flags) -> Result<Settings, String> {
         .unwrap_or("0.0.0.0")
         .parse()
         .map_err(|_| "--host must be an IP address".to_string())?;
-    let port: u16 = number(flags, "port", 13333)?;
+    let port: u16 = flags.number("port", 13333)?;
     let defaults = ConductorConfig::default();
-    let cost_model = match flags.get("cost_model").map(str::trim) {
-        None | Some("") => CostModel::default(),
-        Some(text) if text.starts_with('{') => CostModel::from_json(text)?,
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| format!("--cost_model: reading {path}: {e}"))?;
-            CostModel::from_json(&text)?
-        }
-    };
-    let block_tokens: u64 = number(flags, "block_tokens", defaults.block_tokens)?;
+    let cost_model = CostModel::from_flag(flags.get("cost_model").unwrap_or(""))
+        .map_err(|e| format!("--cost_model: {e}"))?;
+    let block_tokens: u64 = flags.number("block_tokens", defaults.block_tokens)?;
     if block_tokens == 0 {
         return Err("--block_tokens must be > 0".into());
     }
@@ -135,32 +115,28 @@ fn settings(flags: &Flags) -> Result<Settings, String> {
             None => defaults.policy,
         },
         block_tokens,
-        ttft_slo_ms: non_negative("ttft_slo_ms", number(flags, "ttft_slo_ms", 0.0)?)?,
-        tbt_slo_ms: non_negative("tbt_slo_ms", number(flags, "tbt_slo_ms", 0.0)?)?,
+        ttft_slo_ms: non_negative("ttft_slo_ms", flags.number("ttft_slo_ms", 0.0)?)?,
+        tbt_slo_ms: non_negative("tbt_slo_ms", flags.number("tbt_slo_ms", 0.0)?)?,
         early_rejection: match flags.get("early_rejection") {
             Some(v) => parse_bool("early_rejection", v)?,
             None => defaults.early_rejection,
         },
         balancing_threshold: non_negative(
             "balancing_threshold",
-            number(flags, "balancing_threshold", defaults.balancing_threshold)?,
+            flags.number("balancing_threshold", defaults.balancing_threshold)?,
         )?,
         cost_model,
         prior_weight: non_negative(
             "prior_weight",
-            number(flags, "prior_weight", defaults.prior_weight)?,
+            flags.number("prior_weight", defaults.prior_weight)?,
         )?,
-        warmup_requests: number(flags, "warmup_requests", defaults.warmup_requests)?,
+        warmup_requests: flags.number("warmup_requests", defaults.warmup_requests)?,
         assignment_timeout_ms: non_negative(
             "assignment_timeout_ms",
-            number(
-                flags,
-                "assignment_timeout_ms",
-                defaults.assignment_timeout_ms,
-            )?,
+            flags.number("assignment_timeout_ms", defaults.assignment_timeout_ms)?,
         )?,
-        seed: number(flags, "seed", defaults.seed)?,
-        hash_seed: number(flags, "hash_seed", defaults.hash_seed)?,
+        seed: flags.number("seed", defaults.seed)?,
+        hash_seed: flags.number("hash_seed", defaults.hash_seed)?,
     };
     let instance = flags
         .get("kv_events_instance")

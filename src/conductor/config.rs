@@ -172,6 +172,18 @@ impl CostModel {
         Ok(model)
     }
 
+    /// Reads a flag's value: inline JSON (starting with `{`) or a file holding it;
+    /// empty for the defaults.
+    pub fn from_flag(value: &str) -> Result<CostModel, String> {
+        match value.trim() {
+            "" => Ok(CostModel::default()),
+            text if text.starts_with('{') => CostModel::from_json(text),
+            path => CostModel::from_json(
+                &std::fs::read_to_string(path).map_err(|e| format!("reading {path}: {e}"))?,
+            ),
+        }
+    }
+
     /// Predicted prefill time of `computed` tokens after `prefix` cached ones.
     pub fn prefill_ms(&self, computed: f64, prefix: f64) -> f64 {
         let p = &self.prefill;

@@ -12,6 +12,15 @@ pub enum FlagKind {
     Value,
 }
 
+/// How `name` is parsed, from a table of `(flag name, is boolean)`; `None` when the
+/// table does not have it.
+pub fn kind_in(table: &[(&str, bool)], name: &str) -> Option<FlagKind> {
+    table
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|&(_, b)| if b { FlagKind::Bool } else { FlagKind::Value })
+}
+
 /// Parsed flags: the last occurrence of each name wins; booleans are `"true"`/`"false"`.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Flags {
@@ -83,6 +92,17 @@ impl Flags {
     /// The value of a flag, if given.
     pub fn get(&self, name: &str) -> Option<&str> {
         self.values.get(name).map(String::as_str)
+    }
+
+    /// The value of a numeric flag, `default` when not given.
+    pub fn number<T: std::str::FromStr>(&self, name: &str, default: T) -> Result<T, String> {
+        match self.get(name) {
+            None => Ok(default),
+            Some(v) => v
+                .trim()
+                .parse()
+                .map_err(|_| format!("--{name}: {v:?} is not a valid number")),
+        }
     }
 
     /// Every given (name, value) pair.

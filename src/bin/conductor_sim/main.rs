@@ -17,7 +17,7 @@ use std::time::Instant;
 use mooncake::conductor::api::Api;
 use mooncake::conductor::{Completion, InstanceSpec, Role};
 use mooncake::conductor::{Conductor, ConductorConfig, CostModel, Policy, ScheduleRequest};
-use mooncake::util::flags::{parse_bool, run_main, FlagKind, Flags};
+use mooncake::util::flags::{kind_in, parse_bool, run_main, FlagKind, Flags};
 use mooncake::util::http_server::HttpServer;
 use mooncake::util::{comma_list, logger};
 use serde_json::json;
@@ -87,10 +87,7 @@ const FLAGS: &[(&str, bool)] = &[
 ];
 
 fn kind_of(name: &str) -> Option<FlagKind> {
-    FLAGS
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|&(_, b)| if b { FlagKind::Bool } else { FlagKind::Value })
+    kind_in(FLAGS, name)
 }
 
 /// What the instances really take by default: deliberately not the conductor's
@@ -119,23 +116,12 @@ struct Settings {
     bench_calls: usize,
 }
 
-fn number<T: std::str::FromStr>(flags: &Flags, name: &str, default: T) -> Result<T, String> {
-    match flags.get(name) {
-        None => Ok(default),
-        Some(v) => v
-            .trim()
-            .parse()
-            .map_err(|_| format!("--{name}: {v:?} is not a number")),
-    }
-}
-
 fn cost_model(flags: &Flags, name: &str, default: CostModel) -> Result<CostModel, String> {
-    match flags.get(name).map(str::trim) {
-        None | Some("") => Ok(default),
-        Some(t) if t.starts_with('{') => CostModel::from_json(t),
-        Some(path) => CostModel::from_json(
-            &std::fs::read_to_string(path).map_err(|e| format!("--{name}: {path}: {e}"))?,
-        ),
+    match flags.get(name) {
+        Some(v) if !v.trim().is_empty() => {
+            CostModel::from_flag(v).map_err(|e| format!("--{name}: {e}"))
+        }
+        _ => Ok(default),
     }
 }
 
@@ -148,22 +134,22 @@ fn settings(flags: &Flags) -> Result<Settings, String> {
             .collect::<Result<_, _>>()?,
     };
     let sim = SimConfig {
-        prefill: number(flags, "prefill", 8)?,
-        decode: number(flags, "decode", 8)?,
-        prefill_kv_blocks: number(flags, "prefill_kv_blocks", 4096)?,
-        decode_kv_blocks: number(flags, "decode_kv_blocks", 4096)?,
-        max_batch: number(flags, "max_batch", 128)?,
-        speedup: number(flags, "speedup", 1.3)?,
-        noise: number(flags, "noise", 0.1)?,
+        prefill: flags.number("prefill", 8)?,
+        decode: flags.number("decode", 8)?,
+        prefill_kv_blocks: flags.number("prefill_kv_blocks", 4096)?,
+        decode_kv_blocks: flags.number("decode_kv_blocks", 4096)?,
+        max_batch: flags.number("max_batch", 128)?,
+        speedup: flags.number("speedup", 1.3)?,
+        noise: flags.number("noise", 0.1)?,
         truth: cost_model(flags, "cost_model", default_truth())?,
-        block_tokens: number(flags, "block_tokens", 512)?,
-        ttft_slo_ms: number(flags, "ttft_slo_ms", 30_000.0)?,
-        tbt_slo_ms: number(flags, "tbt_slo_ms", 100.0)?,
+        block_tokens: flags.number("block_tokens", 512)?,
+        ttft_slo_ms: flags.number("ttft_slo_ms", 30_000.0)?,
+        tbt_slo_ms: flags.number("tbt_slo_ms", 100.0)?,
         send_slos: match flags.get("early_rejection") {
             Some(v) => parse_bool("early_rejection", v)?,
             None => false,
         },
-        seed: number(flags, "seed", 7)?,
+        seed: flags.number("seed", 7)?,
     };
     if sim.prefill == 0 || sim.decode == 0 || sim.max_batch == 0 || sim.block_tokens == 0 {
         return Err("--prefill, --decode, --max_batch and --block_tokens must be > 0".into());
@@ -177,16 +163,16 @@ fn settings(flags: &Flags) -> Result<Settings, String> {
                 "data/fast25/conversation_trace.jsonl,data/fast25/synthetic_trace.jsonl",
             ),
         ),
-        limit: number(flags, "limit", 0)?,
+        limit: flags.number("limit", 0)?,
         policies,
         sim,
-        overload_speedup: number(flags, "overload_speedup", 2.0)?,
+        overload_speedup: flags.number("overload_speedup", 2.0)?,
         prior: cost_model(flags, "prior", CostModel::default())?,
         conductor: flags
             .get("conductor")
             .filter(|c| !c.is_empty())
             .map(str::to_string),
-        bench_calls: number(flags, "bench_calls", 20_000)?,
+        bench_calls: flags.number("bench_calls", 20_000)?,
     })
 }
 
