@@ -176,8 +176,11 @@ impl<S: Connection> ConnThreads<S> {
             .name(name.into())
             .spawn(move || {
                 serve(&stream);
+                // The slot is freed before the peer can see the close, so a peer at
+                // its limit that reconnects on seeing it is never refused for it.
+                let entry = live.lock().remove(&id);
                 stream.close();
-                live.lock().remove(&id);
+                drop(entry);
             });
         match spawned {
             Ok(handle) => {
@@ -293,6 +296,21 @@ mod tests {
         assert_eq!(threads.len(), 3);
         threads.close_all();
         assert!(threads.is_empty());
+    }
+
+    #[test]
+    fn a_connection_closed_by_the_server_frees_its_slot_before_the_peer_sees_it() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let threads = ConnThreads::new(ConnLimits::new(4, 1));
+        // Each connection is served (closed at once) only if the one before it, whose
+        // close its peer has seen, no longer holds the peer's single slot.
+        for _ in 0..50 {
+            let (mut c, s) = pair(&listener, [127, 0, 0, 1]);
+            threads.spawn("t", s, |_| {}).unwrap();
+            let mut b = [0u8; 1];
+            assert_eq!(c.read(&mut b).unwrap(), 0, "the server closed it");
+        }
+        threads.close_all();
     }
 
     #[test]
