@@ -591,8 +591,10 @@ impl ReceiverCtx {
                 }
                 Outcome::Broken(e) => {
                     log::debug!("tcp data connection broke: {e}");
-                    self.ledger.send_again(slice, true);
+                    // Marked broken before the slice goes again, so the sender retries
+                    // it on a fresh connection rather than on this one.
                     self.break_connection(true);
+                    self.ledger.send_again(slice, true);
                 }
             }
         }
@@ -851,6 +853,24 @@ mod tests {
         assert!(b.iter().enumerate().all(|(i, x)| *x == i as u8));
         assert!(c.iter().enumerate().all(|(i, x)| *x == i as u8));
         assert_eq!(payloads.recv().unwrap(), a);
+    }
+
+    #[test]
+    fn a_slice_the_peer_hung_up_on_is_retried_on_a_fresh_connection() {
+        const ROUNDS: usize = 200;
+        let mut script = vec![Answer::Ok];
+        (0..ROUNDS).for_each(|_| script.extend([Answer::Hangup, Answer::Ok]));
+        let (port, _payloads, _) = fake_peer(script);
+        let lane = lane_to(port, PATIENT);
+        warm_up(&lane);
+        // Each slice meets a hang-up on the connection the last one used; its one retry
+        // must not be spent on that connection again.
+        for round in 0..ROUNDS {
+            let mut buf = [round as u8; 32];
+            let (s, task) = slice(Op::Write, &mut buf);
+            lane.submit(s);
+            assert_eq!(wait_terminal(&task), TaskStatus::Completed, "round {round}");
+        }
     }
 
     #[test]
