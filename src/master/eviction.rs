@@ -5,9 +5,11 @@
 //! `t = max(ratio, used - hw + ratio)`, lower bound `max(t / 2, used - hw)`.
 //! Candidates: not hard-pinned, lease expired, with a readable (COMPLETE) memory
 //! replica. First pass: the `ceil(#evictable x t)` non-soft-pinned candidates with the
-//! oldest lease. Second pass, only when the first fell short of the lower bound: the
-//! remaining non-soft-pinned candidates, then soft-pinned ones (if allowed), oldest
-//! first. Grouped objects are evicted together, and only when no member is leased.
+//! oldest lease (PutEnd sets it to the put's end, so an object never read since ranks
+//! by when it was written). Second pass, only when the first fell short of the lower
+//! bound: the remaining non-soft-pinned candidates, then soft-pinned ones (if
+//! allowed), oldest first. Grouped objects are evicted together, and only when no
+//! member is leased.
 //!
 //! An evicted object that is gone entirely (no replica left) is announced as a KV
 //! `removed` event; zombie cleanup announces nothing.
@@ -142,9 +144,6 @@ impl MasterService {
             }
         }
 
-        self.metrics
-            .evicted_objects
-            .fetch_add(evicted as u64, Ordering::Relaxed);
         log::debug!(
             "action=evict_objects, evicted_count={evicted}, eviction_base={base}, released_discarded={released}, target_evict_ratio={target}"
         );
@@ -195,8 +194,17 @@ impl MasterService {
         census
     }
 
-    /// Evicts candidate `c` (or its whole group); returns the number of objects evicted.
+    /// Evicts candidate `c` (or its whole group); returns the number of objects evicted,
+    /// which the metrics count at once (so they never lag the table).
     pub(super) fn try_evict(&self, c: &Candidate, allow_soft: bool, now: u64) -> usize {
+        let n = self.evict_candidate(c, allow_soft, now);
+        self.metrics
+            .evicted_objects
+            .fetch_add(n as u64, Ordering::Relaxed);
+        n
+    }
+
+    fn evict_candidate(&self, c: &Candidate, allow_soft: bool, now: u64) -> usize {
         let mut shard = self.objects.lock(c.shard);
         let Some(o) = shard.get_mut(&c.tenant, &c.key) else {
             return 0;

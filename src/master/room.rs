@@ -106,9 +106,6 @@ impl MasterService {
         if evicted == 0 && released == 0 {
             return false;
         }
-        self.metrics
-            .evicted_objects
-            .fetch_add(evicted, Ordering::Relaxed);
         self.metrics.room_evictions.fetch_add(1, Ordering::Relaxed);
         room.epoch = room.epoch.wrapping_add(1);
         log::debug!(

@@ -536,6 +536,23 @@ fn fill_full_pool(m: &MasterService) {
     assert!(!m.exist_key("e000", T).unwrap());
 }
 
+/// Objects never read go in the order they were written (PutEnd starts the lease
+/// clock): an eviction pass takes the oldest puts, whatever shard each key hashes to.
+#[test]
+fn eviction_takes_the_oldest_unread_puts_first() {
+    let m = MasterService::new(no_auto_evict());
+    let a = client(1);
+    m.mount_segment(&seg(1, 64 * 1024), a).unwrap();
+    for i in 0..40 {
+        put(&m, a, &format!("w{i:02}"), 1024, &rc(1)).unwrap();
+    }
+    m.evict_now(0.25);
+    let kept: Vec<bool> = (0..40)
+        .map(|i| m.exist_key(&format!("w{i:02}"), T).unwrap())
+        .collect();
+    assert_eq!(kept, (0..40).map(|i| i >= 10).collect::<Vec<_>>());
+}
+
 #[test]
 fn puts_into_a_full_pool_evict_and_succeed() {
     // Watermark-triggered background eviction, and writes making room themselves.
