@@ -219,24 +219,35 @@ fn reject_busy(mut stream: TcpStream) {
     let _ = stream.shutdown(Shutdown::Both);
 }
 
-/// A socket reader whose every read is bounded by a deadline (or the idle timeout while
-/// no request is in progress).
+/// The socket's read timeout: a blocked read wakes this often to check its deadline.
+/// Set once per connection (not per read, which would cost a system call each), so a
+/// deadline is kept to within one tick.
+const READ_TICK: Duration = Duration::from_secs(1);
+
+/// A socket reader whose every read is bounded by a deadline: the request's, or the
+/// idle timeout's while no request is in progress. The socket's read timeout must be
+/// [`READ_TICK`].
 struct DeadlineReader {
     stream: TcpStream,
-    deadline: Option<Instant>,
+    deadline: Instant,
 }
 
 impl Read for DeadlineReader {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let timeout = match self.deadline {
-            Some(d) => d.saturating_duration_since(Instant::now()),
-            None => IDLE_TIMEOUT,
-        };
-        if timeout.is_zero() {
-            return Err(io::Error::new(io::ErrorKind::TimedOut, "request deadline"));
+        loop {
+            if Instant::now() >= self.deadline {
+                return Err(io::Error::new(io::ErrorKind::TimedOut, "request deadline"));
+            }
+            match self.stream.read(buf) {
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                result => return result,
+            }
         }
-        self.stream.set_read_timeout(Some(timeout))?;
-        self.stream.read(buf)
     }
 }
 
@@ -272,21 +283,27 @@ pub(crate) struct Head {
 fn serve_connection(stream: TcpStream, shared: &Shared) {
     let _ = stream.set_nodelay(true);
     let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
+    if stream.set_read_timeout(Some(READ_TICK)).is_err() {
+        return;
+    }
     let Ok(mut writer) = stream.try_clone() else {
         return;
     };
     let mut reader = BufReader::new(DeadlineReader {
         stream,
-        deadline: None,
+        deadline: Instant::now() + IDLE_TIMEOUT,
     });
     while !shared.stop.load(Ordering::SeqCst) {
-        reader.get_mut().deadline = None;
-        // Wait (idle timeout) for the first byte of the next request.
+        // Wait (idle timeout) for the first byte of the next request; one already
+        // buffered (pipelined) costs no read.
+        if reader.buffer().is_empty() {
+            reader.get_mut().deadline = Instant::now() + IDLE_TIMEOUT;
+        }
         match reader.fill_buf() {
             Ok([]) | Err(_) => return,
             Ok(_) => {}
         }
-        reader.get_mut().deadline = Some(Instant::now() + REQUEST_TIMEOUT);
+        reader.get_mut().deadline = Instant::now() + REQUEST_TIMEOUT;
         let head = match read_head(&mut reader) {
             Ok(h) => h,
             Err(ReadFail::Closed) => return,
@@ -576,6 +593,29 @@ fn write_reply(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_wait_past_the_socket_tick_until_their_deadline() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        server.set_read_timeout(Some(READ_TICK)).unwrap();
+        let deadline = Instant::now() + READ_TICK + READ_TICK / 2;
+        let mut reader = DeadlineReader {
+            stream: server,
+            deadline,
+        };
+        let mut buf = [0u8; 8];
+        // Silence: the ticks pass, the read goes on until the deadline.
+        let e = reader.read(&mut buf).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+        assert!(Instant::now() >= deadline);
+        // Bytes that arrived are read at once, and a new deadline is honoured.
+        client.write_all(b"abc").unwrap();
+        reader.deadline = Instant::now() + IDLE_TIMEOUT;
+        assert_eq!(reader.read(&mut buf).unwrap(), 3);
+        assert_eq!(&buf[..3], b"abc");
+    }
 
     #[test]
     fn parses_heads() {
