@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 use super::index::medium;
 use super::instances::{InstanceSpec, Role};
@@ -68,7 +68,7 @@ fn origin_path(target: &str) -> &str {
 }
 
 /// A JSON reply.
-pub fn json_reply(status: u16, value: &Value) -> HttpReply {
+pub fn json_reply<T: Serialize + ?Sized>(status: u16, value: &T) -> HttpReply {
     HttpReply {
         status,
         content_type: "application/json",
@@ -231,18 +231,7 @@ fn schedule(c: &Conductor, body: &[u8]) -> HttpReply {
         now_ms: b.now_ms,
     };
     match c.schedule(&req) {
-        Ok(p) => json_reply(
-            200,
-            &json!({
-                "prefill": p.prefill,
-                "decode": p.decode,
-                "prefix_blocks": p.prefix_blocks,
-                "transfer_blocks": p.transfer_blocks,
-                "transfer_from": p.transfer_from,
-                "est_ttft_ms": p.est_ttft_ms,
-                "est_tbt_ms": p.est_tbt_ms,
-            }),
-        ),
+        Ok(p) => json_reply(200, &p),
         Err(Refusal::Rejected {
             reason,
             est_ttft_ms,

@@ -34,8 +34,8 @@ pub struct ScheduleRequest {
     pub now_ms: Option<f64>,
 }
 
-/// Where a request goes.
-#[derive(Debug, Clone, PartialEq)]
+/// Where a request goes (serialized as the schedule call's reply).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Placement {
     /// The prefill instance.
     pub prefill: String,
