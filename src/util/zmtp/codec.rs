@@ -210,6 +210,11 @@ pub fn ready(socket_type: &str) -> Vec<u8> {
     encode_command("READY", &meta)
 }
 
+/// A ZMTP 3.1 SUBSCRIBE command for the topic prefix `topic` (empty: everything).
+pub fn subscribe(topic: &[u8]) -> Vec<u8> {
+    encode_command("SUBSCRIBE", topic)
+}
+
 /// The PONG answering a PING with `context`.
 pub fn pong(context: &[u8]) -> Vec<u8> {
     encode_command("PONG", context)

@@ -15,11 +15,24 @@ pub const MAX_SUBSCRIPTIONS: usize = 1024;
 /// peer's, sends READY, then reads the peer's READY and checks its `Socket-Type`
 /// (SUB or XSUB; another is sent an ERROR). Returns the peer's version.
 pub fn handshake(r: &mut impl Read, w: &mut impl Write) -> io::Result<Version> {
+    handshake_as(r, w, "PUB", &[b"SUB", b"XSUB"])
+}
+
+/// Runs either side of the NULL-mechanism handshake as a `ours` socket: sends our
+/// greeting, reads and checks the peer's, sends READY, then reads the peer's READY and
+/// checks that its `Socket-Type` is one of `peers` (another is sent an ERROR). An
+/// ERROR from the peer instead of READY is a refusal. Returns the peer's version.
+pub fn handshake_as(
+    r: &mut impl Read,
+    w: &mut impl Write,
+    ours: &str,
+    peers: &[&[u8]],
+) -> io::Result<Version> {
     w.write_all(&codec::greeting())?;
     let mut greeting = [0u8; GREETING_LEN];
     r.read_exact(&mut greeting)?;
     let version = codec::parse_greeting(&greeting)?;
-    w.write_all(&codec::ready("PUB"))?;
+    w.write_all(&codec::ready(ours))?;
     let frame = codec::read_frame(r, MAX_FRAME)?;
     if !frame.command {
         return Err(ProtocolError::Sequence.into());
@@ -30,7 +43,7 @@ pub fn handshake(r: &mut impl Read, w: &mut impl Write) -> io::Result<Version> {
                 .iter()
                 .find(|(name, _)| name.eq_ignore_ascii_case(b"Socket-Type"))
                 .map_or(&b""[..], |(_, value)| value);
-            if socket_type != b"SUB" && socket_type != b"XSUB" {
+            if !peers.contains(&socket_type) {
                 let _ = w.write_all(&codec::error("Invalid socket type"));
                 let shown = String::from_utf8_lossy(socket_type).into_owned();
                 return Err(ProtocolError::SocketType(shown).into());

@@ -2,11 +2,12 @@
 //! (libzmq's, pyzmq's, or ours): handshake, SUBSCRIBE, then messages, with PINGs
 //! answered. Reconnecting is the caller's loop.
 
-use std::io::{self, BufReader, Read, Write};
+use std::io::{self, BufReader, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
-use super::codec::{self, Command, ProtocolError, GREETING_LEN};
+use super::codec::{self, Command};
+use super::session;
 
 /// Largest message frame accepted from a publisher.
 pub const MAX_MESSAGE_FRAME: usize = 64 << 20;
@@ -49,37 +50,10 @@ impl SubConnection {
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(timeout))?;
         stream.set_write_timeout(Some(timeout))?;
-        (&stream).write_all(&codec::greeting())?;
         let mut reader = BufReader::new(stream.try_clone()?);
-        let mut theirs = [0u8; GREETING_LEN];
-        reader.read_exact(&mut theirs)?;
-        let version = codec::parse_greeting(&theirs)?;
-        (&stream).write_all(&codec::ready("SUB"))?;
-        let ready = codec::read_frame(&mut reader, codec::MAX_FRAME)?;
-        if !ready.command {
-            return Err(ProtocolError::Sequence.into());
-        }
-        match codec::parse_command(&ready.body)? {
-            Command::Ready(props) => {
-                let socket_type = props
-                    .iter()
-                    .find(|(n, _)| n.eq_ignore_ascii_case(b"Socket-Type"))
-                    .map_or(&b""[..], |(_, v)| v);
-                if socket_type != b"PUB" && socket_type != b"XPUB" {
-                    let shown = String::from_utf8_lossy(socket_type).into_owned();
-                    return Err(ProtocolError::SocketType(shown).into());
-                }
-            }
-            Command::Error(reason) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::ConnectionRefused,
-                    format!("publisher refused: {}", String::from_utf8_lossy(reason)),
-                ))
-            }
-            _ => return Err(ProtocolError::Sequence.into()),
-        }
+        let version = session::handshake_as(&mut reader, &mut &stream, "SUB", &[b"PUB", b"XPUB"])?;
         let subscribe = if version.minor >= 1 {
-            subscribe_command(topic)
+            codec::subscribe(topic)
         } else {
             let mut body = vec![1u8];
             body.extend_from_slice(topic);
@@ -126,24 +100,6 @@ impl SubConnection {
             }
         }
     }
-}
-
-/// A ZMTP 3.1 SUBSCRIBE command for `topic`.
-fn subscribe_command(topic: &[u8]) -> Vec<u8> {
-    let mut body = Vec::with_capacity(10 + topic.len());
-    body.push(9);
-    body.extend_from_slice(b"SUBSCRIBE");
-    body.extend_from_slice(topic);
-    let mut out = Vec::with_capacity(body.len() + 9);
-    match u8::try_from(body.len()) {
-        Ok(n) => out.extend_from_slice(&[0x04, n]),
-        Err(_) => {
-            out.push(0x06);
-            out.extend_from_slice(&(body.len() as u64).to_be_bytes());
-        }
-    }
-    out.extend_from_slice(&body);
-    out
 }
 
 #[cfg(test)]
