@@ -8,7 +8,7 @@
 #[path = "store_support/cluster.rs"]
 mod cluster;
 
-use cluster::{eventually, free_ports, master_exe, Proc, DEADLINE, POLL};
+use cluster::{eventually, free_ports, Master, DEADLINE};
 use mooncake::conductor::events::KeyReader;
 use mooncake::conductor::sources::SourceSpec;
 use mooncake::conductor::{Conductor, ConductorConfig, InstanceSpec, Role, ScheduleRequest};
@@ -16,7 +16,6 @@ use mooncake::wire::master_api::{
     MasterApi, ObjectMeta, ReplicaType, ReplicateConfig, Segment, Uuid,
 };
 use mooncake::wire::rpc_client::MasterRpcClient;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 const CLIENT: Uuid = Uuid {
@@ -26,40 +25,36 @@ const CLIENT: Uuid = Uuid {
 
 /// A master child with KV events on, and an RPC client with a fake segment mounted.
 struct KvMaster {
-    proc: Proc,
+    master: Master,
     rpc: MasterRpcClient,
-    ports: Vec<u16>,
 }
 
 impl KvMaster {
-    fn start(ports: Vec<u16>, kv_port: u16) -> KvMaster {
-        let mut cmd = Command::new(master_exe());
-        cmd.args([
-            format!("--port={}", ports[0]),
-            "--rpc_address=127.0.0.1".into(),
-            format!("--metrics_port={}", ports[1]),
-            "--metrics_host=127.0.0.1".into(),
-            "--client_ttl=3600".into(),
-            "--enable_kv_events".into(),
-            format!("--kv_events_bind_endpoint=tcp://127.0.0.1:{kv_port}"),
-            "--kv_events_backend_id=pool".into(),
-        ]);
-        let mut proc = Proc::spawn(cmd, "conductor-master", &[], false);
-        let addr = format!("127.0.0.1:{}", ports[0]);
-        let t = Duration::from_secs(5);
-        let deadline = Instant::now() + DEADLINE;
-        let rpc = loop {
-            if let Ok(rpc) = MasterRpcClient::connect(&addr, t, t) {
-                break rpc;
-            }
-            assert!(proc.alive(), "master exited\n{}", proc.log_tail());
-            assert!(
-                Instant::now() < deadline,
-                "master not ready\n{}",
-                proc.log_tail()
-            );
-            std::thread::sleep(POLL);
-        };
+    /// A master publishing its KV events on `kv_port`.
+    fn start(kv_port: u16) -> KvMaster {
+        let endpoint = format!("--kv_events_bind_endpoint=tcp://127.0.0.1:{kv_port}");
+        let master = Master::start_with_flags(
+            3600,
+            &[
+                "--enable_kv_events",
+                &endpoint,
+                "--kv_events_backend_id=pool",
+            ],
+        );
+        let rpc = master.rpc();
+        let m = KvMaster { master, rpc };
+        m.mount();
+        m
+    }
+
+    /// Kills the master and starts a new one on the same ports.
+    fn restart(&mut self) {
+        self.master.restart();
+        self.rpc = self.master.rpc();
+        self.mount();
+    }
+
+    fn mount(&self) {
         let segment = Segment {
             id: Uuid {
                 first: 9,
@@ -72,8 +67,7 @@ impl KvMaster {
             protocol: "tcp".into(),
             host_id: String::new(),
         };
-        rpc.mount_segment(&segment, CLIENT).unwrap();
-        KvMaster { proc, rpc, ports }
+        self.rpc.mount_segment(&segment, CLIENT).unwrap();
     }
 
     fn put(&self, key: &str) {
@@ -122,7 +116,7 @@ fn sync(m: &KvMaster, c: &Conductor, marker: u64) {
 #[test]
 fn the_index_follows_a_real_masters_events() {
     let kv_port = free_port();
-    let mut m = KvMaster::start(free_ports(2), kv_port);
+    let mut m = KvMaster::start(kv_port);
     let conductor = Conductor::new(ConductorConfig::default());
     let keys = KeyReader {
         pattern: Some(regex::Regex::new(r"^model-a@(\d+)$").unwrap()),
@@ -189,9 +183,7 @@ fn the_index_follows_a_real_masters_events() {
     assert_eq!(placed.transfer_blocks, 4);
 
     // The master restarts on the same ports: the subscription reconnects.
-    let ports = m.ports.clone();
-    m.proc.kill();
-    m = KvMaster::start(ports, kv_port);
+    m.restart();
     sync(&m, &conductor, 888_888);
     m.put("16");
     eventually(

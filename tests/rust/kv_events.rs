@@ -13,7 +13,7 @@ mod cluster;
 mod kv_events_support;
 mod kv_servers;
 
-use cluster::{eventually, free_ports, master_exe, Proc, DEADLINE, POLL};
+use cluster::{eventually, free_ports, master_exe, Master, Proc};
 use kv_events_support::{expected_map, Batch, Expect, Shape, Sub, V};
 use mooncake::wire::master_api::{
     ErrorCode, MasterApi, ObjectMeta, ReplicaType, ReplicateConfig, Segment, Uuid,
@@ -22,7 +22,7 @@ use mooncake::wire::rpc_client::MasterRpcClient;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::{SocketAddr, TcpListener};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const T: &str = "default";
 const CLIENT: Uuid = Uuid {
@@ -43,43 +43,16 @@ impl KvMaster {
     /// A master on free loopback ports with `flags` (besides ports and a long client
     /// TTL), once it answers RPCs.
     fn start(flags: &[&str]) -> KvMaster {
-        let mut last = String::new();
-        for _ in 0..5 {
-            let ports = free_ports(2);
-            let mut cmd = Command::new(master_exe());
-            cmd.args([
-                format!("--port={}", ports[0]),
-                "--rpc_address=127.0.0.1".into(),
-                format!("--metrics_port={}", ports[1]),
-                "--metrics_host=127.0.0.1".into(),
-                "--client_ttl=3600".into(),
-            ]);
-            cmd.args(flags);
-            let mut proc = Proc::spawn(cmd, "master", &[], false);
-            let addr = format!("127.0.0.1:{}", ports[0]);
-            let deadline = Instant::now() + DEADLINE;
-            let t = Duration::from_secs(5);
-            loop {
-                if !proc.alive() {
-                    last = proc.log_tail();
-                    break;
-                }
-                if let Ok(rpc) = MasterRpcClient::connect(&addr, t, t) {
-                    return KvMaster {
-                        proc,
-                        rpc,
-                        metrics_port: ports[1],
-                    };
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "master not ready\n{}",
-                    proc.log_tail()
-                );
-                std::thread::sleep(POLL);
-            }
+        let master = Master::start_with_flags(3600, flags);
+        let rpc = master.rpc();
+        let Master {
+            proc, metrics_port, ..
+        } = master;
+        KvMaster {
+            proc,
+            rpc,
+            metrics_port,
         }
-        panic!("mooncake_master did not start: {last}");
     }
 
     /// The address the publisher bound, from the master's log.

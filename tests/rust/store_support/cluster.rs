@@ -221,6 +221,8 @@ pub struct Master {
     /// The embedded HTTP metadata server's port, when enabled.
     pub metadata_port: Option<u16>,
     pub client_ttl: u64,
+    /// Further flags, kept for restarts.
+    pub flags: Vec<String>,
 }
 
 impl Master {
@@ -232,12 +234,22 @@ impl Master {
 
     /// [`Master::start`], with the embedded HTTP metadata server when `metadata`.
     pub fn start_with(client_ttl: u64, metadata: bool) -> Master {
+        Master::start_on_free_ports(client_ttl, metadata, &[])
+    }
+
+    /// [`Master::start`] with further `flags` (kept for restarts).
+    pub fn start_with_flags(client_ttl: u64, flags: &[&str]) -> Master {
+        Master::start_on_free_ports(client_ttl, false, flags)
+    }
+
+    fn start_on_free_ports(client_ttl: u64, metadata: bool, flags: &[&str]) -> Master {
+        let flags: Vec<String> = flags.iter().map(|f| f.to_string()).collect();
         let mut last = String::new();
         for _ in 0..5 {
             let ports = free_ports(3);
             let (rpc_port, metrics_port) = (ports[0], ports[1]);
             let metadata_port = metadata.then_some(ports[2]);
-            match Master::spawn_on(rpc_port, metrics_port, metadata_port, client_ttl) {
+            match Master::spawn_on(rpc_port, metrics_port, metadata_port, client_ttl, &flags) {
                 Ok(proc) => {
                     return Master {
                         proc,
@@ -245,6 +257,7 @@ impl Master {
                         metrics_port,
                         metadata_port,
                         client_ttl,
+                        flags,
                     }
                 }
                 Err(e) => last = e,
@@ -253,12 +266,13 @@ impl Master {
         panic!("mooncake_master did not start: {last}");
     }
 
-    /// Spawns a master on these ports and waits until it answers.
+    /// Spawns a master on these ports with further `flags` and waits until it answers.
     pub fn spawn_on(
         rpc_port: u16,
         metrics_port: u16,
         metadata_port: Option<u16>,
         client_ttl: u64,
+        flags: &[String],
     ) -> Result<Proc, String> {
         let mut cmd = Command::new(master_exe());
         cmd.args([
@@ -268,6 +282,7 @@ impl Master {
             "--metrics_host=127.0.0.1".into(),
             format!("--client_ttl={client_ttl}"),
         ]);
+        cmd.args(flags);
         if let Some(port) = metadata_port {
             cmd.args([
                 "--enable_http_metadata_server=true".into(),
@@ -307,7 +322,7 @@ impl Master {
         let deadline = Instant::now() + DEADLINE;
         loop {
             let (rpc, metrics, meta) = (self.rpc_port, self.metrics_port, self.metadata_port);
-            match Master::spawn_on(rpc, metrics, meta, self.client_ttl) {
+            match Master::spawn_on(rpc, metrics, meta, self.client_ttl, &self.flags) {
                 Ok(p) => {
                     self.proc = p;
                     return;
@@ -322,6 +337,13 @@ impl Master {
 
     pub fn addr(&self) -> String {
         format!("127.0.0.1:{}", self.rpc_port)
+    }
+
+    /// A new RPC client to this master.
+    pub fn rpc(&self) -> MasterRpcClient {
+        let t = Duration::from_secs(5);
+        MasterRpcClient::connect(&self.addr(), t, t)
+            .unwrap_or_else(|e| panic!("connecting to the master: {e}\n{}", self.proc.log_tail()))
     }
 
     /// GET on the admin HTTP service: status and body.
