@@ -255,9 +255,8 @@ impl ErrorLog {
             return None;
         }
         let mut v = self.steady.clone();
-        v.sort_by(f64::total_cmp);
         let i = ((v.len() - 1) as f64 * q.clamp(0.0, 1.0)).round() as usize;
-        Some(v[i])
+        Some(*v.select_nth_unstable_by(i, f64::total_cmp).1)
     }
 }
 
