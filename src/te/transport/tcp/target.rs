@@ -11,27 +11,23 @@ use super::reader::SocketReader;
 use super::wire::{encode_status, Header, Op, HEADER_LEN, STATUS_LEN, STATUS_OK, STATUS_REJECTED};
 use crate::config::Config;
 use crate::te::memory::{MemoryRegistry, Region};
-use crate::util::conn_threads::ConnThreads;
+use crate::util::tcp_acceptor::{StreamTimeouts, TcpAcceptor};
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 struct Shared {
     memory: Arc<MemoryRegistry>,
     stopping: AtomicBool,
-    progress_timeout: Duration,
     idle_timeout: Option<Duration>,
-    connections: ConnThreads<TcpStream>,
 }
 
 /// The data listener and its connection threads.
 pub struct TcpTarget {
     shared: Arc<Shared>,
-    port: u16,
-    acceptor: Option<JoinHandle<()>>,
+    acceptor: TcpAcceptor,
 }
 
 impl TcpTarget {
@@ -42,76 +38,47 @@ impl TcpTarget {
         memory: Arc<MemoryRegistry>,
         config: &Config,
     ) -> std::io::Result<TcpTarget> {
-        let port = listener.local_addr()?.port();
+        let progress_timeout = Duration::from_secs(config.tcp_progress_timeout_secs);
         let shared = Arc::new(Shared {
             memory,
             stopping: AtomicBool::new(false),
-            progress_timeout: Duration::from_secs(config.tcp_progress_timeout_secs),
             idle_timeout: config.tcp_idle_timeout(),
-            connections: ConnThreads::new(config.inbound_limits()),
         });
-        let acceptor_shared = shared.clone();
-        let acceptor = std::thread::Builder::new()
-            .name("mc-tcp-accept".into())
-            .spawn(move || accept_loop(listener, acceptor_shared))?;
-        Ok(TcpTarget {
-            shared,
-            port,
-            acceptor: Some(acceptor),
-        })
+        let conn_shared = shared.clone();
+        let acceptor = TcpAcceptor::start(
+            listener,
+            "mc-tcp-serve",
+            config.inbound_limits(),
+            StreamTimeouts {
+                read: Some(progress_timeout),
+                write: Some(progress_timeout),
+            },
+            move |stream, peer| {
+                let _ = stream.set_nodelay(true);
+                if let Err(e) = serve(&stream, &conn_shared) {
+                    log::debug!("tcp data connection from {peer} closed: {e}");
+                }
+            },
+        )?;
+        Ok(TcpTarget { shared, acceptor })
     }
 
     /// The data port peers connect to.
     pub fn port(&self) -> u16 {
-        self.port
+        self.acceptor.local_addr().port()
     }
 
     /// Stops accepting, closes every connection and joins every thread, so no
     /// registered memory is touched after this returns.
     pub fn stop(&mut self) {
-        let Some(acceptor) = self.acceptor.take() else {
-            return;
-        };
         self.shared.stopping.store(true, Ordering::SeqCst);
-        let _ = TcpStream::connect_timeout(
-            &std::net::SocketAddr::from(([127, 0, 0, 1], self.port)),
-            Duration::from_secs(1),
-        );
-        let _ = acceptor.join();
-        self.shared.connections.close_all();
+        self.acceptor.stop();
     }
 }
 
 impl Drop for TcpTarget {
     fn drop(&mut self) {
         self.stop();
-    }
-}
-
-fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
-    loop {
-        let accepted = listener.accept();
-        if shared.stopping.load(Ordering::SeqCst) {
-            return;
-        }
-        let Ok((stream, peer)) = accepted else {
-            std::thread::sleep(Duration::from_millis(10));
-            continue;
-        };
-        let _ = stream.set_nodelay(true);
-        let _ = stream.set_read_timeout(Some(shared.progress_timeout));
-        let _ = stream.set_write_timeout(Some(shared.progress_timeout));
-        let conn_shared = shared.clone();
-        let spawned = shared
-            .connections
-            .spawn("mc-tcp-serve", stream, move |stream| {
-                if let Err(e) = serve(stream, &conn_shared) {
-                    log::debug!("tcp data connection from {peer} closed: {e}");
-                }
-            });
-        if let Err((_, why)) = spawned {
-            log::warn!("tcp data connection from {peer} refused: {why}");
-        }
     }
 }
 
