@@ -1,7 +1,7 @@
 //! A TCP listener served by one acceptor thread and one thread per connection
 //! ([`ConnThreads`], within its limits), stopped by a self-connection that wakes the
-//! blocked `accept`: the loop the master's RPC port and a store owner's offload port
-//! share.
+//! blocked `accept`: the loop the master's RPC port, a store owner's offload port, the
+//! TCP transport's data port and the ZMTP PUB socket share.
 
 use super::conn_threads::{ConnLimits, ConnThreads};
 use std::io;
@@ -77,7 +77,10 @@ impl TcpAcceptor {
         self.stopping.store(true, Ordering::SeqCst);
         let mut wake = self.addr;
         if wake.ip().is_unspecified() {
-            wake.set_ip([127, 0, 0, 1].into());
+            wake.set_ip(match wake {
+                SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+            });
         }
         let _ = TcpStream::connect_timeout(&wake, Duration::from_secs(1));
         let _ = acceptor.join();

@@ -15,7 +15,6 @@ use std::io::{self, BufReader, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TrySendError};
@@ -23,7 +22,8 @@ use parking_lot::Mutex;
 
 use super::codec;
 use super::session::{self, Filters};
-use crate::util::conn_threads::{ConnLimits, ConnThreads};
+use crate::util::conn_threads::ConnLimits;
+use crate::util::tcp_acceptor::{StreamTimeouts, TcpAcceptor};
 
 /// How long a connecting peer has for its greeting and READY.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -61,48 +61,46 @@ struct Subscriber {
 
 struct Shared {
     limits: PubLimits,
-    stopping: AtomicBool,
-    connections: ConnThreads<TcpStream>,
     subscribers: Mutex<Vec<(u64, Arc<Subscriber>)>>,
     next_id: AtomicU64,
 }
 
 /// A bound PUB socket; dropping it closes every connection and joins every thread.
 pub struct PubSocket {
-    addr: SocketAddr,
     shared: Arc<Shared>,
-    acceptor: Option<JoinHandle<()>>,
+    acceptor: TcpAcceptor,
 }
 
 impl PubSocket {
     /// Binds `addr` (port 0 picks a free port) and starts accepting subscribers.
     pub fn bind(addr: SocketAddr, limits: PubLimits) -> io::Result<PubSocket> {
         let listener = TcpListener::bind(addr)?;
-        let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             limits: PubLimits {
                 high_water_mark: limits.high_water_mark.max(1),
                 ..limits
             },
-            stopping: AtomicBool::new(false),
-            connections: ConnThreads::new(limits.connections),
             subscribers: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(0),
         });
-        let acceptor_shared = shared.clone();
-        let acceptor = std::thread::Builder::new()
-            .name("mc-zmtp-accept".into())
-            .spawn(move || accept_loop(listener, acceptor_shared))?;
-        Ok(PubSocket {
-            addr,
-            shared,
-            acceptor: Some(acceptor),
-        })
+        let conn_shared = shared.clone();
+        let acceptor = TcpAcceptor::start(
+            listener,
+            "mc-zmtp-sub",
+            limits.connections,
+            StreamTimeouts::default(),
+            move |stream, peer| {
+                if let Err(e) = serve(&stream, &conn_shared) {
+                    log::debug!("zmtp pub: subscriber {peer} closed: {e}");
+                }
+            },
+        )?;
+        Ok(PubSocket { shared, acceptor })
     }
 
     /// The bound address (with the port the system picked).
     pub fn local_addr(&self) -> SocketAddr {
-        self.addr
+        self.acceptor.local_addr()
     }
 
     /// Subscribers past their handshake.
@@ -188,54 +186,13 @@ impl PubSocket {
 
     /// Stops accepting, closes every connection and joins every thread (idempotent).
     pub fn close(&mut self) {
-        let Some(acceptor) = self.acceptor.take() else {
-            return;
-        };
-        self.shared.stopping.store(true, Ordering::SeqCst);
-        let mut wake = self.addr;
-        if wake.ip().is_unspecified() {
-            wake.set_ip(match wake {
-                SocketAddr::V4(_) => [127, 0, 0, 1].into(),
-                SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
-            });
-        }
-        let _ = TcpStream::connect_timeout(&wake, Duration::from_secs(1));
-        let _ = acceptor.join();
-        self.shared.connections.close_all();
+        self.acceptor.stop();
     }
 }
 
 impl Drop for PubSocket {
     fn drop(&mut self) {
         self.close();
-    }
-}
-
-fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
-    loop {
-        let accepted = listener.accept();
-        if shared.stopping.load(Ordering::SeqCst) {
-            return;
-        }
-        let (stream, peer) = match accepted {
-            Ok(a) => a,
-            Err(e) => {
-                log::warn!("zmtp pub: accept failed: {e}");
-                std::thread::sleep(Duration::from_millis(50));
-                continue;
-            }
-        };
-        let conn_shared = shared.clone();
-        let spawned = shared
-            .connections
-            .spawn("mc-zmtp-sub", stream, move |stream| {
-                if let Err(e) = serve(stream, &conn_shared) {
-                    log::debug!("zmtp pub: subscriber {peer} closed: {e}");
-                }
-            });
-        if let Err((_, why)) = spawned {
-            log::warn!("zmtp pub: refusing {peer}: {why}");
-        }
     }
 }
 
