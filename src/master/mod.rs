@@ -31,10 +31,9 @@ mod write;
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{RecvTimeoutError, Sender};
+use crate::util::stoppable::StoppableThread;
 use parking_lot::Mutex;
 
 pub use config::{AllocationStrategy, MasterConfig, MemoryAllocator, MASTER_CONFIG_FLAGS};
@@ -99,8 +98,7 @@ pub struct MasterService {
     client_ttl_ns: u64,
     default_pin_ms: u64,
     max_pin_ms: u64,
-    stop: Mutex<Option<Sender<()>>>,
-    threads: Mutex<Vec<JoinHandle<()>>>,
+    threads: Mutex<Vec<StoppableThread>>,
 }
 
 impl MasterService {
@@ -148,12 +146,10 @@ impl MasterService {
             default_pin_ms: dur_ms(config.default_kv_soft_pin_ttl),
             max_pin_ms: dur_ms(config.max_kv_soft_pin_ttl),
             start,
-            stop: Mutex::new(None),
             threads: Mutex::new(Vec::new()),
             config,
         });
-        let (tx, rx) = crossbeam_channel::bounded::<()>(0);
-        let mut handles = Vec::new();
+        let mut threads = Vec::new();
         let jobs: [Job; 2] = [
             (
                 "mc-master-evict",
@@ -168,37 +164,29 @@ impl MasterService {
         ];
         for (name, period, tick) in jobs {
             let weak: Weak<MasterService> = Arc::downgrade(&svc);
-            let rx = rx.clone();
             let period = period.max(Duration::from_millis(1));
-            let spawned = std::thread::Builder::new()
-                .name(name.to_string())
-                .spawn(move || {
-                    while let Err(RecvTimeoutError::Timeout) = rx.recv_timeout(period) {
-                        let Some(svc) = weak.upgrade() else { break };
-                        tick(&svc);
-                    }
-                });
+            let spawned = StoppableThread::spawn(name, move |signal| {
+                while signal.wait(period) {
+                    let Some(svc) = weak.upgrade() else { break };
+                    tick(&svc);
+                }
+            });
             match spawned {
-                Ok(h) => handles.push(h),
+                Ok(t) => threads.push(t),
                 Err(e) => log::error!("cannot start master thread {name}: {e}"),
             }
         }
         svc.refill_offload_budget();
-        *svc.stop.lock() = Some(tx);
-        *svc.threads.lock() = handles;
+        *svc.threads.lock() = threads;
         svc
     }
 
     /// Stops and joins the background threads (idempotent). RPCs keep working, but
     /// nothing is evicted and no client expires afterwards.
     pub fn shutdown(&self) {
-        drop(self.stop.lock().take());
-        let handles = std::mem::take(&mut *self.threads.lock());
-        let me = std::thread::current().id();
-        for h in handles {
-            if h.thread().id() != me {
-                let _ = h.join();
-            }
+        let threads = std::mem::take(&mut *self.threads.lock());
+        for mut t in threads {
+            t.stop();
         }
     }
 

@@ -3,21 +3,17 @@
 //! `health_check` reports.
 
 use crate::te::MetadataPublisher;
+use crate::util::stoppable::StoppableThread;
 use crate::wire::master_api::{ClientStatus, MasterApi, Segment, Uuid};
-use crossbeam_channel::{RecvTimeoutError, Sender};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// Consecutive ping failures after which the master is reported unreachable in the log.
 const FAILURES_BEFORE_WARNING: u32 = 3;
 
 /// A running heartbeat; stopped and joined by [`Heartbeat::stop`] or on drop.
-pub struct Heartbeat {
-    stop: Option<Sender<()>>,
-    thread: Option<JoinHandle<()>>,
-}
+pub struct Heartbeat(StoppableThread);
 
 impl Heartbeat {
     /// Starts pinging `master` every `period` as `client`, remounting `segments` when
@@ -32,39 +28,20 @@ impl Heartbeat {
         healthy: Arc<AtomicBool>,
         period: Duration,
     ) -> std::io::Result<Heartbeat> {
-        let (stop, stopped) = crossbeam_channel::bounded::<()>(0);
-        let thread = std::thread::Builder::new()
-            .name("mc-store-heartbeat".into())
-            .spawn(move || {
-                let mut state = TickState::default();
-                loop {
-                    match stopped.recv_timeout(period) {
-                        Err(RecvTimeoutError::Timeout) => {}
-                        _ => return,
-                    }
-                    tick(
-                        &*master, client, &segments, &publisher, &healthy, &mut state,
-                    );
-                }
-            })?;
-        Ok(Heartbeat {
-            stop: Some(stop),
-            thread: Some(thread),
-        })
+        let thread = StoppableThread::spawn("mc-store-heartbeat", move |signal| {
+            let mut state = TickState::default();
+            while signal.wait(period) {
+                tick(
+                    &*master, client, &segments, &publisher, &healthy, &mut state,
+                );
+            }
+        })?;
+        Ok(Heartbeat(thread))
     }
 
     /// Stops the thread and waits for it (an in-flight ping finishes first).
     pub fn stop(&mut self) {
-        self.stop.take();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-impl Drop for Heartbeat {
-    fn drop(&mut self) {
-        self.stop();
+        self.0.stop();
     }
 }
 

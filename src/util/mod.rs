@@ -13,6 +13,7 @@ pub mod mapping;
 pub mod msgpack;
 pub mod msgpack_decode;
 pub mod signals;
+pub mod stoppable;
 pub mod tcp_acceptor;
 pub mod unix_server;
 pub mod zmtp;

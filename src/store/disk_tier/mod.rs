@@ -12,14 +12,13 @@ pub(crate) mod worker;
 use super::client::Inner;
 use super::memory::{Mapping, StagingBuffer};
 use crate::util::join_host_port;
+use crate::util::stoppable::StoppableThread;
 use crate::wire::master_api::ErrorCode;
 use backend::DiskStore;
 use config::DiskTierConfig;
-use crossbeam_channel::{RecvTimeoutError, Sender};
 use parking_lot::RwLock;
 use server::{OffloadServer, ReadService};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use worker::WorkerContext;
 
@@ -39,8 +38,7 @@ const IDLE_POLL: Duration = Duration::from_secs(1);
 /// master (a restarted owner registers them again).
 pub(crate) struct DiskTier {
     server: Option<OffloadServer>,
-    stop: Option<Sender<()>>,
-    thread: Option<JoinHandle<()>>,
+    thread: StoppableThread,
 }
 
 /// The client state the disk-tier thread works on.
@@ -102,50 +100,42 @@ impl DiskTier {
             );
         })?;
         drop(guard);
-        let (stop, stopped) = crossbeam_channel::bounded::<()>(0);
         let state = state.clone();
-        let thread = std::thread::Builder::new()
-            .name("mc-disk-tier".into())
-            .spawn(move || {
-                let mut last_busy: Option<Instant> = None;
-                let mut last_housekeeping = Instant::now();
-                loop {
-                    let wait = match last_busy {
-                        Some(t) if t.elapsed() < interval => ACTIVE_POLL,
-                        _ => interval.min(IDLE_POLL),
-                    };
-                    match stopped.recv_timeout(wait) {
-                        Err(RecvTimeoutError::Timeout) => {}
-                        _ => return,
-                    }
-                    let guard = state.read();
-                    let Some(inner) = guard.as_ref() else { return };
-                    if worker::drain(inner, &ctx) {
-                        last_busy = Some(Instant::now());
-                    }
-                    if last_housekeeping.elapsed() >= interval {
-                        worker::housekeeping(inner, &ctx);
-                        last_housekeeping = Instant::now();
-                    }
+        let thread = StoppableThread::spawn("mc-disk-tier", move |signal| {
+            let mut last_busy: Option<Instant> = None;
+            let mut last_housekeeping = Instant::now();
+            loop {
+                let wait = match last_busy {
+                    Some(t) if t.elapsed() < interval => ACTIVE_POLL,
+                    _ => interval.min(IDLE_POLL),
+                };
+                if !signal.wait(wait) {
+                    return;
                 }
-            })
-            .map_err(|e| {
-                log::error!("store setup: SSD offload: starting its thread: {e}");
-                ErrorCode::INTERNAL_ERROR
-            })?;
+                let guard = state.read();
+                let Some(inner) = guard.as_ref() else { return };
+                if worker::drain(inner, &ctx) {
+                    last_busy = Some(Instant::now());
+                }
+                if last_housekeeping.elapsed() >= interval {
+                    worker::housekeeping(inner, &ctx);
+                    last_housekeeping = Instant::now();
+                }
+            }
+        })
+        .map_err(|e| {
+            log::error!("store setup: SSD offload: starting its thread: {e}");
+            ErrorCode::INTERNAL_ERROR
+        })?;
         Ok(DiskTier {
             server: Some(server),
-            stop: Some(stop),
-            thread: Some(thread),
+            thread,
         })
     }
 
     /// Stops the thread (a tick in progress finishes) and the offload port.
     pub fn stop(&mut self) {
-        self.stop.take();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        self.thread.stop();
         self.server.take();
     }
 }
