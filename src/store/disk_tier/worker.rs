@@ -203,7 +203,7 @@ fn offload_bucket(
 ) -> Vec<StorageObjectMetadata> {
     let mut metas = vec![nack(&ctx.endpoint); chunk.len()];
     let (sources, holds) = own_copies(inner, chunk);
-    write_own_copies(api, ctx, chunk, &sources, &mut metas, inner);
+    write_own_copies(inner, api, ctx, chunk, &sources, &mut metas);
     holds.end(inner);
     metas
 }
@@ -211,12 +211,12 @@ fn offload_bucket(
 /// Writes the objects found in this client's own memory as one bucket, filling in
 /// `metas` for those written.
 fn write_own_copies(
+    inner: &Inner,
     api: &dyn DiskTierApi,
     ctx: &WorkerContext,
     chunk: &[OffloadTaskItem],
     sources: &[Option<(u64, u64)>],
     metas: &mut [StorageObjectMetadata],
-    inner: &Inner,
 ) {
     let mut batch: Vec<(String, &[u8])> = Vec::new();
     let mut slots: Vec<usize> = Vec::new();
