@@ -256,7 +256,12 @@ impl DiskStore {
         let Some(loc) = self.get(key) else {
             return Ok(None);
         };
-        Ok(Some((File::open(bucket_path(&self.dir, loc.bucket))?, loc)))
+        Ok(Some((self.open_bucket(loc.bucket)?, loc)))
+    }
+
+    /// Opens bucket `id`'s file (still readable if the bucket is deleted meanwhile).
+    pub fn open_bucket(&self, id: u64) -> io::Result<File> {
+        File::open(bucket_path(&self.dir, id))
     }
 
     /// Reads `loc`'s value into `out` (of its length), checking its CRC.

@@ -81,21 +81,30 @@ impl ReadService {
         if keys.len() != sizes.len() {
             return Err(ErrorCode::INVALID_PARAMS);
         }
-        let mut sources: Vec<(File, Location)> = Vec::with_capacity(keys.len());
+        // Each bucket is opened once however many of the keys it holds.
+        let mut files: Vec<File> = Vec::new();
+        let mut sources: Vec<(usize, Location)> = Vec::with_capacity(keys.len());
         {
             let store = self.store.read();
+            let mut opened: HashMap<u64, usize> = HashMap::new();
             for (key, &size) in keys.iter().zip(sizes) {
-                let (file, loc) = store
-                    .open_object(key)
-                    .map_err(|e| {
-                        log::warn!("offload: opening {key:?}: {e}");
-                        ErrorCode::INTERNAL_ERROR
-                    })?
-                    .ok_or(ErrorCode::OBJECT_NOT_FOUND)?;
+                let loc = store.get(key).ok_or(ErrorCode::OBJECT_NOT_FOUND)?;
                 if u64::try_from(size).ok() != Some(loc.len) {
                     log::warn!("offload: {key:?} is {} bytes, asked for {size}", loc.len);
                     return Err(ErrorCode::INVALID_PARAMS);
                 }
+                let file = match opened.get(&loc.bucket) {
+                    Some(&i) => i,
+                    None => {
+                        let file = store.open_bucket(loc.bucket).map_err(|e| {
+                            log::warn!("offload: opening {key:?}: {e}");
+                            ErrorCode::INTERNAL_ERROR
+                        })?;
+                        files.push(file);
+                        opened.insert(loc.bucket, files.len() - 1);
+                        files.len() - 1
+                    }
+                };
                 sources.push((file, loc));
             }
         }
@@ -118,7 +127,7 @@ impl ReadService {
         let out = memory.as_mut_slice();
         for ((file, loc), key) in sources.iter().zip(keys) {
             let piece = &mut out[offset as usize..(offset + loc.len) as usize];
-            read_at(file, loc, piece).map_err(|e| {
+            read_at(&files[*file], loc, piece).map_err(|e| {
                 log::warn!("offload: reading {key:?}: {e}");
                 if e.kind() == io::ErrorKind::InvalidData {
                     ErrorCode::CHECKSUM_MISMATCH
@@ -292,6 +301,22 @@ mod tests {
     fn bytes_at(addr: u64, len: usize) -> Vec<u8> {
         // SAFETY: test addresses come from a live staged batch of at least `len` bytes.
         unsafe { std::slice::from_raw_parts(addr as usize as *const u8, len) }.to_vec()
+    }
+
+    #[test]
+    fn a_batch_across_buckets_reads_each_key_from_its_own() {
+        let (svc, dir) = service("buckets", 1 << 16, Duration::from_secs(60));
+        let c = vec![3u8; 500];
+        svc.store
+            .write()
+            .write_bucket(&[("t\0c".into(), &c[..])])
+            .unwrap();
+        let keys = ["t\0a", "t\0c", "t\0b"].map(String::from);
+        let r = svc.batch_get(&keys, &[100, 500, 3000]).unwrap();
+        assert_eq!(bytes_at(r.pointers[0], 100), vec![1u8; 100]);
+        assert_eq!(bytes_at(r.pointers[1], 500), c);
+        assert_eq!(bytes_at(r.pointers[2], 3000), vec![2u8; 3000]);
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]
