@@ -91,6 +91,25 @@ fn landed(size: i64, endpoint: &str) -> StorageObjectMetadata {
     }
 }
 
+/// The offload port A's copies are reported on.
+const ENDPOINT: &str = "127.0.0.1:40001";
+
+/// A reports every task of `tasks` copied to its disk.
+fn copies_land(m: &MasterService, tasks: &[OffloadTaskItem]) {
+    let metas: Vec<_> = tasks
+        .iter()
+        .map(|_| landed(SIZE as i64, ENDPOINT))
+        .collect();
+    m.notify_offload_success(A, tasks, &metas).unwrap();
+}
+
+/// A's next heartbeat asks for a copy of exactly `keys`, and the copies land.
+fn offload(m: &MasterService, keys: &[&str]) {
+    let tasks = m.offload_object_heartbeat(A, true).unwrap();
+    assert_eq!(tasks, keys.iter().map(|k| task(k)).collect::<Vec<_>>());
+    copies_land(m, &tasks);
+}
+
 /// The kinds of `key`'s replicas, in the order the master lists them.
 fn kinds(m: &MasterService, key: &str) -> Vec<&'static str> {
     match m.query_key(key) {
@@ -147,8 +166,7 @@ fn eager_offload_pins_until_the_copy_lands_then_eviction_keeps_it_on_disk() {
     );
     evict_all(&m);
     assert_eq!(kinds(&m, "k"), ["memory"], "in flight: still pinned");
-    m.notify_offload_success(A, &tasks, &[landed(SIZE as i64, "127.0.0.1:40001")])
-        .unwrap();
+    copies_land(&m, &tasks);
     assert_eq!(kinds(&m, "k"), ["memory", "local_disk"]);
     let disk = m.query_key("k").unwrap().pop().unwrap();
     assert_eq!(
@@ -156,7 +174,7 @@ fn eager_offload_pins_until_the_copy_lands_then_eviction_keeps_it_on_disk() {
         ReplicaLocation::LocalDisk {
             client_id: A,
             object_size: SIZE,
-            transport_endpoint: "127.0.0.1:40001".into()
+            transport_endpoint: ENDPOINT.into()
         }
     );
     evict_all(&m);
@@ -229,10 +247,7 @@ fn offload_on_evict_queues_when_eviction_picks_the_object() {
     assert!(m.offload_object_heartbeat(A, true).unwrap().is_empty());
     evict_all(&m);
     assert_eq!(kinds(&m, "k"), ["memory"]);
-    let tasks = m.offload_object_heartbeat(A, true).unwrap();
-    assert_eq!(tasks, vec![task("k")]);
-    m.notify_offload_success(A, &tasks, &[landed(SIZE as i64, "127.0.0.1:40001")])
-        .unwrap();
+    offload(&m, &["k"]);
     evict_all(&m);
     assert_eq!(kinds(&m, "k"), ["local_disk"]);
 }
@@ -262,8 +277,7 @@ fn a_copy_of_a_value_written_again_since_is_not_registered() {
         checksum: None,
     };
     m.upsert_end(A, &meta, ReplicaType::Memory, T).unwrap();
-    m.notify_offload_success(A, &tasks, &[landed(SIZE as i64, "127.0.0.1:40001")])
-        .unwrap();
+    copies_land(&m, &tasks);
     assert_eq!(
         kinds(&m, "k"),
         ["memory"],
@@ -280,9 +294,7 @@ fn a_copy_of_a_value_written_again_since_is_not_registered() {
 fn copies_go_with_their_disk_and_objects_with_their_last_copy() {
     let m = master(config());
     put(&m, "k");
-    let tasks = m.offload_object_heartbeat(A, true).unwrap();
-    m.notify_offload_success(A, &tasks, &[landed(SIZE as i64, "127.0.0.1:40001")])
-        .unwrap();
+    offload(&m, &["k"]);
     evict_all(&m);
     assert_eq!(kinds(&m, "k"), ["local_disk"]);
     m.unmount_local_disk_segment(A).unwrap();
@@ -306,9 +318,7 @@ fn copies_go_with_their_disk_and_objects_with_their_last_copy() {
 fn evict_disk_replica_drops_the_copy_and_the_object_with_its_last_one() {
     let m = master(config());
     put(&m, "k");
-    let tasks = m.offload_object_heartbeat(A, true).unwrap();
-    m.notify_offload_success(A, &tasks, &[landed(SIZE as i64, "127.0.0.1:40001")])
-        .unwrap();
+    offload(&m, &["k"]);
     assert_eq!(
         m.evict_disk_replica(B, "k", T, ReplicaType::LocalDisk),
         Err(ErrorCode::REPLICA_NOT_FOUND)
@@ -320,10 +330,7 @@ fn evict_disk_replica_drops_the_copy_and_the_object_with_its_last_one() {
     // is the last one.
     evict_all(&m);
     assert_eq!(kinds(&m, "k"), ["memory"]);
-    let tasks = m.offload_object_heartbeat(A, true).unwrap();
-    assert_eq!(tasks, vec![task("k")]);
-    m.notify_offload_success(A, &tasks, &[landed(SIZE as i64, "127.0.0.1:40001")])
-        .unwrap();
+    offload(&m, &["k"]);
     evict_all(&m);
     let r = m
         .batch_evict_disk_replica(A, &["k".into(), "nope".into()], T, ReplicaType::LocalDisk)
@@ -339,7 +346,7 @@ fn a_restarted_owner_re_registers_only_what_a_copy_on_its_host_vouches_for() {
     put(&m, "fresh");
     let tasks = m.offload_object_heartbeat(A, true).unwrap();
     let k = tasks.iter().position(|t| t.key == "k").unwrap();
-    m.notify_offload_success(A, &tasks[k..=k], &[landed(SIZE as i64, "127.0.0.1:40001")])
+    m.notify_offload_success(A, &tasks[k..=k], &[landed(SIZE as i64, ENDPOINT)])
         .unwrap();
     evict_all(&m);
     // Owner A restarts as B on the same host, with what it has on disk.
@@ -380,9 +387,7 @@ fn a_restarted_owner_re_registers_only_what_a_copy_on_its_host_vouches_for() {
 fn remove_all_asks_disks_to_wipe_themselves_once() {
     let m = master(config());
     put(&m, "k");
-    let tasks = m.offload_object_heartbeat(A, true).unwrap();
-    m.notify_offload_success(A, &tasks, &[landed(SIZE as i64, "127.0.0.1:40001")])
-        .unwrap();
+    offload(&m, &["k"]);
     assert_eq!(m.poll_remove_all(A), Ok(false));
     std::thread::sleep(Duration::from_millis(5));
     assert_eq!(m.remove_all(false, T), Ok(1));
@@ -398,9 +403,7 @@ fn disk_only_reads_promote_the_object_back_to_memory() {
         ..config()
     });
     put(&m, "k");
-    let tasks = m.offload_object_heartbeat(A, true).unwrap();
-    m.notify_offload_success(A, &tasks, &[landed(SIZE as i64, "127.0.0.1:40001")])
-        .unwrap();
+    offload(&m, &["k"]);
     evict_all(&m);
     m.get_replica_list("k", T).unwrap();
     assert!(
