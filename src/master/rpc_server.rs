@@ -101,7 +101,11 @@ impl RpcServer {
                 read: limits.idle_timeout,
                 write: Some(WRITE_TIMEOUT),
             },
-            move |stream, peer| serve_connection(stream, peer, &conn_shared),
+            move |stream, peer| {
+                if let Ok(stream) = stream.try_clone() {
+                    serve_connection(stream, peer, &conn_shared);
+                }
+            },
         )?;
         Ok(RpcServer { shared, acceptor })
     }

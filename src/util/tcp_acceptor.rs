@@ -30,8 +30,9 @@ pub struct TcpAcceptor {
 
 impl TcpAcceptor {
     /// Serves each connection `listener` accepts with `serve` (on a thread called
-    /// `name`, given the stream and the peer's address), within `limits`. A connection
-    /// over a limit is closed at once.
+    /// `name`, given the accepted stream and the peer's address), within `limits`. A
+    /// connection over a limit is closed at once; a served one is shut down when
+    /// `serve` returns.
     pub fn start<F>(
         listener: TcpListener,
         name: &'static str,
@@ -40,7 +41,7 @@ impl TcpAcceptor {
         serve: F,
     ) -> io::Result<TcpAcceptor>
     where
-        F: Fn(TcpStream, SocketAddr) + Send + Sync + 'static,
+        F: Fn(&TcpStream, SocketAddr) + Send + Sync + 'static,
     {
         let addr = listener.local_addr()?;
         let stopping = Arc::new(AtomicBool::new(false));
@@ -102,7 +103,7 @@ fn accept_loop<F>(
     timeouts: StreamTimeouts,
     serve: Arc<F>,
 ) where
-    F: Fn(TcpStream, SocketAddr) + Send + Sync + 'static,
+    F: Fn(&TcpStream, SocketAddr) + Send + Sync + 'static,
 {
     loop {
         let accepted = listener.accept();
@@ -123,11 +124,7 @@ fn accept_loop<F>(
             continue;
         }
         let serve = serve.clone();
-        let spawned = connections.spawn(name, stream, move |stream| {
-            if let Ok(stream) = stream.try_clone() {
-                serve(stream, peer);
-            }
-        });
+        let spawned = connections.spawn(name, stream, move |stream| serve(stream, peer));
         if let Err((_, why)) = spawned {
             log::warn!("{name}: refusing {peer}: {why}");
         }
@@ -147,7 +144,7 @@ mod tests {
             "echo",
             ConnLimits::new(8, 8),
             StreamTimeouts::default(),
-            |mut s, _| {
+            |mut s: &TcpStream, _| {
                 let mut b = [0u8; 4];
                 while let Ok(n @ 1..) = s.read(&mut b) {
                     if s.write_all(&b[..n]).is_err() {

@@ -241,7 +241,7 @@ impl OffloadServer {
                 write: Some(WRITE_TIMEOUT),
             },
             move |stream, peer| {
-                if let Err(e) = serve(stream, &service) {
+                if let Err(e) = stream.try_clone().and_then(|s| serve(s, &service)) {
                     log::debug!("offload rpc connection from {peer} closed: {e}");
                 }
             },

@@ -90,7 +90,7 @@ impl PubSocket {
             limits.connections,
             StreamTimeouts::default(),
             move |stream, peer| {
-                if let Err(e) = serve(&stream, &conn_shared) {
+                if let Err(e) = serve(stream, &conn_shared) {
                     log::debug!("zmtp pub: subscriber {peer} closed: {e}");
                 }
             },

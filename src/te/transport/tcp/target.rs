@@ -55,7 +55,7 @@ impl TcpTarget {
             },
             move |stream, peer| {
                 let _ = stream.set_nodelay(true);
-                if let Err(e) = serve(&stream, &conn_shared) {
+                if let Err(e) = serve(stream, &conn_shared) {
                     log::debug!("tcp data connection from {peer} closed: {e}");
                 }
             },
