@@ -16,6 +16,7 @@ use crate::wire::offload_rpc::{
 };
 use crate::wire::struct_pack;
 use parking_lot::{Mutex, RwLock};
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Write};
@@ -82,34 +83,27 @@ impl ReadService {
             return Err(ErrorCode::INVALID_PARAMS);
         }
         // Each bucket is opened once however many of the keys it holds.
-        let mut files: Vec<File> = Vec::new();
-        let mut sources: Vec<(usize, Location)> = Vec::with_capacity(keys.len());
+        let mut files: HashMap<u64, File> = HashMap::new();
+        let mut sources: Vec<Location> = Vec::with_capacity(keys.len());
         {
             let store = self.store.read();
-            let mut opened: HashMap<u64, usize> = HashMap::new();
             for (key, &size) in keys.iter().zip(sizes) {
                 let loc = store.get(key).ok_or(ErrorCode::OBJECT_NOT_FOUND)?;
                 if u64::try_from(size).ok() != Some(loc.len) {
                     log::warn!("offload: {key:?} is {} bytes, asked for {size}", loc.len);
                     return Err(ErrorCode::INVALID_PARAMS);
                 }
-                let file = match opened.get(&loc.bucket) {
-                    Some(&i) => i,
-                    None => {
-                        let file = store.open_bucket(loc.bucket).map_err(|e| {
-                            log::warn!("offload: opening {key:?}: {e}");
-                            ErrorCode::INTERNAL_ERROR
-                        })?;
-                        files.push(file);
-                        opened.insert(loc.bucket, files.len() - 1);
-                        files.len() - 1
-                    }
-                };
-                sources.push((file, loc));
+                if let Entry::Vacant(slot) = files.entry(loc.bucket) {
+                    slot.insert(store.open_bucket(loc.bucket).map_err(|e| {
+                        log::warn!("offload: opening {key:?}: {e}");
+                        ErrorCode::INTERNAL_ERROR
+                    })?);
+                }
+                sources.push(loc);
             }
         }
         let aligned = |len: u64| len.div_ceil(OBJECT_ALIGN) * OBJECT_ALIGN;
-        let total: u64 = sources.iter().map(|(_, l)| aligned(l.len)).sum();
+        let total: u64 = sources.iter().map(|l| aligned(l.len)).sum();
         let mut memory = match self.allocate(total.max(1)) {
             Some(m) => m,
             None => {
@@ -125,9 +119,9 @@ impl ReadService {
         let mut pointers = Vec::with_capacity(sources.len());
         let mut offset = 0u64;
         let out = memory.as_mut_slice();
-        for ((file, loc), key) in sources.iter().zip(keys) {
+        for (loc, key) in sources.iter().zip(keys) {
             let piece = &mut out[offset as usize..(offset + loc.len) as usize];
-            read_at(&files[*file], loc, piece).map_err(|e| {
+            read_at(&files[&loc.bucket], loc, piece).map_err(|e| {
                 log::warn!("offload: reading {key:?}: {e}");
                 if e.kind() == io::ErrorKind::InvalidData {
                     ErrorCode::CHECKSUM_MISMATCH
