@@ -13,13 +13,12 @@
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
-use crate::util::conn_threads::{ConnLimits, ConnThreads};
+use crate::util::conn_threads::ConnLimits;
+use crate::util::tcp_acceptor::{StreamTimeouts, TcpAcceptor};
 
 /// Largest request body accepted; bigger ones get 413.
 pub const MAX_BODY_BYTES: usize = 64 << 20;
@@ -67,33 +66,23 @@ impl HttpReply {
     }
 }
 
-/// State shared by the accept thread, the connection threads and the handle.
-struct Shared {
-    stop: AtomicBool,
-    handler: Arc<dyn HttpHandler>,
-    connections: ConnThreads<TcpStream>,
-}
-
 /// A running HTTP server. Dropping it (or calling [`stop`](Self::stop)) stops
 /// accepting, closes every connection and joins every thread.
 pub struct HttpServer {
-    addr: SocketAddr,
-    shared: Arc<Shared>,
-    listener: Option<TcpListener>,
-    accept: Option<JoinHandle<()>>,
+    acceptor: TcpAcceptor,
 }
 
 impl std::fmt::Debug for HttpServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HttpServer")
-            .field("addr", &self.addr)
+            .field("addr", &self.acceptor.local_addr())
             .finish_non_exhaustive()
     }
 }
 
 impl HttpServer {
     /// Binds `bind` (port 0 picks a free port) and serves every request with `handler`;
-    /// `name` prefixes error messages and thread names.
+    /// `name` prefixes error messages.
     pub fn start(
         bind: SocketAddr,
         name: &str,
@@ -101,114 +90,30 @@ impl HttpServer {
     ) -> Result<HttpServer> {
         let listener = TcpListener::bind(bind)
             .map_err(|e| Error::Socket(format!("{name}: bind {bind} failed: {e}")))?;
-        let addr = listener
-            .local_addr()
-            .map_err(|e| Error::Socket(format!("{name}: local_addr failed: {e}")))?;
-        let waker = listener
-            .try_clone()
-            .map_err(|e| Error::Socket(format!("{name}: cloning the listener failed: {e}")))?;
-        let shared = Arc::new(Shared {
-            stop: AtomicBool::new(false),
-            handler,
-            connections: ConnThreads::new(ConnLimits::new(
-                MAX_CONNECTIONS,
-                MAX_CONNECTIONS_PER_PEER,
-            )),
-        });
-        let sh = Arc::clone(&shared);
-        let accept = std::thread::Builder::new()
-            .name("mc-http-accept".into())
-            .spawn(move || accept_loop(listener, sh))
-            .map_err(|e| Error::Socket(format!("{name}: spawning a thread failed: {e}")))?;
-        Ok(HttpServer {
-            addr,
-            shared,
-            listener: Some(waker),
-            accept: Some(accept),
-        })
+        let timeouts = StreamTimeouts {
+            read: Some(READ_TICK),
+            write: Some(WRITE_TIMEOUT),
+        };
+        let acceptor = TcpAcceptor::start_refusing_with(
+            listener,
+            "mc-http",
+            ConnLimits::new(MAX_CONNECTIONS, MAX_CONNECTIONS_PER_PEER),
+            timeouts,
+            move |stream, _| serve_connection(stream, handler.as_ref()),
+            reject_busy,
+        )
+        .map_err(|e| Error::Socket(format!("{name}: starting the acceptor failed: {e}")))?;
+        Ok(HttpServer { acceptor })
     }
 
     /// The address actually bound (with the real port when 0 was asked for).
     pub fn local_addr(&self) -> SocketAddr {
-        self.addr
+        self.acceptor.local_addr()
     }
 
     /// Stops the server and joins its threads (same as dropping it).
     pub fn stop(mut self) {
-        self.shutdown();
-    }
-
-    fn shutdown(&mut self) {
-        let Some(accept) = self.accept.take() else {
-            return;
-        };
-        self.shared.stop.store(true, Ordering::SeqCst);
-        // Wake the accept thread: shutting a listening socket down makes a blocked accept()
-        // fail on Linux; a connection to ourselves covers the other platforms.
-        if let Some(l) = self.listener.take() {
-            #[cfg(unix)]
-            {
-                use std::os::unix::io::AsRawFd;
-                // SAFETY: the fd is owned by `l`, which is alive for this call.
-                unsafe {
-                    libc::shutdown(l.as_raw_fd(), libc::SHUT_RDWR);
-                }
-            }
-            let mut wake = self.addr;
-            if wake.ip().is_unspecified() {
-                wake.set_ip(match wake {
-                    SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
-                    SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
-                });
-            }
-            let _ = TcpStream::connect_timeout(&wake, Duration::from_millis(500));
-            drop(l);
-        }
-        let _ = accept.join();
-        // No new connections can be registered now; close the live ones and join them.
-        self.shared.connections.close_all();
-    }
-}
-
-impl Drop for HttpServer {
-    fn drop(&mut self) {
-        self.shutdown();
-    }
-}
-
-fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
-    loop {
-        let accepted = listener.accept();
-        if shared.stop.load(Ordering::SeqCst) {
-            return;
-        }
-        let stream = match accepted {
-            Ok((s, _)) => s,
-            Err(e) => {
-                // EMFILE and friends: back off instead of spinning.
-                if !matches!(
-                    e.kind(),
-                    io::ErrorKind::ConnectionAborted
-                        | io::ErrorKind::ConnectionReset
-                        | io::ErrorKind::Interrupted
-                ) {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                continue;
-            }
-        };
-        let sh = Arc::clone(&shared);
-        let spawned = shared
-            .connections
-            .spawn("mc-http-conn", stream, move |stream| {
-                if let Ok(stream) = stream.try_clone() {
-                    serve_connection(stream, &sh);
-                }
-            });
-        if let Err((stream, why)) = spawned {
-            log::warn!("http: refusing a connection: {why}");
-            reject_busy(stream);
-        }
+        self.acceptor.stop();
     }
 }
 
@@ -280,20 +185,20 @@ pub(crate) struct Head {
     expect_continue: bool,
 }
 
-fn serve_connection(stream: TcpStream, shared: &Shared) {
+/// Serves requests on one connection until the peer closes, an error reply ends it,
+/// or the server stops (which shuts the socket down). The socket's timeouts are
+/// [`READ_TICK`] and [`WRITE_TIMEOUT`].
+fn serve_connection(stream: &TcpStream, handler: &dyn HttpHandler) {
     let _ = stream.set_nodelay(true);
-    let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
-    if stream.set_read_timeout(Some(READ_TICK)).is_err() {
-        return;
-    }
-    let Ok(mut writer) = stream.try_clone() else {
+    let Ok(read_half) = stream.try_clone() else {
         return;
     };
+    let mut writer = stream;
     let mut reader = BufReader::new(DeadlineReader {
-        stream,
+        stream: read_half,
         deadline: Instant::now() + IDLE_TIMEOUT,
     });
-    while !shared.stop.load(Ordering::SeqCst) {
+    loop {
         // Wait (idle timeout) for the first byte of the next request; one already
         // buffered (pipelined) costs no read.
         if reader.buffer().is_empty() {
@@ -322,8 +227,8 @@ fn serve_connection(stream: TcpStream, shared: &Shared) {
                 return;
             }
         };
-        let reply = shared.handler.handle(&head.method, &head.target, &body);
-        let keep = head.keep_alive && !shared.stop.load(Ordering::SeqCst);
+        let reply = handler.handle(&head.method, &head.target, &body);
+        let keep = head.keep_alive;
         let head_only = head.method == "HEAD";
         if write_reply(&mut writer, &reply, keep, head_only).is_err() || !keep {
             let _ = writer.shutdown(Shutdown::Both);

@@ -1,7 +1,7 @@
 //! A TCP listener served by one acceptor thread and one thread per connection
 //! ([`ConnThreads`], within its limits), stopped by a self-connection that wakes the
 //! blocked `accept`: the loop the master's RPC port, a store owner's offload port, the
-//! TCP transport's data port and the ZMTP PUB socket share.
+//! TCP transport's data port, the ZMTP PUB socket and the HTTP server share.
 
 use super::conn_threads::{ConnLimits, ConnThreads};
 use std::io;
@@ -43,15 +43,35 @@ impl TcpAcceptor {
     where
         F: Fn(&TcpStream, SocketAddr) + Send + Sync + 'static,
     {
+        Self::start_refusing_with(listener, name, limits, timeouts, serve, drop)
+    }
+
+    /// As [`start`](Self::start), but a connection over a limit is handed to `refuse`
+    /// (on the acceptor thread, so it must not block for long) instead of being closed
+    /// at once: a protocol that can say "busy" says it there.
+    pub fn start_refusing_with<F, R>(
+        listener: TcpListener,
+        name: &'static str,
+        limits: ConnLimits,
+        timeouts: StreamTimeouts,
+        serve: F,
+        refuse: R,
+    ) -> io::Result<TcpAcceptor>
+    where
+        F: Fn(&TcpStream, SocketAddr) + Send + Sync + 'static,
+        R: Fn(TcpStream) + Send + 'static,
+    {
         let addr = listener.local_addr()?;
         let stopping = Arc::new(AtomicBool::new(false));
         let connections = Arc::new(ConnThreads::new(limits));
         let (stop, conns) = (stopping.clone(), connections.clone());
+        let handlers = Handlers {
+            serve: Arc::new(serve),
+            refuse,
+        };
         let acceptor = std::thread::Builder::new()
             .name(format!("{name}-accept"))
-            .spawn(move || {
-                accept_loop(&listener, name, &stop, &conns, timeouts, Arc::new(serve))
-            })?;
+            .spawn(move || accept_loop(&listener, name, &stop, &conns, timeouts, handlers))?;
         Ok(TcpAcceptor {
             addr,
             stopping,
@@ -95,15 +115,22 @@ impl Drop for TcpAcceptor {
     }
 }
 
-fn accept_loop<F>(
+/// What the acceptor does with a connection: serve it, or refuse it over a limit.
+struct Handlers<F, R> {
+    serve: Arc<F>,
+    refuse: R,
+}
+
+fn accept_loop<F, R>(
     listener: &TcpListener,
     name: &'static str,
     stopping: &AtomicBool,
     connections: &ConnThreads<TcpStream>,
     timeouts: StreamTimeouts,
-    serve: Arc<F>,
+    handlers: Handlers<F, R>,
 ) where
     F: Fn(&TcpStream, SocketAddr) + Send + Sync + 'static,
+    R: Fn(TcpStream),
 {
     loop {
         let accepted = listener.accept();
@@ -123,10 +150,11 @@ fn accept_loop<F>(
         {
             continue;
         }
-        let serve = serve.clone();
+        let serve = handlers.serve.clone();
         let spawned = connections.spawn(name, stream, move |stream| serve(stream, peer));
-        if let Err((_, why)) = spawned {
+        if let Err((stream, why)) = spawned {
             log::warn!("{name}: refusing {peer}: {why}");
+            (handlers.refuse)(stream);
         }
     }
 }
@@ -163,5 +191,30 @@ mod tests {
         acceptor.stop();
         assert_eq!(acceptor.connections(), 0);
         assert_eq!(c.read(&mut back).unwrap_or(0), 0);
+    }
+
+    #[test]
+    fn a_connection_over_the_limit_goes_to_the_refusal() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let acceptor = TcpAcceptor::start_refusing_with(
+            listener,
+            "busy",
+            ConnLimits::new(1, 1),
+            StreamTimeouts::default(),
+            |mut s: &TcpStream, _| {
+                let mut b = [0u8; 1];
+                let _ = s.read(&mut b);
+            },
+            |mut s: TcpStream| {
+                let _ = s.write_all(b"busy");
+            },
+        )
+        .unwrap();
+        let _held = TcpStream::connect(acceptor.local_addr()).unwrap();
+        // The first connection is served (and waits for a byte); the next is refused.
+        let mut refused = TcpStream::connect(acceptor.local_addr()).unwrap();
+        let mut answer = String::new();
+        refused.read_to_string(&mut answer).unwrap();
+        assert_eq!(answer, "busy");
     }
 }
