@@ -8,7 +8,10 @@
 #  * store_interop, store_interop_mixed: upstream's store clients on our master, ours on
 #    upstream's, and mixed clusters, all over RDMA.
 #
-#   scripts/test-rdma-vm.sh [TEST_BINARY_NAME...]   (default: all of the above)
+#   scripts/test-rdma-vm.sh [TEST_BINARY_NAME[:FILTER[,FILTER...]]...]
+#
+# (default: all of the above, every test). With FILTERs only the tests whose names
+# contain one of them run (libtest's filters), e.g. interop_http:http_ours.
 #
 # Needs the VM packages (scripts/rxe-vm.sh --install) and the upstream peer
 # (scripts/upstream-peer.sh). Exit status: 0 when every test passed, 1 when one failed,
@@ -21,7 +24,15 @@ tests=("$@")
 
 cargo build --bins
 args=()
-for t in "${tests[@]}"; do args+=(--test "$t"); done
+declare -A filters=()
+for t in "${tests[@]}"; do
+  name="${t%%:*}"
+  args+=(--test "$name")
+  if [ "$name" != "$t" ]; then
+    IFS=, read -r -a wanted <<<"${t#*:}"
+    filters[$name]="$(printf "'%s' " "${wanted[@]}")"
+  fi
+done
 binaries=$(cargo test --no-run --message-format=json "${args[@]}" 2>/dev/null | python3 -c '
 import json, sys
 for line in sys.stdin:
@@ -45,7 +56,7 @@ script="$results/run.sh"
   while read -r name exe; do
     [ -n "$name" ] || continue
     echo "echo '== $name (over rxe0)'"
-    echo "'$exe' --test-threads=1 2>&1 | tee '$results/$name.log' | grep -E '^test |^test result|SKIPPED' || true"
+    echo "'$exe' --test-threads=1 ${filters[$name]:-} 2>&1 | tee '$results/$name.log' | grep -E '^test |^test result|SKIPPED' || true"
     echo "grep -q '^test result: ok' '$results/$name.log' || status=1"
   done <<<"$binaries"
   echo 'exit $status'
