@@ -15,12 +15,11 @@ use super::changelog::FollowerHandle;
 use super::mirror::Mirror;
 use super::record::Record;
 use crate::master::MasterService;
-use crate::util::conn_threads::{ConnLimits, ConnThreads};
+use crate::util::conn_threads::ConnLimits;
+use crate::util::tcp_acceptor::{StreamTimeouts, TcpAcceptor};
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
-use std::thread::JoinHandle;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What a standby sends first (the stream's format version).
@@ -41,89 +40,38 @@ pub const MAX_STANDBYS_PER_HOST: usize = 8;
 const WRITE_SILENCES: u32 = 10;
 
 /// The leader's replication listener: one sender and one acknowledgement reader
-/// thread per standby.
+/// thread per standby. Dropping it closes every stream and joins every thread.
 pub struct ReplicationServer {
-    addr: SocketAddr,
-    stop: Arc<AtomicBool>,
-    connections: Arc<ConnThreads<TcpStream>>,
-    accept: Option<JoinHandle<()>>,
+    acceptor: TcpAcceptor,
 }
 
 impl ReplicationServer {
     /// Listens on `bind` (port 0: any) and streams `master`'s state to each standby.
     pub fn start(bind: SocketAddr, master: &Arc<MasterService>) -> io::Result<ReplicationServer> {
         let listener = TcpListener::bind(bind)?;
-        let addr = listener.local_addr()?;
-        listener.set_nonblocking(true)?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let connections = Arc::new(ConnThreads::new(ConnLimits::new(
-            MAX_STANDBYS,
-            MAX_STANDBYS_PER_HOST,
-        )));
-        let (weak, flag, conns) = (Arc::downgrade(master), stop.clone(), connections.clone());
-        let accept = std::thread::Builder::new()
-            .name("mc-ha-accept".into())
-            .spawn(move || accept_loop(listener, weak, flag, &conns))?;
-        Ok(ReplicationServer {
-            addr,
-            stop,
-            connections,
-            accept: Some(accept),
-        })
+        let master = Arc::downgrade(master);
+        let acceptor = TcpAcceptor::start(
+            listener,
+            "mc-ha-send",
+            ConnLimits::new(MAX_STANDBYS, MAX_STANDBYS_PER_HOST),
+            StreamTimeouts::default(),
+            move |stream, peer| {
+                let Some(m) = master.upgrade() else { return };
+                if let Err(e) = serve_standby(stream, &m) {
+                    log::warn!("master ha: standby {peer}: {e}");
+                }
+            },
+        )?;
+        Ok(ReplicationServer { acceptor })
     }
 
     /// The address standbys connect to.
     pub fn local_addr(&self) -> SocketAddr {
-        self.addr
+        self.acceptor.local_addr()
     }
 }
 
-impl Drop for ReplicationServer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        if let Some(h) = self.accept.take() {
-            let _ = h.join();
-        }
-        self.connections.close_all();
-    }
-}
-
-fn accept_loop(
-    listener: TcpListener,
-    master: Weak<MasterService>,
-    stop: Arc<AtomicBool>,
-    connections: &ConnThreads<TcpStream>,
-) {
-    while !stop.load(Ordering::Acquire) {
-        match listener.accept() {
-            Ok((stream, peer)) => {
-                if master.strong_count() == 0 {
-                    return;
-                }
-                let (master, stop) = (master.clone(), stop.clone());
-                let spawned = connections.spawn("mc-ha-send", stream, move |stream| {
-                    let Some(m) = master.upgrade() else { return };
-                    if let Err(e) = serve_standby(stream, &m, &stop) {
-                        log::warn!("master ha: standby {peer}: {e}");
-                    }
-                });
-                if let Err((_, why)) = spawned {
-                    log::warn!("master ha: refusing {peer}: {why}");
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            Err(e) => {
-                log::warn!("master ha: accept: {e}");
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-    }
-}
-
-fn serve_standby(stream: &TcpStream, master: &MasterService, stop: &AtomicBool) -> io::Result<()> {
-    stream.set_nonblocking(false)?;
+fn serve_standby(stream: &TcpStream, master: &MasterService) -> io::Result<()> {
     stream.set_nodelay(true)?;
     stream.set_read_timeout(Some(SILENCE))?;
     stream.set_write_timeout(Some(SILENCE * WRITE_SILENCES))?;
@@ -137,7 +85,7 @@ fn serve_standby(stream: &TcpStream, master: &MasterService, stop: &AtomicBool) 
             .name("mc-ha-acks".into())
             .spawn(move || read_acks(stream, &follower))?
     };
-    let result = send_records(stream, &follower, stop);
+    let result = send_records(stream, &follower);
     let _ = stream.shutdown(std::net::Shutdown::Both);
     let _ = acks.join();
     log::info!("master ha: standby {peer} detached");
@@ -169,13 +117,11 @@ fn read_magic(stream: &TcpStream) -> io::Result<()> {
     Ok(())
 }
 
-fn send_records(
-    stream: &TcpStream,
-    follower: &FollowerHandle,
-    stop: &AtomicBool,
-) -> io::Result<()> {
+/// Sends the follower's records until the stream fails (the standby left, or the
+/// server stopped and shut the socket down) or the follower is cut off.
+fn send_records(stream: &TcpStream, follower: &FollowerHandle) -> io::Result<()> {
     let mut w = BufWriter::with_capacity(1 << 16, stream);
-    while !stop.load(Ordering::Acquire) {
+    loop {
         let Some(batch) = follower.next_batch(BATCH, IDLE_PING) else {
             return Err(io::Error::new(io::ErrorKind::TimedOut, "cut off"));
         };
@@ -187,7 +133,6 @@ fn send_records(
         }
         w.flush()?;
     }
-    Ok(())
 }
 
 fn write_frame(w: &mut impl Write, seq: u64, bytes: &[u8]) -> io::Result<()> {

@@ -1,9 +1,7 @@
 //! The RPC daemon's server side (spec §3.2 and §3.3).
 //!
-//! One acceptor thread waits on the listener (with `poll(2)` and a short timeout so it
-//! sees a stop request promptly) and serves each accepted connection on a thread of its
-//! own, within [`ConnLimits`] (in all and per peer host; a connection over them is
-//! closed at once), so a peer that floods the daemon or sends slowly holds only its own
+//! A [`TcpAcceptor`] serves each accepted connection on a thread of its own, within
+//! [`ConnLimits`] (in all and per peer host; a connection over them is closed at once), so a peer that floods the daemon or sends slowly holds only its own
 //! connections. Per connection: read one frame within 5 s, parse its JSON (closing
 //! without a reply on failure), dispatch it to the [`RpcHandler`], write the reply frame
 //! (same type; untyped for legacy frames), half-close, wait up to 5 s for the peer's
@@ -11,11 +9,8 @@
 
 use std::io::{self, Read};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::os::unix::io::AsRawFd;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -23,10 +18,9 @@ use serde_json::{json, Value};
 use super::frame::{DeadlineReader, Frame};
 use super::MsgType;
 use crate::error::{Error, Result};
-use crate::util::conn_threads::{ConnLimits, ConnThreads};
+use crate::util::conn_threads::ConnLimits;
+use crate::util::tcp_acceptor::{StreamTimeouts, TcpAcceptor};
 
-/// How long the acceptor sleeps in `poll(2)` before rechecking the stop flag.
-const ACCEPT_POLL_MS: i32 = 50;
 /// Upstream's `SO_RCVTIMEO` on a served connection; also our deadline for the request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long to wait for the peer's EOF after the reply (upstream: 5 s).
@@ -45,19 +39,9 @@ pub trait RpcHandler: Send + Sync + 'static {
     fn on_connection(&self, request: &Value) -> Value;
 }
 
-/// State shared by the acceptor, the connection threads and [`RpcServer::stop`].
-struct Shared {
-    stop: AtomicBool,
-    connections: ConnThreads<TcpStream>,
-    handler: Arc<dyn RpcHandler>,
-    max_frame_len: u64,
-}
-
 /// A running RPC daemon. Stops (and joins its threads) on [`RpcServer::stop`] or drop.
 pub struct RpcServer {
-    port: u16,
-    shared: Arc<Shared>,
-    acceptor: Option<JoinHandle<()>>,
+    acceptor: TcpAcceptor,
 }
 
 impl RpcServer {
@@ -70,109 +54,40 @@ impl RpcServer {
         max_frame_len: u64,
         limits: ConnLimits,
     ) -> Result<RpcServer> {
-        let port = listener
-            .local_addr()
-            .map_err(|e| Error::socket("RPC listener address", e))?
-            .port();
         listener
-            .set_nonblocking(true)
-            .map_err(|e| Error::socket("RPC listener non-blocking", e))?;
-        let shared = Arc::new(Shared {
-            stop: AtomicBool::new(false),
-            connections: ConnThreads::new(limits),
-            handler,
-            max_frame_len,
-        });
-        let acceptor_shared = Arc::clone(&shared);
-        let h = thread::Builder::new()
-            .name("mc-rpc-accept".into())
-            .spawn(move || accept_loop(listener, acceptor_shared))
-            .map_err(|e| Error::socket("spawning RPC acceptor", e))?;
-        log::debug!("RPC daemon listening on port {port}");
-        Ok(RpcServer {
-            port,
-            shared,
-            acceptor: Some(h),
-        })
+            .set_nonblocking(false)
+            .map_err(|e| Error::socket("RPC listener blocking", e))?;
+        let acceptor = TcpAcceptor::start(
+            listener,
+            "mc-rpc",
+            limits,
+            StreamTimeouts::default(),
+            move |stream, _| serve_guarded(stream, handler.as_ref(), max_frame_len),
+        )
+        .map_err(|e| Error::socket("starting the RPC acceptor", e))?;
+        log::debug!(
+            "RPC daemon listening on port {}",
+            acceptor.local_addr().port()
+        );
+        Ok(RpcServer { acceptor })
     }
 
     /// The port the daemon listens on.
     pub fn local_port(&self) -> u16 {
-        self.port
+        self.acceptor.local_addr().port()
     }
 
     /// Stops accepting, cuts off connections in flight and joins every thread.
-    /// Idempotent; called by `Drop`.
+    /// Idempotent; dropping the server does the same.
     pub fn stop(&mut self) {
-        self.shared.stop.store(true, Ordering::SeqCst);
-        // The acceptor notices within one poll interval and drops the listener (new
-        // connections are refused from then on).
-        if let Some(h) = self.acceptor.take() {
-            if h.thread().id() != thread::current().id() {
-                let _ = h.join();
-            }
-        }
-        self.shared.connections.close_all();
-    }
-}
-
-impl Drop for RpcServer {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-/// Waits until the listener is readable or `ACCEPT_POLL_MS` passes.
-fn wait_readable(listener: &TcpListener) {
-    let mut pfd = libc::pollfd {
-        fd: listener.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: `pfd` is a valid, initialised pollfd for the duration of the call, and we
-    // pass a count of exactly one entry.
-    let rc = unsafe { libc::poll(&mut pfd, 1, ACCEPT_POLL_MS) };
-    if rc < 0 {
-        // EINTR or similar: back off briefly rather than spin.
-        thread::sleep(Duration::from_millis(ACCEPT_POLL_MS as u64));
-    }
-}
-
-fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
-    while !shared.stop.load(Ordering::SeqCst) {
-        match listener.accept() {
-            Ok((stream, peer)) => {
-                if let Err(e) = stream.set_nonblocking(false) {
-                    log::debug!("RPC: dropping connection from {peer}: {e}");
-                    continue;
-                }
-                let conn_shared = Arc::clone(&shared);
-                let spawned = shared.connections.spawn("mc-rpc-conn", stream, move |s| {
-                    serve_guarded(s, &conn_shared)
-                });
-                if let Err((_, why)) = spawned {
-                    log::warn!("RPC: closing connection from {peer}: {why}");
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => wait_readable(&listener),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                // E.g. EMFILE or ECONNABORTED: log and retry after a pause.
-                log::warn!("RPC: accept failed: {e}");
-                wait_readable(&listener);
-                thread::sleep(Duration::from_millis(ACCEPT_POLL_MS as u64));
-            }
-        }
+        self.acceptor.stop();
     }
 }
 
 /// Serves one connection; a panicking handler closes only this connection.
-fn serve_guarded(stream: &TcpStream, shared: &Shared) {
-    if shared.stop.load(Ordering::SeqCst) {
-        return;
-    }
+fn serve_guarded(stream: &TcpStream, handler: &dyn RpcHandler, max_frame_len: u64) {
     let served = catch_unwind(AssertUnwindSafe(|| {
-        serve_connection(stream, shared.handler.as_ref(), shared.max_frame_len)
+        serve_connection(stream, handler, max_frame_len)
     }));
     match served {
         Ok(Ok(())) => {}
