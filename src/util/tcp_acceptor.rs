@@ -1,7 +1,8 @@
 //! A TCP listener served by one acceptor thread and one thread per connection
 //! ([`ConnThreads`], within its limits), stopped by a self-connection that wakes the
-//! blocked `accept`: the loop the master's RPC port, a store owner's offload port, the
-//! TCP transport's data port, the ZMTP PUB socket and the HTTP server share.
+//! blocked `accept`: the loop every TCP listener shares (the master's RPC, HTTP and HA
+//! replication ports, the engine's RPC daemon and TCP data port, a store owner's offload
+//! port, the ZMTP PUB socket).
 
 use super::conn_threads::{ConnLimits, ConnThreads};
 use std::io;
