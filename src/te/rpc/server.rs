@@ -1,7 +1,8 @@
 //! The RPC daemon's server side (spec §3.2 and §3.3).
 //!
 //! A [`TcpAcceptor`] serves each accepted connection on a thread of its own, within
-//! [`ConnLimits`] (in all and per peer host; a connection over them is closed at once), so a peer that floods the daemon or sends slowly holds only its own
+//! [`ConnLimits`] (in all and per peer host; a connection over them is closed at
+//! once), so a peer that floods the daemon or sends slowly holds only its own
 //! connections. Per connection: read one frame within 5 s, parse its JSON (closing
 //! without a reply on failure), dispatch it to the [`RpcHandler`], write the reply frame
 //! (same type; untyped for legacy frames), half-close, wait up to 5 s for the peer's
