@@ -28,6 +28,8 @@ pub const MAX_HEAD_BYTES: usize = 64 << 10;
 pub const MAX_CONNECTIONS: usize = 512;
 /// Most connections one host may hold at once; further ones get 503 and are closed.
 pub const MAX_CONNECTIONS_PER_PEER: usize = 128;
+/// The name of the thread that serves each connection.
+pub const CONNECTION_THREAD: &str = "mc-http";
 /// Most header lines in one request.
 const MAX_HEADERS: usize = 128;
 /// How long an idle keep-alive connection is kept open.
@@ -96,7 +98,7 @@ impl HttpServer {
         };
         let acceptor = TcpAcceptor::start_refusing_with(
             listener,
-            "mc-http",
+            CONNECTION_THREAD,
             ConnLimits::new(MAX_CONNECTIONS, MAX_CONNECTIONS_PER_PEER),
             timeouts,
             move |stream, _| serve_connection(stream, handler.as_ref()),

@@ -37,7 +37,7 @@ fn replays_every_policy_and_the_rejection_comparison() {
             "--trace=data/fast25/conversation_trace.jsonl",
             "--limit=600",
             "--overload_speedup=4",
-            "--bench_calls=300",
+            "--bench_calls=2000",
         ])
         .output()
         .unwrap();
@@ -66,4 +66,14 @@ fn replays_every_policy_and_the_rejection_comparison() {
     assert_eq!(get("least_loaded", false, "rejected"), 0.0);
     // At four times the load the guarded conductor refuses some requests.
     assert!(get("global_cache_aware", true, "rejected") > 0.0);
+    // Every rate was measured (the per-CPU ones from the server's connection thread's
+    // clock ticks: 2,000 calls take well over one tick).
+    let bench = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("ROW bench "))
+        .unwrap_or_else(|| panic!("no bench row:\n{stderr}"));
+    for field in bench.split_whitespace() {
+        let (name, value) = field.split_once('=').unwrap();
+        assert!(value.parse::<f64>().unwrap() > 0.0, "{name} in {bench}");
+    }
 }

@@ -18,7 +18,7 @@ use mooncake::conductor::api::Api;
 use mooncake::conductor::{Completion, InstanceSpec, Role};
 use mooncake::conductor::{Conductor, ConductorConfig, CostModel, Policy, ScheduleRequest};
 use mooncake::util::flags::{kind_in, parse_bool, run_main, FlagKind, Flags};
-use mooncake::util::http_server::{HttpHandler, HttpReply, HttpServer};
+use mooncake::util::http_server::{self, HttpHandler, HttpReply, HttpServer};
 use mooncake::util::{comma_list, logger};
 use serde_json::json;
 
@@ -427,7 +427,7 @@ impl HttpHandler for FixedPlacement {
 /// end to end, and per CPU-second of the server's connection thread.
 fn http_rate(base: &str, n: usize, trace: &[TraceRequest]) -> Result<(f64, f64), String> {
     let mut http = Http::new(base);
-    let cpu_before = thread_cpu_seconds("mc-http-conn");
+    let cpu_before = thread_cpu_seconds(http_server::CONNECTION_THREAD);
     let started = Instant::now();
     for k in 0..n {
         let t = &trace[k % trace.len()];
@@ -435,7 +435,7 @@ fn http_rate(base: &str, n: usize, trace: &[TraceRequest]) -> Result<(f64, f64),
         http.schedule(&body)?;
     }
     let wall = started.elapsed().as_secs_f64();
-    let cpu = thread_cpu_seconds("mc-http-conn") - cpu_before;
+    let cpu = thread_cpu_seconds(http_server::CONNECTION_THREAD) - cpu_before;
     let per_cpu = if cpu > 0.0 { n as f64 / cpu } else { 0.0 };
     Ok((n as f64 / wall, per_cpu))
 }
