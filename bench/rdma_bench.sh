@@ -57,7 +57,7 @@ pair() {
   tpid=$!
   port=""
   for i in $(seq 300); do
-    port=$(grep -oE 'listening on 127\.0\.0\.1:[0-9]+' "$tlog" | head -1 | grep -oE '[0-9]+$' || true)
+    port=$(grep -m1 -oE 'listening on 127\.0\.0\.1:[0-9]+' "$tlog" | grep -oE '[0-9]+$' || true)
     [ -n "$port" ] && break
     sleep 0.1
   done

@@ -225,7 +225,7 @@ run_client() {
     tail -10 "$errlog" >&2
   fi
   grep '^ROW ' "$out" >>"$WORK/$tag.rows" || true
-  grep -E '^(warning|\[WARN)' "$errlog" | head -5 >&2 || true
+  grep -E '^(warning|\[WARN)' "$errlog" | sed -n '1,5p' >&2 || true
 }
 
 # field ROWFILE OP SIZE KEY: the median KEY= value of the matching ROW lines (or "-");

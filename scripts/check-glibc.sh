@@ -53,7 +53,7 @@ if ! { command -v cargo-zigbuild >/dev/null && have_zig; }; then
   # cargo-zigbuild finds zig through `python3 -m ziglang` with the venv's python first.
   export PATH="$venv/bin:$PATH"
 fi
-echo "== $(cargo-zigbuild --version | head -1), zig $(zig version 2>/dev/null || python3 -m ziglang version)"
+echo "== $(cargo-zigbuild --version | sed -n 1p), zig $(zig version 2>/dev/null || python3 -m ziglang version)"
 
 start=$SECONDS
 cargo zigbuild "${profile_args[@]}" --lib --target "$triple.$max_glibc"
@@ -65,7 +65,7 @@ newest="$(objdump -T "$lib" | grep -o 'GLIBC_[0-9][0-9.]*' | sed 's/GLIBC_//' | 
 echo "== newest glibc symbol version: GLIBC_$newest"
 if [ "$(printf '%s\n%s\n' "$newest" "$max_glibc" | sort -V | tail -1)" != "$max_glibc" ]; then
   echo "FAIL: needs GLIBC_$newest, newer than $max_glibc:"
-  objdump -T "$lib" | grep -E "GLIBC_($(echo "$newest" | sed 's/\./\\./g'))" | head -20 || true
+  objdump -T "$lib" | grep -E "GLIBC_($(echo "$newest" | sed 's/\./\\./g'))" | sed -n '1,20p' || true
   fail=1
 fi
 

@@ -46,7 +46,7 @@ done
 mkdir -p "$prefix"
 prefix="$(cd "$prefix" && pwd)"
 
-version="$(sed -n 's/^version *= *"\([0-9]*\.[0-9]*\.[0-9]*\)".*/\1/p' "$root/Cargo.toml" | head -1)"
+version="$(sed -n 's/^version *= *"\([0-9]*\.[0-9]*\.[0-9]*\)".*/\1/p' "$root/Cargo.toml" | sed -n 1p)"
 [ -n "$version" ] || { echo "install.sh: no version in Cargo.toml" >&2; exit 1; }
 # Must match build.rs (SONAME) and CMakeLists.txt.
 soname=libmooncake.so.0

@@ -37,7 +37,11 @@ missing_packages() {
   done
   ls /boot/vmlinuz-* >/dev/null 2>&1 || echo linux-image-amd64
   ls /usr/lib/*/libibverbs/librxe-rdmav*.so >/dev/null 2>&1 || echo ibverbs-providers
-  ldconfig -p 2>/dev/null | grep -q 'libibverbs.so.1 ' || echo rdma-core
+  # The cache read whole first: `ldconfig -p | grep -q` under pipefail fails whenever
+  # grep exits at its first match and ldconfig dies of SIGPIPE.
+  local cache
+  cache="$(ldconfig -p 2>/dev/null || true)"
+  grep -qF 'libibverbs.so.1 ' <<<"$cache" || echo rdma-core
 }
 
 rw=() mem=2048 cpus=2 timeout_s=600

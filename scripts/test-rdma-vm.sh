@@ -72,7 +72,7 @@ if [ "$status" -ne 0 ] && [ "$status" -ne 125 ]; then
   for log in "$results"/*.log; do
     grep -q '^test result: ok' "$log" && continue
     echo "---- $(basename "$log" .log): failures"
-    grep -vE '^\s+[0-9]+: |^\s+at ' "$log" | sed -n '/^failures:/,$p' | head -80
+    grep -vE '^\s+[0-9]+: |^\s+at ' "$log" | sed -n '/^failures:/,$p' | sed -n '1,80p'
   done
   status=1
 fi

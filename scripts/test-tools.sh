@@ -2,8 +2,11 @@
 #
 # As root with apt-get, missing Debian packages are installed (one `apt-get install`).
 # A check whose tools still cannot be had is skipped: one `SKIP <check>: <why>` line is
-# printed and the check's MOONCAKE_SKIP_* variable is exported. Nothing here fails the
-# run, except a missing cargo (nothing can run without it).
+# printed and the check's MOONCAKE_SKIP_* variable is exported. With `CI` set only the
+# MOONCAKE_SKIP_* the user set may skip a check: any other skip is printed as
+# `FAILED <check>: ...` and recorded in SKIPS_REFUSED, which fails the run (a skipped
+# suite hides regressions). Nothing else here fails the run, except a missing cargo
+# (nothing can run without it).
 #
 # Checks and what they need (Debian package in brackets):
 #   C tests (cargo test --test c_abi)    cc, c++ [gcc, g++], readelf, nm [binutils]
@@ -51,6 +54,8 @@ tools_install() {
   local pkgs
   pkgs="$(_missing_packages $_tools_c $_tools_packaging $_tools_valgrind $_tools_glibc $_tools_kv | sort -u | tr '\n' ' ')"
   _python_ok || pkgs="$pkgs python3 python3-venv python3-pip"
+  # The verbs header that verbs_layout compares our struct layouts with.
+  [ -e /usr/include/infiniband/verbs.h ] || pkgs="$pkgs libibverbs-dev"
   _apt_install "" $pkgs
   # The VM's packages (a kernel among them, without its recommended firmware) go in
   # their own call: if they cannot be installed, only the RDMA suite is skipped.
@@ -77,13 +82,48 @@ _apt_install() {
 
 # The SKIP lines printed so far (test-all.sh repeats them in its summary).
 TOOLS_SKIPPED=()
+# Under CI: the checks that would have been skipped, as FAILED lines (they fail the run).
+SKIPS_REFUSED=()
+# The MOONCAKE_SKIP_* variables the user set before the run (the only skips CI allows).
+USER_SKIPS=" "
+for _var in ${!MOONCAKE_SKIP_@}; do
+  [ -z "${!_var}" ] || USER_SKIPS+="$_var "
+done
+unset _var
 
-# Prints one SKIP line and exports the check's skip variable.
+# Whether the user set skip variable $1 (rather than this script).
+user_skipped() {
+  [[ "$USER_SKIPS" == *" $1 "* ]]
+}
+
+# skip_check CHECK WHY: a check that cannot run here. Prints `SKIP CHECK: WHY`; under
+# CI prints `FAILED CHECK: ...` instead and records it in SKIPS_REFUSED. Idempotent for
+# a line already recorded.
+skip_check() {
+  local check="$1" why="$2" line
+  if [ -n "${CI:-}" ]; then
+    line="FAILED $check: it would be skipped, and under CI only a MOONCAKE_SKIP_* may skip a check: $why"
+    [[ " ${SKIPS_REFUSED[*]} " == *" $line "* ]] || SKIPS_REFUSED+=("$line")
+  else
+    line="SKIP $check: $why"
+    [[ " ${TOOLS_SKIPPED[*]} " == *" $line "* ]] || TOOLS_SKIPPED+=("$line")
+  fi
+  echo "$line"
+}
+
+# _skip VAR CHECK WHY [--follows USER_VAR]: exports the check's skip variable and
+# reports the skip (skip_check); nothing when the user set VAR, and a plain SKIP line
+# even under CI when the skip follows from USER_VAR, which the user set.
 _skip() {
   local var="$1" check="$2" why="$3"
-  echo "SKIP $check: $why"
-  TOOLS_SKIPPED+=("SKIP $check: $why")
+  user_skipped "$var" && return 0
   export "$var=1"
+  if [ "${4:-}" = --follows ] && user_skipped "$5"; then
+    echo "SKIP $check: $why"
+    TOOLS_SKIPPED+=("SKIP $check: $why")
+  else
+    skip_check "$check" "$why"
+  fi
 }
 
 # Decides which checks can run; exports MOONCAKE_SKIP_* for the others.
@@ -122,6 +162,7 @@ tools_check() {
     fi
   fi
   if [ -n "${MOONCAKE_SKIP_INTEROP:-}" ] && [ -z "${MOONCAKE_SKIP_RDMA_VM:-}" ]; then
-    _skip MOONCAKE_SKIP_RDMA_VM "RDMA suite" "it runs against the upstream peer, which is skipped"
+    _skip MOONCAKE_SKIP_RDMA_VM "RDMA suite" "it runs against the upstream peer, which is skipped" \
+      --follows MOONCAKE_SKIP_INTEROP
   fi
 }

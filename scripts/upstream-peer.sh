@@ -22,9 +22,12 @@ fail() {
 }
 
 missing_libs() {
-  local lib
+  local lib cache
+  # Read whole before matching: `ldconfig -p | grep -q` under pipefail fails when grep
+  # exits at its first match and ldconfig dies of SIGPIPE.
+  cache="$(ldconfig -p 2>/dev/null || true)"
   for lib in libibverbs.so.1 libnuma.so.1 libglog.so libjsoncpp.so libcurl.so.4 librdmacm.so.1; do
-    ldconfig -p 2>/dev/null | grep -q "$lib" || echo "$lib"
+    grep -qF "$lib" <<<"$cache" || echo "$lib"
   done
 }
 
