@@ -599,6 +599,25 @@ def test_interop_with_the_other_implementation(spawn_peer):
     _exercise_peer(spawn_peer(other))
 
 
+def _stop(pid: int, timeout: float = 30.0) -> None:
+    """SIGSTOP ``pid`` and wait until every thread of it is stopped: kill(2) returns
+    before a thread running on another core stops, and that thread may still answer."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + timeout
+    while True:
+        states = []
+        for task in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{task}/stat") as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+            except FileNotFoundError:  # the thread ended
+                continue
+        if all(state in ("T", "t") for state in states):
+            return
+        assert time.monotonic() < deadline, f"{pid} not stopped: {states}"
+        time.sleep(0.01)
+
+
 def test_transfer_deadline(spawn_peer, monkeypatch):
     """A peer that stops answering: transfer_sync gives up after MC_TRANSFER_TIMEOUT
     (5 s, the minimum; 1 is raised to 5) and returns -1."""
@@ -607,7 +626,7 @@ def test_transfer_deadline(spawn_peer, monkeypatch):
     me = Node()
     try:
         assert me.te.transfer_sync_write(peer.segment, me.addr, peer.addr, 64) == 0
-        os.kill(peer.proc.pid, signal.SIGSTOP)
+        _stop(peer.proc.pid)
         ticks = [0]
         stop = threading.Event()
 
