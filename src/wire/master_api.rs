@@ -5,6 +5,7 @@
 
 use super::disk_tier_api::DiskTierApi;
 use std::fmt;
+use std::time::Duration;
 
 /// Upstream's `ErrorCode` (`types.h`), an i32 on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -358,6 +359,10 @@ pub const SERVICE_VERSION: &str = "2.0.0";
 
 /// Default tenant name.
 pub const DEFAULT_TENANT: &str = "default";
+
+/// The deadline of one master call from our store client unless `MC_RPC_TIMEOUT_MS`
+/// says otherwise (upstream's default too).
+pub const DEFAULT_RPC_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Every master RPC a client uses. Batch calls return one result per input; the
 /// outer `Err` is a failure of the call itself (RPC failure, timeout).
