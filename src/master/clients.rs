@@ -152,8 +152,12 @@ impl Clients {
 
 impl MasterService {
     /// One pass of the client monitor: expire clients past their deadline or lost for
-    /// longer than the grace period.
+    /// longer than the grace period. A master not serving (an HA leader past its
+    /// lease) expires no one: it cannot hear their pings.
     pub(super) fn client_monitor_tick(&self) {
+        if !self.is_serving() {
+            return;
+        }
         let now = self.now();
         let grace = super::dur_ns(DISCONNECT_GRACE.min(self.config.client_ttl));
         let expired = self.clients.take_expired(now, grace);

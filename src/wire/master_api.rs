@@ -376,6 +376,12 @@ pub trait MasterApi: Send + Sync {
     /// sent: a replicated master waits here until their changes are durable, once for
     /// a whole run of pipelined requests. Others do nothing.
     fn before_reply(&self) {}
+    /// Whether this master may answer requests now; an RPC server refuses requests
+    /// and withholds replies while it may not. False for an HA leader whose lease may
+    /// have lapsed (a process stopped past its TTL and resumed); others always may.
+    fn serving(&self) -> bool {
+        true
+    }
     /// The disk-tier RPCs, for a master (or a connection to one) that has them.
     fn disk_tier(&self) -> Option<&dyn DiskTierApi> {
         None
