@@ -369,8 +369,9 @@ fn wait_all_readable(c: &Client, acked: &[String], within: Duration) -> Duration
 /// it hang instead of failing. The standby is elected; a get and a put in flight on
 /// the stopped leader complete through it while the old one is still stopped (the
 /// clients close their connections to a leader the view no longer names); every
-/// acknowledged object reads back exactly; and the resumed old leader acknowledges
-/// nothing: a mount queued in its socket while it was stopped is refused.
+/// acknowledged object reads back exactly, before and after the resume; and the
+/// resumed old leader acknowledges nothing: a mount queued in its socket while it was
+/// stopped is refused.
 #[test]
 fn leader_paused_past_its_lease_and_client_ttl_loses_nothing() {
     const N: usize = 200;
@@ -438,18 +439,13 @@ fn leader_paused_past_its_lease_and_client_ttl_loses_nothing() {
     };
     b.wait_leader();
     let elected = stopped.elapsed();
-    // Stopped for at least PAUSE, and until both calls are done (a call's deadline is
-    // 30 s: a call still hung on the stopped leader would fail, not succeed).
+    // Both calls return while the leader is still stopped (a call's deadline is 30 s:
+    // one still hung on the stopped leader would fail, not succeed).
     let deadline = stopped + Duration::from_secs(45);
-    while stopped.elapsed() < PAUSE || !(in_flight_get.is_finished() && in_flight_put.is_finished())
-    {
+    while !(in_flight_get.is_finished() && in_flight_put.is_finished()) {
         assert!(Instant::now() < deadline, "calls in flight never returned");
         std::thread::sleep(Duration::from_millis(50));
     }
-    let resumed = Instant::now();
-    a.signal("-CONT");
-    let paused_for = resumed - stopped;
-
     let (got, same, got_after) = in_flight_get.join().unwrap();
     assert_eq!(
         got,
@@ -460,6 +456,16 @@ fn leader_paused_past_its_lease_and_client_ttl_loses_nothing() {
     let (put, put_after) = in_flight_put.join().unwrap();
     assert_eq!(put, Ok(()), "the put in flight on the stopped leader");
     acked.push("pause-in-flight".into());
+    // Everything is readable through the new leader while the old one is stopped.
+    wait_all_readable(&clients[0], &acked, Duration::from_secs(30));
+    let all_during = stopped.elapsed();
+    // Stopped for PAUSE in all, past the lease and the client TTL.
+    while stopped.elapsed() < PAUSE {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let resumed = Instant::now();
+    a.signal("-CONT");
+    let paused_for = resumed - stopped;
 
     let readable = clients
         .iter()
@@ -479,8 +485,9 @@ fn leader_paused_past_its_lease_and_client_ttl_loses_nothing() {
     eprintln!(
         "leader stopped {paused_for:?}: standby elected after {elected:?}; the get in \
          flight returned after {got_after:?}, the put after {put_after:?}; all {} objects \
-         readable {readable:?} after SIGCONT; the old leader refused the queued mount \
-         ({mount:?}) and was a standby {stepped_down:?} after SIGCONT",
+         read back {all_during:?} after SIGSTOP, and again within {readable:?} after \
+         SIGCONT; the old leader refused the queued mount ({mount:?}) and was a standby \
+         {stepped_down:?} after SIGCONT",
         acked.len()
     );
     drop(clients);
