@@ -20,11 +20,16 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use super::MasterService;
-use crate::wire::master_api::{ClientStatus, Uuid};
+use crate::wire::master_api::{ClientStatus, Uuid, DEFAULT_RPC_TIMEOUT};
 
 /// How long a client whose connections are all gone keeps its segments (unreachable)
 /// before it is expired; a live client reconnects with its next ping (every second).
 pub const DISCONNECT_GRACE: Duration = Duration::from_secs(3);
+
+/// What a restored client (a promoted standby's, a snapshot restart's) gets beyond
+/// `client_ttl` to reach this master before it expires: a client whose calls hang on a
+/// paused old leader moves here only when they fail, after at most one call deadline.
+pub const RESTORED_CLIENT_GRACE: Duration = DEFAULT_RPC_TIMEOUT;
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Entry {
@@ -53,11 +58,13 @@ impl Clients {
         }
     }
 
-    /// Sets `client`'s deadline to `now + ttl`.
+    /// Moves `client`'s deadline to `now + ttl` unless it is later already (a
+    /// restored client keeps its grace, see [`RESTORED_CLIENT_GRACE`]).
     pub fn touch(&self, client: Uuid, now: u64, ttl: u64) {
         let mut inner = self.inner.lock();
         let e = inner.entry(client).or_default();
-        e.deadline = Some(now.saturating_add(ttl));
+        let until = now.saturating_add(ttl);
+        e.deadline = Some(e.deadline.map_or(until, |d| d.max(until)));
     }
 
     /// Marks `client` OK (after a remount).
@@ -145,8 +152,12 @@ impl Clients {
 
 impl MasterService {
     /// One pass of the client monitor: expire clients past their deadline or lost for
-    /// longer than the grace period.
+    /// longer than the grace period. A master not serving (an HA leader past its
+    /// lease) expires no one: it cannot hear their pings.
     pub(super) fn client_monitor_tick(&self) {
+        if !self.is_serving() {
+            return;
+        }
         let now = self.now();
         let grace = super::dur_ns(DISCONNECT_GRACE.min(self.config.client_ttl));
         let expired = self.clients.take_expired(now, grace);

@@ -88,6 +88,9 @@ pub struct MasterService {
     log: Arc<ha::changelog::ReplicationLog>,
     /// The HA view version `Ping` reports (the etcd revision of the leader's election).
     view_version: AtomicI64,
+    /// Until when (ns on [`MasterService::now`]'s clock) requests are answered:
+    /// `u64::MAX` unless an HA leader's lease bounds it ([`MasterService::serve_until`]).
+    serve_until: AtomicU64,
     /// Where `stored` / `removed` events go (disabled unless the binary started one).
     kv_events: Arc<KvEvents>,
     metrics: Metrics,
@@ -136,6 +139,7 @@ impl MasterService {
             last_discard: AtomicU64::new(0),
             next_replica_id: AtomicU64::new(1),
             view_version: AtomicI64::new(config.view_version),
+            serve_until: AtomicU64::new(u64::MAX),
             kv_events,
             metrics: Metrics::default(),
             lease_ns: dur_ns(config.default_kv_lease_ttl),
@@ -247,6 +251,20 @@ impl MasterService {
         dur_ns(self.start.elapsed()).max(1)
     }
 
+    /// Answers requests only until `until` (on the monotonic clock, which runs on while
+    /// the process is stopped): an HA leader's fence, moved on by each lease renewal,
+    /// so a leader paused past its lease answers nothing once it resumes. A time
+    /// already past refuses every request from now on.
+    pub fn serve_until(&self, until: Instant) {
+        let ns = dur_ns(until.saturating_duration_since(self.start));
+        self.serve_until.store(ns, Ordering::SeqCst);
+    }
+
+    /// Whether requests are answered now (see [`MasterService::serve_until`]).
+    pub fn is_serving(&self) -> bool {
+        self.now() < self.serve_until.load(Ordering::SeqCst)
+    }
+
     /// The tenant a request applies to: `default` unless multi-tenancy is on.
     fn tenant<'a>(&self, tenant: &'a str) -> &'a str {
         if !self.config.enable_multi_tenants || tenant.is_empty() {
@@ -293,6 +311,10 @@ impl MasterApi for MasterService {
     /// sync and the snapshot (see `ha::changelog`).
     fn before_reply(&self) {
         self.log.wait_durable();
+    }
+
+    fn serving(&self) -> bool {
+        self.is_serving()
     }
 
     fn disk_tier(&self) -> Option<&dyn DiskTierApi> {

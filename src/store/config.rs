@@ -1,6 +1,7 @@
 //! What `setup` takes ([`SetupConfig`]) and the `MC_STORE_*` / `MC_RPC_*` environment
 //! knobs it reads ([`StoreEnv`]).
 
+use crate::wire::master_api::DEFAULT_RPC_TIMEOUT;
 use std::time::Duration;
 
 /// Upstream's default master address.
@@ -58,7 +59,7 @@ pub struct StoreEnv {
     pub max_port: u16,
     /// `MC_STORE_CLIENT_SETUP_RETRIES` (20).
     pub setup_retries: u32,
-    /// `MC_RPC_TIMEOUT_MS` (30 000).
+    /// `MC_RPC_TIMEOUT_MS` (30 000, [`DEFAULT_RPC_TIMEOUT`]).
     pub rpc_timeout: Duration,
     /// `MC_RPC_CONNECT_TIMEOUT_MS` (30 000).
     pub connect_timeout: Duration,
@@ -108,7 +109,11 @@ impl StoreEnv {
             log::warn!("MC_STORE_CLIENT_MIN_PORT {min} > MAX_PORT {max}; using defaults");
             (DEFAULT_MIN_PORT, DEFAULT_MAX_PORT)
         };
-        let ms = |name: &str| Duration::from_millis(num(name, 30_000, 1, 86_400_000));
+        // Both deadlines default to the same 30 s.
+        let ms = |name: &str| {
+            let default = DEFAULT_RPC_TIMEOUT.as_millis() as u64;
+            Duration::from_millis(num(name, default, 1, 86_400_000))
+        };
         StoreEnv {
             min_port,
             max_port,

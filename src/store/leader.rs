@@ -5,8 +5,11 @@
 //! moves to a new leader when the view changes or the leader stops answering. A call
 //! that meets a dead leader is retried on the next one within its own deadline
 //! (`MC_RPC_TIMEOUT_MS`) instead of failing, so a failover is a pause, not an error.
-//! A call that timed out on a leader still in office is not repeated (it may have
-//! been carried out).
+//! Moving closes the connections to the old leader: calls hanging on one that stopped
+//! without dying (SIGSTOP keeps its sockets open) fail at once and are sent again to
+//! the new one, which a resumed old leader cannot contradict (it answers nothing once
+//! its lease has lapsed). A call that timed out on a leader still in office is not
+//! repeated (it may have been carried out).
 
 use crate::metadata::etcd::EtcdMetadataStore;
 use crate::metadata::redis::{RedisAuth, RedisMetadataStore};
@@ -91,16 +94,20 @@ pub struct FollowingMaster {
     on_new_leader: RwLock<Option<OnNewLeader>>,
 }
 
-/// How long a probe of a silent leader's port waits.
+/// How long a probe of a silent leader waits for its answer.
 const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 
-/// Whether something accepts connections at `addr` (a quick probe before a full call
-/// to a leader that stopped answering).
-fn answers(addr: &str) -> bool {
-    use std::net::ToSocketAddrs;
-    addr.to_socket_addrs().is_ok_and(|mut addrs| {
-        addrs.any(|a| std::net::TcpStream::connect_timeout(&a, PROBE_TIMEOUT).is_ok())
-    })
+/// Whether the master at `addr` answers `ServiceReady` on a fresh connection within
+/// [`PROBE_TIMEOUT`] (and before `deadline`). A connection alone proves nothing: the
+/// kernel completes connects to a stopped (SIGSTOPped) process's listening socket.
+fn answers(addr: &str, deadline: Instant) -> bool {
+    let wait = PROBE_TIMEOUT.min(deadline.saturating_duration_since(Instant::now()));
+    if wait.is_zero() {
+        return false;
+    }
+    MasterRpcClient::new_unchecked(addr, wait, wait, 1)
+        .service_ready()
+        .is_ok()
 }
 
 /// Whether `e` says the master could not be reached (rather than answering no).
@@ -151,31 +158,44 @@ impl FollowingMaster {
     }
 
     /// Moves to the leader the view names now if it is not `from` and answers;
-    /// returns whether the client in use changed (here or by another caller).
+    /// returns whether the client in use changed (here or by another caller). The
+    /// old leader's connections are closed: calls still waiting on it (a stopped
+    /// process answers nothing, and its kernel keeps the connections open) fail at
+    /// once and are sent to the new leader.
     fn follow_view(&self, from: &str) -> bool {
-        let _one = self.switching.lock();
-        if self.current.read().0 != from {
-            return true;
-        }
-        let Some(addr) = self.view.leader().filter(|a| a != from) else {
-            return false;
+        let old = {
+            let _one = self.switching.lock();
+            if self.current.read().0 != from {
+                return true;
+            }
+            match self.switch_to_view(from) {
+                Some(old) => old,
+                None => return false,
+            }
         };
+        old.close();
+        true
+    }
+
+    /// [`FollowingMaster::follow_view`] under the switch lock: the client replaced.
+    fn switch_to_view(&self, from: &str) -> Option<Arc<MasterRpcClient>> {
+        let addr = self.view.leader().filter(|a| a != from)?;
         let client = match MasterRpcClient::connect(&addr, self.rpc_timeout, self.connect_timeout) {
             Ok(c) => c,
             Err(e) => {
                 log::debug!("store: new master leader {addr} not reachable yet: {e}");
-                return false;
+                return None;
             }
         };
         if let Some(hook) = self.on_new_leader.read().as_ref() {
             if let Err(e) = hook(&client) {
                 log::warn!("store: preparing the new master leader {addr}: {e}");
-                return false;
+                return None;
             }
         }
         log::warn!("store: master leader moved from {from} to {addr}");
-        *self.current.write() = (addr, Arc::new(client));
-        true
+        let (_, old) = std::mem::replace(&mut *self.current.write(), (addr, Arc::new(client)));
+        Some(old)
     }
 
     /// Runs `f` on the leader. A leader that stops answering is waited out: the call
@@ -205,7 +225,7 @@ impl FollowingMaster {
                     resent = true;
                     continue 'attempt;
                 }
-                if answers(&addr) && client.service_ready().is_ok() {
+                if answers(&addr, deadline) {
                     if e == ErrorCode::RPC_FAIL {
                         resent = true;
                         continue 'attempt;

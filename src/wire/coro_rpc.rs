@@ -27,6 +27,9 @@ pub const MAX_RESPONSE: usize = 1 << 30;
 pub const ERR_OK: u8 = 0;
 /// Response `err_code` 4: the arguments did not decode ("invalid rpc arg").
 pub const ERR_INVALID_ARGUMENTS: u8 = 4;
+/// Response `err_code` 9 (`operation_canceled`): a master that may not answer now
+/// refused the request.
+pub const ERR_OPERATION_CANCELED: u8 = 9;
 /// Response `err_code` 10: the handler failed ("rpc throw exception").
 pub const ERR_THROW_EXCEPTION: u8 = 10;
 /// Response `err_code` 11: unknown function id ("function not registered").

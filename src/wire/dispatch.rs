@@ -277,7 +277,14 @@ fn serve_loop(
     let mut writer = BufWriter::with_capacity(64 << 10, stream);
     while let Some((h, body)) = coro_rpc::read_request(&mut reader, max_body)? {
         observe(h.function_id, &body);
-        let (mut err, mut resp) = handle_request(api, h.function_id, &body);
+        let (mut err, mut resp) = if api.serving() {
+            handle_request(api, h.function_id, &body)
+        } else {
+            (
+                coro_rpc::ERR_OPERATION_CANCELED,
+                coro_rpc::error_body(MSG_NOT_SERVING),
+            )
+        };
         if u32::try_from(resp.len()).is_err() {
             err = 14; // message_too_large
             resp = coro_rpc::error_body("body larger than 4G");
@@ -286,17 +293,31 @@ fn serve_loop(
         // No reply leaves before the API allows it (`before_reply`): not through a
         // full buffer either.
         if writer.buffer().len() + reply.len() > writer.capacity() {
-            api.before_reply();
-            writer.flush()?;
+            release_replies(api, &mut writer)?;
         }
         writer.write_all(&reply)?;
         // Coalesce replies while another whole request is already buffered; flush
         // before anything could block on the socket.
         if !whole_request_buffered(reader.buffer()) {
-            api.before_reply();
-            writer.flush()?;
+            release_replies(api, &mut writer)?;
         }
     }
+    release_replies(api, &mut writer)
+}
+
+/// The message of a request refused by a master that may not answer now.
+const MSG_NOT_SERVING: &str = "this master is not serving (not the leader, or its lease lapsed)";
+
+/// Sends the buffered replies once the API allows it (`before_reply`). A master that
+/// stopped serving meanwhile (its lease lapsed while a change waited for standbys)
+/// sends none of them: they are dropped and the connection ends, so its client asks
+/// the next leader instead of taking an acknowledgement the next leader may not hold.
+fn release_replies(api: &dyn MasterApi, writer: &mut BufWriter<TcpStream>) -> io::Result<()> {
     api.before_reply();
+    if !api.serving() {
+        // Shut first: the buffered replies cannot leave when the writer is dropped.
+        let _ = writer.get_ref().shutdown(Shutdown::Both);
+        return Err(io::Error::other("stopped serving; replies withheld"));
+    }
     writer.flush()
 }

@@ -5,6 +5,7 @@
 
 use super::disk_tier_api::DiskTierApi;
 use std::fmt;
+use std::time::Duration;
 
 /// Upstream's `ErrorCode` (`types.h`), an i32 on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -359,6 +360,10 @@ pub const SERVICE_VERSION: &str = "2.0.0";
 /// Default tenant name.
 pub const DEFAULT_TENANT: &str = "default";
 
+/// The deadline of one master call from our store client unless `MC_RPC_TIMEOUT_MS`
+/// says otherwise (upstream's default too).
+pub const DEFAULT_RPC_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Every master RPC a client uses. Batch calls return one result per input; the
 /// outer `Err` is a failure of the call itself (RPC failure, timeout).
 pub trait MasterApi: Send + Sync {
@@ -371,6 +376,12 @@ pub trait MasterApi: Send + Sync {
     /// sent: a replicated master waits here until their changes are durable, once for
     /// a whole run of pipelined requests. Others do nothing.
     fn before_reply(&self) {}
+    /// Whether this master may answer requests now; an RPC server refuses requests
+    /// and withholds replies while it may not. False for an HA leader whose lease may
+    /// have lapsed (a process stopped past its TTL and resumed); others always may.
+    fn serving(&self) -> bool {
+        true
+    }
     /// The disk-tier RPCs, for a master (or a connection to one) that has them.
     fn disk_tier(&self) -> Option<&dyn DiskTierApi> {
         None

@@ -231,6 +231,8 @@ pub struct MasterRpcClient {
     max_frame: usize,
     lanes: Vec<Mutex<Option<Arc<Lane>>>>,
     next_lane: AtomicUsize,
+    /// Given up ([`MasterRpcClient::close`]): every call fails.
+    closed: AtomicBool,
 }
 
 impl std::fmt::Debug for MasterRpcClient {
@@ -286,12 +288,21 @@ impl MasterRpcClient {
             max_frame: coro_rpc::MAX_RESPONSE,
             lanes: (0..pool_size.max(1)).map(|_| Mutex::new(None)).collect(),
             next_lane: AtomicUsize::new(0),
+            closed: AtomicBool::new(false),
         }
     }
 
     /// The master's address.
     pub fn addr(&self) -> &str {
         &self.addr
+    }
+
+    /// Gives the master up: closes every connection, failing the calls waiting on
+    /// them with `RPC_FAIL` at once (a stopped master would keep them waiting until
+    /// their deadline), and every later call too.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        self.disconnect();
     }
 
     /// Closes every connection (the next call reconnects).
@@ -375,6 +386,9 @@ impl MasterRpcClient {
                 .try_lock_until(d)
                 .ok_or(ErrorCode::RPC_TIMEOUT)?,
         };
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(ErrorCode::RPC_FAIL);
+        }
         if let Some(l) = slot.as_ref() {
             if !l.is_dead() && !l.closed_while_idle() {
                 return Ok((l.clone(), false));

@@ -16,6 +16,8 @@ use kv_servers::{Etcd, Redis};
 use mooncake::metadata::etcd::EtcdMetadataStore;
 use mooncake::metadata::MetadataStore;
 use mooncake::store::{Client, ReplicateConfig, SetupConfig};
+use mooncake::wire::master_api::{ErrorCode, MasterApi, Segment, Uuid};
+use mooncake::wire::rpc_client::MasterRpcClient;
 use parking_lot::Mutex;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -100,6 +102,20 @@ impl HaMaster {
     fn kill(&mut self) {
         let _ = self.guard.child.kill();
         let _ = self.guard.child.wait();
+    }
+
+    /// Sends `sig` (`-STOP`, `-CONT`) to this master's process, by PID.
+    fn signal(&self, sig: &str) {
+        let pid = self.guard.pid().to_string();
+        let ok = Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "kill {sig} {pid}");
+    }
+
+    fn rpc_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.rpc_port)
     }
 }
 
@@ -325,6 +341,157 @@ fn leader_killed_under_load_twice_loses_nothing() {
         assert_all_readable(cl, &acked);
     }
     // The clients leave while a leader still runs (they unmount there).
+    drop(clients);
+}
+
+/// Polls until every key in `acked` reads back exactly through `c`, or `within`
+/// passes (then panics as [`assert_all_readable`] does). The time it took.
+fn wait_all_readable(c: &Client, acked: &[String], within: Duration) -> Duration {
+    let start = Instant::now();
+    loop {
+        let all = acked.iter().all(|key| {
+            let mut buf = vec![0u8; VALUE];
+            c.get_into(key, &mut buf)
+                .is_ok_and(|n| n as usize == VALUE && buf == value_of(key))
+        });
+        if all {
+            return start.elapsed();
+        }
+        if start.elapsed() > within {
+            assert_all_readable(c, acked);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The leader SIGSTOPped for longer than its lease and the clients' `client_ttl`
+/// (10 s), then resumed (issue 23 item 7): its process keeps its sockets, so calls to
+/// it hang instead of failing. The standby is elected; a get and a put in flight on
+/// the stopped leader complete through it while the old one is still stopped (the
+/// clients close their connections to a leader the view no longer names); every
+/// acknowledged object reads back exactly, before and after the resume; and the
+/// resumed old leader acknowledges nothing: a mount queued in its socket while it was
+/// stopped is refused.
+#[test]
+fn leader_paused_past_its_lease_and_client_ttl_loses_nothing() {
+    const N: usize = 200;
+    const PAUSE: Duration = Duration::from_secs(12);
+    let Some(etcd) = Etcd::start("leader_paused_past_its_lease_and_client_ttl_loses_nothing")
+    else {
+        return;
+    };
+    let (a, b) = pair(&etcd);
+    let clients: Vec<Arc<Client>> = (0..2).map(|_| Arc::new(client(&etcd, 64 * MIB))).collect();
+    let mut acked: Vec<String> = (0..N).map(|i| format!("pause-{i}")).collect();
+    for (i, key) in acked.iter().enumerate() {
+        clients[i % 2]
+            .put(key, &value_of(key), &ReplicateConfig::default())
+            .unwrap_or_else(|e| panic!("put {key}: {e:?}"));
+    }
+    // A direct connection to the leader, open (and answered) before it stops; its
+    // deadline outlasts the pause, so a refusal is not a timeout.
+    let direct = MasterRpcClient::connect_with_pool(
+        &a.rpc_addr(),
+        Duration::from_secs(300),
+        Duration::from_secs(10),
+        1,
+    )
+    .expect("a direct connection to the leader");
+
+    let stopped = Instant::now();
+    a.signal("-STOP");
+    // Each waits in a socket of the stopped leader.
+    let queued_mount = std::thread::spawn(move || {
+        let segment = Segment {
+            id: Uuid {
+                first: 0xFE,
+                second: 1,
+            },
+            name: "127.0.0.1:1".into(),
+            base: 1 << 40,
+            size: MIB,
+            te_endpoint: "127.0.0.1:1".into(),
+            protocol: "tcp".into(),
+            host_id: "fenced".into(),
+        };
+        direct.mount_segment(
+            &segment,
+            Uuid {
+                first: 0xFE,
+                second: 2,
+            },
+        )
+    });
+    let in_flight_get = {
+        let c = clients[0].clone();
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; VALUE];
+            let r = c.get_into("pause-0", &mut buf);
+            (r, buf == value_of("pause-0"), stopped.elapsed())
+        })
+    };
+    let in_flight_put = {
+        let c = clients[1].clone();
+        std::thread::spawn(move || {
+            let key = "pause-in-flight";
+            let r = c.put(key, &value_of(key), &ReplicateConfig::default());
+            (r, stopped.elapsed())
+        })
+    };
+    b.wait_leader();
+    let elected = stopped.elapsed();
+    // Both calls return while the leader is still stopped (a call's deadline is 30 s:
+    // one still hung on the stopped leader would fail, not succeed).
+    let deadline = stopped + Duration::from_secs(45);
+    while !(in_flight_get.is_finished() && in_flight_put.is_finished()) {
+        assert!(Instant::now() < deadline, "calls in flight never returned");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (got, same, got_after) = in_flight_get.join().unwrap();
+    assert_eq!(
+        got,
+        Ok(VALUE as u64),
+        "the get in flight on the stopped leader"
+    );
+    assert!(same, "the get in flight read other bytes");
+    let (put, put_after) = in_flight_put.join().unwrap();
+    assert_eq!(put, Ok(()), "the put in flight on the stopped leader");
+    acked.push("pause-in-flight".into());
+    // Everything is readable through the new leader while the old one is stopped.
+    wait_all_readable(&clients[0], &acked, Duration::from_secs(30));
+    let all_during = stopped.elapsed();
+    // Stopped for PAUSE in all, past the lease and the client TTL.
+    while stopped.elapsed() < PAUSE {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let resumed = Instant::now();
+    a.signal("-CONT");
+    let paused_for = resumed - stopped;
+
+    let readable = clients
+        .iter()
+        .map(|c| wait_all_readable(c, &acked, Duration::from_secs(30)))
+        .max()
+        .unwrap();
+    let mount = queued_mount.join().unwrap();
+    assert_eq!(
+        mount,
+        Err(ErrorCode::RPC_FAIL),
+        "the resumed old leader answered a mount sent while it was stopped"
+    );
+    a.wait_for("to step down", |h| h.contains("\"role\":\"standby\""));
+    let stepped_down = resumed.elapsed();
+    clients[0]
+        .put("after", &value_of("after"), &ReplicateConfig::default())
+        .expect("a put after the pause");
+    eprintln!(
+        "leader stopped {paused_for:?}: standby elected after {elected:?}; the get in \
+         flight returned after {got_after:?}, the put after {put_after:?}; all {} objects \
+         read back {all_during:?} after SIGSTOP, and again within {readable:?} after \
+         SIGCONT; the old leader refused the queued mount ({mount:?}) and was a standby \
+         {stepped_down:?} after SIGCONT",
+        acked.len()
+    );
     drop(clients);
 }
 

@@ -204,3 +204,41 @@ fn a_segment_owner_whose_connections_drop_is_unreachable_at_once() {
     assert!(placed_on(&master, "k").is_empty());
     assert_eq!(placed_on(&master, "k2"), [seg(2).name]);
 }
+
+/// A master past its fence (an HA leader whose lease may have lapsed) refuses every
+/// request with a transport error (`RPC_FAIL` to our client, which then asks the
+/// master view) and changes nothing; fenced again into the future, it answers.
+#[test]
+fn a_master_past_its_fence_refuses_every_request() {
+    let master = MasterService::new(MasterConfig::default());
+    let server = RpcServer::start(
+        "127.0.0.1:0".parse().unwrap(),
+        master.clone(),
+        RpcLimits::default(),
+    )
+    .unwrap();
+    let addr = server.local_addr().to_string();
+    let client =
+        MasterRpcClient::connect(&addr, Duration::from_secs(10), Duration::from_secs(5)).unwrap();
+    let owner = Uuid {
+        first: 3,
+        second: 3,
+    };
+    let put =
+        |c: &MasterRpcClient| c.put_start(owner, "k", 1024, &ReplicateConfig::default(), "default");
+
+    master.serve_until(Instant::now());
+    assert!(!master.is_serving());
+    assert_eq!(client.service_ready(), Err(ErrorCode::RPC_FAIL));
+    assert_eq!(
+        client.mount_segment(&seg(1), owner),
+        Err(ErrorCode::RPC_FAIL)
+    );
+
+    master.serve_until(Instant::now() + Duration::from_secs(600));
+    assert_eq!(client.service_ready().as_deref(), Ok("2.0.0"));
+    // The refused mount did not happen: there is nowhere to put.
+    assert!(put(&client).is_err_and(|e| e != ErrorCode::RPC_FAIL));
+    client.mount_segment(&seg(1), owner).unwrap();
+    put(&client).unwrap();
+}

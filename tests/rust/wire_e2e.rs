@@ -287,6 +287,56 @@ fn refused_master_is_rpc_fail_quickly() {
     ));
 }
 
+/// Calls pipelined to a master that accepts but never answers (a stopped process)
+/// wait until their deadline; closing the client fails them at once, and every later
+/// call too (how a client following the leader gives up one the view no longer names).
+#[test]
+fn closing_a_client_fails_the_calls_waiting_on_a_silent_master() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let received = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = received.clone();
+    thread::spawn(move || {
+        for mut s in l.incoming().flatten() {
+            let counter = counter.clone();
+            thread::spawn(move || {
+                let mut b = [0u8; 4096];
+                while let Ok(n @ 1..) = s.read(&mut b) {
+                    counter.fetch_add(n, std::sync::atomic::Ordering::SeqCst);
+                }
+            });
+        }
+    });
+    let deadline = Duration::from_secs(120);
+    let c = Arc::new(MasterRpcClient::new_unchecked(
+        &addr,
+        deadline,
+        Duration::from_secs(5),
+        2,
+    ));
+    let t0 = Instant::now();
+    let calls: Vec<_> = (0..4)
+        .map(|_| {
+            let c = c.clone();
+            thread::spawn(move || c.exist_key("k", DEFAULT_TENANT))
+        })
+        .collect();
+    let wait = Instant::now() + Duration::from_secs(30);
+    while received.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        assert!(
+            Instant::now() < wait,
+            "no request reached the silent master"
+        );
+        thread::sleep(Duration::from_millis(5));
+    }
+    c.close();
+    for h in calls {
+        assert_eq!(h.join().unwrap(), Err(ErrorCode::RPC_FAIL));
+    }
+    assert!(t0.elapsed() < deadline / 2, "{:?}", t0.elapsed());
+    assert_eq!(c.exist_key("k", DEFAULT_TENANT), Err(ErrorCode::RPC_FAIL));
+}
+
 #[test]
 fn silent_master_times_out_within_deadline() {
     // Accepts and reads, never answers.

@@ -12,6 +12,10 @@
 //!
 //! A leader that cannot renew its lease for longer than the lease's TTL stops serving
 //! (closes its RPC port) until it can; if the lease is gone it becomes a standby.
+//! Independently, every RPC is fenced by the lease ([`MasterService::serve_until`]):
+//! a leader answers only until shortly before its lease could have expired, counted
+//! on the monotonic clock from its last successful renewal, so one stopped (SIGSTOP)
+//! past its lease answers nothing when it resumes, before its renewal thread notices.
 
 pub(crate) mod changelog;
 pub mod election;
@@ -312,6 +316,8 @@ fn lead(
     stop: &dyn Fn() -> bool,
 ) -> Result<TermEnd, String> {
     let master = MasterService::with_kv_events(config.clone(), kv_events.clone());
+    // Nothing is answered before the lease is held.
+    master.serve_until(Instant::now());
     let restored = master.restore(state);
     let repl_bind = SocketAddr::new(settings.rpc_bind.ip(), 0);
     let replication = stream::ReplicationServer::start(repl_bind, &master)
@@ -324,8 +330,12 @@ fn lead(
     // The RPC port is open before the view names it: upstream clients watching the
     // view connect the moment it changes, and one refused waits for its next resync.
     let rpc = start_rpc(settings, &master)?;
+    let asked = Instant::now();
     let term = match election.campaign(&settings.rpc_advertised, &repl_addr) {
-        Ok(Some(t)) => t,
+        Ok(Some(t)) => {
+            master.serve_until(asked + serving_span(election.ttl()));
+            t
+        }
         Ok(None) => {
             drop(rpc);
             master.shutdown();
@@ -359,6 +369,13 @@ fn lead(
     };
     master.shutdown();
     Ok(end)
+}
+
+/// How long after asking for its lease (or a renewal) a leader answers RPCs: the
+/// lease cannot expire sooner than its TTL after it was asked for; half a renewal
+/// period less, for margin. A leader paused past this answers nothing when it resumes.
+fn serving_span(ttl: Duration) -> Duration {
+    ttl.saturating_sub(ttl / 6)
 }
 
 fn advertised_host(addr: &str) -> &str {
@@ -401,6 +418,7 @@ fn serve_term(
     let mut next_renewal = Instant::now() + renew_every;
     loop {
         if stop() {
+            master.serve_until(Instant::now());
             drop(rpc);
             election.resign(term);
             return Ok(TermEnd::Stopped);
@@ -410,8 +428,10 @@ fn serve_term(
             continue;
         }
         next_renewal = Instant::now() + renew_every;
+        let asked = Instant::now();
         match election.keep_alive(term) {
             Ok(LeaseState::Alive(_)) => {
+                master.serve_until(asked + serving_span(election.ttl()));
                 last_renewed = Instant::now();
                 if rpc.is_none() {
                     log::warn!("master ha: lease renewed; serving again");
@@ -425,6 +445,7 @@ fn serve_term(
             }
             Ok(LeaseState::Gone) => {
                 log::error!("master ha: the leader lease is gone; stepping down");
+                master.serve_until(Instant::now());
                 drop(rpc);
                 return Ok(TermEnd::Lost(Mirror::default()));
             }

@@ -4,6 +4,7 @@
 use super::changelog::FollowerHandle;
 use super::mirror::Mirror;
 use super::record::Record;
+use crate::master::clients::RESTORED_CLIENT_GRACE;
 use crate::master::local_disk::DiskReplica;
 use crate::master::objects::{Object, Replica, Replicas};
 use crate::master::MasterService;
@@ -30,11 +31,15 @@ impl MasterService {
     /// Loads `mirror` into this (empty) service: its segments mounted with the
     /// replicas' buffers allocated where they were, every object with its replicas
     /// (disk copies on their clients' disks, mounted again until those clients expire),
-    /// a fresh read lease on each, and the segment owners' liveness clocks started.
+    /// a fresh read lease on each, and the segment owners' liveness clocks started
+    /// with `client_ttl` plus `RESTORED_CLIENT_GRACE` (30 s) to find this master.
     /// Replicas whose buffer overlaps another or lies outside its segment are dropped
     /// (an object left with none is not restored). Returns the number of objects.
     pub fn restore(&self, mirror: &Mirror) -> usize {
         let now = self.now();
+        let client_ttl = self
+            .client_ttl_ns
+            .saturating_add(crate::master::dur_ns(RESTORED_CLIENT_GRACE));
         // (segment) -> the (address, size) of each replica on it and whose it is.
         let mut on_segment: HashMap<Uuid, Vec<PlacedRange>> = HashMap::new();
         let objects: Vec<(&(String, String), &super::record::ObjectState)> =
@@ -67,7 +72,7 @@ impl MasterService {
                 }
                 Err(e) => log::warn!("master: restoring segment '{}': {e}", segment.name),
             }
-            self.clients.touch(*client, now, self.client_ttl_ns);
+            self.clients.touch(*client, now, client_ttl);
         }
         let mut max_id = 0;
         let mut restored = 0;
@@ -85,7 +90,7 @@ impl MasterService {
             let mut o = Object::from_state(state, replicas, now);
             for d in &state.disk_replicas {
                 max_id = max_id.max(d.id);
-                self.clients.touch(d.client, now, self.client_ttl_ns);
+                self.clients.touch(d.client, now, client_ttl);
                 o.add_disk_replica(DiskReplica {
                     id: d.id,
                     disk: self.local_disks.restored(d.client),
@@ -234,6 +239,27 @@ pub(super) mod tests {
         let new = n.get_replica_list("new", DEFAULT_TENANT).unwrap().replicas;
         assert_eq!(n.allocated_bytes(), m.allocated_bytes() + (1 << 20));
         assert!(!new.is_empty());
+    }
+
+    #[test]
+    fn restored_owners_outlive_the_client_ttl_by_the_grace() {
+        let m = MasterService::new(MasterConfig::default());
+        m.mount_segment(&segment(), CLIENT).unwrap();
+        put(&m, "kept", 100);
+        let n = MasterService::new(MasterConfig {
+            client_ttl: Duration::from_millis(1),
+            ..MasterConfig::default()
+        });
+        assert_eq!(n.restore(&copy_of(&m)), 1);
+        // Well past the 1 ms TTL, within the grace: the owner is not expired.
+        std::thread::sleep(Duration::from_millis(5));
+        n.client_monitor_tick();
+        assert_eq!(n.exist_key("kept", DEFAULT_TENANT), Ok(true));
+        // A remount does not cut the grace short.
+        n.remount_segment(&[segment()], CLIENT).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        n.client_monitor_tick();
+        assert_eq!(n.exist_key("kept", DEFAULT_TENANT), Ok(true));
     }
 
     #[test]
