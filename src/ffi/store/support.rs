@@ -4,8 +4,10 @@
 use super::{mooncake_replicate_config_t, mooncake_store_t};
 use crate::ffi::boundary::{c_slice, c_str, invalid, set_last_error, FfiError};
 use crate::store::{
-    Client, DummyClient, ErrorCode, ReplicateConfig, SetupConfig, SoftPinAction, StoreApi,
+    Client, DiskTierConfig, DummyClient, ErrorCode, ReplicateConfig, SetupConfig, SoftPinAction,
+    StoreApi,
 };
+use crate::te::TransferEngine;
 use parking_lot::{Mutex, RwLock};
 use std::collections::BTreeMap;
 use std::ffi::{c_char, c_int, c_void};
@@ -211,6 +213,22 @@ pub(in crate::ffi) fn setup_handle(
 ) -> Result<c_int, FfiError> {
     install(function, store, || {
         Client::setup(cfg).map(|c| Arc::new(c) as Arc<dyn StoreApi>)
+    })
+}
+
+/// Sets the handle up as a client over the existing `engine` (see
+/// [`Client::setup_on_engine`]) unless it already has a client (-600).
+pub(in crate::ffi) fn setup_engine_handle(
+    function: &str,
+    store: mooncake_store_t,
+    cfg: &SetupConfig,
+    engine: Arc<TransferEngine>,
+) -> Result<c_int, FfiError> {
+    let disk = cfg
+        .enable_ssd_offload
+        .then(|| DiskTierConfig::from_env(|k| std::env::var(k).ok(), &cfg.ssd_offload_path));
+    install(function, store, || {
+        Client::setup_on_engine(cfg, disk, engine).map(|c| Arc::new(c) as Arc<dyn StoreApi>)
     })
 }
 
