@@ -543,6 +543,16 @@ uint64_t mooncake_store_host_mem_alloc(uint64_t size);
  */
 int mooncake_store_host_mem_free(uint64_t addr);
 
+/**
+ * Whether a dummy client moves `[addr, addr + len)` in place: 1 when its real client
+ * has all of it mapped (memory from `mooncake_store_alloc_from_mem_pool` or
+ * `mooncake_store_host_mem_alloc` registered with `mooncake_store_register_buffer`),
+ * 0 when transfers of it are staged through the local buffer (any other memory).
+ * -600 when `store` is not a set-up dummy client (a real client moves every buffer
+ * in place), -1 for a bad handle.
+ */
+int mooncake_store_dummy_moves_in_place(mooncake_store_t store, uint64_t addr, uint64_t len);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus
