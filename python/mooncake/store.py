@@ -217,7 +217,11 @@ class MooncakeDistributedStore(StoreQueries, UnsupportedStoreMethods):
     def _setup_dict(self, config: Dict[str, Any]) -> int:
         d = dict_setup(config)
         if d is None:
-            log.error("setup(config): a missing local_hostname or metadata_server, or a bad size or port, in %r", config)
+            log.error(
+                "setup(config) returns -600: it needs local_hostname and metadata_server, and sizes and "
+                "client_http_port that parse (keys given: %s)",
+                sorted(map(str, config)),
+            )
             return _INVALID
         if d.options["ipc_socket_path"]:
             warn_unsupported("ipc_socket_path")
