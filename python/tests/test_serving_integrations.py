@@ -165,6 +165,9 @@ def test_a_failed_setup_logs_the_master_it_tried(master: Master, caplog) -> None
     with caplog.at_level(logging.ERROR, logger="mooncake.store"):
         assert s.setup(_lmcache_config(master, closed)) != 0
     assert any(closed in r.getMessage() for r in caplog.records), caplog.text
+    from mooncake import _lib
+
+    assert closed in _lib.last_error(), "the C ABI's last error names it too"
     assert s.health_check() == 1
 
 
