@@ -32,7 +32,7 @@ env -u PYTHONPATH MOONCAKE_PY_IMPL=ours "$py" -m pytest -q -p no:cacheprovider p
 echo "== python tests: mooncake-rs, MC_DISABLE_SAME_HOST=1"
 env -u PYTHONPATH MOONCAKE_PY_IMPL=ours MC_DISABLE_SAME_HOST=1 "$py" -m pytest -q -p no:cacheprovider \
   python/tests/test_engine.py python/tests/test_store.py python/tests/test_store_extensions.py \
-  python/tests/test_dummy_client.py || status=$?
+  python/tests/test_dummy_client.py python/tests/test_serving_integrations.py || status=$?
 
 peer="${MOONCAKE_PEER_VENV:-$HOME/.cache/mooncake-peer/venv}"
 if [ -x "$peer/bin/python" ]; then

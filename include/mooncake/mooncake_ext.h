@@ -424,6 +424,35 @@ int mooncake_store_setup_with_offload(mooncake_store_t store,
                                       const char *ssd_offload_path);
 
 /**
+ * `mooncake_store_setup_with_offload` over an existing Transfer Engine (Python
+ * `setup(..., engine=...)`): the client registers its local buffer and segment with
+ * `engine` (a live `createTransferEngine` handle) and moves data with its transports
+ * instead of starting an engine of its own, so it shares the engine's segment name,
+ * RPC port, memory registrations and transports. The client is named
+ * `local_hostname` when that has a port, else the engine's segment name;
+ * `metadata_server` is not used (the engine has its own), nor `protocol` and
+ * `device_name` unless the engine has no transport yet. Memory the engine's owner
+ * registered is accepted by `mooncake_store_register_buffer` without being
+ * registered twice, and stays registered after the store is closed; the engine
+ * lives at least as long as the store (destroying its handle first is safe).
+ * Returns as `mooncake_store_setup_with_offload`; -1 for a bad engine handle.
+ *
+ * # Safety
+ * The strings must be NULL or NUL-terminated.
+ */
+int mooncake_store_setup_on_engine(mooncake_store_t store,
+                                   transfer_engine_t engine,
+                                   const char *local_hostname,
+                                   const char *metadata_server,
+                                   uint64_t global_segment_size,
+                                   uint64_t local_buffer_size,
+                                   const char *protocol,
+                                   const char *device_name,
+                                   const char *master_server_addr,
+                                   bool enable_ssd_offload,
+                                   const char *ssd_offload_path);
+
+/**
  * Reads byte ranges of objects into `buffer_count` destination buffers. Buffer `i`
  * takes the next `key_counts[i]` entries of `keys` (and of `range_counts`); key
  * entry `e` takes the next `range_counts[e]` entries of `ranges`; `results_out` gets
@@ -496,6 +525,33 @@ int mooncake_store_setup_dummy(mooncake_store_t store,
  * has no memory pool, as upstream), or a bad handle.
  */
 uint64_t mooncake_store_alloc_from_mem_pool(mooncake_store_t store, uint64_t size);
+
+/**
+ * Allocates `size` bytes of page-aligned, zeroed host memory for buffers to register
+ * (upstream's Python `MooncakeHostMemAllocator.alloc`): sealed shared memory, so a
+ * dummy client registers any sub-range of it with its real client and moves data in
+ * place, while a real client registers it as any memory. Lives until
+ * `mooncake_store_host_mem_free`, independent of any store. Returns the address, or
+ * 0 (`size` is 0, or the memory cannot be created; the last error says why).
+ */
+uint64_t mooncake_store_host_mem_alloc(uint64_t size);
+
+/**
+ * Frees memory from `mooncake_store_host_mem_alloc` by its address (stores that
+ * registered it must have unregistered it, as for any memory). Returns 0, or -1
+ * when `addr` is not the address of a live allocation.
+ */
+int mooncake_store_host_mem_free(uint64_t addr);
+
+/**
+ * Whether a dummy client moves `[addr, addr + len)` in place: 1 when its real client
+ * has all of it mapped (memory from `mooncake_store_alloc_from_mem_pool` or
+ * `mooncake_store_host_mem_alloc` registered with `mooncake_store_register_buffer`),
+ * 0 when transfers of it are staged through the local buffer (any other memory).
+ * -600 when `store` is not a set-up dummy client (a real client moves every buffer
+ * in place), -1 for a bad handle.
+ */
+int mooncake_store_dummy_moves_in_place(mooncake_store_t store, uint64_t addr, uint64_t len);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -18,6 +18,13 @@ MAX_LOCAL_BUFFER = 1 << 40
 #: Upstream's defaults for the dictionary form.
 DEFAULT_SIZE = 16 << 20
 DEFAULT_MASTER = "127.0.0.1:50051"
+#: The dictionary form's keys and the other names the serving integrations put in
+#: their config dicts for them (LMCache passes its ``mooncake`` section as is; SGLang's
+#: and vLLM's ``mooncake.json`` use the same names): the first key present wins.
+ALIASES = {
+    "master_server_addr": ("master_server_addr", "master_server_address"),
+    "rdma_devices": ("rdma_devices", "device_name"),
+}
 
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 # Upstream's units, plus the IEC spellings (KiB, MiB, ...) as an extension.
@@ -95,7 +102,9 @@ class DictSetup(NamedTuple):
 def dict_setup(config: Dict[Any, Any]) -> Optional[DictSetup]:
     """Parses ``setup(config: dict)``; None where upstream returns -600 (a missing
     ``local_hostname`` or ``metadata_server``, a size that does not parse or is out
-    of range, a ``client_http_port`` that is not an integer)."""
+    of range, a ``client_http_port`` that is not an integer). ``master_server_address``
+    and ``device_name`` are read as ``master_server_addr`` and ``rdma_devices``
+    (:data:`ALIASES`)."""
     values = {str(k): str(v) for k, v in config.items()}
     host, meta = values.get("local_hostname", ""), values.get("metadata_server", "")
     segment = parse_size(values.get("global_segment_size", DEFAULT_SIZE))
@@ -107,6 +116,7 @@ def dict_setup(config: Dict[Any, Any]) -> Optional[DictSetup]:
     port = values.get("client_http_port", "9300").strip()
     if not re.fullmatch(r"[+-]?\d+", port) or not -(1 << 31) <= int(port) < 1 << 31:
         return None
+    master = _first(values, "master_server_addr")
     options = {
         "enable_ssd_offload": parse_bool(values.get("enable_ssd_offload", ""), False),
         "ssd_offload_path": values.get("ssd_offload_path", ""),
@@ -120,10 +130,15 @@ def dict_setup(config: Dict[Any, Any]) -> Optional[DictSetup]:
         segment,
         buffer,
         values.get("protocol", "tcp").encode(),
-        values.get("rdma_devices", "").encode(),
-        values.get("master_server_addr", DEFAULT_MASTER).encode(),
+        (_first(values, "rdma_devices") or "").encode(),
+        (DEFAULT_MASTER if master is None else master).encode(),
         options,
     )
+
+
+def _first(values: Dict[str, str], key: str) -> Optional[str]:
+    """The value of ``key`` or of its first alias present (:data:`ALIASES`)."""
+    return next((values[k] for k in ALIASES[key] if k in values), None)
 
 
 def warn_unsupported(what: str) -> None:

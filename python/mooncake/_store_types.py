@@ -282,14 +282,13 @@ class BufferHandle(bytearray):
 
 
 class MooncakeHostMemAllocator:
-    """Page-aligned host memory for buffers to register (``alloc(size) -> address``,
-    ``free(address) -> 0``)."""
-
-    _libc = ctypes.CDLL(None, use_errno=True)
-    _libc.posix_memalign.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_size_t]
-    _libc.posix_memalign.restype = ctypes.c_int
-    _libc.free.argtypes = [ctypes.c_void_p]
-    _libc.free.restype = None
+    """Page-aligned, zeroed host memory for buffers to register (``alloc(size) ->
+    address``, 0 when it cannot be had; ``free(address) -> 0``, -1 for an address
+    it did not hand out). The memory is sealed shared memory, as
+    ``alloc_from_mem_pool``'s: a dummy store (``setup_dummy``) registers any part of
+    it with its real client, which then moves data to and from it in place; a real
+    store registers it as any memory. Allocations outlive the allocator object and
+    every store; free them after unregistering them."""
 
     def __init__(self) -> None:
         self._live: Dict[int, int] = {}
@@ -297,20 +296,18 @@ class MooncakeHostMemAllocator:
 
     def alloc(self, size: int) -> int:
         size = ffi.size(size)
-        out = ctypes.c_void_p()
-        if self._libc.posix_memalign(ctypes.byref(out), 4096, max(size, 1)) != 0 or not out.value:
-            return 0
-        with self._lock:
-            self._live[out.value] = size
-        return out.value
+        addr = int(ffi.L().mooncake_store_host_mem_alloc(max(size, 1)))
+        if addr:
+            with self._lock:
+                self._live[addr] = size
+        return addr
 
     def free(self, ptr: int) -> int:
         ptr = ffi.address(ptr)
         with self._lock:
             if self._live.pop(ptr, None) is None:
                 return -1
-        self._libc.free(ptr)
-        return 0
+        return 0 if ffi.L().mooncake_store_host_mem_free(ptr) == 0 else -1
 
 
 # Shown (repr, help) as members of mooncake.store, where they are exported.

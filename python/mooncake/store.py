@@ -10,9 +10,10 @@ arguments of the wrong type raise ``TypeError``, as upstream's bindings do.
 Differences from upstream: calls on a closed (or never set-up) store return -600
 (``b""``, ``None``, ``[]``) instead of crashing; ``get_batch([])`` is ``[]``;
 ``batch_get_into_multi_buffers`` fills buffers larger than the object instead of
-failing. Not supported (options accepted and ignored with a warning): a shared
-``engine``, tenants other than ``"default"``, the client HTTP server,
-``ipc_socket_path``. ``setup_dummy`` forwards to this project's ``mooncake_client``
+failing. ``setup(..., engine=te)`` runs the client over the given
+``mooncake.engine.TransferEngine`` (its segment name, RPC port, registrations and
+transports). Not supported (options accepted and ignored with a warning): tenants
+other than ``"default"``, the client HTTP server, ``ipc_socket_path``. ``setup_dummy`` forwards to this project's ``mooncake_client``
 (not upstream's). Tensor helpers, sessions, tasks and run-time segment management
 exist but raise ``NotImplementedError`` (``_store_unsupported``). ``python/README.md``
 lists every upstream name and its status.
@@ -21,7 +22,9 @@ lists every upstream name and its status.
 from __future__ import annotations
 
 import ctypes
+import logging
 import threading
+import warnings
 from typing import Any, Dict, List, Optional, Sequence
 
 from . import _store_ffi as ffi
@@ -110,6 +113,8 @@ for _enum in (ReplicaStatus, ObjectDataType, TaskStatus, TaskType):
     globals().update({m.name: m for m in _enum})
 del _enum
 
+log = logging.getLogger("mooncake.store")
+
 _INVALID = ffi.INVALID_PARAMS
 # init_all's local buffer (upstream's and libmooncake's).
 _INIT_ALL_LOCAL_BUFFER = 1 << 30
@@ -121,6 +126,22 @@ def _offload_arg(options: Dict[str, Any]) -> Optional[bytes]:
     if not options.get("enable_ssd_offload"):
         return None
     return ffi.text_arg(options.get("ssd_offload_path") or "", "ssd_offload_path")
+
+
+def _engine_arg(engine: Any) -> Any:
+    """The native engine (``InnerTransferEngine``) behind ``setup``'s ``engine``: a
+    ``mooncake.engine.TransferEngine`` after ``initialize``, or what its
+    ``get_engine()`` returns. Anything else raises ``RuntimeError``, as upstream's
+    cast does."""
+    from .engine import InnerTransferEngine, TransferEngine
+
+    inner = engine.get_engine() if isinstance(engine, TransferEngine) else engine
+    if isinstance(inner, InnerTransferEngine) and inner.handle:
+        return inner
+    raise RuntimeError(
+        "setup(engine=...) needs an initialized mooncake.engine.TransferEngine (or its "
+        f"get_engine()), not {engine!r}"
+    )
 
 
 def _int_arg(value: Any, name: str) -> int:
@@ -143,6 +164,11 @@ class MooncakeDistributedStore(StoreQueries, UnsupportedStoreMethods):
         self._h: Optional[int] = ffi.L().mooncake_store_create()
         self._set_up = False
         self._local_buffer = 0
+        # The shared engine's Python object (kept alive with the client), whether this
+        # store is a dummy, and whether it warned about staged registrations.
+        self._engine: Any = None
+        self._dummy = False
+        self._warned_staged = False
 
     def __del__(self) -> None:
         h, self._h = getattr(self, "_h", None), None
@@ -160,7 +186,18 @@ class MooncakeDistributedStore(StoreQueries, UnsupportedStoreMethods):
         enable_ssd_offload=False, ssd_offload_path="", tenant_id="default",
         enable_client_http_server=False, client_http_port=9300) -> int``, or
         ``setup(config: dict) -> int``. 0 on success. Setting up a store that is set
-        up replaces its client."""
+        up replaces its client. A failure is also logged (logger ``mooncake.store``)
+        with the master address and metadata server tried.
+
+        ``engine`` (an initialized ``mooncake.engine.TransferEngine``, or its
+        ``get_engine()``) makes the client run over that engine instead of starting
+        its own: it shares the engine's segment name and RPC port (the client's
+        segment is reached there), its memory registrations (memory registered with
+        the engine works in zero-copy calls; ``register_buffer`` of it does not
+        register it twice) and its transports; ``metadata_server``, ``protocol`` and
+        ``rdma_devices`` are then not used. The client keeps its own master
+        connection, local buffer and segment (registered with the engine, and
+        unregistered by ``close``)."""
         if len(args) == 1 and not kwargs and isinstance(args[0], dict):
             return self._setup_dict(args[0])
         if not args and list(kwargs) == ["config"] and isinstance(kwargs["config"], dict):
@@ -171,14 +208,20 @@ class MooncakeDistributedStore(StoreQueries, UnsupportedStoreMethods):
             for k in ("local_hostname", "metadata_server", "protocol", "rdma_devices", "master_server_addr")
         ]
         sizes = [_int_arg(a[k], k) for k in ("global_segment_size", "local_buffer_size")]
+        engine = None if a["engine"] is None else _engine_arg(a["engine"])
         self._warn_options(a)
         host, meta, protocol, devices, master = strings
         offload = _offload_arg(a)
-        return self._do_setup(host, meta, sizes[0], sizes[1], protocol, devices, master, offload)
+        return self._do_setup(host, meta, sizes[0], sizes[1], protocol, devices, master, offload, engine)
 
     def _setup_dict(self, config: Dict[str, Any]) -> int:
         d = dict_setup(config)
         if d is None:
+            log.error(
+                "setup(config) returns -600: it needs local_hostname and metadata_server, and sizes and "
+                "client_http_port that parse (keys given: %s)",
+                sorted(map(str, config)),
+            )
             return _INVALID
         if d.options["ipc_socket_path"]:
             warn_unsupported("ipc_socket_path")
@@ -188,8 +231,6 @@ class MooncakeDistributedStore(StoreQueries, UnsupportedStoreMethods):
 
     @staticmethod
     def _warn_options(a: Dict[str, Any]) -> None:
-        if a.get("engine") is not None:
-            warn_unsupported("a shared transfer engine (engine=)")
         if a.get("tenant_id", "default") not in ("default", "", None):
             warn_unsupported(f"tenant {a.get('tenant_id')!r} (the default tenant is used)")
         if a.get("enable_client_http_server"):
@@ -205,17 +246,33 @@ class MooncakeDistributedStore(StoreQueries, UnsupportedStoreMethods):
         devices: bytes,
         master: bytes,
         offload: Optional[bytes] = None,
+        engine: Any = None,
     ) -> int:
         with self._lock:
             if self._set_up:
                 self._replace_handle()
-            if offload is None:
+            if engine is not None:
+                rc = ffi.L().mooncake_store_setup_on_engine(
+                    self._h, engine, host, meta, seg, buf, protocol, devices, master, offload is not None, offload
+                )
+            elif offload is None:
                 rc = ffi.L().mooncake_store_setup(self._h, host, meta, seg, buf, protocol, devices, master)
             else:
                 rc = ffi.L().mooncake_store_setup_with_offload(
                     self._h, host, meta, seg, buf, protocol, devices, master, True, offload
                 )
             self._set_up, self._local_buffer = rc == 0, buf
+            self._engine = engine if rc == 0 else None
+            if rc != 0:
+                log.error(
+                    "setup failed with %d: master %r, metadata server %r, local hostname %r%s (%s)",
+                    rc,
+                    master.decode(errors="replace"),
+                    meta.decode(errors="replace"),
+                    host.decode(errors="replace"),
+                    " over the given engine" if engine is not None else "",
+                    ffi.last_error() or "see the library's log",
+                )
             return rc
 
     def setup_dummy(self, mem_pool_size: int, local_buffer_size: int, server_address: str) -> int:
@@ -232,7 +289,9 @@ class MooncakeDistributedStore(StoreQueries, UnsupportedStoreMethods):
             if self._set_up:
                 self._replace_handle()
             rc = ffi.L().mooncake_store_setup_dummy(self._h, pool, buf, address)
-            self._set_up, self._local_buffer = rc == 0, buf
+            self._set_up, self._local_buffer, self._dummy = rc == 0, buf, rc == 0
+            if rc != 0:
+                log.error("setup_dummy failed with %d: no real client (mooncake_client) serving %r", rc, server_address)
             return rc
 
     def alloc_from_mem_pool(self, size: int) -> int:
@@ -255,7 +314,7 @@ class MooncakeDistributedStore(StoreQueries, UnsupportedStoreMethods):
 
     def _replace_handle(self) -> None:
         old, self._h = self._h, ffi.L().mooncake_store_create()
-        self._set_up = False
+        self._set_up, self._dummy, self._engine = False, False, None
         if old:
             ffi.L().mooncake_store_destroy(old)
 
@@ -334,11 +393,27 @@ class MooncakeDistributedStore(StoreQueries, UnsupportedStoreMethods):
 
     def register_buffer(self, buffer_ptr: int, size: int) -> int:
         """Registers memory for zero-copy transfers (required by RDMA, optional on
-        TCP). 0, or -600 (NULL, zero size, overlap with a registered buffer)."""
+        TCP). 0, or -600 (NULL, zero size, overlap with a registered buffer).
+
+        On a dummy store, memory from :class:`MooncakeHostMemAllocator` or
+        :meth:`alloc_from_mem_pool` (any part of an allocation) is moved in place by
+        the real client; any other memory is accepted with a warning (once per store)
+        and its transfers are staged through the local buffer."""
         ptr, n = ffi.address(buffer_ptr), ffi.size(size)
         if ptr == 0 or n == 0:
             return _INVALID
-        return ffi.L().mooncake_store_register_buffer(self._h, ptr, n)
+        rc = ffi.L().mooncake_store_register_buffer(self._h, ptr, n)
+        if rc == 0 and self._dummy and not self._warned_staged:
+            if ffi.L().mooncake_store_dummy_moves_in_place(self._h, ptr, n) == 0:
+                self._warned_staged = True
+                what = (
+                    f"register_buffer({ptr:#x}, {n}) on a dummy store: the real client cannot map "
+                    "this memory (not from MooncakeHostMemAllocator or alloc_from_mem_pool), so its "
+                    "transfers are staged through the local buffer (one extra copy)"
+                )
+                log.warning(what)
+                warnings.warn(f"mooncake.store: {what}", RuntimeWarning, stacklevel=2)
+        return rc
 
     def unregister_buffer(self, buffer_ptr: int) -> int:
         """Unregisters a buffer by its base address; -600 when not registered."""

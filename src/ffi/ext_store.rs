@@ -26,8 +26,12 @@ pub mod ranges;
 mod support;
 
 use super::boundary::{c_slice, c_str_or, ffi_boundary, invalid, FfiError};
-use super::store::support::{client, code, items_arg, key_arg, keys_arg, rc, rc64, setup_handle};
+use super::handles;
+use super::store::support::{
+    client, code, items_arg, key_arg, keys_arg, rc, rc64, setup_engine_handle, setup_handle,
+};
 use super::store::{mooncake_store_t, setup_config};
+use super::te_types::transfer_engine_t;
 use crate::store::api::batch_get_alloc;
 use crate::store::{
     ErrorCode, Pieces, ReadTarget, ReplicateConfig, SetupConfig, StoreApi, WriteMode,
@@ -753,5 +757,57 @@ pub unsafe extern "C" fn mooncake_store_setup_with_offload(
             }
         };
         setup_handle("mooncake_store_setup_with_offload", store, &cfg)
+    })
+}
+
+/// `mooncake_store_setup_with_offload` over an existing Transfer Engine (Python
+/// `setup(..., engine=...)`): the client registers its local buffer and segment with
+/// `engine` (a live `createTransferEngine` handle) and moves data with its transports
+/// instead of starting an engine of its own, so it shares the engine's segment name,
+/// RPC port, memory registrations and transports. The client is named
+/// `local_hostname` when that has a port, else the engine's segment name;
+/// `metadata_server` is not used (the engine has its own), nor `protocol` and
+/// `device_name` unless the engine has no transport yet. Memory the engine's owner
+/// registered is accepted by `mooncake_store_register_buffer` without being
+/// registered twice, and stays registered after the store is closed; the engine
+/// lives at least as long as the store (destroying its handle first is safe).
+/// Returns as `mooncake_store_setup_with_offload`; -1 for a bad engine handle.
+///
+/// # Safety
+/// The strings must be NULL or NUL-terminated.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn mooncake_store_setup_on_engine(
+    store: mooncake_store_t,
+    engine: transfer_engine_t,
+    local_hostname: *const c_char,
+    metadata_server: *const c_char,
+    global_segment_size: u64,
+    local_buffer_size: u64,
+    protocol: *const c_char,
+    device_name: *const c_char,
+    master_server_addr: *const c_char,
+    enable_ssd_offload: bool,
+    ssd_offload_path: *const c_char,
+) -> c_int {
+    ffi_boundary!("mooncake_store_setup_on_engine", fail = -1, {
+        let engine = handles::get(engine)?;
+        // SAFETY: every string is NULL or NUL-terminated.
+        let cfg = unsafe {
+            SetupConfig {
+                enable_ssd_offload,
+                ssd_offload_path: c_str_or(ssd_offload_path, "").into_owned(),
+                ..setup_config(
+                    local_hostname,
+                    metadata_server,
+                    global_segment_size,
+                    local_buffer_size,
+                    protocol,
+                    device_name,
+                    master_server_addr,
+                )
+            }
+        };
+        setup_engine_handle("mooncake_store_setup_on_engine", store, &cfg, engine)
     })
 }

@@ -91,6 +91,13 @@ pub trait StoreApi: Send + Sync + std::fmt::Debug {
         let _ = size;
         Err(ErrorCode::NOT_SUPPORTED)
     }
+    /// Whether a dummy client's real client has all of `[addr, addr + len)` mapped
+    /// (moves its data in place) rather than staging it through the local buffer;
+    /// -1012 (not supported) for a real client.
+    fn moves_in_place(&self, addr: u64, len: u64) -> Result<bool, ErrorCode> {
+        let _ = (addr, len);
+        Err(ErrorCode::NOT_SUPPORTED)
+    }
 
     /// Zero-copy put of one object (an empty one stores nothing and succeeds, -600
     /// once closed).

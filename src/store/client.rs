@@ -14,7 +14,7 @@ use crate::te::TransferEngine;
 use crate::util::join_host_port;
 use crate::wire::master_api::{ErrorCode, MasterApi, Segment, Uuid, SERVICE_VERSION};
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -51,8 +51,9 @@ pub(crate) struct Inner {
     pub master: Arc<dyn MasterApi>,
     /// This client's 128-bit id.
     pub client_id: Uuid,
-    /// The Transfer Engine; `None` only during teardown.
-    pub engine: Option<TransferEngine>,
+    /// The Transfer Engine (the client's own, or one it shares with its creator);
+    /// `None` only during teardown.
+    pub engine: Option<Arc<TransferEngine>>,
     /// The TE segment name peers open this client by.
     pub te_name: String,
     /// Staging for `put` (`local_buffer_size` > 0).
@@ -61,6 +62,12 @@ pub(crate) struct Inner {
     pub segments: Vec<OwnSegment>,
     /// Buffers registered through `register_buffer`: base -> length.
     pub registered: Mutex<BTreeMap<u64, u64>>,
+    /// The bases in `registered` that a shared engine's owner had registered already:
+    /// usable by the store, never unregistered by it.
+    pub borrowed: Mutex<BTreeSet<u64>>,
+    /// Whether `engine` was given to `setup_on_engine` (its owner's registrations
+    /// are then usable as the store's).
+    pub shared_engine: bool,
     /// Reads that hold objects only while they run (when the master allows it).
     pub reads: ReadLeases,
     /// Where the disk tier stages objects for readers (with SSD offload).
@@ -77,7 +84,11 @@ impl Drop for Inner {
             }
         }
         if let Some(engine) = self.engine.take() {
-            let mut addrs: Vec<u64> = self.registered.lock().keys().copied().collect();
+            let borrowed = self.borrowed.lock();
+            let mut addrs: Vec<u64> = (self.registered.lock().keys())
+                .filter(|a| !borrowed.contains(a))
+                .copied()
+                .collect();
             addrs.extend(self.staging.iter().map(|s| s.memory().addr()));
             addrs.extend(self.offload_arena.iter().map(|s| s.memory().addr()));
             addrs.extend(self.segments.iter().map(|s| s.memory.addr()));
@@ -87,7 +98,8 @@ impl Drop for Inner {
                     log::warn!("store: unregistering {addr:#x}: {e}");
                 }
             }
-            // Stops the TE servers, so no peer can reach the memory freed below.
+            // Stops the TE servers (of an engine of its own; a shared engine lives on
+            // with its owner, and no longer reaches the memory unregistered above).
             drop(engine);
         }
     }
@@ -162,7 +174,29 @@ impl Client {
     ) -> Result<Client, ErrorCode> {
         let cfg = cfg.with_defaults();
         let env = StoreEnv::from_env();
-        Self::setup_inner(&cfg, &env, disk, |addr| {
+        Self::setup_inner(&cfg, &env, disk, None, |addr| {
+            super::connect::connect_master(addr, env.rpc_timeout, env.connect_timeout)
+        })
+    }
+
+    /// [`Client::setup_with_disk`] over an existing Transfer Engine (upstream's
+    /// `setup(..., engine=...)`): the client registers its local buffer and segment
+    /// with `engine` and moves data with its transports, instead of starting an engine
+    /// of its own. The segment is reached at the engine's segment name; the client is
+    /// named `cfg.local_hostname` when that has a port, else the engine's segment
+    /// name. `cfg.metadata_server` is not used (the engine has its own metadata), nor
+    /// `cfg.protocol` and `cfg.device_name` unless the engine has no transport yet
+    /// (then they are installed as [`Client::setup`] does). Memory the engine's owner
+    /// registered stays theirs: `register_buffer` of it succeeds without registering
+    /// it again, and neither `unregister_buffer` nor `close` unregisters it.
+    pub fn setup_on_engine(
+        cfg: &SetupConfig,
+        disk: Option<DiskTierConfig>,
+        engine: Arc<TransferEngine>,
+    ) -> Result<Client, ErrorCode> {
+        let cfg = cfg.with_defaults();
+        let env = StoreEnv::from_env();
+        Self::setup_inner(&cfg, &env, disk, Some(engine), |addr| {
             super::connect::connect_master(addr, env.rpc_timeout, env.connect_timeout)
         })
     }
@@ -174,7 +208,7 @@ impl Client {
         master: Arc<dyn MasterApi>,
     ) -> Result<Client, ErrorCode> {
         let cfg = cfg.with_defaults();
-        Self::setup_inner(&cfg, &StoreEnv::from_env(), None, move |_| {
+        Self::setup_inner(&cfg, &StoreEnv::from_env(), None, None, move |_| {
             Ok(master.clone())
         })
     }
@@ -183,6 +217,7 @@ impl Client {
         cfg: &SetupConfig,
         env: &StoreEnv,
         disk: Option<DiskTierConfig>,
+        shared: Option<Arc<TransferEngine>>,
         connect: impl Fn(&str) -> Result<Arc<dyn MasterApi>, ErrorCode>,
     ) -> Result<Client, ErrorCode> {
         if cfg.local_hostname.is_empty() {
@@ -204,7 +239,7 @@ impl Client {
         } else {
             ErrorCode::INTERNAL_ERROR
         };
-        if let Err(e) = MetadataSource::parse(&cfg.metadata_server) {
+        if let (None, Err(e)) = (&shared, MetadataSource::parse(&cfg.metadata_server)) {
             log::error!(
                 "store setup: metadata server '{}': {e}",
                 cfg.metadata_server
@@ -212,8 +247,16 @@ impl Client {
             return Err(create_failed);
         }
         let master = connect_checked(&cfg.master_server_addr, connect).ok_or(create_failed)?;
-        let (engine, hostname, reserved) = match port {
-            Some(_) => {
+        let reuse = shared.is_some();
+        let (engine, hostname, reserved) = match (shared, port) {
+            (Some(engine), _) => {
+                let name = match port {
+                    Some(_) => cfg.local_hostname.clone(),
+                    None => engine.segment_name().to_string(),
+                };
+                (engine, name, None)
+            }
+            (None, Some(_)) => {
                 let engine = TransferEngine::with_config(
                     Config::global().clone(),
                     &cfg.metadata_server,
@@ -224,11 +267,19 @@ impl Client {
                     log::error!("store setup: starting the transfer engine: {e}");
                     create_failed
                 })?;
-                (engine, cfg.local_hostname.clone(), None)
+                (Arc::new(engine), cfg.local_hostname.clone(), None)
             }
-            None => start_engine_on_free_port(cfg, &host, env).ok_or(create_failed)?,
+            (None, None) => {
+                let (engine, name, reserved) =
+                    start_engine_on_free_port(cfg, &host, env).ok_or(create_failed)?;
+                (Arc::new(engine), name, reserved)
+            }
         };
-        let protocol = install_transport(&engine, cfg, env)?;
+        let protocol = match (engine.has_transport("rdma"), engine.has_transport("tcp")) {
+            (true, _) if reuse => "rdma",
+            (false, true) if reuse => "tcp",
+            _ => install_transport(&engine, cfg, env)?,
+        };
         let mut inner = Inner {
             reads: ReadLeases::new(master.clone()),
             master,
@@ -238,6 +289,8 @@ impl Client {
             staging: None,
             segments: Vec::new(),
             registered: Mutex::new(BTreeMap::new()),
+            borrowed: Mutex::new(BTreeSet::new()),
+            shared_engine: reuse,
             offload_arena: None,
             _port: reserved,
         };
@@ -489,7 +542,7 @@ impl Inner {
     pub(crate) fn engine(&self) -> &TransferEngine {
         // Only teardown takes the engine, and nothing runs after it.
         self.engine
-            .as_ref()
+            .as_deref()
             .expect("transfer engine present until teardown")
     }
 

@@ -17,6 +17,7 @@ mod disk_reads;
 pub mod disk_tier;
 pub mod dummy;
 mod heartbeat;
+pub mod host_memory;
 pub mod leader;
 pub mod memory;
 mod ops;

@@ -394,7 +394,9 @@ impl Client {
     /// Registers caller memory with the Transfer Engine (not remotely accessible),
     /// as RDMA users must; TCP transfers work without it. -1 for a NULL address or
     /// zero length, -600 when the engine refuses (e.g. overlap with a registered
-    /// region). Registration never lets peers touch the memory.
+    /// region). Registration never lets peers touch the memory. On a shared engine
+    /// ([`Client::setup_on_engine`]), memory its owner registered is accepted as it
+    /// is (not registered twice, and left registered by `unregister_buffer`).
     pub fn register_buffer(&self, addr: *mut u8, len: usize) -> Result<(), ErrorCode> {
         if addr.is_null() || len == 0 {
             return Err(ErrorCode::INTERNAL_ERROR);
@@ -404,11 +406,19 @@ impl Client {
         let Some(engine) = inner.engine.as_ref() else {
             return Err(ErrorCode::INVALID_PARAMS);
         };
+        let mut registered = inner.registered.lock();
+        if inner.shared_engine && !registered.contains_key(&base) && engine.is_registered(base, len)
+        {
+            // The shared engine's owner registered it: usable as it is, and theirs.
+            inner.borrowed.lock().insert(base);
+            registered.insert(base, len);
+            return Ok(());
+        }
         engine.register_memory(base, len, "*", false).map_err(|e| {
             log::error!("store: register_buffer({base:#x}, {len}): {e}");
             ErrorCode::INVALID_PARAMS
         })?;
-        inner.registered.lock().insert(base, len);
+        registered.insert(base, len);
         Ok(())
     }
 
@@ -421,6 +431,10 @@ impl Client {
         if !registered.contains_key(&base) {
             log::error!("store: unregister_buffer({base:#x}): not registered by register_buffer");
             return Err(ErrorCode::INVALID_PARAMS);
+        }
+        if inner.borrowed.lock().remove(&base) {
+            registered.remove(&base);
+            return Ok(());
         }
         let Some(engine) = inner.engine.as_ref() else {
             return Err(ErrorCode::INVALID_PARAMS);

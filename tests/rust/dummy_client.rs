@@ -1,6 +1,7 @@
 //! Dummy clients forwarding to a real client: every operation through the dummy gives
 //! what the real client gives, data moves in place through shared memory or staged
-//! through the dummy's local buffer, memory outside what a dummy shared is refused,
+//! through the dummy's local buffer (memory outside what can be shared is registered
+//! and staged), the process-wide host allocator's memory moves in place,
 //! a dummy's memory is released when it goes, a restarted real client gets the
 //! dummy's memory again, and the `mooncake_client` binary serves a dummy and survives
 //! nothing but SIGTERM.
@@ -10,6 +11,7 @@ mod tcp_master;
 
 use mooncake::master::{MasterConfig, MasterService};
 use mooncake::store::dummy::wire::{self, Op};
+use mooncake::store::host_memory;
 use mooncake::store::{
     Client, DummyClient, DummyServer, ErrorCode, Health, ReplicateConfig, SetupConfig, StoreApi,
     WriteMode,
@@ -128,6 +130,46 @@ fn bytes_queries_and_removal_match_the_real_client() {
 }
 
 #[test]
+fn host_allocator_memory_moves_in_place_in_any_sub_range() {
+    let s = setup();
+    // A local buffer smaller than one half: staging could not move them.
+    let d = dummy(s.port, MIB / 2);
+    let cfg = ReplicateConfig::default();
+    let len = MIB;
+    let base = host_memory::alloc(2 * len).unwrap();
+    let (k, v) = (base, base + len);
+    // SGLang's standalone HiCache: the host pool's K and V halves, one by one.
+    d.register_buffer(k as *mut u8, len as usize).unwrap();
+    d.register_buffer(v as *mut u8, len as usize).unwrap();
+    assert_eq!(d.moves_in_place(k, 2 * len), Ok(false), "two registrations");
+    assert_eq!(d.moves_in_place(k, len), Ok(true));
+    assert_eq!(d.moves_in_place(v, len), Ok(true));
+    let (a, b) = (pattern(len as usize, 7), pattern(len as usize, 8));
+    // SAFETY: both halves are this test's live allocation.
+    unsafe {
+        std::ptr::copy_nonoverlapping(a.as_ptr(), k as *mut u8, a.len());
+        std::ptr::copy_nonoverlapping(b.as_ptr(), v as *mut u8, b.len());
+        let put = d.batch_put_from_raw(&["hk", "hv"], &[(k, len), (v, len)], &cfg);
+        assert_eq!(put, vec![Ok(()), Ok(())]);
+        std::ptr::write_bytes(k as *mut u8, 0, (2 * len) as usize);
+        let got = d.batch_get_into_raw(&["hv", "hk"], &[(k, len), (v, len)]);
+        assert_eq!(got, vec![Ok(len), Ok(len)]);
+        assert_eq!(
+            std::slice::from_raw_parts(k as *const u8, len as usize),
+            &b[..]
+        );
+        assert_eq!(
+            std::slice::from_raw_parts(v as *const u8, len as usize),
+            &a[..]
+        );
+    }
+    d.unregister_buffer(k as *mut u8).unwrap();
+    d.unregister_buffer(v as *mut u8).unwrap();
+    d.close();
+    assert!(host_memory::free(base));
+}
+
+#[test]
 fn pool_memory_moves_in_place_and_other_memory_is_staged() {
     let s = setup();
     let d = dummy(s.port, 4 * MIB);
@@ -186,11 +228,17 @@ fn pool_memory_moves_in_place_and_other_memory_is_staged() {
         )
     };
     assert_eq!(r, vec![Err(ErrorCode::INVALID_PARAMS), Ok(len)]);
-    // Only pool memory can be registered; unregistering twice fails.
+    // Other memory registers too, and stays staged; pool memory moves in place.
+    assert_eq!(d.moves_in_place(buf, 2 * len), Ok(true));
+    d.register_buffer(out.as_mut_ptr(), out.len()).unwrap();
     assert_eq!(
         d.register_buffer(out.as_mut_ptr(), out.len()),
-        Err(ErrorCode::INVALID_PARAMS)
+        Err(ErrorCode::INVALID_PARAMS),
+        "registered once"
     );
+    assert_eq!(d.moves_in_place(out.as_ptr() as u64, 16), Ok(false));
+    d.unregister_buffer(out.as_mut_ptr()).unwrap();
+    // Unregistering twice fails.
     d.unregister_buffer(buf as *mut u8).unwrap();
     assert_eq!(
         d.unregister_buffer(buf as *mut u8),

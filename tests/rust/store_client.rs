@@ -1,7 +1,8 @@
 //! Two store clients in one process (P2PHANDSHAKE metadata, real TCP transfers),
 //! each mounting a segment on one in-process master: puts and gets across clients
 //! verified byte for byte, the own-segment path, upstream's return codes, batches,
-//! replication, buffer registration, heartbeat health, and teardown.
+//! replication, buffer registration, heartbeat health, teardown, and a client over an
+//! engine it shares with the application.
 
 #[path = "store_support/flaky_master.rs"]
 mod flaky_master;
@@ -10,6 +11,7 @@ mod tcp_master;
 
 use mooncake::master::{MasterConfig, MasterService};
 use mooncake::store::{Client, ErrorCode, Health, ReplicateConfig, SetupConfig};
+use mooncake::te::TransferEngine;
 use mooncake::wire::master_api::{MasterApi, ReplicaLocation, ReplicaType, DEFAULT_TENANT};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -303,6 +305,42 @@ fn two_replicas_on_distinct_segments() {
     let mut out = vec![0u8; value.len()];
     assert_eq!(a.get_into("two", &mut out).unwrap(), value.len() as u64);
     assert!(out == value);
+}
+
+#[test]
+fn a_client_over_a_shared_engine() {
+    let m = master();
+    let mut cfg = config(16 * MIB, 16 * MIB);
+    cfg.master_server_addr = tcp_master::serve(m.clone());
+    let engine = Arc::new(TransferEngine::new("P2PHANDSHAKE", "127.0.0.1", false).unwrap());
+    engine.install("tcp", None).unwrap();
+    let session = engine.segment_name().to_string();
+    let mut app = pattern(256 * 1024, 4);
+    let (addr, len) = (app.as_mut_ptr(), app.len());
+    engine
+        .register_memory(addr as u64, len as u64, "*", false)
+        .unwrap();
+    cfg.local_hostname = session.clone();
+    let a = Client::setup_on_engine(&cfg, None, engine.clone()).expect("setup on the engine");
+    assert_eq!(a.hostname(), session);
+    assert_eq!(a.te_segment_name().as_deref(), Some(session.as_str()));
+    // The application's registration serves the store, and is not made twice.
+    assert_eq!(a.register_buffer(addr, len), Ok(()));
+    a.put_from("shared", &app, &on(&session)).unwrap();
+    assert_eq!(placement(&*m, "shared"), vec![session.clone()]);
+    let mut reader = config(0, 16 * MIB);
+    reader.master_server_addr = cfg.master_server_addr.clone();
+    let b = Client::setup(&reader).unwrap();
+    let mut out = vec![0u8; app.len()];
+    assert_eq!(b.get_into("shared", &mut out).unwrap(), app.len() as u64);
+    assert!(out == app, "read from the segment behind the shared engine");
+    assert_eq!(a.unregister_buffer(addr), Ok(()));
+    drop(a);
+    // The engine lives on, with the application's registration only.
+    assert!(engine.is_registered(addr as u64, len as u64));
+    engine.unregister_memory(addr as u64).unwrap();
+    drop(b);
+    assert!(m.segments_summary().is_empty());
 }
 
 #[test]

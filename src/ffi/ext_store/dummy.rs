@@ -4,7 +4,7 @@
 use crate::ffi::boundary::{c_str, ffi_boundary, set_last_error};
 use crate::ffi::store::mooncake_store_t;
 use crate::ffi::store::support::{client, code, setup_dummy_handle};
-use crate::store::ErrorCode;
+use crate::store::{host_memory, ErrorCode};
 use std::ffi::{c_char, c_int};
 
 /// Sets `store` up as a dummy client of the real client at `server_address`
@@ -63,5 +63,76 @@ pub extern "C" fn mooncake_store_alloc_from_mem_pool(store: mooncake_store_t, si
             code("mooncake_store_alloc_from_mem_pool", e);
             0
         }))
+    })
+}
+
+/// Allocates `size` bytes of page-aligned, zeroed host memory for buffers to register
+/// (upstream's Python `MooncakeHostMemAllocator.alloc`): sealed shared memory, so a
+/// dummy client registers any sub-range of it with its real client and moves data in
+/// place, while a real client registers it as any memory. Lives until
+/// `mooncake_store_host_mem_free`, independent of any store. Returns the address, or
+/// 0 (`size` is 0, or the memory cannot be created; the last error says why).
+#[no_mangle]
+pub extern "C" fn mooncake_store_host_mem_alloc(size: u64) -> u64 {
+    ffi_boundary!("mooncake_store_host_mem_alloc", fail = 0, {
+        if size == 0 {
+            set_last_error("mooncake_store_host_mem_alloc", "size is 0", 0);
+            return Ok(0);
+        }
+        Ok(host_memory::alloc(size).unwrap_or_else(|e| {
+            set_last_error(
+                "mooncake_store_host_mem_alloc",
+                &format!("mapping {size} bytes of shared memory: {e}"),
+                e.raw_os_error().unwrap_or(0),
+            );
+            0
+        }))
+    })
+}
+
+/// Frees memory from `mooncake_store_host_mem_alloc` by its address (stores that
+/// registered it must have unregistered it, as for any memory). Returns 0, or -1
+/// when `addr` is not the address of a live allocation.
+#[no_mangle]
+pub extern "C" fn mooncake_store_host_mem_free(addr: u64) -> c_int {
+    ffi_boundary!("mooncake_store_host_mem_free", fail = -1, {
+        if host_memory::free(addr) {
+            return Ok(0);
+        }
+        set_last_error(
+            "mooncake_store_host_mem_free",
+            &format!("{addr:#x} is not the address of memory from mooncake_store_host_mem_alloc"),
+            libc::EINVAL,
+        );
+        Ok(-1)
+    })
+}
+
+/// Whether a dummy client moves `[addr, addr + len)` in place: 1 when its real client
+/// has all of it mapped (memory from `mooncake_store_alloc_from_mem_pool` or
+/// `mooncake_store_host_mem_alloc` registered with `mooncake_store_register_buffer`),
+/// 0 when transfers of it are staged through the local buffer (any other memory).
+/// -600 when `store` is not a set-up dummy client (a real client moves every buffer
+/// in place), -1 for a bad handle.
+#[no_mangle]
+pub extern "C" fn mooncake_store_dummy_moves_in_place(
+    store: mooncake_store_t,
+    addr: u64,
+    len: u64,
+) -> c_int {
+    ffi_boundary!("mooncake_store_dummy_moves_in_place", fail = -1, {
+        let Some(c) = client(store)? else {
+            return Ok(code(
+                "mooncake_store_dummy_moves_in_place",
+                ErrorCode::INVALID_PARAMS,
+            ));
+        };
+        Ok(match c.moves_in_place(addr, len) {
+            Ok(mapped) => c_int::from(mapped),
+            Err(_) => code(
+                "mooncake_store_dummy_moves_in_place",
+                ErrorCode::INVALID_PARAMS,
+            ),
+        })
     })
 }

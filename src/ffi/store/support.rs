@@ -4,8 +4,10 @@
 use super::{mooncake_replicate_config_t, mooncake_store_t};
 use crate::ffi::boundary::{c_slice, c_str, invalid, set_last_error, FfiError};
 use crate::store::{
-    Client, DummyClient, ErrorCode, ReplicateConfig, SetupConfig, SoftPinAction, StoreApi,
+    Client, DiskTierConfig, DummyClient, ErrorCode, ReplicateConfig, SetupConfig, SoftPinAction,
+    StoreApi,
 };
+use crate::te::TransferEngine;
 use parking_lot::{Mutex, RwLock};
 use std::collections::BTreeMap;
 use std::ffi::{c_char, c_int, c_void};
@@ -209,8 +211,33 @@ pub(in crate::ffi) fn setup_handle(
     store: mooncake_store_t,
     cfg: &SetupConfig,
 ) -> Result<c_int, FfiError> {
-    install(function, store, || {
+    install(function, store, &tried(cfg), || {
         Client::setup(cfg).map(|c| Arc::new(c) as Arc<dyn StoreApi>)
+    })
+}
+
+/// What a failed setup of `cfg` names in the last error.
+fn tried(cfg: &SetupConfig) -> String {
+    format!(
+        "setting up '{}' with master '{}' and metadata server '{}'",
+        cfg.local_hostname, cfg.master_server_addr, cfg.metadata_server
+    )
+}
+
+/// Sets the handle up as a client over the existing `engine` (see
+/// [`Client::setup_on_engine`]) unless it already has a client (-600).
+pub(in crate::ffi) fn setup_engine_handle(
+    function: &str,
+    store: mooncake_store_t,
+    cfg: &SetupConfig,
+    engine: Arc<TransferEngine>,
+) -> Result<c_int, FfiError> {
+    let disk = cfg
+        .enable_ssd_offload
+        .then(|| DiskTierConfig::from_env(|k| std::env::var(k).ok(), &cfg.ssd_offload_path));
+    let what = format!("{} over the given engine", tried(cfg));
+    install(function, store, &what, || {
+        Client::setup_on_engine(cfg, disk, engine).map(|c| Arc::new(c) as Arc<dyn StoreApi>)
     })
 }
 
@@ -223,15 +250,18 @@ pub(in crate::ffi) fn setup_dummy_handle(
     local_buffer_size: u64,
     server_address: &str,
 ) -> Result<c_int, FfiError> {
-    install(function, store, || {
+    let what = format!("setting up a dummy of the real client at '{server_address}'");
+    install(function, store, &what, || {
         DummyClient::setup(mem_pool_size, local_buffer_size, server_address)
             .map(|c| Arc::new(c) as Arc<dyn StoreApi>)
     })
 }
 
+/// Installs the client `create` makes; a failure's last error says `what` was tried.
 fn install(
     function: &str,
     store: mooncake_store_t,
+    what: &str,
     create: impl FnOnce() -> Result<Arc<dyn StoreApi>, ErrorCode>,
 ) -> Result<c_int, FfiError> {
     let h = handle(store)?;
@@ -244,7 +274,10 @@ fn install(
             *h.client.write() = Some(c);
             Ok(0)
         }
-        Err(e) => Ok(code(function, e)),
+        Err(e) => {
+            set_last_error(function, &format!("{what}: {e}"), 0);
+            Ok(e.0)
+        }
     }
 }
 

@@ -5,12 +5,15 @@
 //! real client maps, so the real client's Transfer Engine reads and writes the
 //! dummy's bytes in place.
 //!
-//! Memory the real client cannot see (any other caller memory) is staged through the
-//! local buffer: one extra copy, the same results.
+//! Memory the real client cannot see (any other caller memory; registering it is
+//! accepted with a warning) is staged through the local buffer: one extra copy, the
+//! same results. Memory from [`host_memory`] (upstream's `MooncakeHostMemAllocator`)
+//! is shared like the dummy's own allocations.
 
 use super::wire::{self, FetchResult, Op, WireRangedRead};
 use crate::store::api::StoreApi;
 use crate::store::client::map_error;
+use crate::store::host_memory;
 use crate::store::memory::{Mapping, Staging, StagingBuffer};
 use crate::store::ops_ranges::{failed as ranges_failed, RangedRead, RangedResults};
 use crate::store::{ErrorCode, Health, Pieces, ReplicateConfig, WriteMode};
@@ -22,7 +25,7 @@ use std::collections::BTreeMap;
 use std::io;
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixStream};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Everything a set-up dummy holds; dropped by `close`.
@@ -41,6 +44,10 @@ struct Inner {
     pool: Mutex<BTreeMap<u64, Mapping>>,
     /// Ranges the real client has mapped: address → length.
     mapped: RwLock<BTreeMap<u64, u64>>,
+    /// Ranges registered that the real client cannot map (staged): address → length.
+    staged: Mutex<BTreeMap<u64, u64>>,
+    /// Whether registering memory that must be staged was warned about.
+    warned_staged: AtomicBool,
     /// Staging offered for whole-object reads: the size of the last objects read.
     read_hint: AtomicU64,
     /// The real client's segments mapped here: its base address, length, mapping.
@@ -101,6 +108,8 @@ impl DummyClient {
             staging,
             pool: Mutex::new(BTreeMap::new()),
             mapped: RwLock::new(BTreeMap::new()),
+            staged: Mutex::new(BTreeMap::new()),
+            warned_staged: AtomicBool::new(false),
             read_hint: AtomicU64::new(0),
             segments: RwLock::new(Vec::new()),
         };
@@ -803,9 +812,11 @@ impl StoreApi for DummyClient {
         )
     }
 
-    /// Memory from [`StoreApi::alloc_from_mem_pool`] is mapped by the real client,
-    /// which then moves data to and from it in place; other memory is refused, as
-    /// upstream (operations on it still work, staged through the local buffer).
+    /// Memory from [`StoreApi::alloc_from_mem_pool`] or [`host_memory::alloc`] (any
+    /// sub-range of an allocation) is mapped by the real client, which then moves
+    /// data to and from it in place. Other memory is accepted too, with a warning the
+    /// first time: the real client cannot map it, so its transfers are staged through
+    /// the local buffer (one extra copy). -600 when already registered.
     fn register_buffer(&self, addr: *mut u8, len: usize) -> Result<(), ErrorCode> {
         if addr.is_null() || len == 0 {
             return Err(ErrorCode::INTERNAL_ERROR);
@@ -814,24 +825,33 @@ impl StoreApi for DummyClient {
         self.with(
             || Err(ErrorCode::INVALID_PARAMS),
             |i| {
+                if i.mapped.read().contains_key(&addr) || i.staged.lock().contains_key(&addr) {
+                    log::error!("dummy client: register_buffer({addr:#x}): already registered");
+                    return Err(ErrorCode::INVALID_PARAMS);
+                }
                 let pool = i.pool.lock();
-                let holder = pool
+                let own = pool
                     .range(..=addr)
                     .next_back()
                     .map(|(_, m)| m)
                     .filter(|m| m.contains(addr, len));
-                let Some(holder) = holder else {
-                    log::error!(
-                        "dummy client: register_buffer({addr:#x}, {len}): not memory from \
-                         alloc_from_mem_pool (the real client can only map that)"
-                    );
-                    return Err(ErrorCode::INVALID_PARAMS);
-                };
-                if i.mapped.read().contains_key(&addr) {
-                    log::error!("dummy client: register_buffer({addr:#x}): already registered");
-                    return Err(ErrorCode::INVALID_PARAMS);
+                if let Some(holder) = own {
+                    return i.map(addr, len, holder);
                 }
-                i.map(addr, len, holder)
+                drop(pool);
+                if let Some(holder) = host_memory::holder(addr, len) {
+                    return i.map(addr, len, &holder);
+                }
+                if !i.warned_staged.swap(true, Ordering::Relaxed) {
+                    log::warn!(
+                        "dummy client: register_buffer({addr:#x}, {len}): the real client cannot \
+                         map this memory (not from MooncakeHostMemAllocator or \
+                         alloc_from_mem_pool); accepted, and its transfers are staged through \
+                         the local buffer (one extra copy; said once per client)"
+                    );
+                }
+                i.staged.lock().insert(addr, len);
+                Ok(())
             },
         )
     }
@@ -841,12 +861,22 @@ impl StoreApi for DummyClient {
         self.with(
             || Err(ErrorCode::INVALID_PARAMS),
             |i| {
+                if i.staged.lock().remove(&addr).is_some() {
+                    return Ok(());
+                }
                 if i.mapped.write().remove(&addr).is_none() {
                     log::error!("dummy client: unregister_buffer({addr:#x}): not registered");
                     return Err(ErrorCode::INVALID_PARAMS);
                 }
                 i.call::<_, Result<(), ErrorCode>>(Op::Unmap, &addr, None)?
             },
+        )
+    }
+
+    fn moves_in_place(&self, addr: u64, len: u64) -> Result<bool, ErrorCode> {
+        self.with(
+            || Err(ErrorCode::INVALID_PARAMS),
+            |i| Ok(i.is_mapped(addr, len)),
         )
     }
 
