@@ -742,22 +742,54 @@ pub unsafe extern "C" fn mooncake_store_setup_with_offload(
     ffi_boundary!("mooncake_store_setup_with_offload", fail = -1, {
         // SAFETY: every string is NULL or NUL-terminated.
         let cfg = unsafe {
-            SetupConfig {
+            offload_setup_config(
+                local_hostname,
+                metadata_server,
+                global_segment_size,
+                local_buffer_size,
+                protocol,
+                device_name,
+                master_server_addr,
                 enable_ssd_offload,
-                ssd_offload_path: c_str_or(ssd_offload_path, "").into_owned(),
-                ..setup_config(
-                    local_hostname,
-                    metadata_server,
-                    global_segment_size,
-                    local_buffer_size,
-                    protocol,
-                    device_name,
-                    master_server_addr,
-                )
-            }
+                ssd_offload_path,
+            )
         };
         setup_handle("mooncake_store_setup_with_offload", store, &cfg)
     })
+}
+
+/// The setup of `mooncake_store_setup`'s arguments plus the SSD-offload pair.
+///
+/// # Safety
+/// The strings must be NULL or NUL-terminated.
+#[allow(clippy::too_many_arguments)]
+unsafe fn offload_setup_config(
+    local_hostname: *const c_char,
+    metadata_server: *const c_char,
+    global_segment_size: u64,
+    local_buffer_size: u64,
+    protocol: *const c_char,
+    device_name: *const c_char,
+    master_server_addr: *const c_char,
+    enable_ssd_offload: bool,
+    ssd_offload_path: *const c_char,
+) -> SetupConfig {
+    // SAFETY: the caller's strings are NULL or NUL-terminated.
+    unsafe {
+        SetupConfig {
+            enable_ssd_offload,
+            ssd_offload_path: c_str_or(ssd_offload_path, "").into_owned(),
+            ..setup_config(
+                local_hostname,
+                metadata_server,
+                global_segment_size,
+                local_buffer_size,
+                protocol,
+                device_name,
+                master_server_addr,
+            )
+        }
+    }
 }
 
 /// `mooncake_store_setup_with_offload` over an existing Transfer Engine (Python
@@ -794,19 +826,17 @@ pub unsafe extern "C" fn mooncake_store_setup_on_engine(
         let engine = handles::get(engine)?;
         // SAFETY: every string is NULL or NUL-terminated.
         let cfg = unsafe {
-            SetupConfig {
+            offload_setup_config(
+                local_hostname,
+                metadata_server,
+                global_segment_size,
+                local_buffer_size,
+                protocol,
+                device_name,
+                master_server_addr,
                 enable_ssd_offload,
-                ssd_offload_path: c_str_or(ssd_offload_path, "").into_owned(),
-                ..setup_config(
-                    local_hostname,
-                    metadata_server,
-                    global_segment_size,
-                    local_buffer_size,
-                    protocol,
-                    device_name,
-                    master_server_addr,
-                )
-            }
+                ssd_offload_path,
+            )
         };
         setup_engine_handle("mooncake_store_setup_on_engine", store, &cfg, engine)
     })
