@@ -1,8 +1,9 @@
 /* Built against upstream's two library names (NEEDED libtransfer_engine.so and
  * libmooncake_store.so), run with both names resolving to libmooncake: the loader maps
  * the one file once, so the Transfer Engine and the Store share one library (one
- * engine, one set of globals). Lists the mapped files from /proc/self/maps and exits 0
- * when exactly one of them provides both APIs. */
+ * engine, one set of globals). Lists the mapped engine libraries from /proc/self/maps
+ * (shared objects whose file name names mooncake or transfer_engine) and exits 0 when
+ * there is exactly one. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +27,11 @@ int main(void) {
         char *path = strchr(line, '/');
         if (!path) continue;
         path[strcspn(path, "\n")] = '\0';
-        if (!strstr(path, "mooncake") && !strstr(path, "transfer_engine")) continue;
+        /* Shared objects named for the engine, by file name: the directories on the
+         * way (a checkout called mooncake-rs, say) say nothing. */
+        const char *base = strrchr(path, '/') + 1;
+        if (!strstr(base, ".so")) continue;
+        if (!strstr(base, "mooncake") && !strstr(base, "transfer_engine")) continue;
         int dup = 0;
         for (int i = 0; i < n; i++) dup |= strcmp(seen[i], path) == 0;
         if (!dup && n < 16) snprintf(seen[n++], sizeof seen[0], "%s", path);
