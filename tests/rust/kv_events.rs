@@ -279,18 +279,10 @@ impl Fill {
 
 /// One counter of a `/kv_events/status` body.
 fn status_counter(body: &str, name: &str) -> u64 {
-    let tag = format!("\"{name}\":");
-    let at = body
-        .find(&tag)
+    let status: serde_json::Value = serde_json::from_str(body).expect("status is JSON");
+    status[name]
+        .as_u64()
         .unwrap_or_else(|| panic!("{name} in {body}"))
-        + tag.len();
-    let digits: String = body[at..]
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect();
-    digits
-        .parse()
-        .unwrap_or_else(|_| panic!("{name} in {body}"))
 }
 
 /// [`wait_status`] while the eviction thread may still publish: every event the
