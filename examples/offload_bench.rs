@@ -176,7 +176,7 @@ fn percentile(sorted: &[Duration], p: f64) -> String {
 }
 
 fn main() -> ExitCode {
-    mooncake::util::logger::install();
+    mooncake::host::logger::install();
     let a = match parse_args() {
         Ok(a) => a,
         Err(e) => {

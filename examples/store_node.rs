@@ -28,8 +28,9 @@
 //! [--hostname=127.0.0.1] [--metadata=P2PHANDSHAKE] [--segment_mib=64]
 //! [--local_buffer_mib=16] [--commands]`
 
+use mooncake::host::logger;
+use mooncake::runtime::signals;
 use mooncake::store::{Client, ReplicateConfig, SetupConfig};
-use mooncake::util::{logger, signals};
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
 use std::sync::mpsc::{self, RecvTimeoutError};

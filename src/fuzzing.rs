@@ -6,9 +6,9 @@ use std::io::{BufRead, Cursor};
 
 use serde_json::Value;
 
+use crate::codec::zmtp::session::{self as zmtp, Filters};
 use crate::metadata::{etcd, redis};
-use crate::util::http_server::{self, ReadFail};
-use crate::util::zmtp::session::{self as zmtp, Filters};
+use crate::runtime::http_server::{self, ReadFail};
 
 /// One HTTP request as the server's parser read it: method, target and body.
 pub type HttpRequest = (String, String, Vec<u8>);

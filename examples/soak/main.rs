@@ -24,7 +24,7 @@ mod abuse;
 mod procs;
 mod te_loop;
 
-use mooncake::util::flags::{FlagKind, Flags};
+use mooncake::config::flags::{FlagKind, Flags};
 use procs::{free_ports, listening_ports, rss_kib, Input, Proc, Sample};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -590,7 +590,7 @@ fn wait_for_port(port: u16) {
 }
 
 fn main() -> ExitCode {
-    mooncake::util::logger::install();
+    mooncake::host::logger::install();
     if std::env::args().nth(1).as_deref() == Some(te_loop::INITIATOR_MODE) {
         return te_loop::initiator_main(CALL_DEADLINE);
     }

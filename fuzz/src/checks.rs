@@ -6,14 +6,20 @@
 
 use std::io::Cursor;
 
+use mooncake::codec::base64;
+use mooncake::codec::msgpack_decode;
+use mooncake::codec::zmtp::endpoint::BindEndpoint;
 use mooncake::conductor::api::Api;
 use mooncake::conductor::events::{decode_batch, BlockEvent, KeyReader};
 use mooncake::conductor::{Conductor, ConductorConfig};
+use mooncake::config::flags::{parse_bool, parse_byte_size, FlagKind, Flags};
 use mooncake::fuzzing;
+use mooncake::host::addr::parse_host_port;
 use mooncake::master::config::{config_pairs, parse_duration_ms, MasterConfig};
 use mooncake::master::ha::record::Record;
 use mooncake::metadata::descriptor::SegmentDesc;
 use mooncake::metadata::{etcd, MetadataSource};
+use mooncake::runtime::http_server::HttpHandler;
 use mooncake::store::dummy::wire::{self as dummy, Op, WireRangedRead};
 use mooncake::store::{ErrorCode, Pieces, ReplicateConfig};
 use mooncake::te::rpc::{Frame, MsgType};
@@ -21,11 +27,6 @@ use mooncake::te::transport::rdma::handshake::{split_nic_path, HandShake};
 use mooncake::te::transport::rdma::{gid, topology::Topology};
 use mooncake::te::transport::same_host::wire as shm;
 use mooncake::te::transport::tcp::wire as tcp;
-use mooncake::util::flags::{parse_bool, parse_byte_size, FlagKind, Flags};
-use mooncake::util::http_server::HttpHandler;
-use mooncake::util::msgpack_decode;
-use mooncake::util::zmtp::endpoint::BindEndpoint;
-use mooncake::util::{base64, parse_host_port};
 use mooncake::wire::codec;
 use mooncake::wire::coro_rpc::{self, Method, RequestHeader, ResponseHeader};
 use mooncake::wire::offload_rpc;

@@ -4,10 +4,11 @@
 //! Unix socket `@mooncake_client_<port>.sock`, moving their data through shared memory.
 //! Runs until SIGINT or SIGTERM.
 
+use mooncake::config::flags::{kind_in, parse_byte_size, run_main, FlagKind, Flags};
+use mooncake::host::logger;
+use mooncake::runtime::http_server::{HttpHandler, HttpReply, HttpServer};
+use mooncake::runtime::signals;
 use mooncake::store::{Client, DummyServer, SetupConfig, StoreApi};
-use mooncake::util::flags::{kind_in, parse_byte_size, run_main, FlagKind, Flags};
-use mooncake::util::http_server::{HttpHandler, HttpReply, HttpServer};
-use mooncake::util::{logger, signals};
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;

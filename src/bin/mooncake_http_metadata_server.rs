@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use mooncake::metadata::http_server::HttpMetadataServer;
-use mooncake::util::signals;
+use mooncake::runtime::signals;
 
 const USAGE: &str = "\
 Usage: mooncake_http_metadata_server [--host ADDR] [--port PORT]

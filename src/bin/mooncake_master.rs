@@ -2,6 +2,9 @@
 //! upstream's flags, the coro_rpc service, the admin/metrics HTTP service and,
 //! optionally, the embedded HTTP metadata server.
 
+use mooncake::config::flags::{parse_bool, run_main, FlagKind, Flags};
+use mooncake::host::logger;
+use mooncake::host::net;
 use mooncake::master::admin::AdminHandler;
 use mooncake::master::config::{config_pairs, MasterConfig, MASTER_CONFIG_FLAGS};
 use mooncake::master::ha::{self, snapshot, HaAdminHandler, HaSettings, HaStatus};
@@ -9,11 +12,9 @@ use mooncake::master::kv_events::{KvEventConfig, KvEvents, KV_EVENT_FLAGS};
 use mooncake::master::rpc_server::{self, RpcLimits, RpcServer};
 use mooncake::master::MasterService;
 use mooncake::metadata::http_server::HttpMetadataServer;
-use mooncake::te::net;
-use mooncake::util::conn_threads::ConnLimits;
-use mooncake::util::flags::{parse_bool, run_main, FlagKind, Flags};
-use mooncake::util::http_server::HttpServer;
-use mooncake::util::{logger, signals};
+use mooncake::runtime::conn_threads::ConnLimits;
+use mooncake::runtime::http_server::HttpServer;
+use mooncake::runtime::signals;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;

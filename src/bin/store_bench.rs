@@ -44,7 +44,8 @@ mod settings;
 #[path = "store_bench/stats.rs"]
 mod stats;
 
-use mooncake::util::{logger, signals};
+use mooncake::host::logger;
+use mooncake::runtime::signals;
 use settings::{Mode, Settings};
 use std::process::ExitCode;
 

@@ -25,8 +25,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use mooncake::config::Config;
+use mooncake::host::logger;
+use mooncake::runtime::signals;
 use mooncake::te::{Op, TaskStatus, TransferEngine, TransferRequest};
-use mooncake::util::{logger, signals};
 
 /// Rate units accepted by `--report_unit` and their size in bytes (upstream's table).
 const UNITS: &[(&str, f64)] = &[

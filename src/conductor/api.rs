@@ -12,7 +12,7 @@ use super::index::medium;
 use super::instances::{InstanceSpec, Role};
 use super::scheduler::{Completion, Refusal, ScheduleRequest};
 use super::{indexer, report, Conductor};
-use crate::util::http_server::{HttpHandler, HttpReply};
+use crate::runtime::http_server::{HttpHandler, HttpReply};
 
 /// Most block hashes in one request or report.
 pub const MAX_HASHES: usize = 1 << 20;

@@ -6,8 +6,8 @@
 use regex::Regex;
 
 use super::index::medium;
+use crate::codec::msgpack_decode::{decode, Value};
 use crate::master::kv_events::key_hash::seq_hash;
-use crate::util::msgpack_decode::{decode, Value};
 
 /// What a KV event says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -172,7 +172,7 @@ fn hash_value(v: &Value) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::util::msgpack::Encoder;
+    use crate::codec::msgpack::Encoder;
 
     fn envelope(events: impl FnOnce(&mut Encoder), n: u32) -> Vec<u8> {
         let mut e = Encoder::new();

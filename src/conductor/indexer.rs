@@ -12,7 +12,7 @@ use super::events::KeyReader;
 use super::index::{medium, Slot};
 use super::sources::SourceSpec;
 use super::Conductor;
-use crate::util::http_server::HttpReply;
+use crate::runtime::http_server::HttpReply;
 
 /// Serves one indexer endpoint (the caller checked the method).
 pub fn handle(c: &std::sync::Arc<Conductor>, path: &str, body: &[u8]) -> HttpReply {

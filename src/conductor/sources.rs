@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use super::events::{decode_batch, BlockEvent, KeyReader};
 use super::instances::{InstanceSpec, Role};
 use super::Conductor;
-use crate::util::zmtp::sub::{resolve, SubConnection};
+use crate::codec::zmtp::sub::{resolve, SubConnection};
 
 /// Pause between connection attempts.
 const RECONNECT_DELAY: Duration = Duration::from_secs(1);

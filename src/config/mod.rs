@@ -1,9 +1,20 @@
-//! Upstream's `MC_*` environment variables, read once into one [`Config`] value.
+//! Upstream's `MC_*` environment variables, read once into one [`Config`] value, and the
+//! gflags-style command-line parser of the binaries ([`flags`]).
 
+pub mod flags;
 mod rdma;
 
 pub use rdma::RdmaConfig;
 use std::sync::OnceLock;
+
+/// A comma-separated list (device names, filters), trimmed, empty entries dropped.
+pub fn comma_list(text: &str) -> Vec<String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .map(str::to_string)
+        .collect()
+}
 
 /// Every tunable the Transfer Engine honours, with upstream's names and defaults.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -177,8 +188,8 @@ impl Config {
 
 impl Config {
     /// The limits every listening socket of an engine applies.
-    pub fn inbound_limits(&self) -> crate::util::conn_threads::ConnLimits {
-        crate::util::conn_threads::ConnLimits::new(
+    pub fn inbound_limits(&self) -> crate::runtime::conn_threads::ConnLimits {
+        crate::runtime::conn_threads::ConnLimits::new(
             self.max_inbound_connections,
             self.max_inbound_per_peer,
         )

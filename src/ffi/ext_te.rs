@@ -48,7 +48,7 @@ pub unsafe extern "C" fn mooncake_te_create(
         } else {
             // SAFETY: as above.
             let text = unsafe { c_str(device_filter, "device_filter") }?;
-            crate::util::comma_list(&text)
+            crate::config::comma_list(&text)
         };
         let engine = TransferEngine::new(&metadata, &name, false)?;
         if auto_discover != 0 {

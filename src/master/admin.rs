@@ -4,7 +4,7 @@
 
 use super::kv_events::KvEvents;
 use super::MasterService;
-use crate::util::http_server::{HttpHandler, HttpReply};
+use crate::runtime::http_server::{HttpHandler, HttpReply};
 use crate::wire::master_api::{ErrorCode, ReplicaLocation};
 use percent_encoding::percent_decode_str;
 use serde_json::{json, Value};

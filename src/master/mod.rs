@@ -33,7 +33,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use crate::util::stoppable::StoppableThread;
+use crate::runtime::stoppable::StoppableThread;
 use parking_lot::Mutex;
 
 pub use config::{AllocationStrategy, MasterConfig, MemoryAllocator, MASTER_CONFIG_FLAGS};

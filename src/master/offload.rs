@@ -21,7 +21,7 @@ use super::local_disk::{DiskRef, DiskReplica, ObjectKey};
 use super::metrics::Rpc;
 use super::objects::Object;
 use super::MasterService;
-use crate::util::parse_host_port;
+use crate::host::addr::parse_host_port;
 use crate::wire::disk_tier_api::*;
 use crate::wire::master_api::{ErrorCode, MasterResult, ReplicaStatus, ReplicaType, Uuid};
 use std::sync::atomic::Ordering;

@@ -10,8 +10,8 @@
 //! went away (closed or reset it) — how the master notices a dead segment owner at
 //! once instead of after its TTL.
 
-use crate::util::conn_threads::ConnLimits;
-use crate::util::tcp_acceptor::{StreamTimeouts, TcpAcceptor};
+use crate::runtime::conn_threads::ConnLimits;
+use crate::runtime::tcp_acceptor::{StreamTimeouts, TcpAcceptor};
 use crate::wire::codec::{self, rpc, Rpc};
 use crate::wire::coro_rpc::{Method, MAX_FRAME};
 use crate::wire::dispatch::serve_stream_observed;

@@ -5,8 +5,8 @@
 //! upstream's 5 s deadline and moves on to the next endpoint when one does not answer.
 
 use super::MetadataStore;
+use crate::codec::base64;
 use crate::error::{Error, Result};
-use crate::util::base64;
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 use std::io::Read;

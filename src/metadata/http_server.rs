@@ -11,7 +11,7 @@
 //! * `GET /health`: 200 `OK`.
 //! * anything else: 404.
 //!
-//! The HTTP/1.1 layer is [`crate::util::http_server`].
+//! The HTTP/1.1 layer is [`crate::runtime::http_server`].
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -21,8 +21,8 @@ use parking_lot::RwLock;
 use percent_encoding::percent_decode;
 
 use crate::error::Result;
-use crate::util::http_server::{HttpHandler, HttpServer};
-pub use crate::util::http_server::{
+use crate::runtime::http_server::{HttpHandler, HttpServer};
+pub use crate::runtime::http_server::{
     HttpReply, MAX_BODY_BYTES, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_PEER, MAX_HEAD_BYTES,
 };
 

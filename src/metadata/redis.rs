@@ -83,9 +83,9 @@ impl RedisMetadataStore {
                  MC_REDIS_USERNAME / MC_REDIS_PASSWORD)"
             )));
         }
-        let (host, port) = crate::util::parse_host_port(rest, DEFAULT_PORT);
+        let (host, port) = crate::host::addr::parse_host_port(rest, DEFAULT_PORT);
         Ok(RedisMetadataStore {
-            address: crate::util::join_host_port(&host, port),
+            address: crate::host::addr::join_host_port(&host, port),
             auth,
             conn: Mutex::new(None),
         })

@@ -8,10 +8,10 @@ use super::heartbeat::Heartbeat;
 use super::memory::{Mapping, StagingBuffer};
 use super::read_leases::ReadLeases;
 use crate::config::Config;
+use crate::host::addr::join_host_port;
+use crate::host::net::random_u64;
 use crate::metadata::MetadataSource;
-use crate::te::net::random_u64;
 use crate::te::TransferEngine;
-use crate::util::join_host_port;
 use crate::wire::master_api::{ErrorCode, MasterApi, Segment, Uuid, SERVICE_VERSION};
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 use std::collections::{BTreeMap, BTreeSet};
@@ -452,7 +452,7 @@ fn start_engine_on_free_port(
     env: &StoreEnv,
 ) -> Option<(TransferEngine, String, Option<TcpListener>)> {
     for attempt in 1..=env.setup_retries {
-        let listener = match crate::te::net::bind_in_range(env.min_port, env.max_port, false) {
+        let listener = match crate::host::net::bind_in_range(env.min_port, env.max_port, false) {
             Ok(l) => l,
             Err(e) => {
                 log::warn!("store setup: no free port (attempt {attempt}): {e}");
@@ -498,7 +498,7 @@ fn install_transport(
 ) -> Result<&'static str, ErrorCode> {
     let devices = match cfg.device_name.trim() {
         "" | "auto-discovery" => Vec::new(),
-        list => crate::util::comma_list(list),
+        list => crate::config::comma_list(list),
     };
     let auto = env
         .auto_discover

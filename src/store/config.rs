@@ -129,7 +129,7 @@ impl StoreEnv {
                     None
                 }
             },
-            discover_filters: crate::util::comma_list(
+            discover_filters: crate::config::comma_list(
                 get("MC_MS_FILTERS").as_deref().unwrap_or(""),
             ),
         }

@@ -2,8 +2,8 @@
 //! `ReMountSegment` when the master answers NEED_REMOUNT, and the health flag that
 //! `health_check` reports.
 
+use crate::runtime::stoppable::StoppableThread;
 use crate::te::MetadataPublisher;
-use crate::util::stoppable::StoppableThread;
 use crate::wire::master_api::{ClientStatus, MasterApi, Segment, Uuid};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

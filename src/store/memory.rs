@@ -2,7 +2,7 @@
 //! staging buffer and a dummy's shared memory) and a first-fit allocator that hands out
 //! pieces of a mapping.
 
-pub use crate::util::mapping::Mapping;
+pub use crate::host::mapping::Mapping;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -4,7 +4,6 @@ pub mod batch;
 pub mod engine;
 pub mod local;
 pub mod memory;
-pub mod net;
 pub mod rpc;
 pub mod segment;
 pub mod shared_regions;

@@ -7,8 +7,8 @@
 //! long-lived engine meets many peers that are gone for good (a restarted process
 //! gets a new name), and keeps only their small name <-> id pair.
 
+use crate::host::idle::IdleClock;
 use crate::metadata::SegmentDesc;
-use crate::util::idle::IdleClock;
 use parking_lot::RwLock;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -11,7 +11,7 @@
 //! and memory registered again at the same address is never reached through the old
 //! file.
 
-use crate::util::mapping::Mapping;
+use crate::host::mapping::Mapping;
 use parking_lot::Mutex;
 use std::io;
 use std::os::fd::OwnedFd;

@@ -18,7 +18,7 @@ use super::coro_rpc;
 use super::disk_tier_api::DiskTierApi;
 use super::master_api::*;
 use super::struct_pack;
-use crate::util::busy_poll;
+use crate::host::busy_poll;
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::collections::HashMap;
 use std::io::{self, BufReader, Write};

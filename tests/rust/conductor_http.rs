@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use mooncake::conductor::api::Api;
 use mooncake::conductor::{Conductor, ConductorConfig, Policy};
-use mooncake::util::http_server::HttpServer;
+use mooncake::runtime::http_server::HttpServer;
 use serde_json::{json, Value};
 
 struct Server {

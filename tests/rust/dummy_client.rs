@@ -45,7 +45,7 @@ fn real_client(master: &Arc<MasterService>) -> Arc<Client> {
 /// A dummy server on a port no other test uses (abstract socket names are global).
 fn serve(client: &Arc<Client>) -> (DummyServer, u16) {
     for _ in 0..100 {
-        let port = 20000 + (mooncake::te::net::random_u64() % 40000) as u16;
+        let port = 20000 + (mooncake::host::net::random_u64() % 40000) as u16;
         if let Ok(s) = DummyServer::start(client.clone(), port) {
             return (s, port);
         }
@@ -377,7 +377,7 @@ impl Drop for RealClientProcess {
 fn the_mooncake_client_binary_serves_dummies_and_its_death_fails_calls_cleanly() {
     let master = MasterService::new(MasterConfig::default());
     let master_addr = tcp_master::serve(master.clone());
-    let port = 20000 + (mooncake::te::net::random_u64() % 40000) as u16;
+    let port = 20000 + (mooncake::host::net::random_u64() % 40000) as u16;
     let child = Command::new(env!("CARGO_BIN_EXE_mooncake_client"))
         .args([
             "--host=127.0.0.1",
@@ -507,7 +507,7 @@ fn a_real_client_admits_its_own_user_only_unless_it_runs_as_root() {
     // A real client running as nobody refuses this (root) process.
     let master = MasterService::new(MasterConfig::default());
     let master_addr = tcp_master::serve(master.clone());
-    let port = 20000 + (mooncake::te::net::random_u64() % 40000) as u16;
+    let port = 20000 + (mooncake::host::net::random_u64() % 40000) as u16;
     let child = Command::new(setpriv[0])
         .args(&setpriv[1..])
         .arg(env!("CARGO_BIN_EXE_mooncake_client"))

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 
 use mooncake::fuzzing;
 
+use mooncake::codec::zmtp::codec as zmtp;
 use mooncake::master::ha::record::Record;
 use mooncake::master::ha::record::{DiskReplicaState, ObjectState, ReplicaState};
 use mooncake::store::dummy::wire::Op;
@@ -23,7 +24,6 @@ use mooncake::te::rpc::{encode_json, Frame, MsgType};
 use mooncake::te::transport::rdma::handshake::HandShake;
 use mooncake::te::transport::same_host::wire as shm;
 use mooncake::te::transport::tcp::wire as tcp;
-use mooncake::util::zmtp::codec as zmtp;
 use mooncake::wire::coro_rpc::{self, Method};
 use mooncake::wire::master_api::{ReplicaStatus, Segment, SoftPinAction, Uuid};
 use mooncake::wire::struct_pack::{self, Map};

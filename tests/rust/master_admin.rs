@@ -3,7 +3,7 @@
 use mooncake::master::admin::AdminHandler;
 use mooncake::master::kv_events::{KvEventConfig, KvEvents};
 use mooncake::master::{MasterConfig, MasterService};
-use mooncake::util::http_server::HttpServer;
+use mooncake::runtime::http_server::HttpServer;
 use mooncake::wire::master_api::{
     MasterApi, ObjectMeta, ReplicaType, ReplicateConfig, Segment, Uuid,
 };

@@ -12,11 +12,11 @@ use mooncake::master::kv_events::{KvEventConfig, KvEvents, MAX_SUBSCRIBERS_PER_P
 use mooncake::master::rpc_server::{RpcLimits, RpcServer as MasterRpcServer};
 use mooncake::master::{MasterConfig, MasterService};
 use mooncake::metadata::http_server::{HttpMetadataServer, MAX_CONNECTIONS_PER_PEER};
+use mooncake::runtime::conn_threads::ConnLimits;
+use mooncake::runtime::unix_server::UnixServer;
 use mooncake::te::rpc::{RpcClient, RpcHandler, RpcServer};
 use mooncake::te::transport::tcp::wire::{Header, Op};
 use mooncake::te::{TaskStatus, TransferEngine};
-use mooncake::util::conn_threads::ConnLimits;
-use mooncake::util::unix_server::UnixServer;
 use mooncake::wire::codec::{self, rpc, Rpc};
 use mooncake::wire::coro_rpc;
 use serde_json::Value;

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use mooncake::runtime::conn_threads::ConnLimits;
 use mooncake::te::rpc::{Frame, MsgType, RpcClient, RpcHandler, RpcServer};
-use mooncake::util::conn_threads::ConnLimits;
 use mooncake::Error;
 use parking_lot::Mutex;
 use serde_json::{json, Value};

@@ -449,7 +449,7 @@ fn shared_regions_are_mapped_once_and_never_reached_once_unregistered() {
     local.copy_from_slice(&newer);
     assert!(ok(&initiator, req(Op::Write, laddr, id, addr, 8192)));
     assert_eq!(bytes_at(addr, 8192), newer);
-    let old = mooncake::util::mapping::Mapping::from_shared_file(file, len).unwrap();
+    let old = mooncake::host::mapping::Mapping::from_shared_file(file, len).unwrap();
     assert_eq!(bytes_at(old.addr(), 8192), data[..8192]);
     initiator.unregister_memory(laddr).unwrap();
 }
@@ -462,7 +462,7 @@ fn memory_shared_by_a_killed_store_owner_is_never_claimed_written() {
     use mooncake::store::{Client, ReplicateConfig, SetupConfig};
     let master = MasterService::new(MasterConfig::default());
     let master_addr = tcp_master::serve(master.clone());
-    let port = 20000 + (mooncake::te::net::random_u64() % 40000) as u16;
+    let port = 20000 + (mooncake::host::net::random_u64() % 40000) as u16;
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_mooncake_client"));
     cmd.args([
         "--host=127.0.0.1",

@@ -17,9 +17,10 @@ use std::time::Instant;
 use mooncake::conductor::api::Api;
 use mooncake::conductor::{Completion, InstanceSpec, Role};
 use mooncake::conductor::{Conductor, ConductorConfig, CostModel, Policy, ScheduleRequest};
-use mooncake::util::flags::{kind_in, parse_bool, run_main, FlagKind, Flags};
-use mooncake::util::http_server::{self, HttpHandler, HttpReply, HttpServer};
-use mooncake::util::{comma_list, logger};
+use mooncake::config::comma_list;
+use mooncake::config::flags::{kind_in, parse_bool, run_main, FlagKind, Flags};
+use mooncake::host::logger;
+use mooncake::runtime::http_server::{self, HttpHandler, HttpReply, HttpServer};
 use serde_json::json;
 
 use backend::Http;

@@ -11,8 +11,8 @@
 
 use crate::settings::{ClientOp, Settings};
 use crate::stats::{median, report, Row, Samples};
+use mooncake::runtime::signals;
 use mooncake::store::{Client, ErrorCode, ReplicateConfig, SetupConfig};
-use mooncake::util::signals;
 use std::time::{Duration, Instant};
 
 /// Minimum number of buffer slots per direction (sources and destinations).

@@ -11,8 +11,8 @@
 use crate::pipeline::{decode, Pipe};
 use crate::settings::Settings;
 use crate::stats::{report, Row, Samples};
-use mooncake::te::net::random_u64;
-use mooncake::util::signals;
+use mooncake::host::net::random_u64;
+use mooncake::runtime::signals;
 use mooncake::wire::codec::rpc;
 use mooncake::wire::master_api::{
     ClientStatus, ErrorCode, MasterApi, ObjectMeta, ReplicaType, ReplicateConfig, Segment, Uuid,

@@ -22,8 +22,8 @@
 
 use crate::client_ops::setup;
 use crate::settings::{PutOp, Settings};
+use mooncake::runtime::signals;
 use mooncake::store::{Client, ErrorCode, ReplicateConfig};
-use mooncake::util::signals;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -324,7 +324,7 @@ pub fn run(s: &Settings) -> Result<(), String> {
             let handles: Vec<_> = (0..s.threads)
                 .map(|t| {
                     let (client, w) = (&client, &workload);
-                    let seed = mooncake::te::net::random_u64() ^ t as u64;
+                    let seed = mooncake::host::net::random_u64() ^ t as u64;
                     scope.spawn(move || worker(client, w, s, seed, slice_end))
                 })
                 .collect();

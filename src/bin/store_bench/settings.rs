@@ -1,7 +1,7 @@
 //! Command-line flags (gflags-style, via [`Flags`]) and their validated form.
 
-use mooncake::te::net::random_u64;
-use mooncake::util::flags::{parse_bool, parse_byte_size, FlagKind, Flags};
+use mooncake::config::flags::{parse_bool, parse_byte_size, FlagKind, Flags};
+use mooncake::host::net::random_u64;
 use std::time::Duration;
 
 /// `--help` text.

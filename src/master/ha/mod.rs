@@ -30,7 +30,7 @@ use crate::master::kv_events::KvEvents;
 use crate::master::rpc_server::{RpcLimits, RpcServer};
 use crate::master::{MasterConfig, MasterService};
 use crate::metadata::etcd::LeaseState;
-use crate::util::http_server::{HttpHandler, HttpReply};
+use crate::runtime::http_server::{HttpHandler, HttpReply};
 use election::{Election, Leader, Term};
 use mirror::Mirror;
 use parking_lot::RwLock;

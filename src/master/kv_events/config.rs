@@ -56,7 +56,7 @@ impl KvEventConfig {
     /// Applies flag `name` (without dashes) with `value`; unknown names and values of
     /// the wrong type are errors.
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
-        let bool_of = |v: &str| crate::util::flags::parse_bool(name, v);
+        let bool_of = |v: &str| crate::config::flags::parse_bool(name, v);
         let u32_of = |v: &str| {
             v.trim()
                 .parse::<u32>()

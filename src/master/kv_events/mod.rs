@@ -4,7 +4,7 @@
 //!
 //! [`config`] holds the flags, [`key_hash`] how a key becomes a block hash,
 //! [`payload`] the msgpack event maps, [`pipeline`] the bounded queue and numbering,
-//! and [`KvEvents`] the PUB socket (`crate::util::zmtp`) and its worker thread. Which
+//! and [`KvEvents`] the PUB socket (`crate::codec::zmtp`) and its worker thread. Which
 //! master operations emit what is decided at the call sites (`write`, `remove`,
 //! `eviction`): see [`Medium::for_put_end`].
 

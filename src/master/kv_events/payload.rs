@@ -2,7 +2,7 @@
 //! `[timestamp_ms, [event maps...], 0]`, each event a map with upstream's keys in
 //! upstream's order, nil where upstream writes nil and absent where it leaves a key out.
 
-use crate::util::msgpack::Encoder;
+use crate::codec::msgpack::Encoder;
 
 /// What happened to an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

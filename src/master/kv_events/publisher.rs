@@ -12,9 +12,9 @@ use parking_lot::Mutex;
 use super::config::KvEventConfig;
 use super::payload::{EventKind, Medium, PendingEvent, Shape};
 use super::pipeline::{KvEventStats, Pipeline};
-use crate::util::conn_threads::ConnLimits;
-use crate::util::zmtp::endpoint::BindEndpoint;
-use crate::util::zmtp::{PubLimits, PubSocket};
+use crate::codec::zmtp::endpoint::BindEndpoint;
+use crate::codec::zmtp::{PubLimits, PubSocket};
+use crate::runtime::conn_threads::ConnLimits;
 
 /// Messages queued per subscriber before it misses new ones (upstream's
 /// `ZMQ_SNDHWM`).
@@ -228,7 +228,7 @@ fn unix_ms() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::util::zmtp::test_sub::Sub;
+    use crate::codec::zmtp::test_sub::Sub;
 
     fn config(capacity: u32) -> KvEventConfig {
         KvEventConfig {

@@ -11,8 +11,8 @@ pub(crate) mod worker;
 
 use super::client::Inner;
 use super::memory::{Mapping, StagingBuffer};
-use crate::util::join_host_port;
-use crate::util::stoppable::StoppableThread;
+use crate::host::addr::join_host_port;
+use crate::runtime::stoppable::StoppableThread;
 use crate::wire::master_api::ErrorCode;
 use backend::DiskStore;
 use config::DiskTierConfig;

@@ -6,9 +6,9 @@
 //! coro_rpc framing and function ids, so upstream readers fetch from ours.
 
 use super::backend::{read_at, DiskStore, Location};
+use crate::runtime::conn_threads::ConnLimits;
+use crate::runtime::tcp_acceptor::{StreamTimeouts, TcpAcceptor};
 use crate::store::memory::{SharedStaging, StagingBuffer};
-use crate::util::conn_threads::ConnLimits;
-use crate::util::tcp_acceptor::{StreamTimeouts, TcpAcceptor};
 use crate::wire::coro_rpc;
 use crate::wire::master_api::ErrorCode;
 use crate::wire::offload_rpc::{

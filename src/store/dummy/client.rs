@@ -11,13 +11,13 @@
 //! is shared like the dummy's own allocations.
 
 use super::wire::{self, FetchResult, Op, WireRangedRead};
+use crate::host::net::random_u64;
 use crate::store::api::StoreApi;
 use crate::store::client::map_error;
 use crate::store::host_memory;
 use crate::store::memory::{Mapping, Staging, StagingBuffer};
 use crate::store::ops_ranges::{failed as ranges_failed, RangedRead, RangedResults};
 use crate::store::{ErrorCode, Health, Pieces, ReplicateConfig, WriteMode};
-use crate::te::net::random_u64;
 use crate::wire::master_api::ReplicaDescriptor;
 use crate::wire::struct_pack::Pack;
 use parking_lot::{Mutex, RwLock};

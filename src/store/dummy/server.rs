@@ -11,12 +11,12 @@
 
 use super::wire::{self, FetchResult, Op, Request, WireRangedRead};
 use crate::config::Config;
+use crate::host::fd_passing;
+use crate::runtime::unix_server::UnixServer;
 use crate::store::memory::Mapping;
 use crate::store::ops_local::{HeldReads, Located};
 use crate::store::ops_ranges::{Range, RangedRead};
 use crate::store::{Client, ErrorCode, Pieces, ReadTarget, ReplicateConfig, WriteMode};
-use crate::util::fd_passing;
-use crate::util::unix_server::UnixServer;
 use crate::wire::struct_pack::Pack;
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, HashMap};

@@ -4,7 +4,7 @@
 //! file travels beside the `MAP` request as `SCM_RIGHTS`. Decoders bound every length
 //! and never trust the peer.
 
-use crate::util::fd_passing;
+use crate::host::fd_passing;
 use crate::wire::struct_pack::{self, DecodeError, Pack};
 use std::io::{self, Read, Write};
 use std::os::fd::OwnedFd;

@@ -5,6 +5,8 @@ mod rdma;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::host::addr::{join_host_port, parse_host_port};
+use crate::host::idle::IdleClock;
 use crate::metadata::{KeyLayout, MetadataSource, MetadataStore, SegmentDesc};
 use crate::te::batch::{BatchTable, CompletionSignal, PendingNotify, Task, TaskStatus};
 use crate::te::local::{LocalRpcHandler, LocalSegment, Notify};
@@ -16,8 +18,6 @@ use crate::te::transport::same_host::SameHostError;
 use crate::te::transport::staging::Stager;
 use crate::te::transport::tcp::{Endpoint, Op, TcpTransport, INLINE_MAX_BYTES};
 use crate::te::transport::PeerRequest;
-use crate::util::idle::IdleClock;
-use crate::util::{join_host_port, parse_host_port};
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 use std::collections::{HashMap, VecDeque};
@@ -124,10 +124,10 @@ impl TransferEngine {
             return Err(Error::InvalidArgument("local server name is empty".into()));
         }
         let listener = if config.legacy_rpc_port_binding && !p2p {
-            crate::te::net::bind_port(name_port, config.use_ipv6)
+            crate::host::net::bind_port(name_port, config.use_ipv6)
                 .map_err(|e| Error::socket(format!("binding rpc port {name_port}"), e))?
         } else {
-            crate::te::net::bind_in_range(
+            crate::host::net::bind_in_range(
                 config.min_rpc_port,
                 config.max_rpc_port,
                 config.use_ipv6,
@@ -153,7 +153,7 @@ impl TransferEngine {
             let ip = config
                 .advertised_ip
                 .clone()
-                .or_else(|| crate::te::net::first_interface_ip(config.use_ipv6))
+                .or_else(|| crate::host::net::first_interface_ip(config.use_ipv6))
                 .unwrap_or_else(|| {
                     log::warn!("no non-loopback interface is up; advertising 127.0.0.1");
                     "127.0.0.1".into()

@@ -19,8 +19,8 @@ use serde_json::{json, Value};
 use super::frame::{DeadlineReader, Frame};
 use super::MsgType;
 use crate::error::{Error, Result};
-use crate::util::conn_threads::ConnLimits;
-use crate::util::tcp_acceptor::{StreamTimeouts, TcpAcceptor};
+use crate::runtime::conn_threads::ConnLimits;
+use crate::runtime::tcp_acceptor::{StreamTimeouts, TcpAcceptor};
 
 /// Upstream's `SO_RCVTIMEO` on a served connection; also our deadline for the request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);

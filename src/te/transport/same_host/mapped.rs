@@ -5,10 +5,10 @@
 //! sweep.
 
 use super::wire::{Request, ShareReply};
+use crate::host::mapping::Mapping;
 use crate::te::shared_regions::PeerEpochs;
 use crate::te::transport::local::copy_bytes;
 use crate::te::transport::tcp::wire::Op;
-use crate::util::mapping::Mapping;
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, HashMap};
 use std::os::fd::OwnedFd;

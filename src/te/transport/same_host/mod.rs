@@ -298,7 +298,7 @@ impl SameHostInitiator {
         let conn = UnixStream::connect_addr(&SocketAddr::from_abstract_name(socket)?)?;
         conn.set_read_timeout(Some(self.io_timeout))?;
         conn.set_write_timeout(Some(self.io_timeout))?;
-        let pid = crate::util::fd_passing::peer_credentials(&conn)?.pid;
+        let pid = crate::host::fd_passing::peer_credentials(&conn)?.pid;
         if pid <= 0 {
             return Err(io::Error::other("no peer credentials on the socket"));
         }
@@ -367,7 +367,7 @@ fn read_share_reply(
     conn: &UnixStream,
 ) -> io::Result<(wire::ShareReply, Vec<std::os::fd::OwnedFd>)> {
     let mut buf = [0u8; wire::SHARE_REPLY_LEN];
-    let files = crate::util::fd_passing::read_exact_with_fds(conn, &mut buf)?
+    let files = crate::host::fd_passing::read_exact_with_fds(conn, &mut buf)?
         .ok_or_else(|| io::Error::new(io::ErrorKind::UnexpectedEof, "peer closed"))?;
     let reply = wire::ShareReply::decode(&buf)
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "bad share reply"))?;

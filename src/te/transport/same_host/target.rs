@@ -11,11 +11,11 @@ use super::wire::{
     decode_header, Header, Request, ShareReply, BATCH_HEADER_LEN, OK, REJECTED, RELEASE,
     REQUEST_LEN, USE_TCP,
 };
+use crate::host::fd_passing;
+use crate::runtime::conn_threads::ConnLimits;
+use crate::runtime::unix_server::UnixServer;
 use crate::te::memory::{MemoryRegistry, Region};
 use crate::te::transport::tcp::wire::{decode_status, encode_status, STATUS_LEN};
-use crate::util::conn_threads::ConnLimits;
-use crate::util::fd_passing;
-use crate::util::unix_server::UnixServer;
 use std::io::{self, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -10,13 +10,13 @@ pub mod wire;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::host::idle::IdleClock;
 use crate::metadata::SameHostDesc;
 use crate::te::batch::{CompletionSignal, Task};
 use crate::te::memory::MemoryRegistry;
 use crate::te::transport::same_host::target::SameHostTarget;
 use crate::te::transport::same_host::{identity, Request, SameHostError, SameHostInitiator};
 use crate::te::transport::PeerRequest;
-use crate::util::idle::IdleClock;
 pub use lane::INLINE_MAX_BYTES;
 use lane::{Lane, LaneConfig, Slice};
 use parking_lot::RwLock;
@@ -101,7 +101,7 @@ pub struct TcpTransport {
 impl TcpTransport {
     /// Binds the data listener (random port in the RPC range) and starts serving.
     pub fn install(config: &Config, memory: Arc<MemoryRegistry>) -> Result<TcpTransport> {
-        let listener = crate::te::net::bind_in_range(
+        let listener = crate::host::net::bind_in_range(
             config.min_rpc_port,
             config.max_rpc_port,
             config.use_ipv6,

@@ -17,8 +17,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
-use crate::util::conn_threads::ConnLimits;
-use crate::util::tcp_acceptor::{StreamTimeouts, TcpAcceptor};
+use crate::runtime::conn_threads::ConnLimits;
+use crate::runtime::tcp_acceptor::{StreamTimeouts, TcpAcceptor};
 
 /// Largest request body accepted; bigger ones get 413.
 pub const MAX_BODY_BYTES: usize = 64 << 20;

@@ -149,8 +149,8 @@ mod tests {
     #[test]
     fn files_travel_with_the_first_bytes() {
         let (a, b) = UnixStream::pair().unwrap();
-        let one = crate::util::mapping::Mapping::shared(4096).unwrap();
-        let two = crate::util::mapping::Mapping::shared(8192).unwrap();
+        let one = crate::host::mapping::Mapping::shared(4096).unwrap();
+        let two = crate::host::mapping::Mapping::shared(8192).unwrap();
         let files = [one.shared_file().unwrap(), two.shared_file().unwrap()];
         send_with_fds(&a, b"hello", &files).unwrap();
         (&a).write_all(b"!").unwrap();
@@ -159,7 +159,7 @@ mod tests {
         assert_eq!((n, &buf), (5, b"hello"));
         assert_eq!(got.len(), 2);
         let mapped =
-            crate::util::mapping::Mapping::from_shared_file(got.into_iter().nth(1).unwrap(), 8192);
+            crate::host::mapping::Mapping::from_shared_file(got.into_iter().nth(1).unwrap(), 8192);
         assert!(mapped.is_ok());
         let mut rest = [0u8; 1];
         assert!(read_exact_with_fds(&b, &mut rest)

@@ -22,8 +22,8 @@ use parking_lot::Mutex;
 
 use super::codec;
 use super::session::{self, Filters};
-use crate::util::conn_threads::ConnLimits;
-use crate::util::tcp_acceptor::{StreamTimeouts, TcpAcceptor};
+use crate::runtime::conn_threads::ConnLimits;
+use crate::runtime::tcp_acceptor::{StreamTimeouts, TcpAcceptor};
 
 /// How long a connecting peer has for its greeting and READY.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);

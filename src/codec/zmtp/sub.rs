@@ -105,8 +105,8 @@ impl SubConnection {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::util::conn_threads::ConnLimits;
-    use crate::util::zmtp::{PubLimits, PubSocket};
+    use crate::codec::zmtp::{PubLimits, PubSocket};
+    use crate::runtime::conn_threads::ConnLimits;
     use std::time::Instant;
 
     #[test]

@@ -234,7 +234,7 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::util::msgpack::Encoder;
+    use crate::codec::msgpack::Encoder;
 
     #[test]
     fn decodes_what_the_encoder_writes() {

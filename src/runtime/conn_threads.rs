@@ -57,7 +57,8 @@ impl Connection for UnixStream {
         let _ = self.shutdown(Shutdown::Both);
     }
     fn peer(&self) -> Peer {
-        super::fd_passing::peer_credentials(self).map_or(Peer::Unknown, |c| Peer::Process(c.pid))
+        crate::host::fd_passing::peer_credentials(self)
+            .map_or(Peer::Unknown, |c| Peer::Process(c.pid))
     }
 }
 

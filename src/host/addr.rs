@@ -1,31 +1,4 @@
-//! Small helpers shared by several layers: host/port parsing, naming, and a blocking
-//! HTTP server.
-
-pub mod base64;
-pub mod busy_poll;
-pub mod conn_threads;
-pub mod fd_passing;
-pub mod flags;
-pub mod http_server;
-pub mod idle;
-pub mod logger;
-pub mod mapping;
-pub mod msgpack;
-pub mod msgpack_decode;
-pub mod signals;
-pub mod stoppable;
-pub mod tcp_acceptor;
-pub mod unix_server;
-pub mod zmtp;
-
-/// A comma-separated list (device names, filters), trimmed, empty entries dropped.
-pub fn comma_list(text: &str) -> Vec<String> {
-    text.split(',')
-        .map(str::trim)
-        .filter(|d| !d.is_empty())
-        .map(str::to_string)
-        .collect()
-}
+//! `host:port` names as upstream parses and prints them (spec §1.5).
 
 /// Splits `host:port` the way upstream does (spec §1.5): `[v6]:port`, a bare IPv6
 /// address (no port), or a split at the last `:`. A missing or invalid port yields
