@@ -12,26 +12,28 @@
 #     tools cannot be had is skipped with one `SKIP <check>: <why>` line, except under
 #     CI (`CI` set), where only a MOONCAKE_SKIP_* the user set may skip a check and any
 #     other skip, here or inside a stage, fails the run with its reason.
-#  2. cargo test: Rust unit and integration tests (the Transfer Engine and store
+#  2. scripts/check-style.sh: `cargo fmt --check` and `cargo clippy --all-targets --
+#     -D warnings` (the architecture test, layers and import cycles, runs in cargo test).
+#  3. cargo test: Rust unit and integration tests (the Transfer Engine and store
 #     suites twice: with the same-host path and with MC_DISABLE_SAME_HOST=1), the
 #     C ABI tests under
 #     AddressSanitizer, the header check, interop against the peer, packaging.
-#  3. scripts/test-python.sh: the Python package's tests against our library, and the
+#  4. scripts/test-python.sh: the Python package's tests against our library, and the
 #     same modules against upstream's wheel.
-#  4. scripts/test-rdma-vm.sh: the RDMA suite (our engines, upstream interop and the
+#  5. scripts/test-rdma-vm.sh: the RDMA suite (our engines, upstream interop and the
 #     store) on real verbs in a throw-away SoftRoCE VM.
-#  5. Release checks: scripts/check-sanitizers.sh (the library itself under ASan, and
+#  6. Release checks: scripts/check-sanitizers.sh (the library itself under ASan, and
 #     valgrind) and scripts/check-glibc.sh (the glibc 2.28 build).
-#  6. scripts/check-tsan-miri.sh: the concurrent suites under ThreadSanitizer, the pure
+#  7. scripts/check-tsan-miri.sh: the concurrent suites under ThreadSanitizer, the pure
 #     modules under Miri (nightly).
-#  7. scripts/fuzz.sh: every fuzz target for 30 s (cargo-fuzz, nightly).
-#  8. scripts/soak.sh --minutes 2: the verified workload with chaos, short.
+#  8. scripts/fuzz.sh: every fuzz target for 30 s (cargo-fuzz, nightly).
+#  9. scripts/soak.sh --minutes 2: the verified workload with chaos, short.
 #
 # Knobs (all optional; README "Tests" lists them): MOONCAKE_SKIP_INTEROP,
 # MOONCAKE_SKIP_SANITIZERS, MOONCAKE_SKIP_VALGRIND, MOONCAKE_SKIP_GLIBC,
 # MOONCAKE_SKIP_PACKAGING, MOONCAKE_SKIP_PYTHON, MOONCAKE_SKIP_C_TESTS,
 # MOONCAKE_SKIP_RDMA_VM, MOONCAKE_SKIP_KV_SERVERS, MOONCAKE_SKIP_TSAN, MOONCAKE_SKIP_MIRI,
-# MOONCAKE_SKIP_FUZZ, MOONCAKE_SKIP_SOAK, MOONCAKE_PEER_VENV, MOONCAKE_TEST_THREADS.
+# MOONCAKE_SKIP_FUZZ, MOONCAKE_SKIP_SOAK, MOONCAKE_SKIP_STYLE, MOONCAKE_PEER_VENV, MOONCAKE_TEST_THREADS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 started=$SECONDS
@@ -100,6 +102,9 @@ stage() {
   return "$code"
 }
 
+if [ -z "${MOONCAKE_SKIP_STYLE:-}" ]; then
+  stage "style (fmt, clippy)" bash scripts/check-style.sh || true
+fi
 threads="${MOONCAKE_TEST_THREADS:-2}"
 [ -z "$under_load" ] || start_load
 stage "cargo test" cargo test --no-fail-fast -- --test-threads="$threads" || true
