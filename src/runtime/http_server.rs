@@ -298,10 +298,11 @@ pub(crate) fn read_head(reader: &mut impl BufRead) -> std::result::Result<Head, 
             break;
         }
     }
-    let mut raw = line.clone();
+    let mut raw = Vec::with_capacity(1024);
+    raw.extend_from_slice(&line);
     raw.extend_from_slice(b"\r\n");
     // The request line alone parses as a partial request, or fails as it is.
-    parse_head(&raw)?;
+    parse_head(&raw, &mut [])?;
     let mut count = 0usize;
     loop {
         read_line(reader, &mut line, &mut budget)?;
@@ -315,15 +316,18 @@ pub(crate) fn read_head(reader: &mut impl BufRead) -> std::result::Result<Head, 
             return Err(ReadFail::Reply(431, "Too many headers"));
         }
     }
-    parse_head(&raw)?.ok_or(ReadFail::Reply(400, "Bad request"))
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    parse_head(&raw, &mut headers)?.ok_or(ReadFail::Reply(400, "Bad request"))
 }
 
-/// Parses a request head with `httparse` and reads the headers that frame the body;
-/// `None` while `raw` holds only the request line.
-fn parse_head(raw: &[u8]) -> std::result::Result<Option<Head>, ReadFail> {
+/// Parses a request head with `httparse` (into `headers`) and reads the headers that
+/// frame the body; `None` while `raw` holds only the request line.
+fn parse_head<'b>(
+    raw: &'b [u8],
+    headers: &mut [httparse::Header<'b>],
+) -> std::result::Result<Option<Head>, ReadFail> {
     let bad = ReadFail::Reply(400, "Bad request");
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut request = httparse::Request::new(&mut headers);
+    let mut request = httparse::Request::new(headers);
     match request.parse(raw) {
         Ok(httparse::Status::Complete(_)) => {}
         Ok(httparse::Status::Partial) => return Ok(None),
