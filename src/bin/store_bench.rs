@@ -33,6 +33,8 @@
 
 #[path = "store_bench/client_ops.rs"]
 mod client_ops;
+#[path = "store_bench/fake_client.rs"]
+mod fake_client;
 #[path = "store_bench/master_load.rs"]
 mod master_load;
 #[path = "store_bench/pipeline.rs"]

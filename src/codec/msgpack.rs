@@ -1,15 +1,29 @@
-//! A small MessagePack encoder: nil, integers, strings, array and map headers; what the
-//! master's KV-event payload needs, nothing more.
+//! A MessagePack encoder over the `rmp` crate: nil, integers, strings, array and map
+//! headers; what the master's KV-event payload needs, nothing more.
 //!
-//! Every value is written in its smallest form, as msgpack-c's packer writes it, so a
-//! payload is byte for byte what upstream sends: a non-negative integer as a positive
-//! fixint or uint 8/16/32/64 (even when the source type is signed), a negative one as a
-//! negative fixint or int 8/16/32/64, a string as fixstr or str 8/16/32 (never bin).
+//! Every value is written in its smallest form, as msgpack-c's packer writes it (and as
+//! `rmp` does), so a payload is byte for byte what upstream sends: a non-negative
+//! integer as a positive fixint or uint 8/16/32/64 (even when the source type is
+//! signed), a negative one as a negative fixint or int 8/16/32/64, a string as fixstr or
+//! str 8/16/32 (never bin).
+
+use rmp::encode::{self, ByteBuf, ValueWriteError};
+use std::convert::Infallible;
 
 /// Writes MessagePack values into a growing buffer.
 #[derive(Debug, Default)]
 pub struct Encoder {
-    buf: Vec<u8>,
+    buf: ByteBuf,
+}
+
+/// A write into a [`ByteBuf`], which cannot fail (its error type has no values).
+fn infallible<T>(written: Result<T, ValueWriteError<Infallible>>) {
+    match written {
+        Ok(_) => {}
+        Err(ValueWriteError::InvalidMarkerWrite(e) | ValueWriteError::InvalidDataWrite(e)) => {
+            match e {}
+        }
+    }
 }
 
 impl Encoder {
@@ -20,50 +34,25 @@ impl Encoder {
 
     /// The bytes written so far.
     pub fn into_bytes(self) -> Vec<u8> {
-        self.buf
+        self.buf.into_vec()
     }
 
     /// `nil`.
     pub fn nil(&mut self) {
-        self.buf.push(0xc0);
+        match encode::write_nil(&mut self.buf) {
+            Ok(()) => {}
+            Err(e) => match e {},
+        }
     }
 
     /// An unsigned integer, smallest form.
     pub fn uint(&mut self, v: u64) {
-        if v < 0x80 {
-            self.buf.push(v as u8);
-        } else if v <= u64::from(u8::MAX) {
-            self.buf.extend_from_slice(&[0xcc, v as u8]);
-        } else if v <= u64::from(u16::MAX) {
-            self.buf.push(0xcd);
-            self.buf.extend_from_slice(&(v as u16).to_be_bytes());
-        } else if v <= u64::from(u32::MAX) {
-            self.buf.push(0xce);
-            self.buf.extend_from_slice(&(v as u32).to_be_bytes());
-        } else {
-            self.buf.push(0xcf);
-            self.buf.extend_from_slice(&v.to_be_bytes());
-        }
+        infallible(encode::write_uint(&mut self.buf, v));
     }
 
     /// A signed integer, smallest form (non-negative values as [`Encoder::uint`]).
     pub fn int(&mut self, v: i64) {
-        if v >= 0 {
-            self.uint(v as u64);
-        } else if v >= -32 {
-            self.buf.push(v as u8);
-        } else if v >= i64::from(i8::MIN) {
-            self.buf.extend_from_slice(&[0xd0, v as u8]);
-        } else if v >= i64::from(i16::MIN) {
-            self.buf.push(0xd1);
-            self.buf.extend_from_slice(&(v as i16).to_be_bytes());
-        } else if v >= i64::from(i32::MIN) {
-            self.buf.push(0xd2);
-            self.buf.extend_from_slice(&(v as i32).to_be_bytes());
-        } else {
-            self.buf.push(0xd3);
-            self.buf.extend_from_slice(&v.to_be_bytes());
-        }
+        infallible(encode::write_sint(&mut self.buf, v));
     }
 
     /// A UTF-8 string. A string longer than the format allows (4 GiB) is cut at that
@@ -71,42 +60,18 @@ impl Encoder {
     /// RPC frames of at most 64 MiB).
     pub fn str(&mut self, s: &str) {
         let bytes = &s.as_bytes()[..s.len().min(u32::MAX as usize)];
-        let n = bytes.len();
-        if n < 32 {
-            self.buf.push(0xa0 | n as u8);
-        } else if n <= usize::from(u8::MAX) {
-            self.buf.extend_from_slice(&[0xd9, n as u8]);
-        } else if n <= usize::from(u16::MAX) {
-            self.buf.push(0xda);
-            self.buf.extend_from_slice(&(n as u16).to_be_bytes());
-        } else {
-            self.buf.push(0xdb);
-            self.buf.extend_from_slice(&(n as u32).to_be_bytes());
-        }
-        self.buf.extend_from_slice(bytes);
+        infallible(encode::write_str_len(&mut self.buf, bytes.len() as u32));
+        self.buf.as_mut_vec().extend_from_slice(bytes);
     }
 
     /// The header of an array of `len` values (the values follow).
     pub fn array(&mut self, len: u32) {
-        self.header(len, 0x90, 0xdc);
+        infallible(encode::write_array_len(&mut self.buf, len));
     }
 
     /// The header of a map of `len` key/value pairs (keys and values follow, in turn).
     pub fn map(&mut self, len: u32) {
-        self.header(len, 0x80, 0xde);
-    }
-
-    /// fix form (`fix | len`, up to 15), 16-bit form (`code`), else 32-bit (`code + 1`).
-    fn header(&mut self, len: u32, fix: u8, code: u8) {
-        if len < 16 {
-            self.buf.push(fix | len as u8);
-        } else if len <= u32::from(u16::MAX) {
-            self.buf.push(code);
-            self.buf.extend_from_slice(&(len as u16).to_be_bytes());
-        } else {
-            self.buf.push(code + 1);
-            self.buf.extend_from_slice(&len.to_be_bytes());
-        }
+        infallible(encode::write_map_len(&mut self.buf, len));
     }
 }
 

@@ -1,7 +1,10 @@
 //! A MessagePack decoder into a value tree, for payloads that arrive from the network
-//! (KV events): every length is checked against the bytes left before anything is
-//! allocated, nesting is bounded, and nothing panics on any input.
+//! (KV events). The `rmp` crate reads the markers and their fixed-width data; this
+//! module adds the limits: every length is checked against the bytes left before
+//! anything is allocated, nesting is bounded, and nothing panics on any input.
 
+use rmp::decode::{read_marker, RmpRead};
+use rmp::Marker;
 use std::fmt;
 
 /// Deepest nesting of arrays and maps accepted.
@@ -98,99 +101,125 @@ impl std::error::Error for DecodeError {}
 
 /// Decodes exactly one value filling `bytes`.
 pub fn decode(bytes: &[u8]) -> Result<Value, DecodeError> {
-    let mut r = Reader { bytes, pos: 0 };
+    let mut r = Reader { rest: bytes };
     let v = r.value(0)?;
-    match bytes.len() - r.pos {
+    match r.rest.len() {
         0 => Ok(v),
         n => Err(DecodeError::Trailing(n)),
     }
 }
 
+/// The bytes not read yet.
 struct Reader<'a> {
-    bytes: &'a [u8],
-    pos: usize,
+    rest: &'a [u8],
+}
+
+/// Any short read of fixed-width data is the input ending inside a value.
+impl<E: rmp::decode::RmpReadErr> From<rmp::decode::ValueReadError<E>> for DecodeError {
+    fn from(_: rmp::decode::ValueReadError<E>) -> Self {
+        DecodeError::Truncated
+    }
 }
 
 impl<'a> Reader<'a> {
     fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
-        let end = self.pos.checked_add(n).ok_or(DecodeError::Truncated)?;
-        let s = self
-            .bytes
-            .get(self.pos..end)
-            .ok_or(DecodeError::Truncated)?;
-        self.pos = end;
-        Ok(s)
-    }
-
-    fn be(&mut self, n: usize) -> Result<u64, DecodeError> {
-        Ok(self
-            .take(n)?
-            .iter()
-            .fold(0u64, |a, b| (a << 8) | u64::from(*b)))
-    }
-
-    fn left(&self) -> usize {
-        self.bytes.len() - self.pos
+        if n > self.rest.len() {
+            return Err(DecodeError::Truncated);
+        }
+        let (taken, rest) = self.rest.split_at(n);
+        self.rest = rest;
+        Ok(taken)
     }
 
     /// A count of elements each taking at least `min_bytes`, checked against the input.
-    fn count(&mut self, n: usize, min_bytes: usize) -> Result<usize, DecodeError> {
-        let len = self.be(n)? as usize;
-        if len.saturating_mul(min_bytes) > self.left() {
+    fn count(&self, len: u32, min_bytes: usize) -> Result<usize, DecodeError> {
+        let len = len as usize;
+        if len.saturating_mul(min_bytes) > self.rest.len() {
             return Err(DecodeError::Truncated);
         }
         Ok(len)
     }
 
     fn value(&mut self, depth: usize) -> Result<Value, DecodeError> {
-        let b = self.take(1)?[0];
-        Ok(match b {
-            0x00..=0x7f => Value::UInt(u64::from(b)),
-            0x80..=0x8f => self.map((b & 0x0f) as usize, depth)?,
-            0x90..=0x9f => self.array((b & 0x0f) as usize, depth)?,
-            0xa0..=0xbf => self.str((b & 0x1f) as usize)?,
-            0xc0 => Value::Nil,
-            0xc1 => return Err(DecodeError::Reserved(b)),
-            0xc2 => Value::Bool(false),
-            0xc3 => Value::Bool(true),
-            0xc4..=0xc6 => {
-                let n = self.count(1 << (b - 0xc4), 1)?;
-                Value::Bin(self.take(n)?.to_vec())
+        let marker = read_marker(&mut self.rest).map_err(|_| DecodeError::Truncated)?;
+        let rd = &mut self.rest;
+        Ok(match marker {
+            Marker::FixPos(v) => Value::UInt(u64::from(v)),
+            Marker::FixNeg(v) => Value::Int(i64::from(v)),
+            Marker::Null => Value::Nil,
+            Marker::Reserved => return Err(DecodeError::Reserved(0xc1)),
+            Marker::False => Value::Bool(false),
+            Marker::True => Value::Bool(true),
+            Marker::U8 => Value::UInt(u64::from(rd.read_data_u8()?)),
+            Marker::U16 => Value::UInt(u64::from(rd.read_data_u16()?)),
+            Marker::U32 => Value::UInt(u64::from(rd.read_data_u32()?)),
+            Marker::U64 => Value::UInt(rd.read_data_u64()?),
+            Marker::I8 => signed(i64::from(rd.read_data_i8()?)),
+            Marker::I16 => signed(i64::from(rd.read_data_i16()?)),
+            Marker::I32 => signed(i64::from(rd.read_data_i32()?)),
+            Marker::I64 => signed(rd.read_data_i64()?),
+            Marker::F32 => Value::Float(f64::from(rd.read_data_f32()?)),
+            Marker::F64 => Value::Float(rd.read_data_f64()?),
+            Marker::FixStr(n) => self.str(usize::from(n))?,
+            Marker::Str8 => {
+                let n = u32::from(rd.read_data_u8()?);
+                self.str(self.count(n, 1)?)?
             }
-            0xc7..=0xc9 => {
-                let n = self.count(1 << (b - 0xc7), 1)?;
-                let ty = self.take(1)?[0] as i8;
-                Value::Ext(ty, self.take(n)?.to_vec())
+            Marker::Str16 => {
+                let n = u32::from(rd.read_data_u16()?);
+                self.str(self.count(n, 1)?)?
             }
-            0xca => Value::Float(f64::from(f32::from_bits(self.be(4)? as u32))),
-            0xcb => Value::Float(f64::from_bits(self.be(8)?)),
-            0xcc..=0xcf => Value::UInt(self.be(1 << (b - 0xcc))?),
-            0xd0 => Value::Int(i64::from(self.be(1)? as u8 as i8)),
-            0xd1 => Value::Int(i64::from(self.be(2)? as u16 as i16)),
-            0xd2 => Value::Int(i64::from(self.be(4)? as u32 as i32)),
-            0xd3 => Value::Int(self.be(8)? as i64),
-            0xd4..=0xd8 => {
-                let ty = self.take(1)?[0] as i8;
-                Value::Ext(ty, self.take(1 << (b - 0xd4))?.to_vec())
+            Marker::Str32 => {
+                let n = rd.read_data_u32()?;
+                self.str(self.count(n, 1)?)?
             }
-            0xd9..=0xdb => {
-                let n = self.count(1 << (b - 0xd9), 1)?;
-                self.str(n)?
+            Marker::Bin8 => {
+                let n = u32::from(rd.read_data_u8()?);
+                Value::Bin(self.take(self.count(n, 1)?)?.to_vec())
             }
-            0xdc | 0xdd => {
-                let n = self.count(2 << (b - 0xdc), 1)?;
-                self.array(n, depth)?
+            Marker::Bin16 => {
+                let n = u32::from(rd.read_data_u16()?);
+                Value::Bin(self.take(self.count(n, 1)?)?.to_vec())
             }
-            0xde | 0xdf => {
-                let n = self.count(2 << (b - 0xde), 2)?;
-                self.map(n, depth)?
+            Marker::Bin32 => {
+                let n = rd.read_data_u32()?;
+                Value::Bin(self.take(self.count(n, 1)?)?.to_vec())
             }
-            0xe0..=0xff => Value::Int(i64::from(b as i8)),
-        })
-        .map(|v| match v {
-            // Non-negative values of signed types read as unsigned, as msgpack-c does.
-            Value::Int(i) if i >= 0 => Value::UInt(i as u64),
-            v => v,
+            Marker::FixExt1 => self.ext(1)?,
+            Marker::FixExt2 => self.ext(2)?,
+            Marker::FixExt4 => self.ext(4)?,
+            Marker::FixExt8 => self.ext(8)?,
+            Marker::FixExt16 => self.ext(16)?,
+            Marker::Ext8 => {
+                let n = u32::from(rd.read_data_u8()?);
+                self.ext(self.count(n, 1)?)?
+            }
+            Marker::Ext16 => {
+                let n = u32::from(rd.read_data_u16()?);
+                self.ext(self.count(n, 1)?)?
+            }
+            Marker::Ext32 => {
+                let n = rd.read_data_u32()?;
+                self.ext(self.count(n, 1)?)?
+            }
+            Marker::FixArray(n) => self.array(usize::from(n), depth)?,
+            Marker::Array16 => {
+                let n = u32::from(rd.read_data_u16()?);
+                self.array(self.count(n, 1)?, depth)?
+            }
+            Marker::Array32 => {
+                let n = rd.read_data_u32()?;
+                self.array(self.count(n, 1)?, depth)?
+            }
+            Marker::FixMap(n) => self.map(usize::from(n), depth)?,
+            Marker::Map16 => {
+                let n = u32::from(rd.read_data_u16()?);
+                self.map(self.count(n, 2)?, depth)?
+            }
+            Marker::Map32 => {
+                let n = rd.read_data_u32()?;
+                self.map(self.count(n, 2)?, depth)?
+            }
         })
     }
 
@@ -200,11 +229,17 @@ impl<'a> Reader<'a> {
         ))
     }
 
+    /// An extension: its type byte, then `n` bytes.
+    fn ext(&mut self, n: usize) -> Result<Value, DecodeError> {
+        let ty = self.take(1)?[0] as i8;
+        Ok(Value::Ext(ty, self.take(n)?.to_vec()))
+    }
+
     fn array(&mut self, n: usize, depth: usize) -> Result<Value, DecodeError> {
         if depth >= MAX_DEPTH {
             return Err(DecodeError::TooDeep);
         }
-        if n > self.left() {
+        if n > self.rest.len() {
             return Err(DecodeError::Truncated);
         }
         let mut items = Vec::with_capacity(n);
@@ -218,7 +253,7 @@ impl<'a> Reader<'a> {
         if depth >= MAX_DEPTH {
             return Err(DecodeError::TooDeep);
         }
-        if n.saturating_mul(2) > self.left() {
+        if n.saturating_mul(2) > self.rest.len() {
             return Err(DecodeError::Truncated);
         }
         let mut entries = Vec::with_capacity(n);
@@ -228,6 +263,15 @@ impl<'a> Reader<'a> {
             entries.push((k, v));
         }
         Ok(Value::Map(entries))
+    }
+}
+
+/// A signed integer; non-negative ones read as unsigned, as msgpack-c does.
+fn signed(v: i64) -> Value {
+    if v >= 0 {
+        Value::UInt(v as u64)
+    } else {
+        Value::Int(v)
     }
 }
 

@@ -5,17 +5,15 @@
 
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::json;
 
 use super::index::medium;
 use super::instances::{InstanceSpec, Role};
+use super::json_reply::{error, json_reply, parse, MAX_HASHES};
 use super::scheduler::{Completion, Refusal, ScheduleRequest};
 use super::{indexer, report, Conductor};
 use crate::runtime::http_server::{HttpHandler, HttpReply};
-
-/// Most block hashes in one request or report.
-pub const MAX_HASHES: usize = 1 << 20;
 
 /// Serves the HTTP API of one conductor.
 #[derive(Debug, Clone)]
@@ -65,25 +63,6 @@ fn origin_path(target: &str) -> &str {
         None => target,
     };
     target.split(['?', '#']).next().unwrap_or("/")
-}
-
-/// A JSON reply.
-pub fn json_reply<T: Serialize + ?Sized>(status: u16, value: &T) -> HttpReply {
-    HttpReply {
-        status,
-        content_type: "application/json",
-        body: serde_json::to_vec(value).unwrap_or_default(),
-    }
-}
-
-/// An error reply: `{"error": message}`.
-pub fn error(status: u16, message: &str) -> HttpReply {
-    json_reply(status, &json!({ "error": message }))
-}
-
-/// Parses a JSON body, or the 400 that says why it cannot be.
-pub fn parse<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, HttpReply> {
-    serde_json::from_slice(body).map_err(|e| error(400, &format!("bad request body: {e}")))
 }
 
 /// Refuses non-finite or negative times.

@@ -7,9 +7,9 @@
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::api::{error, json_reply, parse, MAX_HASHES};
 use super::events::KeyReader;
 use super::index::{medium, Slot};
+use super::json_reply::{error, json_reply, parse, MAX_HASHES};
 use super::sources::SourceSpec;
 use super::Conductor;
 use crate::runtime::http_server::HttpReply;

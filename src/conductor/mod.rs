@@ -7,9 +7,9 @@
 //! be met.
 //!
 //! [`scheduler`] decides, [`index`] and [`instances`] hold the state, [`predict`]
-//! learns, [`api`] is the HTTP contract (with [`report`]), [`indexer`] the indexer API
-//! of upstream's design documents, [`events`] reads KV-event payloads and [`sources`]
-//! subscribes to their publishers.
+//! learns, [`api`] is the HTTP contract (with [`report`] and [`json_reply`]),
+//! [`indexer`] the indexer API of upstream's design documents, [`events`] reads
+//! KV-event payloads and [`sources`] subscribes to their publishers.
 
 pub mod api;
 pub mod config;
@@ -17,6 +17,7 @@ pub mod events;
 pub mod index;
 pub mod indexer;
 pub mod instances;
+pub mod json_reply;
 pub mod predict;
 pub mod report;
 pub mod scheduler;

@@ -284,7 +284,10 @@ fn read_line(
     Ok(())
 }
 
-/// Reads and checks one request head (request line and headers, within [`MAX_HEAD_BYTES`]).
+/// Reads and checks one request head (request line and headers, within
+/// [`MAX_HEAD_BYTES`] and [`MAX_HEADERS`]). Our loop reads the lines under those
+/// limits; `httparse` parses them. A bad request line is answered before any header
+/// is read.
 pub(crate) fn read_head(reader: &mut impl BufRead) -> std::result::Result<Head, ReadFail> {
     let mut budget = MAX_HEAD_BYTES;
     let mut line = Vec::new();
@@ -295,26 +298,63 @@ pub(crate) fn read_head(reader: &mut impl BufRead) -> std::result::Result<Head, 
             break;
         }
     }
+    let mut raw = Vec::with_capacity(1024);
+    raw.extend_from_slice(&line);
+    raw.extend_from_slice(b"\r\n");
+    // The request line alone parses as a partial request, or fails as it is.
+    parse_head(&raw, &mut [])?;
+    let mut count = 0usize;
+    loop {
+        read_line(reader, &mut line, &mut budget)?;
+        raw.extend_from_slice(&line);
+        raw.extend_from_slice(b"\r\n");
+        if line.is_empty() {
+            break;
+        }
+        count += 1;
+        if count > MAX_HEADERS {
+            return Err(ReadFail::Reply(431, "Too many headers"));
+        }
+    }
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    parse_head(&raw, &mut headers)?.ok_or(ReadFail::Reply(400, "Bad request"))
+}
+
+/// Parses a request head with `httparse` (into `headers`) and reads the headers that
+/// frame the body; `None` while `raw` holds only the request line.
+fn parse_head<'b>(
+    raw: &'b [u8],
+    headers: &mut [httparse::Header<'b>],
+) -> std::result::Result<Option<Head>, ReadFail> {
     let bad = ReadFail::Reply(400, "Bad request");
-    let request_line =
-        std::str::from_utf8(&line).map_err(|_| ReadFail::Reply(400, "Bad request"))?;
-    let mut parts = request_line.split(' ');
-    let (Some(method), Some(target), Some(version), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
+    let mut request = httparse::Request::new(headers);
+    match request.parse(raw) {
+        Ok(httparse::Status::Complete(_)) => {}
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(httparse::Error::Version) => {
+            let request_line = raw.split(|&b| b == b'\r').next().unwrap_or_default();
+            let version = request_line.splitn(3, |&b| b == b' ').nth(2);
+            if version.is_some_and(|v| v.starts_with(b"HTTP/")) {
+                return Err(ReadFail::Reply(505, "HTTP version not supported"));
+            }
+            return Err(bad);
+        }
+        Err(httparse::Error::TooManyHeaders) => {
+            return Err(ReadFail::Reply(431, "Too many headers"))
+        }
+        Err(httparse::Error::HeaderName | httparse::Error::HeaderValue) => {
+            return Err(ReadFail::Reply(400, "Bad header"))
+        }
+        Err(_) => return Err(bad),
+    }
+    let (Some(method), Some(target), Some(minor)) = (request.method, request.path, request.version)
     else {
         return Err(bad);
     };
     if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphabetic()) || target.is_empty() {
         return Err(bad);
     }
-    let http11 = match version {
-        "HTTP/1.1" => true,
-        "HTTP/1.0" => false,
-        v if v.starts_with("HTTP/") => {
-            return Err(ReadFail::Reply(505, "HTTP version not supported"))
-        }
-        _ => return Err(bad),
-    };
+    let http11 = minor == 1;
     let mut head = Head {
         method: method.to_string(),
         target: target.to_string(),
@@ -324,23 +364,10 @@ pub(crate) fn read_head(reader: &mut impl BufRead) -> std::result::Result<Head, 
         expect_continue: false,
     };
     let mut transfer_encoding = false;
-    let mut count = 0usize;
-    loop {
-        read_line(reader, &mut line, &mut budget)?;
-        if line.is_empty() {
-            break;
-        }
-        count += 1;
-        if count > MAX_HEADERS {
-            return Err(ReadFail::Reply(431, "Too many headers"));
-        }
-        let text = std::str::from_utf8(&line).map_err(|_| ReadFail::Reply(400, "Bad header"))?;
-        let Some((name, value)) = text.split_once(':') else {
-            return Err(ReadFail::Reply(400, "Bad header"));
-        };
-        if name.is_empty() || name.ends_with([' ', '\t']) {
-            return Err(ReadFail::Reply(400, "Bad header"));
-        }
+    for header in request.headers.iter() {
+        let name = header.name;
+        let value =
+            std::str::from_utf8(header.value).map_err(|_| ReadFail::Reply(400, "Bad header"))?;
         let value = value.trim_matches([' ', '\t']);
         if name.eq_ignore_ascii_case("content-length") {
             if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
@@ -382,7 +409,7 @@ pub(crate) fn read_head(reader: &mut impl BufRead) -> std::result::Result<Head, 
             "Both Transfer-Encoding and Content-Length",
         ));
     }
-    Ok(head)
+    Ok(Some(head))
 }
 
 /// Reads the body `head` announces (at most [`MAX_BODY_BYTES`]), answering

@@ -4,6 +4,12 @@
 use serde_json::{json, Value};
 use std::time::Duration;
 
+use mooncake::conductor::api::Api;
+use mooncake::conductor::{Conductor, ConductorConfig};
+use mooncake::runtime::http_server::HttpServer;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
 /// What the conductor answered to a schedule call.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decision {
@@ -149,4 +155,14 @@ impl Http {
         let text = r.into_string().map_err(|e| e.to_string())?;
         serde_json::from_str(&text).map_err(|e| format!("GET {url}: {e}"))
     }
+}
+
+/// A conductor in this process, serving HTTP on a free port.
+pub(crate) fn start_conductor(config: ConductorConfig) -> Result<(HttpServer, String), String> {
+    let conductor = Conductor::new(config);
+    let addr: SocketAddr = "127.0.0.1:0".parse().expect("literal address");
+    let server = HttpServer::start(addr, "conductor", Arc::new(Api(conductor)))
+        .map_err(|e| e.to_string())?;
+    let base = format!("http://{}", server.local_addr());
+    Ok((server, base))
 }

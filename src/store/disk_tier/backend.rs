@@ -63,87 +63,10 @@ fn bucket_path(dir: &Path, id: u64) -> PathBuf {
     dir.join(format!("{id}.bucket"))
 }
 
-/// Byte-at-a-time lookup tables of CRC-32C (Castagnoli), for slicing by 8.
-const CRC_TABLES: [[u32; 256]; 8] = crc_tables();
-
-const fn crc_tables() -> [[u32; 256]; 8] {
-    let mut t = [[0u32; 256]; 8];
-    let mut i = 0;
-    while i < 256 {
-        let mut crc = i as u32;
-        let mut bit = 0;
-        while bit < 8 {
-            crc = (crc >> 1) ^ (0x82F6_3B78 & (crc & 1).wrapping_neg());
-            bit += 1;
-        }
-        t[0][i] = crc;
-        i += 1;
-    }
-    let mut k = 1;
-    while k < 8 {
-        let mut i = 0;
-        while i < 256 {
-            let prev = t[k - 1][i];
-            t[k][i] = (prev >> 8) ^ t[0][(prev & 0xff) as usize];
-            i += 1;
-        }
-        k += 1;
-    }
-    t
-}
-
-/// CRC-32C (Castagnoli) of `data`: the CPU's instruction where it has one (x86-64
-/// SSE4.2), else tables eight bytes per step.
+/// CRC-32C (Castagnoli) of `data`, from the `crc32c` crate: the CPU's instruction where
+/// it has one (x86-64 SSE4.2, aarch64 CRC), else tables.
 pub(crate) fn crc32c(data: &[u8]) -> u32 {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("sse4.2") {
-        // SAFETY: the CPU supports SSE4.2, checked just above.
-        return unsafe { crc32c_sse42(data) };
-    }
-    crc32c_tables(data)
-}
-
-/// CRC-32C with the SSE4.2 `crc32` instruction, eight bytes per step.
-///
-/// # Safety
-/// The CPU must support SSE4.2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "sse4.2")]
-unsafe fn crc32c_sse42(data: &[u8]) -> u32 {
-    use std::arch::x86_64::{_mm_crc32_u64, _mm_crc32_u8};
-    let mut crc = u64::from(!0u32);
-    let mut chunks = data.chunks_exact(8);
-    for c in &mut chunks {
-        let word = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-        crc = _mm_crc32_u64(crc, word);
-    }
-    let mut crc = crc as u32;
-    for &b in chunks.remainder() {
-        crc = _mm_crc32_u8(crc, b);
-    }
-    !crc
-}
-
-/// CRC-32C from lookup tables, eight bytes per step.
-fn crc32c_tables(data: &[u8]) -> u32 {
-    let t = &CRC_TABLES;
-    let mut crc = !0u32;
-    let mut chunks = data.chunks_exact(8);
-    for c in &mut chunks {
-        let lo = crc ^ u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-        crc = t[7][(lo & 0xff) as usize]
-            ^ t[6][((lo >> 8) & 0xff) as usize]
-            ^ t[5][((lo >> 16) & 0xff) as usize]
-            ^ t[4][(lo >> 24) as usize]
-            ^ t[3][c[4] as usize]
-            ^ t[2][c[5] as usize]
-            ^ t[1][c[6] as usize]
-            ^ t[0][c[7] as usize];
-    }
-    for &b in chunks.remainder() {
-        crc = (crc >> 8) ^ t[0][((crc ^ u32::from(b)) & 0xff) as usize];
-    }
-    !crc
+    ::crc32c::crc32c(data)
 }
 
 impl DiskStore {
@@ -467,11 +390,7 @@ mod tests {
         let data: Vec<u8> = (0..100u32).map(|i| (i * 37 + 11) as u8).collect();
         for len in 0..data.len() {
             assert_eq!(crc32c(&data[..len]), bitwise(&data[..len]), "length {len}");
-            assert_eq!(
-                crc32c_tables(&data[..len]),
-                bitwise(&data[..len]),
-                "length {len}"
-            );
+            assert_eq!(crc32c(&data[len..]), bitwise(&data[len..]), "from {len}");
         }
     }
 
