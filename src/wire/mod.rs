@@ -3,6 +3,9 @@
 //!
 //! * [`struct_pack`]: the codec (type literals, hashes, payloads).
 //! * [`coro_rpc`]: headers, function ids, the method table, frame I/O.
+//! * [`master_rpcs`]: the RPC table, each master RPC declared once; the traits, the
+//!   codec's markers, the client stubs, the dispatch arms and the forwarders are made
+//!   from it ([`wire_arg`] converts the arguments).
 //! * [`codec`]: encodings of the [`master_api`] types and every RPC's signature.
 //! * [`disk_tier_api`]: the disk-tier RPCs ([`disk_tier_api::DiskTierApi`]).
 //! * [`dispatch`]: the server side (decode, call a [`master_api::MasterApi`], encode).
@@ -12,12 +15,13 @@
 pub mod codec;
 pub mod coro_rpc;
 pub mod disk_tier_api;
-mod disk_tier_client;
 pub mod dispatch;
 pub mod master_api;
+pub(crate) mod master_rpcs;
 pub mod offload_rpc;
 pub mod rpc_client;
 pub mod struct_pack;
+pub mod wire_arg;
 
 #[cfg(test)]
 mod codec_tests;
