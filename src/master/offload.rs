@@ -18,7 +18,7 @@
 
 use super::kv_events::Medium;
 use super::local_disk::{DiskRef, DiskReplica, ObjectKey};
-use super::objects::Object;
+use super::object::Object;
 use super::{DiskTierHandlers, MasterService};
 use crate::host::addr::parse_host_port;
 use crate::wire::disk_tier_api::*;

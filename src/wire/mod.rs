@@ -21,6 +21,7 @@ pub(crate) mod master_rpcs;
 pub mod offload_rpc;
 pub mod rpc_client;
 pub mod struct_pack;
+mod struct_pack_std;
 pub mod wire_arg;
 
 #[cfg(test)]
