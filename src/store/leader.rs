@@ -17,6 +17,7 @@ use crate::metadata::MetadataStore;
 use crate::wire::disk_tier_api::*;
 use crate::wire::master_api::*;
 use crate::wire::master_rpcs::master_rpcs;
+use crate::wire::master_view::master_view_key;
 use crate::wire::rpc_client::MasterRpcClient;
 use parking_lot::{Mutex, RwLock};
 use std::sync::{Arc, Weak};
@@ -26,7 +27,6 @@ use std::time::{Duration, Instant};
 const VIEW_POLL: Duration = Duration::from_millis(100);
 /// How often the watcher checks the view for a change.
 const WATCH_PERIOD: Duration = Duration::from_secs(1);
-pub use crate::master::ha::election::DEFAULT_CLUSTER_ID;
 
 /// The `master_view` key of a cluster in etcd or Redis.
 pub struct MasterView {
@@ -51,7 +51,7 @@ impl MasterView {
         })?;
         Ok(MasterView {
             store,
-            key: format!("mooncake-store/{cluster_id}/master_view"),
+            key: master_view_key(cluster_id),
         })
     }
 

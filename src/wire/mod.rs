@@ -9,6 +9,8 @@
 //! * [`codec`]: encodings of the [`master_api`] types and every RPC's signature.
 //! * [`disk_tier_api`]: the disk-tier RPCs ([`disk_tier_api::DiskTierApi`]).
 //! * [`dispatch`]: the server side (decode, call a [`master_api::MasterApi`], encode).
+//! * [`kv_key_hash`]: the block hash a store key stands for (KV events, conductor).
+//! * [`master_view`]: where an HA cluster names its leader (master and clients).
 //! * [`offload_rpc`]: the RPCs a client's SSD tier serves to readers.
 //! * [`rpc_client`]: [`rpc_client::MasterRpcClient`], a `MasterApi` over TCP.
 
@@ -16,7 +18,9 @@ pub mod codec;
 pub mod coro_rpc;
 pub mod disk_tier_api;
 pub mod dispatch;
+pub mod kv_key_hash;
 pub mod master_api;
+pub mod master_view;
 pub(crate) mod master_rpcs;
 pub mod offload_rpc;
 pub mod rpc_client;

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::{Condvar, Mutex};
 
-use super::key_hash::seq_hash;
+use crate::wire::kv_key_hash::seq_hash;
 use super::payload::{encode_batch, Numbered, PendingEvent, Shape};
 
 /// Most events in one published batch (upstream's `kMaxBatchSize`).
