@@ -49,8 +49,8 @@ use crate::wire::disk_tier_api::{
 };
 use crate::wire::master_api::{
     ErrorCode, GetReplicaListResponse, MasterApi, MasterResult, ObjectMeta, PingResponse,
-    ReplicaDescriptor, ReplicaType, ReplicateConfig, Segment, StorageConfig, TaskAssignment,
-    Uuid, DEFAULT_TENANT,
+    ReplicaDescriptor, ReplicaType, ReplicateConfig, Segment, StorageConfig, TaskAssignment, Uuid,
+    DEFAULT_TENANT,
 };
 use crate::wire::master_rpcs::{master_rpcs, trait_method};
 use kv_events::KvEvents;

@@ -6,9 +6,7 @@ use super::ha::record::{DiskReplicaState, ObjectState, ReplicaState};
 use super::local_disk::DiskReplica;
 use super::replica::{Replica, Replicas};
 use super::segments::Buffer;
-use crate::wire::master_api::{
-    ErrorCode, ReplicaDescriptor, ReplicaStatus, SoftPinAction, Uuid,
-};
+use crate::wire::master_api::{ErrorCode, ReplicaDescriptor, ReplicaStatus, SoftPinAction, Uuid};
 
 /// A soft-pin request waiting for the object's first COMPLETE replica.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

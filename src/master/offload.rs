@@ -240,14 +240,12 @@ impl DiskTierHandlers for MasterService {
     }
 
     fn poll_remove_all(&self, client: Uuid) -> MasterResult<bool> {
-        self
-            .check_offload_enabled()
+        self.check_offload_enabled()
             .and_then(|()| self.local_disks.poll_remove_all(client))
     }
 
     fn report_ssd_capacity(&self, client: Uuid, bytes: i64) -> MasterResult<()> {
-        self
-            .check_offload_enabled()
+        self.check_offload_enabled()
             .and_then(|()| self.local_disks.set_capacity(client, bytes))
     }
 
@@ -275,8 +273,7 @@ impl DiskTierHandlers for MasterService {
 
     fn promotion_object_heartbeat(&self, client: Uuid) -> MasterResult<Vec<PromotionTaskItem>> {
         let max = usize::try_from(self.config.promotion_max_per_heartbeat).unwrap_or(usize::MAX);
-        self
-            .check_offload_enabled()
+        self.check_offload_enabled()
             .and_then(|()| self.local_disks.drain_promotions(client, max))
     }
 
@@ -288,20 +285,17 @@ impl DiskTierHandlers for MasterService {
         size: u64,
         preferred_segments: &[String],
     ) -> MasterResult<PromotionAllocation> {
-        self
-            .check_offload_enabled()
+        self.check_offload_enabled()
             .and_then(|()| self.promotion_start(client, key, tenant, size, preferred_segments))
     }
 
     fn notify_promotion_success(&self, client: Uuid, key: &str, tenant: &str) -> MasterResult<()> {
-        self
-            .check_offload_enabled()
+        self.check_offload_enabled()
             .and_then(|()| self.promotion_end(client, key, tenant, true))
     }
 
     fn notify_promotion_failure(&self, client: Uuid, key: &str, tenant: &str) -> MasterResult<()> {
-        self
-            .check_offload_enabled()
+        self.check_offload_enabled()
             .and_then(|()| self.promotion_end(client, key, tenant, false))
     }
 
@@ -312,8 +306,7 @@ impl DiskTierHandlers for MasterService {
         tenant: &str,
         kind: ReplicaType,
     ) -> MasterResult<()> {
-        self
-            .check_offload_enabled()
+        self.check_offload_enabled()
             .and_then(|()| self.evict_disk_copy(client, key, tenant, kind))
     }
 

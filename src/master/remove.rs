@@ -5,8 +5,8 @@
 
 use super::kv_events::Medium;
 use super::objects::NUM_SHARDS;
-use super::replica::Replica;
 use super::read::compile_regex;
+use super::replica::Replica;
 use super::MasterService;
 use crate::wire::master_api::{ErrorCode, MasterResult, ReplicaStatus, Uuid};
 

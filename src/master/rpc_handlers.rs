@@ -8,8 +8,8 @@
 use super::{MasterHandlers, MasterService};
 use crate::wire::master_api::{
     ClientStatus, ErrorCode, GetReplicaListResponse, MasterResult, ObjectMeta, PingResponse,
-    ReplicaDescriptor, ReplicaType, ReplicateConfig, Segment, StorageConfig, TaskAssignment,
-    Uuid, SERVICE_VERSION,
+    ReplicaDescriptor, ReplicaType, ReplicateConfig, Segment, StorageConfig, TaskAssignment, Uuid,
+    SERVICE_VERSION,
 };
 use std::sync::atomic::Ordering;
 
@@ -69,8 +69,7 @@ impl MasterHandlers for MasterService {
         let deadline = self
             .now()
             .saturating_add(grace_ms.saturating_mul(1_000_000));
-        self
-            .segments
+        self.segments
             .begin_graceful_unmount(segment_id, client, deadline)
     }
 

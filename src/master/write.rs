@@ -7,8 +7,8 @@ use super::config::{MemoryAllocator, CACHELIB_MAX_OBJECT_SIZE};
 use super::kv_events::Medium;
 use super::object::{Object, PendingPin, MAX_OBJECT_SIZE};
 use super::objects::ShardGuard;
-use super::replica::{Replica, Replicas};
 use super::placement::{place, random_index};
+use super::replica::{Replica, Replicas};
 use super::segments::Segments;
 use super::MasterService;
 use crate::wire::master_api::{

@@ -6,9 +6,9 @@
 //! and alignment (`fd 04 04 89 89 ff`). Enums travel as their underlying integer.
 
 use super::coro_rpc::Method;
-use super::master_rpcs::master_rpcs;
 use super::disk_tier_api::*;
 use super::master_api::*;
+use super::master_rpcs::master_rpcs;
 use super::offload_rpc::BatchGetOffloadObjectResponse;
 use super::struct_pack::{
     self, size_literal, DecodeError, DecodeResult, Map, Pack, Reader, Writer, T_END, T_I32,

@@ -10,8 +10,8 @@
 
 use super::codec::{self, rpc, Rpc};
 use super::coro_rpc::{self, Method};
-use super::master_rpcs::master_rpcs;
 use super::master_api::{MasterApi, MasterResult};
+use super::master_rpcs::master_rpcs;
 use super::struct_pack::{self, Map};
 use super::wire_arg::WireArg;
 use std::io::{self, BufReader, BufWriter, Write};

@@ -3,8 +3,8 @@
 //! (argument lists; a single argument is flattened).
 
 use super::struct_pack::{
-    DecodeError, DecodeResult, Pack, Reader, Writer, T_BOOL, T_CHAR, T_EXPECTED, T_I16, T_I32,
-    T_I64, T_I8, T_OPTIONAL, T_STRING, T_STRUCT, T_END, T_U16, T_U32, T_U64, T_U8, T_VECTOR,
+    DecodeError, DecodeResult, Pack, Reader, Writer, T_BOOL, T_CHAR, T_END, T_EXPECTED, T_I16,
+    T_I32, T_I64, T_I8, T_OPTIONAL, T_STRING, T_STRUCT, T_U16, T_U32, T_U64, T_U8, T_VECTOR,
     T_VOID,
 };
 
