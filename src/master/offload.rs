@@ -317,9 +317,7 @@ impl DiskTierHandlers for MasterService {
         tenant: &str,
         kind: ReplicaType,
     ) -> MasterResult<Vec<MasterResult<()>>> {
-        if let Err(e) = self.check_offload_enabled() {
-            return Err(e);
-        }
+        self.check_offload_enabled()?;
         let results = keys
             .iter()
             .map(|k| self.evict_disk_copy(client, k, tenant, kind))
