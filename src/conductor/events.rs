@@ -7,7 +7,7 @@ use regex::Regex;
 
 use super::index::medium;
 use crate::codec::msgpack_decode::{decode, Value};
-use crate::master::kv_events::key_hash::seq_hash;
+use crate::wire::kv_key_hash::seq_hash;
 
 /// What a KV event says.
 #[derive(Debug, Clone, PartialEq, Eq)]

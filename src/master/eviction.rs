@@ -26,7 +26,8 @@
 
 use std::sync::atomic::Ordering;
 
-use super::objects::{Object, ShardGuard, NUM_SHARDS};
+use super::object::Object;
+use super::objects::{ShardGuard, NUM_SHARDS};
 use super::segments::Buffer;
 use super::MasterService;
 use crate::wire::master_api::ReplicaStatus;

@@ -18,13 +18,16 @@ pub mod ha;
 pub mod kv_events;
 mod local_disk;
 mod metrics;
+mod object;
 mod objects;
 mod offload;
 mod placement;
 mod promotion;
 mod read;
 mod remove;
+mod replica;
 mod room;
+mod rpc_handlers;
 pub mod rpc_server;
 mod segments;
 mod write;
@@ -41,12 +44,15 @@ pub use local_disk::LocalDiskSummary;
 pub use metrics::{MasterMetrics, RpcMetric};
 pub use segments::SegmentSummary;
 
-use crate::wire::disk_tier_api::DiskTierApi;
-use crate::wire::master_api::{
-    ClientStatus, ErrorCode, GetReplicaListResponse, MasterApi, MasterResult, ObjectMeta,
-    PingResponse, ReplicaDescriptor, ReplicaType, ReplicateConfig, Segment, StorageConfig,
-    TaskAssignment, Uuid, DEFAULT_TENANT, SERVICE_VERSION,
+use crate::wire::disk_tier_api::{
+    DiskTierApi, OffloadTaskItem, PromotionAllocation, PromotionTaskItem, StorageObjectMetadata,
 };
+use crate::wire::master_api::{
+    ErrorCode, GetReplicaListResponse, MasterApi, MasterResult, ObjectMeta, PingResponse,
+    ReplicaDescriptor, ReplicaType, ReplicateConfig, Segment, StorageConfig, TaskAssignment, Uuid,
+    DEFAULT_TENANT,
+};
+use crate::wire::master_rpcs::{master_rpcs, trait_method};
 use kv_events::KvEvents;
 use metrics::{Metrics, Rpc};
 use objects::ObjectTable;
@@ -306,359 +312,66 @@ impl rpc_server::ConnectionEvents for MasterService {
     }
 }
 
-impl MasterApi for MasterService {
-    /// Waits until what this thread's requests changed is held by every standby in
-    /// sync and the snapshot (see `ha::changelog`).
-    fn before_reply(&self) {
-        self.log.wait_durable();
-    }
-
-    fn serving(&self) -> bool {
-        self.is_serving()
-    }
-
-    fn disk_tier(&self) -> Option<&dyn DiskTierApi> {
-        Some(self)
-    }
-
-    fn service_ready(&self) -> MasterResult<String> {
-        self.counted(Rpc::ServiceReady, Ok(SERVICE_VERSION.to_string()))
-    }
-
-    fn get_storage_config(&self) -> MasterResult<StorageConfig> {
-        let cfg = StorageConfig {
-            fsdir: String::new(),
-            enable_disk_eviction: true,
-            quota_bytes: 0,
-        };
-        self.counted(Rpc::GetStorageConfig, Ok(cfg))
-    }
-
-    fn get_fsdir(&self) -> MasterResult<String> {
-        self.counted(Rpc::GetFsdir, Ok(String::new()))
-    }
-
-    fn mount_segment(&self, segment: &Segment, client: Uuid) -> MasterResult<()> {
-        self.clients.touch(client, self.now(), self.client_ttl_ns);
-        let r = self.segments.mount(segment, client);
-        self.counted(Rpc::MountSegment, r)
-    }
-
-    fn remount_segment(&self, segments: &[Segment], client: Uuid) -> MasterResult<()> {
-        let r = (|| {
-            // Start (or restart) the client's liveness clock, as a mount does: a client
-            // that remounts and dies before its next ping must still expire.
-            self.clients.touch(client, self.now(), self.client_ttl_ns);
-            for s in segments {
-                self.segments.validate_remount(s, client)?;
-            }
-            for s in segments {
-                match self.segments.mount(s, client) {
-                    Ok(()) | Err(ErrorCode::INVALID_PARAMS) => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            self.clients.mark_ok(client);
-            Ok(())
-        })();
-        self.counted(Rpc::ReMountSegment, r)
-    }
-
-    fn unmount_segment(&self, segment_id: Uuid, _client: Uuid) -> MasterResult<()> {
-        if self.segments.unmount(segment_id).is_some() {
-            self.sweep_dead_replicas();
+/// One row of the RPC table as the counting wrapper around its handler: the
+/// `master_<rpc>_requests_total` / `_failures_total` counters (a batch counts each
+/// input; a batch that failed as a whole counts once).
+macro_rules! counted_row {
+    ($handlers:ident, { $(#[$doc:meta])* $m:ident: $args:ty => $wret:ty;
+       [$kind:ident $($count:ident)? $(, $default:ident)?]
+       fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty; }) => {
+        fn $name(&self $(, $arg: $ty)*) -> $ret {
+            let r = <Self as $handlers>::$name(self $(, $arg)*);
+            counted_row!(@$kind self, $m, r)
         }
-        self.counted(Rpc::UnmountSegment, Ok(()))
-    }
-
-    fn graceful_unmount_segment(
-        &self,
-        segment_id: Uuid,
-        client: Uuid,
-        grace_ms: u64,
-    ) -> MasterResult<()> {
-        let deadline = self
-            .now()
-            .saturating_add(grace_ms.saturating_mul(1_000_000));
-        let r = self
-            .segments
-            .begin_graceful_unmount(segment_id, client, deadline);
-        self.counted(Rpc::GracefulUnmountSegment, r)
-    }
-
-    fn ping(&self, client: Uuid) -> MasterResult<PingResponse> {
-        let status: ClientStatus = self.clients.ping(client, self.now(), self.client_ttl_ns);
-        let r = PingResponse {
-            view_version_id: self.view_version.load(Ordering::Relaxed),
-            client_status: status,
-        };
-        self.counted(Rpc::Ping, Ok(r))
-    }
-
-    fn fetch_tasks(&self, _client: Uuid, _batch_size: u64) -> MasterResult<Vec<TaskAssignment>> {
-        self.counted(Rpc::FetchTasks, Ok(Vec::new()))
-    }
-
-    fn exist_key(&self, key: &str, tenant: &str) -> MasterResult<bool> {
-        let r = self.exist_one(key, tenant);
-        self.counted(Rpc::ExistKey, r)
-    }
-
-    fn batch_exist_key(
-        &self,
-        keys: &[String],
-        tenant: &str,
-    ) -> MasterResult<Vec<MasterResult<bool>>> {
-        let v = keys.iter().map(|k| self.exist_one(k, tenant)).collect();
-        self.counted_batch(Rpc::BatchExistKey, v)
-    }
-
-    fn get_replica_list(&self, key: &str, tenant: &str) -> MasterResult<GetReplicaListResponse> {
-        let r = self.get_replica_list_one(key, tenant);
-        self.counted(Rpc::GetReplicaList, r)
-    }
-
-    fn batch_get_replica_list(
-        &self,
-        keys: &[String],
-        tenant: &str,
-    ) -> MasterResult<Vec<MasterResult<GetReplicaListResponse>>> {
-        let v = keys
-            .iter()
-            .map(|k| self.get_replica_list_one(k, tenant))
-            .collect();
-        self.counted_batch(Rpc::BatchGetReplicaList, v)
-    }
-
-    fn get_replica_list_by_regex(
-        &self,
-        regex: &str,
-        tenant: &str,
-    ) -> MasterResult<Vec<(String, Vec<ReplicaDescriptor>)>> {
-        let r = self.get_replica_list_by_regex_impl(regex, tenant);
-        self.counted(Rpc::GetReplicaListByRegex, r)
-    }
-
-    fn batch_begin_read(
-        &self,
-        keys: &[String],
-        tenant: &str,
-    ) -> MasterResult<Vec<MasterResult<GetReplicaListResponse>>> {
-        let v = keys
-            .iter()
-            .map(|k| self.begin_read_one(k, tenant))
-            .collect();
-        self.counted_batch(Rpc::BatchBeginRead, v)
-    }
-
-    fn batch_end_read(
-        &self,
-        keys: &[String],
-        replica_ids: &[u64],
-        tenant: &str,
-    ) -> MasterResult<()> {
-        let r = if keys.len() == replica_ids.len() {
-            for (k, id) in keys.iter().zip(replica_ids) {
-                self.end_read_one(k, *id, tenant);
-            }
-            Ok(())
-        } else {
-            Err(ErrorCode::INVALID_PARAMS)
-        };
-        self.counted(Rpc::BatchEndRead, r)
-    }
-
-    fn put_start(
-        &self,
-        client: Uuid,
-        key: &str,
-        len: u64,
-        config: &ReplicateConfig,
-        tenant: &str,
-    ) -> MasterResult<Vec<ReplicaDescriptor>> {
-        let r = self.put_start_one(client, key, len, config, tenant);
-        self.counted(Rpc::PutStart, r)
-    }
-
-    fn put_end(
-        &self,
-        client: Uuid,
-        meta: &ObjectMeta,
-        kind: ReplicaType,
-        tenant: &str,
-    ) -> MasterResult<()> {
-        let r = self.put_end_one(client, meta, kind, tenant);
-        self.counted(Rpc::PutEnd, r)
-    }
-
-    fn put_revoke(
-        &self,
-        client: Uuid,
-        key: &str,
-        kind: ReplicaType,
-        tenant: &str,
-    ) -> MasterResult<()> {
-        let r = self.put_revoke_one(client, key, kind, tenant);
-        self.counted(Rpc::PutRevoke, r)
-    }
-
-    fn batch_put_start(
-        &self,
-        client: Uuid,
-        keys: &[String],
-        lens: &[u64],
-        config: &ReplicateConfig,
-        tenant: &str,
-    ) -> MasterResult<Vec<MasterResult<Vec<ReplicaDescriptor>>>> {
-        let v = self.batch_start(keys, lens, config, false, |k, l, c| {
-            self.put_start_one(client, k, l, c, tenant)
-        });
-        self.counted_batch(Rpc::BatchPutStart, v)
-    }
-
-    fn batch_put_end(
-        &self,
-        client: Uuid,
-        metas: &[ObjectMeta],
-        kind: ReplicaType,
-        tenant: &str,
-    ) -> MasterResult<Vec<MasterResult<()>>> {
-        let v = metas
-            .iter()
-            .map(|m| self.put_end_one(client, m, kind, tenant))
-            .collect();
-        self.counted_batch(Rpc::BatchPutEnd, v)
-    }
-
-    fn batch_put_revoke(
-        &self,
-        client: Uuid,
-        keys: &[String],
-        kind: ReplicaType,
-        tenant: &str,
-    ) -> MasterResult<Vec<MasterResult<()>>> {
-        let v = keys
-            .iter()
-            .map(|k| self.put_revoke_one(client, k, kind, tenant))
-            .collect();
-        self.counted_batch(Rpc::BatchPutRevoke, v)
-    }
-
-    fn upsert_start(
-        &self,
-        client: Uuid,
-        key: &str,
-        len: u64,
-        config: &ReplicateConfig,
-        tenant: &str,
-    ) -> MasterResult<Vec<ReplicaDescriptor>> {
-        let r = self.upsert_start_one(client, key, len, config, tenant);
-        self.counted(Rpc::UpsertStart, r)
-    }
-
-    fn upsert_end(
-        &self,
-        client: Uuid,
-        meta: &ObjectMeta,
-        kind: ReplicaType,
-        tenant: &str,
-    ) -> MasterResult<()> {
-        let r = self.put_end_one(client, meta, kind, tenant);
-        self.counted(Rpc::UpsertEnd, r)
-    }
-
-    fn upsert_revoke(
-        &self,
-        client: Uuid,
-        key: &str,
-        kind: ReplicaType,
-        tenant: &str,
-    ) -> MasterResult<()> {
-        let r = self.put_revoke_one(client, key, kind, tenant);
-        self.counted(Rpc::UpsertRevoke, r)
-    }
-
-    fn batch_upsert_start(
-        &self,
-        client: Uuid,
-        keys: &[String],
-        lens: &[u64],
-        config: &ReplicateConfig,
-        tenant: &str,
-    ) -> MasterResult<Vec<MasterResult<Vec<ReplicaDescriptor>>>> {
-        let v = self.batch_start(keys, lens, config, true, |k, l, c| {
-            self.upsert_start_one(client, k, l, c, tenant)
-        });
-        self.counted_batch(Rpc::BatchUpsertStart, v)
-    }
-
-    fn batch_upsert_end(
-        &self,
-        client: Uuid,
-        metas: &[ObjectMeta],
-        tenant: &str,
-    ) -> MasterResult<Vec<MasterResult<()>>> {
-        let v = metas
-            .iter()
-            .map(|m| self.put_end_one(client, m, ReplicaType::All, tenant))
-            .collect();
-        self.counted_batch(Rpc::BatchUpsertEnd, v)
-    }
-
-    fn batch_upsert_revoke(
-        &self,
-        client: Uuid,
-        keys: &[String],
-        tenant: &str,
-    ) -> MasterResult<Vec<MasterResult<()>>> {
-        let v = keys
-            .iter()
-            .map(|k| self.put_revoke_one(client, k, ReplicaType::All, tenant))
-            .collect();
-        self.counted_batch(Rpc::BatchUpsertRevoke, v)
-    }
-
-    fn remove(&self, key: &str, force: bool, tenant: &str) -> MasterResult<()> {
-        let r = self.remove_one(key, force, tenant, true);
-        self.counted(Rpc::Remove, r)
-    }
-
-    fn remove_by_regex(&self, regex: &str, force: bool, tenant: &str) -> MasterResult<i64> {
-        let r = self.remove_by_regex_impl(regex, force, tenant);
-        self.counted(Rpc::RemoveByRegex, r)
-    }
-
-    fn remove_all(&self, force: bool, tenant: &str) -> MasterResult<i64> {
-        let n = self.remove_all_impl(force, tenant);
-        self.counted(Rpc::RemoveAll, Ok(n))
-    }
-
-    fn batch_remove(
-        &self,
-        keys: &[String],
-        force: bool,
-        tenant: &str,
-    ) -> MasterResult<Vec<MasterResult<()>>> {
-        // Upstream's BatchRemove announces nothing (spec tiers-events-conductor.md §2.5).
-        let v = keys
-            .iter()
-            .map(|k| self.remove_one(k, force, tenant, false))
-            .collect();
-        self.counted_batch(Rpc::BatchRemove, v)
-    }
-
-    fn batch_query_ip(&self, clients: &[Uuid]) -> MasterResult<Vec<(Uuid, Vec<String>)>> {
-        let v = self.batch_query_ip_impl(clients);
-        self.counted(Rpc::BatchQueryIp, Ok(v))
-    }
-
-    fn batch_replica_clear(
-        &self,
-        keys: &[String],
-        client: Uuid,
-        segment_name: &str,
-    ) -> MasterResult<Vec<String>> {
-        let v = self.batch_replica_clear_impl(keys, client, segment_name);
-        self.counted(Rpc::BatchReplicaClear, Ok(v))
-    }
+    };
+    (@batch $self:ident, $m:ident, $r:ident) => {
+        match $r {
+            Ok(v) => $self.counted_batch(Rpc::$m, v),
+            Err(e) => $self.counted(Rpc::$m, Err(e)),
+        }
+    };
+    (@$kind:ident $self:ident, $m:ident, $r:ident) => {
+        $self.counted(Rpc::$m, $r)
+    };
 }
+
+/// The service's half of the RPC table: the handler traits (the RPCs as served,
+/// implemented in `rpc_handlers` and `offload`) and the counting [`MasterApi`] and
+/// [`DiskTierApi`] around them.
+macro_rules! counted_api {
+    (all [$($all:tt)*] master [$($master:tt)*] tier [$($tier:tt)*]) => {
+        /// The master RPCs as served, before counting.
+        trait MasterHandlers {
+            $(trait_method!($master);)*
+        }
+
+        /// The disk-tier RPCs as served, before counting.
+        trait DiskTierHandlers {
+            $(trait_method!($tier);)*
+        }
+
+        impl MasterApi for MasterService {
+            /// Waits until what this thread's requests changed is held by every standby
+            /// in sync and the snapshot (see `ha::changelog`).
+            fn before_reply(&self) {
+                self.log.wait_durable();
+            }
+
+            fn serving(&self) -> bool {
+                self.is_serving()
+            }
+
+            fn disk_tier(&self) -> Option<&dyn DiskTierApi> {
+                Some(self)
+            }
+
+            $(counted_row!(MasterHandlers, $master);)*
+        }
+
+        impl DiskTierApi for MasterService {
+            $(counted_row!(DiskTierHandlers, $tier);)*
+        }
+    };
+}
+
+master_rpcs!(counted_api);

@@ -18,9 +18,8 @@
 
 use super::kv_events::Medium;
 use super::local_disk::{DiskRef, DiskReplica, ObjectKey};
-use super::metrics::Rpc;
-use super::objects::Object;
-use super::MasterService;
+use super::object::Object;
+use super::{DiskTierHandlers, MasterService};
 use crate::host::addr::parse_host_port;
 use crate::wire::disk_tier_api::*;
 use crate::wire::master_api::{ErrorCode, MasterResult, ReplicaStatus, ReplicaType, Uuid};
@@ -213,21 +212,19 @@ impl MasterService {
     }
 }
 
-impl DiskTierApi for MasterService {
+impl DiskTierHandlers for MasterService {
     fn mount_local_disk_segment(&self, client: Uuid, enable_offloading: bool) -> MasterResult<()> {
-        let r = self.check_offload_enabled().map(|()| {
+        self.check_offload_enabled().map(|()| {
             self.local_disks.mount(client, enable_offloading);
             self.clients.touch(client, self.now(), self.client_ttl_ns);
             log::info!("client_id={client}: local disk mounted (offloading {enable_offloading})");
-        });
-        self.counted(Rpc::MountLocalDiskSegment, r)
+        })
     }
 
     fn unmount_local_disk_segment(&self, client: Uuid) -> MasterResult<()> {
-        let r = self.check_offload_enabled().map(|()| {
+        self.check_offload_enabled().map(|()| {
             self.unmount_local_disk(client);
-        });
-        self.counted(Rpc::UnmountLocalDiskSegment, r)
+        })
     }
 
     fn offload_object_heartbeat(
@@ -235,26 +232,21 @@ impl DiskTierApi for MasterService {
         client: Uuid,
         enable_offloading: bool,
     ) -> MasterResult<Vec<OffloadTaskItem>> {
-        let r = self.check_offload_enabled().and_then(|()| {
+        self.check_offload_enabled().and_then(|()| {
             let (tasks, cancelled) = self.local_disks.drain(client, enable_offloading)?;
             self.release_offload_pins(cancelled);
             Ok(tasks)
-        });
-        self.counted(Rpc::OffloadObjectHeartbeat, r)
+        })
     }
 
     fn poll_remove_all(&self, client: Uuid) -> MasterResult<bool> {
-        let r = self
-            .check_offload_enabled()
-            .and_then(|()| self.local_disks.poll_remove_all(client));
-        self.counted(Rpc::PollRemoveAll, r)
+        self.check_offload_enabled()
+            .and_then(|()| self.local_disks.poll_remove_all(client))
     }
 
     fn report_ssd_capacity(&self, client: Uuid, bytes: i64) -> MasterResult<()> {
-        let r = self
-            .check_offload_enabled()
-            .and_then(|()| self.local_disks.set_capacity(client, bytes));
-        self.counted(Rpc::ReportSsdCapacity, r)
+        self.check_offload_enabled()
+            .and_then(|()| self.local_disks.set_capacity(client, bytes))
     }
 
     fn notify_offload_success(
@@ -263,7 +255,7 @@ impl DiskTierApi for MasterService {
         tasks: &[OffloadTaskItem],
         metadatas: &[StorageObjectMetadata],
     ) -> MasterResult<()> {
-        let r = self.check_offload_enabled().and_then(|()| {
+        self.check_offload_enabled().and_then(|()| {
             if tasks.len() != metadatas.len() {
                 return Err(ErrorCode::INVALID_PARAMS);
             }
@@ -276,16 +268,13 @@ impl DiskTierApi for MasterService {
             }
             self.metrics.offloaded.fetch_add(added, Ordering::Relaxed);
             disk.map(|_| ()).ok_or(ErrorCode::SEGMENT_NOT_FOUND)
-        });
-        self.counted(Rpc::NotifyOffloadSuccess, r)
+        })
     }
 
     fn promotion_object_heartbeat(&self, client: Uuid) -> MasterResult<Vec<PromotionTaskItem>> {
         let max = usize::try_from(self.config.promotion_max_per_heartbeat).unwrap_or(usize::MAX);
-        let r = self
-            .check_offload_enabled()
-            .and_then(|()| self.local_disks.drain_promotions(client, max));
-        self.counted(Rpc::PromotionObjectHeartbeat, r)
+        self.check_offload_enabled()
+            .and_then(|()| self.local_disks.drain_promotions(client, max))
     }
 
     fn promotion_alloc_start(
@@ -296,24 +285,18 @@ impl DiskTierApi for MasterService {
         size: u64,
         preferred_segments: &[String],
     ) -> MasterResult<PromotionAllocation> {
-        let r = self
-            .check_offload_enabled()
-            .and_then(|()| self.promotion_start(client, key, tenant, size, preferred_segments));
-        self.counted(Rpc::PromotionAllocStart, r)
+        self.check_offload_enabled()
+            .and_then(|()| self.promotion_start(client, key, tenant, size, preferred_segments))
     }
 
     fn notify_promotion_success(&self, client: Uuid, key: &str, tenant: &str) -> MasterResult<()> {
-        let r = self
-            .check_offload_enabled()
-            .and_then(|()| self.promotion_end(client, key, tenant, true));
-        self.counted(Rpc::NotifyPromotionSuccess, r)
+        self.check_offload_enabled()
+            .and_then(|()| self.promotion_end(client, key, tenant, true))
     }
 
     fn notify_promotion_failure(&self, client: Uuid, key: &str, tenant: &str) -> MasterResult<()> {
-        let r = self
-            .check_offload_enabled()
-            .and_then(|()| self.promotion_end(client, key, tenant, false));
-        self.counted(Rpc::NotifyPromotionFailure, r)
+        self.check_offload_enabled()
+            .and_then(|()| self.promotion_end(client, key, tenant, false))
     }
 
     fn evict_disk_replica(
@@ -323,10 +306,8 @@ impl DiskTierApi for MasterService {
         tenant: &str,
         kind: ReplicaType,
     ) -> MasterResult<()> {
-        let r = self
-            .check_offload_enabled()
-            .and_then(|()| self.evict_disk_copy(client, key, tenant, kind));
-        self.counted(Rpc::EvictDiskReplica, r)
+        self.check_offload_enabled()
+            .and_then(|()| self.evict_disk_copy(client, key, tenant, kind))
     }
 
     fn batch_evict_disk_replica(
@@ -336,13 +317,11 @@ impl DiskTierApi for MasterService {
         tenant: &str,
         kind: ReplicaType,
     ) -> MasterResult<Vec<MasterResult<()>>> {
-        if let Err(e) = self.check_offload_enabled() {
-            return self.counted(Rpc::BatchEvictDiskReplica, Err(e));
-        }
+        self.check_offload_enabled()?;
         let results = keys
             .iter()
             .map(|k| self.evict_disk_copy(client, k, tenant, kind))
             .collect();
-        self.counted_batch(Rpc::BatchEvictDiskReplica, results)
+        Ok(results)
     }
 }

@@ -10,7 +10,8 @@ use std::collections::HashMap;
 use parking_lot::Mutex;
 
 use super::local_disk::ObjectKey;
-use super::objects::{Object, Replica};
+use super::object::Object;
+use super::replica::Replica;
 use super::MasterService;
 use crate::wire::disk_tier_api::{PromotionAllocation, PromotionTaskItem};
 use crate::wire::master_api::{ErrorCode, MasterResult, ReplicaStatus, ReplicateConfig, Uuid};

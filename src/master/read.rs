@@ -1,7 +1,8 @@
 //! The read path (spec store.md §2.3, §2.5 leases): ExistKey, GetReplicaList (+ batch
 //! and by-regex), which grant read leases, and the lease-free admin queries.
 
-use super::objects::{Object, NUM_SHARDS};
+use super::object::Object;
+use super::objects::NUM_SHARDS;
 use super::MasterService;
 use crate::wire::master_api::{ErrorCode, GetReplicaListResponse, MasterResult, ReplicaDescriptor};
 

@@ -4,8 +4,9 @@
 //! announces a KV event (`removed`), as upstream's master does.
 
 use super::kv_events::Medium;
-use super::objects::{Replica, NUM_SHARDS};
+use super::objects::NUM_SHARDS;
 use super::read::compile_regex;
+use super::replica::Replica;
 use super::MasterService;
 use crate::wire::master_api::{ErrorCode, MasterResult, ReplicaStatus, Uuid};
 

@@ -5,8 +5,10 @@ use std::sync::atomic::Ordering;
 
 use super::config::{MemoryAllocator, CACHELIB_MAX_OBJECT_SIZE};
 use super::kv_events::Medium;
-use super::objects::{Object, PendingPin, Replica, Replicas, ShardGuard, MAX_OBJECT_SIZE};
+use super::object::{Object, PendingPin, MAX_OBJECT_SIZE};
+use super::objects::ShardGuard;
 use super::placement::{place, random_index};
+use super::replica::{Replica, Replicas};
 use super::segments::Segments;
 use super::MasterService;
 use crate::wire::master_api::{

@@ -20,7 +20,7 @@ pub fn connect_master(
         let cluster = std::env::var("MC_STORE_CLUSTER_ID")
             .ok()
             .filter(|c| !c.trim().is_empty())
-            .unwrap_or_else(|| super::leader::DEFAULT_CLUSTER_ID.into());
+            .unwrap_or_else(|| crate::wire::master_view::DEFAULT_CLUSTER_ID.into());
         let master = super::leader::FollowingMaster::connect(
             addr,
             cluster.trim(),

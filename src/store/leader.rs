@@ -16,6 +16,8 @@ use crate::metadata::redis::{RedisAuth, RedisMetadataStore};
 use crate::metadata::MetadataStore;
 use crate::wire::disk_tier_api::*;
 use crate::wire::master_api::*;
+use crate::wire::master_rpcs::master_rpcs;
+use crate::wire::master_view::master_view_key;
 use crate::wire::rpc_client::MasterRpcClient;
 use parking_lot::{Mutex, RwLock};
 use std::sync::{Arc, Weak};
@@ -25,7 +27,6 @@ use std::time::{Duration, Instant};
 const VIEW_POLL: Duration = Duration::from_millis(100);
 /// How often the watcher checks the view for a change.
 const WATCH_PERIOD: Duration = Duration::from_secs(1);
-pub use crate::master::ha::election::DEFAULT_CLUSTER_ID;
 
 /// The `master_view` key of a cluster in etcd or Redis.
 pub struct MasterView {
@@ -50,7 +51,7 @@ impl MasterView {
         })?;
         Ok(MasterView {
             store,
-            key: format!("mooncake-store/{cluster_id}/master_view"),
+            key: master_view_key(cluster_id),
         })
     }
 
@@ -274,8 +275,35 @@ fn spawn_watcher(master: Weak<FollowingMaster>) {
     }
 }
 
+/// One row of the RPC table as a forwarded call: sent to the leader, or for a
+/// `PutStart`, `BatchPutStart` or `Remove` through the care a resent request needs.
+macro_rules! follow_row {
+    ({ $(#[$doc:meta])* PutStart: $($rest:tt)* }) => {
+        follow_row!(@special put_start_following { $($rest)* });
+    };
+    ({ $(#[$doc:meta])* BatchPutStart: $($rest:tt)* }) => {
+        follow_row!(@special batch_put_start_following { $($rest)* });
+    };
+    ({ $(#[$doc:meta])* Remove: $($rest:tt)* }) => {
+        follow_row!(@special remove_following { $($rest)* });
+    };
+    ({ $(#[$doc:meta])* $m:ident: $args:ty => $wret:ty; [$($kind:tt)*]
+       fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty; }) => {
+        fn $name(&self $(, $arg: $ty)*) -> $ret {
+            self.call(|m| m.$name($($arg),*))
+        }
+    };
+    (@special $inherent:ident { $args:ty => $wret:ty; [$($kind:tt)*]
+       fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty; }) => {
+        fn $name(&self $(, $arg: $ty)*) -> $ret {
+            self.$inherent($($arg),*)
+        }
+    };
+}
+
+/// The forwarder's half of the RPC table: both traits, each call to the leader.
 macro_rules! follow_leader {
-    ($( fn $name:ident(&self $(, $arg:ident: $ty:ty)*) -> $ret:ty; )*) => {
+    (all [$($all:tt)*] master [$($master:tt)*] tier [$($tier:tt)*]) => {
         impl MasterApi for FollowingMaster {
             fn on_new_leader(&self, hook: OnNewLeader) {
                 *self.on_new_leader.write() = Some(hook);
@@ -283,122 +311,69 @@ macro_rules! follow_leader {
             fn disk_tier(&self) -> Option<&dyn DiskTierApi> {
                 Some(self)
             }
-            $(
-                fn $name(&self $(, $arg: $ty)*) -> $ret {
-                    self.call(|m| m.$name($($arg),*))
-                }
-            )*
-
-            fn put_start(
-                &self,
-                client: Uuid,
-                key: &str,
-                len: u64,
-                config: &ReplicateConfig,
-                tenant: &str,
-            ) -> MasterResult<Vec<ReplicaDescriptor>> {
-                let start = || self.call(|m| m.put_start(client, key, len, config, tenant));
-                match self.call_tracked(|m| m.put_start(client, key, len, config, tenant)) {
-                    (Err(ErrorCode::OBJECT_ALREADY_EXISTS), true) => {
-                        self.restart_own_put(client, key, start)
-                    }
-                    (r, _) => r,
-                }
-            }
-
-            fn batch_put_start(
-                &self,
-                client: Uuid,
-                keys: &[String],
-                lens: &[u64],
-                config: &ReplicateConfig,
-                tenant: &str,
-            ) -> MasterResult<Vec<MasterResult<Vec<ReplicaDescriptor>>>> {
-                let (r, resent) =
-                    self.call_tracked(|m| m.batch_put_start(client, keys, lens, config, tenant));
-                let mut results = r?;
-                if resent {
-                    for (i, slot) in results.iter_mut().enumerate() {
-                        if *slot == Err(ErrorCode::OBJECT_ALREADY_EXISTS) {
-                            let (key, len) = (&keys[i], lens.get(i).copied().unwrap_or(0));
-                            *slot = self.restart_own_put(client, key, || {
-                                self.call(|m| m.put_start(client, key, len, config, tenant))
-                            });
-                        }
-                    }
-                }
-                Ok(results)
-            }
-
-            fn remove(&self, key: &str, force: bool, tenant: &str) -> MasterResult<()> {
-                match self.call_tracked(|m| m.remove(key, force, tenant)) {
-                    // The first attempt removed it.
-                    (Err(ErrorCode::OBJECT_NOT_FOUND), true) => Ok(()),
-                    (r, _) => r,
-                }
-            }
+            $(follow_row!($master);)*
         }
-    };
-}
 
-follow_leader! {
-    fn service_ready(&self) -> MasterResult<String>;
-    fn get_storage_config(&self) -> MasterResult<StorageConfig>;
-    fn get_fsdir(&self) -> MasterResult<String>;
-    fn mount_segment(&self, segment: &Segment, client: Uuid) -> MasterResult<()>;
-    fn remount_segment(&self, segments: &[Segment], client: Uuid) -> MasterResult<()>;
-    fn unmount_segment(&self, segment_id: Uuid, client: Uuid) -> MasterResult<()>;
-    fn graceful_unmount_segment(&self, segment_id: Uuid, client: Uuid, grace_ms: u64) -> MasterResult<()>;
-    fn ping(&self, client: Uuid) -> MasterResult<PingResponse>;
-    fn fetch_tasks(&self, client: Uuid, batch_size: u64) -> MasterResult<Vec<TaskAssignment>>;
-    fn exist_key(&self, key: &str, tenant: &str) -> MasterResult<bool>;
-    fn batch_exist_key(&self, keys: &[String], tenant: &str) -> MasterResult<Vec<MasterResult<bool>>>;
-    fn get_replica_list(&self, key: &str, tenant: &str) -> MasterResult<GetReplicaListResponse>;
-    fn batch_get_replica_list(&self, keys: &[String], tenant: &str) -> MasterResult<Vec<MasterResult<GetReplicaListResponse>>>;
-    fn batch_begin_read(&self, keys: &[String], tenant: &str) -> MasterResult<Vec<MasterResult<GetReplicaListResponse>>>;
-    fn batch_end_read(&self, keys: &[String], replica_ids: &[u64], tenant: &str) -> MasterResult<()>;
-    fn get_replica_list_by_regex(&self, regex: &str, tenant: &str) -> MasterResult<Vec<(String, Vec<ReplicaDescriptor>)>>;
-    fn put_end(&self, client: Uuid, meta: &ObjectMeta, kind: ReplicaType, tenant: &str) -> MasterResult<()>;
-    fn put_revoke(&self, client: Uuid, key: &str, kind: ReplicaType, tenant: &str) -> MasterResult<()>;
-    fn batch_put_end(&self, client: Uuid, metas: &[ObjectMeta], kind: ReplicaType, tenant: &str) -> MasterResult<Vec<MasterResult<()>>>;
-    fn batch_put_revoke(&self, client: Uuid, keys: &[String], kind: ReplicaType, tenant: &str) -> MasterResult<Vec<MasterResult<()>>>;
-    fn upsert_start(&self, client: Uuid, key: &str, len: u64, config: &ReplicateConfig, tenant: &str) -> MasterResult<Vec<ReplicaDescriptor>>;
-    fn upsert_end(&self, client: Uuid, meta: &ObjectMeta, kind: ReplicaType, tenant: &str) -> MasterResult<()>;
-    fn upsert_revoke(&self, client: Uuid, key: &str, kind: ReplicaType, tenant: &str) -> MasterResult<()>;
-    fn batch_upsert_start(&self, client: Uuid, keys: &[String], lens: &[u64], config: &ReplicateConfig, tenant: &str) -> MasterResult<Vec<MasterResult<Vec<ReplicaDescriptor>>>>;
-    fn batch_upsert_end(&self, client: Uuid, metas: &[ObjectMeta], tenant: &str) -> MasterResult<Vec<MasterResult<()>>>;
-    fn batch_upsert_revoke(&self, client: Uuid, keys: &[String], tenant: &str) -> MasterResult<Vec<MasterResult<()>>>;
-    fn remove_by_regex(&self, regex: &str, force: bool, tenant: &str) -> MasterResult<i64>;
-    fn remove_all(&self, force: bool, tenant: &str) -> MasterResult<i64>;
-    fn batch_remove(&self, keys: &[String], force: bool, tenant: &str) -> MasterResult<Vec<MasterResult<()>>>;
-    fn batch_query_ip(&self, clients: &[Uuid]) -> MasterResult<Vec<(Uuid, Vec<String>)>>;
-    fn batch_replica_clear(&self, keys: &[String], client: Uuid, segment_name: &str) -> MasterResult<Vec<String>>;
-}
-
-/// The disk-tier RPCs, each sent to the current leader.
-macro_rules! follow_leader_disk_tier {
-    ($( fn $name:ident(&self $(, $arg:ident: $ty:ty)*) -> $ret:ty; )*) => {
         impl DiskTierApi for FollowingMaster {
-            $(
-                fn $name(&self $(, $arg: $ty)*) -> $ret {
-                    self.call(|m| m.$name($($arg),*))
-                }
-            )*
+            $(follow_row!($tier);)*
         }
     };
 }
 
-follow_leader_disk_tier! {
-    fn mount_local_disk_segment(&self, client: Uuid, enable_offloading: bool) -> MasterResult<()>;
-    fn unmount_local_disk_segment(&self, client: Uuid) -> MasterResult<()>;
-    fn offload_object_heartbeat(&self, client: Uuid, enable_offloading: bool) -> MasterResult<Vec<OffloadTaskItem>>;
-    fn poll_remove_all(&self, client: Uuid) -> MasterResult<bool>;
-    fn report_ssd_capacity(&self, client: Uuid, bytes: i64) -> MasterResult<()>;
-    fn notify_offload_success(&self, client: Uuid, tasks: &[OffloadTaskItem], metadatas: &[StorageObjectMetadata]) -> MasterResult<()>;
-    fn promotion_object_heartbeat(&self, client: Uuid) -> MasterResult<Vec<PromotionTaskItem>>;
-    fn promotion_alloc_start(&self, client: Uuid, key: &str, tenant: &str, size: u64, preferred_segments: &[String]) -> MasterResult<PromotionAllocation>;
-    fn notify_promotion_success(&self, client: Uuid, key: &str, tenant: &str) -> MasterResult<()>;
-    fn notify_promotion_failure(&self, client: Uuid, key: &str, tenant: &str) -> MasterResult<()>;
-    fn evict_disk_replica(&self, client: Uuid, key: &str, tenant: &str, kind: ReplicaType) -> MasterResult<()>;
-    fn batch_evict_disk_replica(&self, client: Uuid, keys: &[String], tenant: &str, kind: ReplicaType) -> MasterResult<Vec<MasterResult<()>>>;
+master_rpcs!(follow_leader);
+
+impl FollowingMaster {
+    /// `PutStart` on the leader; an "already exists" after a resend is this client's
+    /// own first attempt ([`FollowingMaster::restart_own_put`]).
+    fn put_start_following(
+        &self,
+        client: Uuid,
+        key: &str,
+        len: u64,
+        config: &ReplicateConfig,
+        tenant: &str,
+    ) -> MasterResult<Vec<ReplicaDescriptor>> {
+        let start = || self.call(|m| m.put_start(client, key, len, config, tenant));
+        match self.call_tracked(|m| m.put_start(client, key, len, config, tenant)) {
+            (Err(ErrorCode::OBJECT_ALREADY_EXISTS), true) => {
+                self.restart_own_put(client, key, start)
+            }
+            (r, _) => r,
+        }
+    }
+
+    /// `BatchPutStart` on the leader, each resent "already exists" handled as in
+    /// [`FollowingMaster::put_start_following`].
+    fn batch_put_start_following(
+        &self,
+        client: Uuid,
+        keys: &[String],
+        lens: &[u64],
+        config: &ReplicateConfig,
+        tenant: &str,
+    ) -> MasterResult<Vec<MasterResult<Vec<ReplicaDescriptor>>>> {
+        let (r, resent) =
+            self.call_tracked(|m| m.batch_put_start(client, keys, lens, config, tenant));
+        let mut results = r?;
+        if resent {
+            for (i, slot) in results.iter_mut().enumerate() {
+                if *slot == Err(ErrorCode::OBJECT_ALREADY_EXISTS) {
+                    let (key, len) = (&keys[i], lens.get(i).copied().unwrap_or(0));
+                    *slot = self.restart_own_put(client, key, || {
+                        self.call(|m| m.put_start(client, key, len, config, tenant))
+                    });
+                }
+            }
+        }
+        Ok(results)
+    }
+
+    /// `Remove` on the leader; "not found" after a resend means the first attempt
+    /// removed it.
+    fn remove_following(&self, key: &str, force: bool, tenant: &str) -> MasterResult<()> {
+        match self.call_tracked(|m| m.remove(key, force, tenant)) {
+            (Err(ErrorCode::OBJECT_NOT_FOUND), true) => Ok(()),
+            (r, _) => r,
+        }
+    }
 }

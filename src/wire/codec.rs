@@ -8,6 +8,7 @@
 use super::coro_rpc::Method;
 use super::disk_tier_api::*;
 use super::master_api::*;
+use super::master_rpcs::master_rpcs;
 use super::offload_rpc::BatchGetOffloadObjectResponse;
 use super::struct_pack::{
     self, size_literal, DecodeError, DecodeResult, Map, Pack, Reader, Writer, T_END, T_I32,
@@ -309,8 +310,13 @@ pub trait Rpc {
 /// `expected<T, ErrorCode>`.
 pub type Expected<T> = Result<T, ErrorCode>;
 
+/// The codec's half of the RPC table ([`master_rpcs!`]): one marker type per RPC
+/// and the type-literal and re-encoding functions.
 macro_rules! rpcs {
-    ($($m:ident : $args:ty => $ret:ty;)+) => {
+    (all [$({
+        $(#[$doc:meta])* $m:ident: $args:ty => $ret:ty;
+        [$($kind:tt)*] fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $api_ret:ty;
+    })+] master [$($master:tt)*] tier [$($tier:tt)*]) => {
         /// One marker type per master RPC, named after the method.
         pub mod rpc {
             use super::*;
@@ -358,60 +364,7 @@ macro_rules! rpcs {
     };
 }
 
-rpcs! {
-    ServiceReady: () => Expected<String>;
-    GetStorageConfig: () => Expected<StorageConfig>;
-    GetFsdir: () => Expected<String>;
-    MountSegment: (Segment, Uuid) => Expected<()>;
-    ReMountSegment: (Vec<Segment>, Uuid) => Expected<()>;
-    UnmountSegment: (Uuid, Uuid) => Expected<()>;
-    GracefulUnmountSegment: (Uuid, Uuid, u64) => Expected<()>;
-    Ping: (Uuid,) => Expected<PingResponse>;
-    FetchTasks: (Uuid, u64) => Expected<Vec<TaskAssignment>>;
-    ExistKey: (String, String) => Expected<bool>;
-    BatchExistKey: (Vec<String>, String) => Vec<Expected<bool>>;
-    GetReplicaList: (String, String) => Expected<GetReplicaListResponse>;
-    BatchGetReplicaList: (Vec<String>, String) => Vec<Expected<GetReplicaListResponse>>;
-    GetReplicaListByRegex: (String, String) => Expected<Map<String, Vec<ReplicaDescriptor>>>;
-    PutStart: (Uuid, String, u64, ReplicateConfig, String) => Expected<Vec<ReplicaDescriptor>>;
-    PutEnd: (Uuid, ObjectMeta, ReplicaType, String) => Expected<()>;
-    PutRevoke: (Uuid, String, ReplicaType, String) => Expected<()>;
-    BatchPutStart: (Uuid, Vec<String>, Vec<u64>, ReplicateConfig, String)
-        => Vec<Expected<Vec<ReplicaDescriptor>>>;
-    BatchPutEnd: (Uuid, Vec<ObjectMeta>, ReplicaType, String) => Vec<Expected<()>>;
-    BatchPutRevoke: (Uuid, Vec<String>, ReplicaType, String) => Vec<Expected<()>>;
-    UpsertStart: (Uuid, String, u64, ReplicateConfig, String)
-        => Expected<Vec<ReplicaDescriptor>>;
-    UpsertEnd: (Uuid, ObjectMeta, ReplicaType, String) => Expected<()>;
-    UpsertRevoke: (Uuid, String, ReplicaType, String) => Expected<()>;
-    BatchUpsertStart: (Uuid, Vec<String>, Vec<u64>, ReplicateConfig, String)
-        => Vec<Expected<Vec<ReplicaDescriptor>>>;
-    // Upstream's BatchUpsertEnd / BatchUpsertRevoke take no ReplicaType.
-    BatchUpsertEnd: (Uuid, Vec<ObjectMeta>, String) => Vec<Expected<()>>;
-    BatchUpsertRevoke: (Uuid, Vec<String>, String) => Vec<Expected<()>>;
-    Remove: (String, bool, String) => Expected<()>;
-    RemoveByRegex: (String, bool, String) => Expected<i64>;
-    RemoveAll: (bool, String) => i64;
-    BatchRemove: (Vec<String>, bool, String) => Vec<Expected<()>>;
-    BatchQueryIp: (Vec<Uuid>,) => Expected<Map<Uuid, Vec<String>>>;
-    BatchReplicaClear: (Vec<String>, Uuid, String) => Expected<Vec<String>>;
-    BatchBeginRead: (Vec<String>, String) => Vec<Expected<GetReplicaListResponse>>;
-    BatchEndRead: (Vec<String>, Vec<u64>, String) => Expected<()>;
-    MountLocalDiskSegment: (Uuid, bool) => Expected<()>;
-    UnmountLocalDiskSegment: (Uuid,) => Expected<()>;
-    OffloadObjectHeartbeat: (Uuid, bool) => Expected<Vec<OffloadTaskItem>>;
-    PollRemoveAll: (Uuid,) => Expected<bool>;
-    ReportSsdCapacity: (Uuid, i64) => Expected<()>;
-    NotifyOffloadSuccess: (Uuid, Vec<OffloadTaskItem>, Vec<StorageObjectMetadata>)
-        => Expected<()>;
-    PromotionObjectHeartbeat: (Uuid,) => Expected<Vec<PromotionTaskItem>>;
-    PromotionAllocStart: (Uuid, String, String, u64, Vec<String>)
-        => Expected<PromotionAllocation>;
-    NotifyPromotionSuccess: (Uuid, String, String) => Expected<()>;
-    NotifyPromotionFailure: (Uuid, String, String) => Expected<()>;
-    EvictDiskReplica: (Uuid, String, String, ReplicaType) => Expected<()>;
-    BatchEvictDiskReplica: (Uuid, Vec<String>, String, ReplicaType) => Vec<Expected<()>>;
-}
+master_rpcs!(rpcs);
 
 fn args_literal<A: Pack>() -> Option<Vec<u8>> {
     (!A::IS_VOID).then(struct_pack::literal::<A>)

@@ -2,6 +2,7 @@
 //! header, the 16-byte response header (both little-endian), function ids, the master's
 //! method table, transport-level error bodies, and blocking frame I/O.
 
+use super::master_rpcs::master_rpcs;
 use super::struct_pack;
 use md5::{Digest, Md5};
 use std::io::{self, Read, Write};
@@ -182,8 +183,12 @@ pub fn function_id(method: &str) -> u32 {
     function_id_of(&format!("{SERVICE_PREFIX}{method}"))
 }
 
+/// The `Method` enum from the RPC table ([`master_rpcs!`]), in the table's order.
 macro_rules! methods {
-    ($($m:ident),* $(,)?) => {
+    (all [$({
+        $(#[$doc:meta])* $m:ident: $args:ty => $ret:ty;
+        [$($kind:tt)*] fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $api_ret:ty;
+    })+] master [$($master:tt)*] tier [$($tier:tt)*]) => {
         /// A master RPC served and called here (upstream's registered name).
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub enum Method {
@@ -205,55 +210,7 @@ macro_rules! methods {
     };
 }
 
-methods!(
-    ServiceReady,
-    GetStorageConfig,
-    GetFsdir,
-    MountSegment,
-    ReMountSegment,
-    UnmountSegment,
-    GracefulUnmountSegment,
-    Ping,
-    FetchTasks,
-    ExistKey,
-    BatchExistKey,
-    GetReplicaList,
-    BatchGetReplicaList,
-    GetReplicaListByRegex,
-    PutStart,
-    PutEnd,
-    PutRevoke,
-    BatchPutStart,
-    BatchPutEnd,
-    BatchPutRevoke,
-    UpsertStart,
-    UpsertEnd,
-    UpsertRevoke,
-    BatchUpsertStart,
-    BatchUpsertEnd,
-    BatchUpsertRevoke,
-    Remove,
-    RemoveByRegex,
-    RemoveAll,
-    BatchRemove,
-    BatchQueryIp,
-    BatchReplicaClear,
-    MountLocalDiskSegment,
-    UnmountLocalDiskSegment,
-    OffloadObjectHeartbeat,
-    PollRemoveAll,
-    ReportSsdCapacity,
-    NotifyOffloadSuccess,
-    PromotionObjectHeartbeat,
-    PromotionAllocStart,
-    NotifyPromotionSuccess,
-    NotifyPromotionFailure,
-    EvictDiskReplica,
-    BatchEvictDiskReplica,
-    // Extensions of mooncake-rs masters (upstream answers "function not registered").
-    BatchBeginRead,
-    BatchEndRead,
-);
+master_rpcs!(methods);
 
 /// Function ids: by method (in [`Method::ALL`] order) and sorted by id.
 struct IdTable {

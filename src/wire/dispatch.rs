@@ -10,9 +10,10 @@
 
 use super::codec::{self, rpc, Rpc};
 use super::coro_rpc::{self, Method};
-use super::disk_tier_api::DiskTierApi;
 use super::master_api::{MasterApi, MasterResult};
+use super::master_rpcs::master_rpcs;
 use super::struct_pack::{self, Map};
+use super::wire_arg::WireArg;
 use std::io::{self, BufReader, BufWriter, Write};
 use std::net::{Shutdown, TcpStream};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -53,19 +54,6 @@ fn call<R: Rpc>(body: &[u8], f: impl FnOnce(R::Args) -> R::Ret) -> (u8, Vec<u8>)
     }
 }
 
-/// [`call`] for a disk-tier method: "function not registered" from a master without
-/// a disk tier.
-fn tier_call<R: Rpc>(
-    api: &dyn MasterApi,
-    body: &[u8],
-    f: impl FnOnce(&dyn DiskTierApi, R::Args) -> R::Ret,
-) -> (u8, Vec<u8>) {
-    match api.disk_tier() {
-        Some(tier) => call::<R>(body, |args| f(tier, args)),
-        None => not_registered(R::METHOD),
-    }
-}
-
 fn not_registered(m: Method) -> (u8, Vec<u8>) {
     log::debug!("master rpc: {} is not served here", m.name());
     (
@@ -79,153 +67,47 @@ fn per_input<T>(n: usize, r: MasterResult<Vec<MasterResult<T>>>) -> Vec<MasterRe
     r.unwrap_or_else(|e| (0..n).map(|_| Err(e)).collect())
 }
 
-fn dispatch(api: &dyn MasterApi, m: Method, b: &[u8]) -> (u8, Vec<u8>) {
-    match m {
-        Method::ServiceReady => call::<rpc::ServiceReady>(b, |()| api.service_ready()),
-        Method::GetStorageConfig => call::<rpc::GetStorageConfig>(b, |()| api.get_storage_config()),
-        Method::GetFsdir => call::<rpc::GetFsdir>(b, |()| api.get_fsdir()),
-        Method::MountSegment => call::<rpc::MountSegment>(b, |(s, c)| api.mount_segment(&s, c)),
-        Method::ReMountSegment => {
-            call::<rpc::ReMountSegment>(b, |(s, c)| api.remount_segment(&s, c))
-        }
-        Method::UnmountSegment => {
-            call::<rpc::UnmountSegment>(b, |(s, c)| api.unmount_segment(s, c))
-        }
-        Method::GracefulUnmountSegment => call::<rpc::GracefulUnmountSegment>(b, |(s, c, g)| {
-            api.graceful_unmount_segment(s, c, g)
-        }),
-        Method::Ping => call::<rpc::Ping>(b, |(c,)| api.ping(c)),
-        Method::FetchTasks => call::<rpc::FetchTasks>(b, |(c, n)| api.fetch_tasks(c, n)),
-        Method::ExistKey => call::<rpc::ExistKey>(b, |(k, t)| api.exist_key(&k, &t)),
-        Method::BatchExistKey => {
-            call::<rpc::BatchExistKey>(b, |(k, t)| per_input(k.len(), api.batch_exist_key(&k, &t)))
-        }
-        Method::GetReplicaList => {
-            call::<rpc::GetReplicaList>(b, |(k, t)| api.get_replica_list(&k, &t))
-        }
-        Method::BatchGetReplicaList => call::<rpc::BatchGetReplicaList>(b, |(k, t)| {
-            per_input(k.len(), api.batch_get_replica_list(&k, &t))
-        }),
-        Method::BatchBeginRead => call::<rpc::BatchBeginRead>(b, |(k, t)| {
-            per_input(k.len(), api.batch_begin_read(&k, &t))
-        }),
-        Method::BatchEndRead => {
-            call::<rpc::BatchEndRead>(b, |(k, ids, t)| api.batch_end_read(&k, &ids, &t))
-        }
-        Method::GetReplicaListByRegex => call::<rpc::GetReplicaListByRegex>(b, |(r, t)| {
-            api.get_replica_list_by_regex(&r, &t).map(Map)
-        }),
-        Method::PutStart => {
-            call::<rpc::PutStart>(b, |(c, k, n, cfg, t)| api.put_start(c, &k, n, &cfg, &t))
-        }
-        Method::PutEnd => call::<rpc::PutEnd>(b, |(c, m, r, t)| api.put_end(c, &m, r, &t)),
-        Method::PutRevoke => call::<rpc::PutRevoke>(b, |(c, k, r, t)| api.put_revoke(c, &k, r, &t)),
-        Method::BatchPutStart => call::<rpc::BatchPutStart>(b, |(c, k, n, cfg, t)| {
-            per_input(k.len(), api.batch_put_start(c, &k, &n, &cfg, &t))
-        }),
-        Method::BatchPutEnd => call::<rpc::BatchPutEnd>(b, |(c, m, r, t)| {
-            per_input(m.len(), api.batch_put_end(c, &m, r, &t))
-        }),
-        Method::BatchPutRevoke => call::<rpc::BatchPutRevoke>(b, |(c, k, r, t)| {
-            per_input(k.len(), api.batch_put_revoke(c, &k, r, &t))
-        }),
-        Method::UpsertStart => {
-            call::<rpc::UpsertStart>(b, |(c, k, n, cfg, t)| api.upsert_start(c, &k, n, &cfg, &t))
-        }
-        Method::UpsertEnd => call::<rpc::UpsertEnd>(b, |(c, m, r, t)| api.upsert_end(c, &m, r, &t)),
-        Method::UpsertRevoke => {
-            call::<rpc::UpsertRevoke>(b, |(c, k, r, t)| api.upsert_revoke(c, &k, r, &t))
-        }
-        Method::BatchUpsertStart => call::<rpc::BatchUpsertStart>(b, |(c, k, n, cfg, t)| {
-            per_input(k.len(), api.batch_upsert_start(c, &k, &n, &cfg, &t))
-        }),
-        Method::BatchUpsertEnd => call::<rpc::BatchUpsertEnd>(b, |(c, m, t)| {
-            per_input(m.len(), api.batch_upsert_end(c, &m, &t))
-        }),
-        Method::BatchUpsertRevoke => call::<rpc::BatchUpsertRevoke>(b, |(c, k, t)| {
-            per_input(k.len(), api.batch_upsert_revoke(c, &k, &t))
-        }),
-        Method::Remove => call::<rpc::Remove>(b, |(k, f, t)| api.remove(&k, f, &t)),
-        Method::RemoveByRegex => {
-            call::<rpc::RemoveByRegex>(b, |(r, f, t)| api.remove_by_regex(&r, f, &t))
-        }
-        Method::RemoveAll => call::<rpc::RemoveAll>(b, |(f, t)| {
-            api.remove_all(f, &t).unwrap_or_else(|e| i64::from(e.0))
-        }),
-        Method::BatchRemove => call::<rpc::BatchRemove>(b, |(k, f, t)| {
-            per_input(k.len(), api.batch_remove(&k, f, &t))
-        }),
-        Method::BatchQueryIp => {
-            call::<rpc::BatchQueryIp>(b, |(c,)| api.batch_query_ip(&c).map(Map))
-        }
-        Method::BatchReplicaClear => {
-            call::<rpc::BatchReplicaClear>(b, |(k, c, s)| api.batch_replica_clear(&k, c, &s))
-        }
-        _ => dispatch_disk_tier(api, m, b),
-    }
+/// One row of the RPC table as a dispatch arm's call: borrow the decoded arguments,
+/// call the API, shape the result for the wire.
+macro_rules! serve_row {
+    ($api:ident, { $(#[$doc:meta])* $m:ident: $args:ty => $wret:ty;
+       [$kind:ident $($count:ident)? $(, $default:ident)?]
+       fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty; }) => {
+        |($($arg,)*)| serve_row!(@$kind [$($count)?], $api.$name($(WireArg::from_wire(&$arg)),*))
+    };
+    (@one [], $result:expr) => {
+        $result
+    };
+    (@batch [$count:ident], $result:expr) => {
+        per_input($count.len(), $result)
+    };
+    (@long [], $result:expr) => {
+        $result.unwrap_or_else(|e| i64::from(e.0))
+    };
+    (@map [], $result:expr) => {
+        $result.map(Map)
+    };
 }
 
-fn dispatch_disk_tier(api: &dyn MasterApi, m: Method, b: &[u8]) -> (u8, Vec<u8>) {
-    match m {
-        Method::MountLocalDiskSegment => {
-            tier_call::<rpc::MountLocalDiskSegment>(api, b, |t, (c, e)| {
-                t.mount_local_disk_segment(c, e)
-            })
+/// The server's half of the RPC table: one arm per RPC; a disk-tier RPC goes to the
+/// API's disk tier, or is "function not registered" without one.
+macro_rules! dispatch_arms {
+    (all [$($all:tt)*]
+     master [$({ $(#[$mdoc:meta])* $mm:ident: $($mrow:tt)* })*]
+     tier [$({ $(#[$tdoc:meta])* $tm:ident: $($trow:tt)* })*]) => {
+        fn dispatch(api: &dyn MasterApi, m: Method, b: &[u8]) -> (u8, Vec<u8>) {
+            match m {
+                $(Method::$mm => call::<rpc::$mm>(b, serve_row!(api, { $mm: $($mrow)* })),)*
+                $(Method::$tm => match api.disk_tier() {
+                    Some(tier) => call::<rpc::$tm>(b, serve_row!(tier, { $tm: $($trow)* })),
+                    None => not_registered(m),
+                },)*
+            }
         }
-        Method::UnmountLocalDiskSegment => {
-            tier_call::<rpc::UnmountLocalDiskSegment>(api, b, |t, (c,)| {
-                t.unmount_local_disk_segment(c)
-            })
-        }
-        Method::OffloadObjectHeartbeat => {
-            tier_call::<rpc::OffloadObjectHeartbeat>(api, b, |t, (c, e)| {
-                t.offload_object_heartbeat(c, e)
-            })
-        }
-        Method::PollRemoveAll => {
-            tier_call::<rpc::PollRemoveAll>(api, b, |t, (c,)| t.poll_remove_all(c))
-        }
-        Method::ReportSsdCapacity => {
-            tier_call::<rpc::ReportSsdCapacity>(api, b, |t, (c, n)| t.report_ssd_capacity(c, n))
-        }
-        Method::NotifyOffloadSuccess => {
-            tier_call::<rpc::NotifyOffloadSuccess>(api, b, |t, (c, tasks, metas)| {
-                t.notify_offload_success(c, &tasks, &metas)
-            })
-        }
-        Method::PromotionObjectHeartbeat => {
-            tier_call::<rpc::PromotionObjectHeartbeat>(api, b, |t, (c,)| {
-                t.promotion_object_heartbeat(c)
-            })
-        }
-        Method::PromotionAllocStart => {
-            tier_call::<rpc::PromotionAllocStart>(api, b, |t, (c, k, tn, n, pref)| {
-                t.promotion_alloc_start(c, &k, &tn, n, &pref)
-            })
-        }
-        Method::NotifyPromotionSuccess => {
-            tier_call::<rpc::NotifyPromotionSuccess>(api, b, |t, (c, k, tn)| {
-                t.notify_promotion_success(c, &k, &tn)
-            })
-        }
-        Method::NotifyPromotionFailure => {
-            tier_call::<rpc::NotifyPromotionFailure>(api, b, |t, (c, k, tn)| {
-                t.notify_promotion_failure(c, &k, &tn)
-            })
-        }
-        Method::EvictDiskReplica => {
-            tier_call::<rpc::EvictDiskReplica>(api, b, |t, (c, k, tn, r)| {
-                t.evict_disk_replica(c, &k, &tn, r)
-            })
-        }
-        Method::BatchEvictDiskReplica => {
-            tier_call::<rpc::BatchEvictDiskReplica>(api, b, |t, (c, k, tn, r)| {
-                per_input(k.len(), t.batch_evict_disk_replica(c, &k, &tn, r))
-            })
-        }
-        _ => not_registered(m),
-    }
+    };
 }
+
+master_rpcs!(dispatch_arms);
 
 /// Whether `buf` starts with a complete request frame.
 fn whole_request_buffered(buf: &[u8]) -> bool {

@@ -4,6 +4,7 @@
 //! (over coro_rpc) implement. Field order here is the wire order.
 
 use super::disk_tier_api::DiskTierApi;
+use super::master_rpcs::{master_rpcs, trait_method};
 use std::fmt;
 use std::time::Duration;
 
@@ -364,213 +365,36 @@ pub const DEFAULT_TENANT: &str = "default";
 /// says otherwise (upstream's default too).
 pub const DEFAULT_RPC_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Every master RPC a client uses. Batch calls return one result per input; the
-/// outer `Err` is a failure of the call itself (RPC failure, timeout).
-pub trait MasterApi: Send + Sync {
-    /// Has `hook` run on every new leader before calls go to it, for connections that
-    /// follow a changing leader (`etcd://` master addresses); others ignore it.
-    fn on_new_leader(&self, hook: OnNewLeader) {
-        drop(hook);
-    }
-    /// Called by an RPC server before replies to requests this thread handled are
-    /// sent: a replicated master waits here until their changes are durable, once for
-    /// a whole run of pipelined requests. Others do nothing.
-    fn before_reply(&self) {}
-    /// Whether this master may answer requests now; an RPC server refuses requests
-    /// and withholds replies while it may not. False for an HA leader whose lease may
-    /// have lapsed (a process stopped past its TTL and resumed); others always may.
-    fn serving(&self) -> bool {
-        true
-    }
-    /// The disk-tier RPCs, for a master (or a connection to one) that has them.
-    fn disk_tier(&self) -> Option<&dyn DiskTierApi> {
-        None
-    }
-    /// `ServiceReady`: the service version ("2.0.0").
-    fn service_ready(&self) -> MasterResult<String>;
-    /// `GetStorageConfig`.
-    fn get_storage_config(&self) -> MasterResult<StorageConfig>;
-    /// `GetFsdir` (legacy).
-    fn get_fsdir(&self) -> MasterResult<String>;
-    /// `MountSegment`: idempotent.
-    fn mount_segment(&self, segment: &Segment, client: Uuid) -> MasterResult<()>;
-    /// `ReMountSegment`: mounts all and marks the client OK.
-    fn remount_segment(&self, segments: &[Segment], client: Uuid) -> MasterResult<()>;
-    /// `UnmountSegment`: idempotent.
-    fn unmount_segment(&self, segment_id: Uuid, client: Uuid) -> MasterResult<()>;
-    /// `GracefulUnmountSegment`: unmount after a grace period.
-    fn graceful_unmount_segment(
-        &self,
-        segment_id: Uuid,
-        client: Uuid,
-        grace_ms: u64,
-    ) -> MasterResult<()>;
-    /// `Ping`: heartbeat.
-    fn ping(&self, client: Uuid) -> MasterResult<PingResponse>;
-    /// `FetchTasks`.
-    fn fetch_tasks(&self, client: Uuid, batch_size: u64) -> MasterResult<Vec<TaskAssignment>>;
-    /// `ExistKey`: grants a read lease when it exists.
-    fn exist_key(&self, key: &str, tenant: &str) -> MasterResult<bool>;
-    /// `BatchExistKey`.
-    fn batch_exist_key(
-        &self,
-        keys: &[String],
-        tenant: &str,
-    ) -> MasterResult<Vec<MasterResult<bool>>>;
-    /// `GetReplicaList`: grants a read lease.
-    fn get_replica_list(&self, key: &str, tenant: &str) -> MasterResult<GetReplicaListResponse>;
-    /// `BatchGetReplicaList`.
-    fn batch_get_replica_list(
-        &self,
-        keys: &[String],
-        tenant: &str,
-    ) -> MasterResult<Vec<MasterResult<GetReplicaListResponse>>>;
-    /// `BatchBeginRead`, an extension of mooncake-rs masters: `BatchGetReplicaList`
-    /// whose reads hold the objects only until [`MasterApi::batch_end_read`] (or the
-    /// lease TTL) instead of for a whole lease. `NOT_SUPPORTED` from a master without
-    /// it (upstream's answers "function not registered").
-    fn batch_begin_read(
-        &self,
-        _keys: &[String],
-        _tenant: &str,
-    ) -> MasterResult<Vec<MasterResult<GetReplicaListResponse>>> {
-        Err(ErrorCode::NOT_SUPPORTED)
-    }
-    /// `BatchEndRead`, the extension ending reads begun with
-    /// [`MasterApi::batch_begin_read`]: `replica_ids[i]` is a replica the read of
-    /// `keys[i]` was given.
-    fn batch_end_read(
-        &self,
-        _keys: &[String],
-        _replica_ids: &[u64],
-        _tenant: &str,
-    ) -> MasterResult<()> {
-        Err(ErrorCode::NOT_SUPPORTED)
-    }
-    /// `GetReplicaListByRegex`: key -> readable replicas.
-    fn get_replica_list_by_regex(
-        &self,
-        regex: &str,
-        tenant: &str,
-    ) -> MasterResult<Vec<(String, Vec<ReplicaDescriptor>)>>;
-    /// `PutStart`: allocates replicas (PROCESSING).
-    fn put_start(
-        &self,
-        client: Uuid,
-        key: &str,
-        len: u64,
-        config: &ReplicateConfig,
-        tenant: &str,
-    ) -> MasterResult<Vec<ReplicaDescriptor>>;
-    /// `PutEnd`: replicas become COMPLETE.
-    fn put_end(
-        &self,
-        client: Uuid,
-        meta: &ObjectMeta,
-        kind: ReplicaType,
-        tenant: &str,
-    ) -> MasterResult<()>;
-    /// `PutRevoke`: drops PROCESSING replicas.
-    fn put_revoke(
-        &self,
-        client: Uuid,
-        key: &str,
-        kind: ReplicaType,
-        tenant: &str,
-    ) -> MasterResult<()>;
-    /// `BatchPutStart`.
-    fn batch_put_start(
-        &self,
-        client: Uuid,
-        keys: &[String],
-        lens: &[u64],
-        config: &ReplicateConfig,
-        tenant: &str,
-    ) -> MasterResult<Vec<MasterResult<Vec<ReplicaDescriptor>>>>;
-    /// `BatchPutEnd`.
-    fn batch_put_end(
-        &self,
-        client: Uuid,
-        metas: &[ObjectMeta],
-        kind: ReplicaType,
-        tenant: &str,
-    ) -> MasterResult<Vec<MasterResult<()>>>;
-    /// `BatchPutRevoke`.
-    fn batch_put_revoke(
-        &self,
-        client: Uuid,
-        keys: &[String],
-        kind: ReplicaType,
-        tenant: &str,
-    ) -> MasterResult<Vec<MasterResult<()>>>;
-    /// `UpsertStart`: insert or replace (in place when the size is unchanged).
-    fn upsert_start(
-        &self,
-        client: Uuid,
-        key: &str,
-        len: u64,
-        config: &ReplicateConfig,
-        tenant: &str,
-    ) -> MasterResult<Vec<ReplicaDescriptor>>;
-    /// `UpsertEnd`.
-    fn upsert_end(
-        &self,
-        client: Uuid,
-        meta: &ObjectMeta,
-        kind: ReplicaType,
-        tenant: &str,
-    ) -> MasterResult<()>;
-    /// `UpsertRevoke`.
-    fn upsert_revoke(
-        &self,
-        client: Uuid,
-        key: &str,
-        kind: ReplicaType,
-        tenant: &str,
-    ) -> MasterResult<()>;
-    /// `BatchUpsertStart`.
-    fn batch_upsert_start(
-        &self,
-        client: Uuid,
-        keys: &[String],
-        lens: &[u64],
-        config: &ReplicateConfig,
-        tenant: &str,
-    ) -> MasterResult<Vec<MasterResult<Vec<ReplicaDescriptor>>>>;
-    /// `BatchUpsertEnd` (upstream's takes no replica type; it means every kind).
-    fn batch_upsert_end(
-        &self,
-        client: Uuid,
-        metas: &[ObjectMeta],
-        tenant: &str,
-    ) -> MasterResult<Vec<MasterResult<()>>>;
-    /// `BatchUpsertRevoke` (no replica type on the wire either).
-    fn batch_upsert_revoke(
-        &self,
-        client: Uuid,
-        keys: &[String],
-        tenant: &str,
-    ) -> MasterResult<Vec<MasterResult<()>>>;
-    /// `Remove`: -706 under a read lease unless forced.
-    fn remove(&self, key: &str, force: bool, tenant: &str) -> MasterResult<()>;
-    /// `RemoveByRegex`: number removed.
-    fn remove_by_regex(&self, regex: &str, force: bool, tenant: &str) -> MasterResult<i64>;
-    /// `RemoveAll`: number removed (a bare `long` on the wire).
-    fn remove_all(&self, force: bool, tenant: &str) -> MasterResult<i64>;
-    /// `BatchRemove`.
-    fn batch_remove(
-        &self,
-        keys: &[String],
-        force: bool,
-        tenant: &str,
-    ) -> MasterResult<Vec<MasterResult<()>>>;
-    /// `BatchQueryIp`: client id -> IPs of its segments.
-    fn batch_query_ip(&self, clients: &[Uuid]) -> MasterResult<Vec<(Uuid, Vec<String>)>>;
-    /// `BatchReplicaClear`: clears that client's expired-lease objects on a segment.
-    fn batch_replica_clear(
-        &self,
-        keys: &[String],
-        client: Uuid,
-        segment_name: &str,
-    ) -> MasterResult<Vec<String>>;
+/// Declares [`MasterApi`] from the RPC table's `master` rows.
+macro_rules! master_api {
+    (all [$($all:tt)*] master [$($row:tt)*] tier [$($tier:tt)*]) => {
+        /// Every master RPC a client uses. Batch calls return one result per input; the
+        /// outer `Err` is a failure of the call itself (RPC failure, timeout).
+        pub trait MasterApi: Send + Sync {
+            /// Has `hook` run on every new leader before calls go to it, for connections
+            /// that follow a changing leader (`etcd://` master addresses); others ignore
+            /// it.
+            fn on_new_leader(&self, hook: OnNewLeader) {
+                drop(hook);
+            }
+            /// Called by an RPC server before replies to requests this thread handled are
+            /// sent: a replicated master waits here until their changes are durable, once
+            /// for a whole run of pipelined requests. Others do nothing.
+            fn before_reply(&self) {}
+            /// Whether this master may answer requests now; an RPC server refuses
+            /// requests and withholds replies while it may not. False for an HA leader
+            /// whose lease may have lapsed (a process stopped past its TTL and resumed);
+            /// others always may.
+            fn serving(&self) -> bool {
+                true
+            }
+            /// The disk-tier RPCs, for a master (or a connection to one) that has them.
+            fn disk_tier(&self) -> Option<&dyn DiskTierApi> {
+                None
+            }
+            $(trait_method!($row);)*
+        }
+    };
 }
+
+master_rpcs!(master_api);

@@ -15,9 +15,11 @@
 
 use super::codec::{self, rpc, Expected, Rpc};
 use super::coro_rpc;
-use super::disk_tier_api::DiskTierApi;
+use super::disk_tier_api::*;
 use super::master_api::*;
+use super::master_rpcs::master_rpcs;
 use super::struct_pack;
+use super::wire_arg::WireArg;
 use crate::host::busy_poll;
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::collections::HashMap;
@@ -492,7 +494,7 @@ impl MasterRpcClient {
     }
 
     /// Calls an `expected<T>` RPC.
-    pub(super) fn expect<R, T>(&self, args: &R::Args) -> MasterResult<T>
+    fn expect<R, T>(&self, args: &R::Args) -> MasterResult<T>
     where
         R: Rpc<Ret = Expected<T>>,
     {
@@ -500,7 +502,7 @@ impl MasterRpcClient {
     }
 
     /// Calls a batch RPC; a reply with another count than `n` inputs is `RPC_FAIL`.
-    pub(super) fn batch<R, T>(&self, n: usize, args: &R::Args) -> MasterResult<Vec<MasterResult<T>>>
+    fn batch<R, T>(&self, n: usize, args: &R::Args) -> MasterResult<Vec<MasterResult<T>>>
     where
         R: Rpc<Ret = Vec<Expected<T>>>,
     {
@@ -523,239 +525,45 @@ impl Drop for MasterRpcClient {
     }
 }
 
-fn s(v: &str) -> String {
-    v.to_string()
+/// One row of the RPC table as a client stub: encode the arguments, call, decode.
+macro_rules! client_stub {
+    ({ $(#[$doc:meta])* $m:ident: $args:ty => $wret:ty;
+       [$kind:ident $($count:ident)? $(, $default:ident)?]
+       fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty; }) => {
+        fn $name(&self $(, $arg: $ty)*) -> $ret {
+            client_stub!(@$kind self, $m, [$($count)?], ($(WireArg::to_wire($arg),)*))
+        }
+    };
+    (@one $self:ident, $m:ident, [], $args:expr) => {
+        $self.expect::<rpc::$m, _>(&$args)
+    };
+    (@batch $self:ident, $m:ident, [$count:ident], $args:expr) => {
+        $self.batch::<rpc::$m, _>($count.len(), &$args)
+    };
+    // A bare `long` on the wire: a negative count (an error code from the master) is
+    // returned as `Ok`, as upstream's client does.
+    (@long $self:ident, $m:ident, [], $args:expr) => {
+        $self.invoke::<rpc::$m>(&$args)
+    };
+    (@map $self:ident, $m:ident, [], $args:expr) => {
+        $self.expect::<rpc::$m, _>(&$args).map(|m| m.0)
+    };
 }
 
-impl MasterApi for MasterRpcClient {
-    fn disk_tier(&self) -> Option<&dyn DiskTierApi> {
-        Some(self)
-    }
-    fn service_ready(&self) -> MasterResult<String> {
-        self.expect::<rpc::ServiceReady, _>(&())
-    }
-    fn get_storage_config(&self) -> MasterResult<StorageConfig> {
-        self.expect::<rpc::GetStorageConfig, _>(&())
-    }
-    fn get_fsdir(&self) -> MasterResult<String> {
-        self.expect::<rpc::GetFsdir, _>(&())
-    }
-    fn mount_segment(&self, segment: &Segment, client: Uuid) -> MasterResult<()> {
-        self.expect::<rpc::MountSegment, _>(&(segment.clone(), client))
-    }
-    fn remount_segment(&self, segments: &[Segment], client: Uuid) -> MasterResult<()> {
-        self.expect::<rpc::ReMountSegment, _>(&(segments.to_vec(), client))
-    }
-    fn unmount_segment(&self, segment_id: Uuid, client: Uuid) -> MasterResult<()> {
-        self.expect::<rpc::UnmountSegment, _>(&(segment_id, client))
-    }
-    fn graceful_unmount_segment(&self, id: Uuid, client: Uuid, grace: u64) -> MasterResult<()> {
-        self.expect::<rpc::GracefulUnmountSegment, _>(&(id, client, grace))
-    }
-    fn ping(&self, client: Uuid) -> MasterResult<PingResponse> {
-        self.expect::<rpc::Ping, _>(&(client,))
-    }
-    fn fetch_tasks(&self, client: Uuid, batch_size: u64) -> MasterResult<Vec<TaskAssignment>> {
-        self.expect::<rpc::FetchTasks, _>(&(client, batch_size))
-    }
-    fn exist_key(&self, key: &str, tenant: &str) -> MasterResult<bool> {
-        self.expect::<rpc::ExistKey, _>(&(s(key), s(tenant)))
-    }
-    fn batch_exist_key(
-        &self,
-        keys: &[String],
-        tenant: &str,
-    ) -> MasterResult<Vec<MasterResult<bool>>> {
-        self.batch::<rpc::BatchExistKey, _>(keys.len(), &(keys.to_vec(), s(tenant)))
-    }
-    fn get_replica_list(&self, key: &str, tenant: &str) -> MasterResult<GetReplicaListResponse> {
-        self.expect::<rpc::GetReplicaList, _>(&(s(key), s(tenant)))
-    }
-    fn batch_get_replica_list(
-        &self,
-        keys: &[String],
-        tenant: &str,
-    ) -> MasterResult<Vec<MasterResult<GetReplicaListResponse>>> {
-        self.batch::<rpc::BatchGetReplicaList, _>(keys.len(), &(keys.to_vec(), s(tenant)))
-    }
-    fn get_replica_list_by_regex(
-        &self,
-        regex: &str,
-        tenant: &str,
-    ) -> MasterResult<Vec<(String, Vec<ReplicaDescriptor>)>> {
-        self.expect::<rpc::GetReplicaListByRegex, _>(&(s(regex), s(tenant)))
-            .map(|m| m.0)
-    }
-    fn batch_begin_read(
-        &self,
-        keys: &[String],
-        tenant: &str,
-    ) -> MasterResult<Vec<MasterResult<GetReplicaListResponse>>> {
-        self.batch::<rpc::BatchBeginRead, _>(keys.len(), &(keys.to_vec(), s(tenant)))
-    }
-    fn batch_end_read(
-        &self,
-        keys: &[String],
-        replica_ids: &[u64],
-        tenant: &str,
-    ) -> MasterResult<()> {
-        self.expect::<rpc::BatchEndRead, _>(&(keys.to_vec(), replica_ids.to_vec(), s(tenant)))
-    }
-    fn put_start(
-        &self,
-        client: Uuid,
-        key: &str,
-        len: u64,
-        config: &ReplicateConfig,
-        tenant: &str,
-    ) -> MasterResult<Vec<ReplicaDescriptor>> {
-        self.expect::<rpc::PutStart, _>(&(client, s(key), len, config.clone(), s(tenant)))
-    }
-    fn put_end(
-        &self,
-        client: Uuid,
-        meta: &ObjectMeta,
-        kind: ReplicaType,
-        tenant: &str,
-    ) -> MasterResult<()> {
-        self.expect::<rpc::PutEnd, _>(&(client, meta.clone(), kind, s(tenant)))
-    }
-    fn put_revoke(
-        &self,
-        client: Uuid,
-        key: &str,
-        kind: ReplicaType,
-        tenant: &str,
-    ) -> MasterResult<()> {
-        self.expect::<rpc::PutRevoke, _>(&(client, s(key), kind, s(tenant)))
-    }
-    fn batch_put_start(
-        &self,
-        client: Uuid,
-        keys: &[String],
-        lens: &[u64],
-        config: &ReplicateConfig,
-        tenant: &str,
-    ) -> MasterResult<Vec<MasterResult<Vec<ReplicaDescriptor>>>> {
-        let args = (
-            client,
-            keys.to_vec(),
-            lens.to_vec(),
-            config.clone(),
-            s(tenant),
-        );
-        self.batch::<rpc::BatchPutStart, _>(keys.len(), &args)
-    }
-    fn batch_put_end(
-        &self,
-        client: Uuid,
-        metas: &[ObjectMeta],
-        kind: ReplicaType,
-        tenant: &str,
-    ) -> MasterResult<Vec<MasterResult<()>>> {
-        let args = (client, metas.to_vec(), kind, s(tenant));
-        self.batch::<rpc::BatchPutEnd, _>(metas.len(), &args)
-    }
-    fn batch_put_revoke(
-        &self,
-        client: Uuid,
-        keys: &[String],
-        kind: ReplicaType,
-        tenant: &str,
-    ) -> MasterResult<Vec<MasterResult<()>>> {
-        let args = (client, keys.to_vec(), kind, s(tenant));
-        self.batch::<rpc::BatchPutRevoke, _>(keys.len(), &args)
-    }
-    fn upsert_start(
-        &self,
-        client: Uuid,
-        key: &str,
-        len: u64,
-        config: &ReplicateConfig,
-        tenant: &str,
-    ) -> MasterResult<Vec<ReplicaDescriptor>> {
-        self.expect::<rpc::UpsertStart, _>(&(client, s(key), len, config.clone(), s(tenant)))
-    }
-    fn upsert_end(
-        &self,
-        client: Uuid,
-        meta: &ObjectMeta,
-        kind: ReplicaType,
-        tenant: &str,
-    ) -> MasterResult<()> {
-        self.expect::<rpc::UpsertEnd, _>(&(client, meta.clone(), kind, s(tenant)))
-    }
-    fn upsert_revoke(
-        &self,
-        client: Uuid,
-        key: &str,
-        kind: ReplicaType,
-        tenant: &str,
-    ) -> MasterResult<()> {
-        self.expect::<rpc::UpsertRevoke, _>(&(client, s(key), kind, s(tenant)))
-    }
-    fn batch_upsert_start(
-        &self,
-        client: Uuid,
-        keys: &[String],
-        lens: &[u64],
-        config: &ReplicateConfig,
-        tenant: &str,
-    ) -> MasterResult<Vec<MasterResult<Vec<ReplicaDescriptor>>>> {
-        let args = (
-            client,
-            keys.to_vec(),
-            lens.to_vec(),
-            config.clone(),
-            s(tenant),
-        );
-        self.batch::<rpc::BatchUpsertStart, _>(keys.len(), &args)
-    }
-    fn batch_upsert_end(
-        &self,
-        client: Uuid,
-        metas: &[ObjectMeta],
-        tenant: &str,
-    ) -> MasterResult<Vec<MasterResult<()>>> {
-        self.batch::<rpc::BatchUpsertEnd, _>(metas.len(), &(client, metas.to_vec(), s(tenant)))
-    }
-    fn batch_upsert_revoke(
-        &self,
-        client: Uuid,
-        keys: &[String],
-        tenant: &str,
-    ) -> MasterResult<Vec<MasterResult<()>>> {
-        self.batch::<rpc::BatchUpsertRevoke, _>(keys.len(), &(client, keys.to_vec(), s(tenant)))
-    }
-    fn remove(&self, key: &str, force: bool, tenant: &str) -> MasterResult<()> {
-        self.expect::<rpc::Remove, _>(&(s(key), force, s(tenant)))
-    }
-    fn remove_by_regex(&self, regex: &str, force: bool, tenant: &str) -> MasterResult<i64> {
-        self.expect::<rpc::RemoveByRegex, _>(&(s(regex), force, s(tenant)))
-    }
-    /// A bare `long` on the wire: a negative count (an error code from the master) is
-    /// returned as `Ok`, as upstream's client does.
-    fn remove_all(&self, force: bool, tenant: &str) -> MasterResult<i64> {
-        self.invoke::<rpc::RemoveAll>(&(force, s(tenant)))
-    }
-    fn batch_remove(
-        &self,
-        keys: &[String],
-        force: bool,
-        tenant: &str,
-    ) -> MasterResult<Vec<MasterResult<()>>> {
-        self.batch::<rpc::BatchRemove, _>(keys.len(), &(keys.to_vec(), force, s(tenant)))
-    }
-    fn batch_query_ip(&self, clients: &[Uuid]) -> MasterResult<Vec<(Uuid, Vec<String>)>> {
-        self.expect::<rpc::BatchQueryIp, _>(&(clients.to_vec(),))
-            .map(|m| m.0)
-    }
-    fn batch_replica_clear(
-        &self,
-        keys: &[String],
-        client: Uuid,
-        segment_name: &str,
-    ) -> MasterResult<Vec<String>> {
-        self.expect::<rpc::BatchReplicaClear, _>(&(keys.to_vec(), client, s(segment_name)))
-    }
+/// The client's half of the RPC table: both traits as stubs.
+macro_rules! client_stubs {
+    (all [$($all:tt)*] master [$($master:tt)*] tier [$($tier:tt)*]) => {
+        impl MasterApi for MasterRpcClient {
+            fn disk_tier(&self) -> Option<&dyn DiskTierApi> {
+                Some(self)
+            }
+            $(client_stub!($master);)*
+        }
+
+        impl DiskTierApi for MasterRpcClient {
+            $(client_stub!($tier);)*
+        }
+    };
 }
+
+master_rpcs!(client_stubs);

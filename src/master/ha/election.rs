@@ -8,6 +8,7 @@
 use crate::metadata::etcd::{EtcdMetadataStore, LeaseState};
 use crate::metadata::redis::{RedisAuth, RedisMetadataStore};
 use crate::metadata::MetadataStore;
+use crate::wire::master_view::master_view_key;
 use std::time::Duration;
 
 /// Where the view lives.
@@ -24,9 +25,6 @@ impl Backend {
         }
     }
 }
-
-/// Upstream's default `--cluster_id`.
-pub const DEFAULT_CLUSTER_ID: &str = "mooncake_cluster";
 
 /// The etcd keys of one cluster.
 pub struct Election {
@@ -71,7 +69,7 @@ impl Election {
         };
         Ok(Election {
             backend,
-            view_key: format!("mooncake-store/{cluster_id}/master_view"),
+            view_key: master_view_key(cluster_id),
             replication_key: format!("mooncake-store/{cluster_id}/replication_view"),
             version_key: format!("mooncake-store/{cluster_id}/view_version"),
             ttl: Duration::from_secs(ttl.as_secs().max(1)),

@@ -2,14 +2,14 @@
 //! put (`stored`) and every object that is gone (`removed`) to ZeroMQ subscribers, as
 //! upstream's master built with libzmq does, byte for byte on the wire.
 //!
-//! [`config`] holds the flags, [`key_hash`] how a key becomes a block hash,
+//! [`config`] holds the flags (how a key becomes a block hash is the wire
+//! protocol's, `crate::wire::kv_key_hash`, shared with the conductor),
 //! [`payload`] the msgpack event maps, [`pipeline`] the bounded queue and numbering,
 //! and [`KvEvents`] the PUB socket (`crate::codec::zmtp`) and its worker thread. Which
 //! master operations emit what is decided at the call sites (`write`, `remove`,
 //! `eviction`): see [`Medium::for_put_end`].
 
 pub mod config;
-pub mod key_hash;
 pub mod payload;
 pub mod pipeline;
 mod publisher;

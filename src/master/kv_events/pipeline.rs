@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::{Condvar, Mutex};
 
-use super::key_hash::seq_hash;
 use super::payload::{encode_batch, Numbered, PendingEvent, Shape};
+use crate::wire::kv_key_hash::seq_hash;
 
 /// Most events in one published batch (upstream's `kMaxBatchSize`).
 pub const MAX_BATCH: usize = 64;

@@ -1,0 +1,336 @@
+//! The master's RPCs as served, before counting: each one's work, mostly handed to
+//! the table that owns it (reads in `read`, writes in `write`, removals in `remove`).
+//! The counting [`MasterApi`] wrappers around them are made from the RPC table in
+//! `mod.rs`.
+//!
+//! [`MasterApi`]: crate::wire::master_api::MasterApi
+
+use super::{MasterHandlers, MasterService};
+use crate::wire::master_api::{
+    ClientStatus, ErrorCode, GetReplicaListResponse, MasterResult, ObjectMeta, PingResponse,
+    ReplicaDescriptor, ReplicaType, ReplicateConfig, Segment, StorageConfig, TaskAssignment, Uuid,
+    SERVICE_VERSION,
+};
+use std::sync::atomic::Ordering;
+
+impl MasterHandlers for MasterService {
+    fn service_ready(&self) -> MasterResult<String> {
+        Ok(SERVICE_VERSION.to_string())
+    }
+
+    fn get_storage_config(&self) -> MasterResult<StorageConfig> {
+        let cfg = StorageConfig {
+            fsdir: String::new(),
+            enable_disk_eviction: true,
+            quota_bytes: 0,
+        };
+        Ok(cfg)
+    }
+
+    fn get_fsdir(&self) -> MasterResult<String> {
+        Ok(String::new())
+    }
+
+    fn mount_segment(&self, segment: &Segment, client: Uuid) -> MasterResult<()> {
+        self.clients.touch(client, self.now(), self.client_ttl_ns);
+        self.segments.mount(segment, client)
+    }
+
+    fn remount_segment(&self, segments: &[Segment], client: Uuid) -> MasterResult<()> {
+        // Start (or restart) the client's liveness clock, as a mount does: a client
+        // that remounts and dies before its next ping must still expire.
+        self.clients.touch(client, self.now(), self.client_ttl_ns);
+        for s in segments {
+            self.segments.validate_remount(s, client)?;
+        }
+        for s in segments {
+            match self.segments.mount(s, client) {
+                Ok(()) | Err(ErrorCode::INVALID_PARAMS) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.clients.mark_ok(client);
+        Ok(())
+    }
+
+    fn unmount_segment(&self, segment_id: Uuid, _client: Uuid) -> MasterResult<()> {
+        if self.segments.unmount(segment_id).is_some() {
+            self.sweep_dead_replicas();
+        }
+        Ok(())
+    }
+
+    fn graceful_unmount_segment(
+        &self,
+        segment_id: Uuid,
+        client: Uuid,
+        grace_ms: u64,
+    ) -> MasterResult<()> {
+        let deadline = self
+            .now()
+            .saturating_add(grace_ms.saturating_mul(1_000_000));
+        self.segments
+            .begin_graceful_unmount(segment_id, client, deadline)
+    }
+
+    fn ping(&self, client: Uuid) -> MasterResult<PingResponse> {
+        let status: ClientStatus = self.clients.ping(client, self.now(), self.client_ttl_ns);
+        let r = PingResponse {
+            view_version_id: self.view_version.load(Ordering::Relaxed),
+            client_status: status,
+        };
+        Ok(r)
+    }
+
+    fn fetch_tasks(&self, _client: Uuid, _batch_size: u64) -> MasterResult<Vec<TaskAssignment>> {
+        Ok(Vec::new())
+    }
+
+    fn exist_key(&self, key: &str, tenant: &str) -> MasterResult<bool> {
+        self.exist_one(key, tenant)
+    }
+
+    fn batch_exist_key(
+        &self,
+        keys: &[String],
+        tenant: &str,
+    ) -> MasterResult<Vec<MasterResult<bool>>> {
+        let v = keys.iter().map(|k| self.exist_one(k, tenant)).collect();
+        Ok(v)
+    }
+
+    fn get_replica_list(&self, key: &str, tenant: &str) -> MasterResult<GetReplicaListResponse> {
+        self.get_replica_list_one(key, tenant)
+    }
+
+    fn batch_get_replica_list(
+        &self,
+        keys: &[String],
+        tenant: &str,
+    ) -> MasterResult<Vec<MasterResult<GetReplicaListResponse>>> {
+        let v = keys
+            .iter()
+            .map(|k| self.get_replica_list_one(k, tenant))
+            .collect();
+        Ok(v)
+    }
+
+    fn get_replica_list_by_regex(
+        &self,
+        regex: &str,
+        tenant: &str,
+    ) -> MasterResult<Vec<(String, Vec<ReplicaDescriptor>)>> {
+        self.get_replica_list_by_regex_impl(regex, tenant)
+    }
+
+    fn batch_begin_read(
+        &self,
+        keys: &[String],
+        tenant: &str,
+    ) -> MasterResult<Vec<MasterResult<GetReplicaListResponse>>> {
+        let v = keys
+            .iter()
+            .map(|k| self.begin_read_one(k, tenant))
+            .collect();
+        Ok(v)
+    }
+
+    fn batch_end_read(
+        &self,
+        keys: &[String],
+        replica_ids: &[u64],
+        tenant: &str,
+    ) -> MasterResult<()> {
+        if keys.len() == replica_ids.len() {
+            for (k, id) in keys.iter().zip(replica_ids) {
+                self.end_read_one(k, *id, tenant);
+            }
+            Ok(())
+        } else {
+            Err(ErrorCode::INVALID_PARAMS)
+        }
+    }
+
+    fn put_start(
+        &self,
+        client: Uuid,
+        key: &str,
+        len: u64,
+        config: &ReplicateConfig,
+        tenant: &str,
+    ) -> MasterResult<Vec<ReplicaDescriptor>> {
+        self.put_start_one(client, key, len, config, tenant)
+    }
+
+    fn put_end(
+        &self,
+        client: Uuid,
+        meta: &ObjectMeta,
+        kind: ReplicaType,
+        tenant: &str,
+    ) -> MasterResult<()> {
+        self.put_end_one(client, meta, kind, tenant)
+    }
+
+    fn put_revoke(
+        &self,
+        client: Uuid,
+        key: &str,
+        kind: ReplicaType,
+        tenant: &str,
+    ) -> MasterResult<()> {
+        self.put_revoke_one(client, key, kind, tenant)
+    }
+
+    fn batch_put_start(
+        &self,
+        client: Uuid,
+        keys: &[String],
+        lens: &[u64],
+        config: &ReplicateConfig,
+        tenant: &str,
+    ) -> MasterResult<Vec<MasterResult<Vec<ReplicaDescriptor>>>> {
+        let v = self.batch_start(keys, lens, config, false, |k, l, c| {
+            self.put_start_one(client, k, l, c, tenant)
+        });
+        Ok(v)
+    }
+
+    fn batch_put_end(
+        &self,
+        client: Uuid,
+        metas: &[ObjectMeta],
+        kind: ReplicaType,
+        tenant: &str,
+    ) -> MasterResult<Vec<MasterResult<()>>> {
+        let v = metas
+            .iter()
+            .map(|m| self.put_end_one(client, m, kind, tenant))
+            .collect();
+        Ok(v)
+    }
+
+    fn batch_put_revoke(
+        &self,
+        client: Uuid,
+        keys: &[String],
+        kind: ReplicaType,
+        tenant: &str,
+    ) -> MasterResult<Vec<MasterResult<()>>> {
+        let v = keys
+            .iter()
+            .map(|k| self.put_revoke_one(client, k, kind, tenant))
+            .collect();
+        Ok(v)
+    }
+
+    fn upsert_start(
+        &self,
+        client: Uuid,
+        key: &str,
+        len: u64,
+        config: &ReplicateConfig,
+        tenant: &str,
+    ) -> MasterResult<Vec<ReplicaDescriptor>> {
+        self.upsert_start_one(client, key, len, config, tenant)
+    }
+
+    fn upsert_end(
+        &self,
+        client: Uuid,
+        meta: &ObjectMeta,
+        kind: ReplicaType,
+        tenant: &str,
+    ) -> MasterResult<()> {
+        self.put_end_one(client, meta, kind, tenant)
+    }
+
+    fn upsert_revoke(
+        &self,
+        client: Uuid,
+        key: &str,
+        kind: ReplicaType,
+        tenant: &str,
+    ) -> MasterResult<()> {
+        self.put_revoke_one(client, key, kind, tenant)
+    }
+
+    fn batch_upsert_start(
+        &self,
+        client: Uuid,
+        keys: &[String],
+        lens: &[u64],
+        config: &ReplicateConfig,
+        tenant: &str,
+    ) -> MasterResult<Vec<MasterResult<Vec<ReplicaDescriptor>>>> {
+        let v = self.batch_start(keys, lens, config, true, |k, l, c| {
+            self.upsert_start_one(client, k, l, c, tenant)
+        });
+        Ok(v)
+    }
+
+    fn batch_upsert_end(
+        &self,
+        client: Uuid,
+        metas: &[ObjectMeta],
+        tenant: &str,
+    ) -> MasterResult<Vec<MasterResult<()>>> {
+        let v = metas
+            .iter()
+            .map(|m| self.put_end_one(client, m, ReplicaType::All, tenant))
+            .collect();
+        Ok(v)
+    }
+
+    fn batch_upsert_revoke(
+        &self,
+        client: Uuid,
+        keys: &[String],
+        tenant: &str,
+    ) -> MasterResult<Vec<MasterResult<()>>> {
+        let v = keys
+            .iter()
+            .map(|k| self.put_revoke_one(client, k, ReplicaType::All, tenant))
+            .collect();
+        Ok(v)
+    }
+
+    fn remove(&self, key: &str, force: bool, tenant: &str) -> MasterResult<()> {
+        self.remove_one(key, force, tenant, true)
+    }
+
+    fn remove_by_regex(&self, regex: &str, force: bool, tenant: &str) -> MasterResult<i64> {
+        self.remove_by_regex_impl(regex, force, tenant)
+    }
+
+    fn remove_all(&self, force: bool, tenant: &str) -> MasterResult<i64> {
+        Ok(self.remove_all_impl(force, tenant))
+    }
+
+    fn batch_remove(
+        &self,
+        keys: &[String],
+        force: bool,
+        tenant: &str,
+    ) -> MasterResult<Vec<MasterResult<()>>> {
+        // Upstream's BatchRemove announces nothing (spec tiers-events-conductor.md §2.5).
+        let v = keys
+            .iter()
+            .map(|k| self.remove_one(k, force, tenant, false))
+            .collect();
+        Ok(v)
+    }
+
+    fn batch_query_ip(&self, clients: &[Uuid]) -> MasterResult<Vec<(Uuid, Vec<String>)>> {
+        Ok(self.batch_query_ip_impl(clients))
+    }
+
+    fn batch_replica_clear(
+        &self,
+        keys: &[String],
+        client: Uuid,
+        segment_name: &str,
+    ) -> MasterResult<Vec<String>> {
+        Ok(self.batch_replica_clear_impl(keys, client, segment_name))
+    }
+}

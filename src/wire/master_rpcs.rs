@@ -1,0 +1,433 @@
+//! The master's RPC surface, declared once: one row per RPC, in [`Method::ALL`] order
+//! (the order of the metrics and of the fuzz corpora's method indices).
+//!
+//! A row gives the upstream method name, its wire signature (the struct_pack argument
+//! tuple and result), how its result travels (`[one]`: an `expected<T>`; `[batch k]`:
+//! one result per element of argument `k`; `[long]`: a bare `long`; `[map]`: an
+//! `unordered_map` returned as pairs; `, default` when the trait answers
+//! `NOT_SUPPORTED` unless a master implements it), and its Rust signature on
+//! [`MasterApi`] or [`DiskTierApi`]. [`master_rpcs!`] hands the whole table to a
+//! macro of the caller's, which turns it into the `Method` enum, the codec's marker
+//! types, the two traits, the client stubs, the dispatch arms, the leader-following
+//! forwarder and the master's counting wrappers.
+//!
+//! [`Method::ALL`]: super::coro_rpc::Method::ALL
+//! [`MasterApi`]: super::master_api::MasterApi
+//! [`DiskTierApi`]: super::disk_tier_api::DiskTierApi
+
+/// Hands the master's RPC table to `$callback!` as
+/// `all [rows] master [rows] tier [rows]` (every RPC; the [`MasterApi`] ones; the
+/// [`DiskTierApi`] ones), each row a braced group:
+/// `{ #[doc] Name: (wire args) => wire result; [kind] fn name(args) -> result; }`.
+///
+/// [`MasterApi`]: super::master_api::MasterApi
+/// [`DiskTierApi`]: super::disk_tier_api::DiskTierApi
+macro_rules! master_rpcs {
+    ($callback:ident) => {
+        $crate::wire::master_rpcs::master_rpcs! { @split $callback; all [] master [] tier [];
+        master {
+            /// `ServiceReady`: the service version ("2.0.0").
+            ServiceReady: () => Expected<String>;
+            [one] fn service_ready() -> MasterResult<String>;
+        }
+        master {
+            /// `GetStorageConfig`.
+            GetStorageConfig: () => Expected<StorageConfig>;
+            [one] fn get_storage_config() -> MasterResult<StorageConfig>;
+        }
+        master {
+            /// `GetFsdir` (legacy).
+            GetFsdir: () => Expected<String>;
+            [one] fn get_fsdir() -> MasterResult<String>;
+        }
+        master {
+            /// `MountSegment`: idempotent.
+            MountSegment: (Segment, Uuid) => Expected<()>;
+            [one] fn mount_segment(segment: &Segment, client: Uuid) -> MasterResult<()>;
+        }
+        master {
+            /// `ReMountSegment`: mounts all and marks the client OK.
+            ReMountSegment: (Vec<Segment>, Uuid) => Expected<()>;
+            [one] fn remount_segment(segments: &[Segment], client: Uuid) -> MasterResult<()>;
+        }
+        master {
+            /// `UnmountSegment`: idempotent.
+            UnmountSegment: (Uuid, Uuid) => Expected<()>;
+            [one] fn unmount_segment(segment_id: Uuid, client: Uuid) -> MasterResult<()>;
+        }
+        master {
+            /// `GracefulUnmountSegment`: unmount after a grace period.
+            GracefulUnmountSegment: (Uuid, Uuid, u64) => Expected<()>;
+            [one] fn graceful_unmount_segment(
+                segment_id: Uuid,
+                client: Uuid,
+                grace_ms: u64
+            ) -> MasterResult<()>;
+        }
+        master {
+            /// `Ping`: heartbeat.
+            Ping: (Uuid,) => Expected<PingResponse>;
+            [one] fn ping(client: Uuid) -> MasterResult<PingResponse>;
+        }
+        master {
+            /// `FetchTasks`.
+            FetchTasks: (Uuid, u64) => Expected<Vec<TaskAssignment>>;
+            [one] fn fetch_tasks(client: Uuid, batch_size: u64) -> MasterResult<Vec<TaskAssignment>>;
+        }
+        master {
+            /// `ExistKey`: grants a read lease when it exists.
+            ExistKey: (String, String) => Expected<bool>;
+            [one] fn exist_key(key: &str, tenant: &str) -> MasterResult<bool>;
+        }
+        master {
+            /// `BatchExistKey`.
+            BatchExistKey: (Vec<String>, String) => Vec<Expected<bool>>;
+            [batch keys] fn batch_exist_key(
+                keys: &[String],
+                tenant: &str
+            ) -> MasterResult<Vec<MasterResult<bool>>>;
+        }
+        master {
+            /// `GetReplicaList`: grants a read lease.
+            GetReplicaList: (String, String) => Expected<GetReplicaListResponse>;
+            [one] fn get_replica_list(key: &str, tenant: &str) -> MasterResult<GetReplicaListResponse>;
+        }
+        master {
+            /// `BatchGetReplicaList`.
+            BatchGetReplicaList: (Vec<String>, String) => Vec<Expected<GetReplicaListResponse>>;
+            [batch keys] fn batch_get_replica_list(
+                keys: &[String],
+                tenant: &str
+            ) -> MasterResult<Vec<MasterResult<GetReplicaListResponse>>>;
+        }
+        master {
+            /// `GetReplicaListByRegex`: key -> readable replicas.
+            GetReplicaListByRegex: (String, String)
+                => Expected<Map<String, Vec<ReplicaDescriptor>>>;
+            [map] fn get_replica_list_by_regex(
+                regex: &str,
+                tenant: &str
+            ) -> MasterResult<Vec<(String, Vec<ReplicaDescriptor>)>>;
+        }
+        master {
+            /// `PutStart`: allocates replicas (PROCESSING).
+            PutStart: (Uuid, String, u64, ReplicateConfig, String)
+                => Expected<Vec<ReplicaDescriptor>>;
+            [one] fn put_start(
+                client: Uuid,
+                key: &str,
+                len: u64,
+                config: &ReplicateConfig,
+                tenant: &str
+            ) -> MasterResult<Vec<ReplicaDescriptor>>;
+        }
+        master {
+            /// `PutEnd`: replicas become COMPLETE.
+            PutEnd: (Uuid, ObjectMeta, ReplicaType, String) => Expected<()>;
+            [one] fn put_end(
+                client: Uuid,
+                meta: &ObjectMeta,
+                kind: ReplicaType,
+                tenant: &str
+            ) -> MasterResult<()>;
+        }
+        master {
+            /// `PutRevoke`: drops PROCESSING replicas.
+            PutRevoke: (Uuid, String, ReplicaType, String) => Expected<()>;
+            [one] fn put_revoke(
+                client: Uuid,
+                key: &str,
+                kind: ReplicaType,
+                tenant: &str
+            ) -> MasterResult<()>;
+        }
+        master {
+            /// `BatchPutStart`.
+            BatchPutStart: (Uuid, Vec<String>, Vec<u64>, ReplicateConfig, String)
+                => Vec<Expected<Vec<ReplicaDescriptor>>>;
+            [batch keys] fn batch_put_start(
+                client: Uuid,
+                keys: &[String],
+                lens: &[u64],
+                config: &ReplicateConfig,
+                tenant: &str
+            ) -> MasterResult<Vec<MasterResult<Vec<ReplicaDescriptor>>>>;
+        }
+        master {
+            /// `BatchPutEnd`.
+            BatchPutEnd: (Uuid, Vec<ObjectMeta>, ReplicaType, String) => Vec<Expected<()>>;
+            [batch metas] fn batch_put_end(
+                client: Uuid,
+                metas: &[ObjectMeta],
+                kind: ReplicaType,
+                tenant: &str
+            ) -> MasterResult<Vec<MasterResult<()>>>;
+        }
+        master {
+            /// `BatchPutRevoke`.
+            BatchPutRevoke: (Uuid, Vec<String>, ReplicaType, String) => Vec<Expected<()>>;
+            [batch keys] fn batch_put_revoke(
+                client: Uuid,
+                keys: &[String],
+                kind: ReplicaType,
+                tenant: &str
+            ) -> MasterResult<Vec<MasterResult<()>>>;
+        }
+        master {
+            /// `UpsertStart`: insert or replace (in place when the size is unchanged).
+            UpsertStart: (Uuid, String, u64, ReplicateConfig, String)
+                => Expected<Vec<ReplicaDescriptor>>;
+            [one] fn upsert_start(
+                client: Uuid,
+                key: &str,
+                len: u64,
+                config: &ReplicateConfig,
+                tenant: &str
+            ) -> MasterResult<Vec<ReplicaDescriptor>>;
+        }
+        master {
+            /// `UpsertEnd`.
+            UpsertEnd: (Uuid, ObjectMeta, ReplicaType, String) => Expected<()>;
+            [one] fn upsert_end(
+                client: Uuid,
+                meta: &ObjectMeta,
+                kind: ReplicaType,
+                tenant: &str
+            ) -> MasterResult<()>;
+        }
+        master {
+            /// `UpsertRevoke`.
+            UpsertRevoke: (Uuid, String, ReplicaType, String) => Expected<()>;
+            [one] fn upsert_revoke(
+                client: Uuid,
+                key: &str,
+                kind: ReplicaType,
+                tenant: &str
+            ) -> MasterResult<()>;
+        }
+        master {
+            /// `BatchUpsertStart`.
+            BatchUpsertStart: (Uuid, Vec<String>, Vec<u64>, ReplicateConfig, String)
+                => Vec<Expected<Vec<ReplicaDescriptor>>>;
+            [batch keys] fn batch_upsert_start(
+                client: Uuid,
+                keys: &[String],
+                lens: &[u64],
+                config: &ReplicateConfig,
+                tenant: &str
+            ) -> MasterResult<Vec<MasterResult<Vec<ReplicaDescriptor>>>>;
+        }
+        master {
+            /// `BatchUpsertEnd` (upstream's takes no replica type; it means every kind).
+            BatchUpsertEnd: (Uuid, Vec<ObjectMeta>, String) => Vec<Expected<()>>;
+            [batch metas] fn batch_upsert_end(
+                client: Uuid,
+                metas: &[ObjectMeta],
+                tenant: &str
+            ) -> MasterResult<Vec<MasterResult<()>>>;
+        }
+        master {
+            /// `BatchUpsertRevoke` (no replica type on the wire either).
+            BatchUpsertRevoke: (Uuid, Vec<String>, String) => Vec<Expected<()>>;
+            [batch keys] fn batch_upsert_revoke(
+                client: Uuid,
+                keys: &[String],
+                tenant: &str
+            ) -> MasterResult<Vec<MasterResult<()>>>;
+        }
+        master {
+            /// `Remove`: -706 under a read lease unless forced.
+            Remove: (String, bool, String) => Expected<()>;
+            [one] fn remove(key: &str, force: bool, tenant: &str) -> MasterResult<()>;
+        }
+        master {
+            /// `RemoveByRegex`: number removed.
+            RemoveByRegex: (String, bool, String) => Expected<i64>;
+            [one] fn remove_by_regex(regex: &str, force: bool, tenant: &str) -> MasterResult<i64>;
+        }
+        master {
+            /// `RemoveAll`: number removed (a bare `long` on the wire: a failure travels
+            /// as its negative error code, which a client returns as `Ok`, as upstream's
+            /// does).
+            RemoveAll: (bool, String) => i64;
+            [long] fn remove_all(force: bool, tenant: &str) -> MasterResult<i64>;
+        }
+        master {
+            /// `BatchRemove`.
+            BatchRemove: (Vec<String>, bool, String) => Vec<Expected<()>>;
+            [batch keys] fn batch_remove(
+                keys: &[String],
+                force: bool,
+                tenant: &str
+            ) -> MasterResult<Vec<MasterResult<()>>>;
+        }
+        master {
+            /// `BatchQueryIp`: client id -> IPs of its segments.
+            BatchQueryIp: (Vec<Uuid>,) => Expected<Map<Uuid, Vec<String>>>;
+            [map] fn batch_query_ip(clients: &[Uuid]) -> MasterResult<Vec<(Uuid, Vec<String>)>>;
+        }
+        master {
+            /// `BatchReplicaClear`: clears that client's expired-lease objects on a segment.
+            BatchReplicaClear: (Vec<String>, Uuid, String) => Expected<Vec<String>>;
+            [one] fn batch_replica_clear(
+                keys: &[String],
+                client: Uuid,
+                segment_name: &str
+            ) -> MasterResult<Vec<String>>;
+        }
+        tier {
+            /// `MountLocalDiskSegment`: `client` keeps objects on its local disk; whether
+            /// the master may queue offload tasks for it. Idempotent; -1300 when the
+            /// master runs without `--enable_offload`.
+            MountLocalDiskSegment: (Uuid, bool) => Expected<()>;
+            [one] fn mount_local_disk_segment(client: Uuid, enable_offloading: bool) -> MasterResult<()>;
+        }
+        tier {
+            /// `UnmountLocalDiskSegment`: every replica on `client`'s disk is dropped.
+            UnmountLocalDiskSegment: (Uuid,) => Expected<()>;
+            [one] fn unmount_local_disk_segment(client: Uuid) -> MasterResult<()>;
+        }
+        tier {
+            /// `OffloadObjectHeartbeat`: drains `client`'s offload tasks (cancelled, and
+            /// none returned, when `enable_offloading` is false). -101 for a client whose
+            /// disk is not mounted (it mounts again).
+            OffloadObjectHeartbeat: (Uuid, bool) => Expected<Vec<OffloadTaskItem>>;
+            [one] fn offload_object_heartbeat(
+                client: Uuid,
+                enable_offloading: bool
+            ) -> MasterResult<Vec<OffloadTaskItem>>;
+        }
+        tier {
+            /// `PollRemoveAll`: whether a `RemoveAll` happened since the last poll (the
+            /// client then wipes its disk); clears the flag.
+            PollRemoveAll: (Uuid,) => Expected<bool>;
+            [one] fn poll_remove_all(client: Uuid) -> MasterResult<bool>;
+        }
+        tier {
+            /// `ReportSsdCapacity`: the bytes `client`'s disk may hold.
+            ReportSsdCapacity: (Uuid, i64) => Expected<()>;
+            [one] fn report_ssd_capacity(client: Uuid, bytes: i64) -> MasterResult<()>;
+        }
+        tier {
+            /// `NotifyOffloadSuccess`: `tasks[i]` landed at `metadatas[i]` on `client`'s
+            /// disk (or failed, `data_size` < 0). Lengths must match (-600); -101 at the
+            /// end when the client's disk is not mounted.
+            NotifyOffloadSuccess: (Uuid, Vec<OffloadTaskItem>, Vec<StorageObjectMetadata>)
+                => Expected<()>;
+            [one] fn notify_offload_success(
+                client: Uuid,
+                tasks: &[OffloadTaskItem],
+                metadatas: &[StorageObjectMetadata]
+            ) -> MasterResult<()>;
+        }
+        tier {
+            /// `PromotionObjectHeartbeat`: drains `client`'s promotion tasks.
+            PromotionObjectHeartbeat: (Uuid,) => Expected<Vec<PromotionTaskItem>>;
+            [one] fn promotion_object_heartbeat(client: Uuid) -> MasterResult<Vec<PromotionTaskItem>>;
+        }
+        tier {
+            /// `PromotionAllocStart`: a memory replica for `key`, which `client` holds on
+            /// disk.
+            PromotionAllocStart: (Uuid, String, String, u64, Vec<String>)
+                => Expected<PromotionAllocation>;
+            [one] fn promotion_alloc_start(
+                client: Uuid,
+                key: &str,
+                tenant: &str,
+                size: u64,
+                preferred_segments: &[String]
+            ) -> MasterResult<PromotionAllocation>;
+        }
+        tier {
+            /// `NotifyPromotionSuccess`: the promoted memory replica is written.
+            NotifyPromotionSuccess: (Uuid, String, String) => Expected<()>;
+            [one] fn notify_promotion_success(client: Uuid, key: &str, tenant: &str) -> MasterResult<()>;
+        }
+        tier {
+            /// `NotifyPromotionFailure`: the promotion is abandoned (its buffer is freed).
+            NotifyPromotionFailure: (Uuid, String, String) => Expected<()>;
+            [one] fn notify_promotion_failure(client: Uuid, key: &str, tenant: &str) -> MasterResult<()>;
+        }
+        tier {
+            /// `EvictDiskReplica`: `client` is about to delete `key` from its disk; its
+            /// replica of type `kind` (LOCAL_DISK or DISK) goes, and the object with it
+            /// when it was the last.
+            EvictDiskReplica: (Uuid, String, String, ReplicaType) => Expected<()>;
+            [one] fn evict_disk_replica(
+                client: Uuid,
+                key: &str,
+                tenant: &str,
+                kind: ReplicaType
+            ) -> MasterResult<()>;
+        }
+        tier {
+            /// `BatchEvictDiskReplica`: `EvictDiskReplica` for each key.
+            BatchEvictDiskReplica: (Uuid, Vec<String>, String, ReplicaType) => Vec<Expected<()>>;
+            [batch keys] fn batch_evict_disk_replica(
+                client: Uuid,
+                keys: &[String],
+                tenant: &str,
+                kind: ReplicaType
+            ) -> MasterResult<Vec<MasterResult<()>>>;
+        }
+        master {
+            /// `BatchBeginRead`, an extension of mooncake-rs masters:
+            /// `BatchGetReplicaList` whose reads hold the objects only until
+            /// `BatchEndRead` (or the lease TTL) instead of for a whole lease.
+            /// `NOT_SUPPORTED` from a master without it (upstream's answers "function
+            /// not registered").
+            BatchBeginRead: (Vec<String>, String) => Vec<Expected<GetReplicaListResponse>>;
+            [batch keys, default] fn batch_begin_read(
+                keys: &[String],
+                tenant: &str
+            ) -> MasterResult<Vec<MasterResult<GetReplicaListResponse>>>;
+        }
+        master {
+            /// `BatchEndRead`, the extension ending reads begun with `BatchBeginRead`:
+            /// `replica_ids[i]` is a replica the read of `keys[i]` was given.
+            BatchEndRead: (Vec<String>, Vec<u64>, String) => Expected<()>;
+            [one, default] fn batch_end_read(
+                keys: &[String],
+                replica_ids: &[u64],
+                tenant: &str
+            ) -> MasterResult<()>;
+        }
+        }
+    };
+    (@split $callback:ident; all [$($a:tt)*] master [$($m:tt)*] tier [$($t:tt)*];
+        master $row:tt $($rest:tt)*) => {
+        $crate::wire::master_rpcs::master_rpcs! { @split $callback;
+            all [$($a)* $row] master [$($m)* $row] tier [$($t)*]; $($rest)* }
+    };
+    (@split $callback:ident; all [$($a:tt)*] master [$($m:tt)*] tier [$($t:tt)*];
+        tier $row:tt $($rest:tt)*) => {
+        $crate::wire::master_rpcs::master_rpcs! { @split $callback;
+            all [$($a)* $row] master [$($m)*] tier [$($t)* $row]; $($rest)* }
+    };
+    (@split $callback:ident; all [$($a:tt)*] master [$($m:tt)*] tier [$($t:tt)*];) => {
+        $callback! { all [$($a)*] master [$($m)*] tier [$($t)*] }
+    };
+}
+
+/// One row of [`master_rpcs!`] as a trait method: a declaration, or for a `default`
+/// row a method answering `NOT_SUPPORTED`.
+macro_rules! trait_method {
+    ({ $(#[$doc:meta])* $m:ident: $args:ty => $wret:ty;
+       [$kind:ident $($count:ident)?, default]
+       fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty; }) => {
+        $(#[$doc])*
+        fn $name(&self $(, $arg: $ty)*) -> $ret {
+            $(let _ = $arg;)*
+            Err(ErrorCode::NOT_SUPPORTED)
+        }
+    };
+    ({ $(#[$doc:meta])* $m:ident: $args:ty => $wret:ty;
+       [$kind:ident $($count:ident)?]
+       fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty; }) => {
+        $(#[$doc])*
+        fn $name(&self $(, $arg: $ty)*) -> $ret;
+    };
+}
+
+pub(crate) use master_rpcs;
+pub(crate) use trait_method;
