@@ -1,9 +1,12 @@
 //! `mooncake_store_batch_replica_clear` (upstream's Python `batch_replica_clear`).
 
-use super::support::write_out;
-use crate::ffi::boundary::{c_str_or, ffi_boundary, invalid};
+use crate::ffi::args::c_str_or;
+use crate::ffi::boundary::ffi_boundary;
+use crate::ffi::fail::invalid;
+use crate::ffi::store::args::keys_arg;
+use crate::ffi::store::handle::client;
 use crate::ffi::store::mooncake_store_t;
-use crate::ffi::store::support::{client, code, keys_arg};
+use crate::ffi::store::results::write_out;
 use crate::store::ErrorCode;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int};
@@ -45,7 +48,7 @@ pub unsafe extern "C" fn mooncake_store_batch_replica_clear(
     segment_name: *const c_char,
     cleared_out: *mut c_int,
 ) -> c_int {
-    ffi_boundary!("mooncake_store_batch_replica_clear", fail = -1, {
+    ffi_boundary!({
         let h = client(store)?;
         if cleared_out.is_null() {
             return Err(invalid("cleared_out is NULL"));
@@ -57,16 +60,14 @@ pub unsafe extern "C" fn mooncake_store_batch_replica_clear(
             Some(c) => c.batch_replica_clear(&refs, &segment),
             None => Err(ErrorCode::INVALID_PARAMS),
         };
-        let (rc, flags) = match result {
-            Ok(cleared) => (0, cleared_flags(&keys, &cleared)),
-            Err(e) => (
-                code("mooncake_store_batch_replica_clear", e),
-                vec![0; count],
-            ),
+        let flags = match &result {
+            Ok(cleared) => cleared_flags(&keys, cleared),
+            Err(_) => vec![0; count],
         };
         // SAFETY: cleared_out holds `count` entries.
         unsafe { write_out(cleared_out, count, flags) };
-        Ok(rc)
+        result?;
+        Ok(0)
     })
 }
 
