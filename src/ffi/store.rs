@@ -11,14 +11,16 @@
 #![allow(non_camel_case_types)]
 
 pub(super) mod args;
+pub(super) mod keys;
 pub(super) mod handle;
 pub(super) mod results;
 
 use super::args::{c_slice, c_str, c_str_or};
 use super::boundary::ffi_boundary;
 use super::fail::{invalid, FfiError};
-use crate::store::{ErrorCode, ReplicateConfig, SetupConfig, SoftPinAction};
-use args::{items_arg, key_arg, keys_arg, setup_config};
+use crate::store::{ReplicateConfig, SetupConfig, SoftPinAction};
+use args::{items_arg, setup_config};
+use keys::{KeyBatch, KeyCall};
 use handle::{client, set_up, set_up_client, setup_handle, STORES};
 use results::write_out;
 use std::ffi::{c_char, c_int, c_void};
@@ -176,16 +178,15 @@ pub unsafe extern "C" fn mooncake_store_put(
     config: *const mooncake_replicate_config_t,
 ) -> c_int {
     ffi_boundary!({
-        let h = client(store)?;
         // SAFETY: per the contract.
-        let (key, value, cfg) = unsafe {
+        let (call, value, cfg) = unsafe {
             (
-                key_arg(key)?,
+                KeyCall::read(store, key)?,
                 c_slice(value.cast::<u8>(), size, "value")?,
                 replicate_config(config)?,
             )
         };
-        set_up(h)?.put(&key, value, &cfg)?;
+        call.client()?.put(call.key(), value, &cfg)?;
         Ok(0)
     })
 }
@@ -206,15 +207,14 @@ pub unsafe extern "C" fn mooncake_store_put_from(
     config: *const mooncake_replicate_config_t,
 ) -> c_int {
     ffi_boundary!({
-        let h = client(store)?;
         // SAFETY: per the contract.
-        let (key, cfg) = unsafe { (key_arg(key)?, replicate_config(config)?) };
+        let (call, cfg) = unsafe { (KeyCall::read(store, key)?, replicate_config(config)?) };
         if buffer.is_null() && size > 0 {
             return Err(invalid("buffer is NULL with a non-zero size"));
         }
-        let c = set_up(h)?;
+        let c = call.client()?;
         // SAFETY: `size` readable bytes at `buffer` per the contract.
-        unsafe { c.put_from_raw(&key, buffer as u64, size as u64, &cfg) }?;
+        unsafe { c.put_from_raw(call.key(), buffer as u64, size as u64, &cfg) }?;
         Ok(0)
     })
 }
@@ -238,24 +238,18 @@ pub unsafe extern "C" fn mooncake_store_batch_put_from(
     results_out: *mut c_int,
 ) -> c_int {
     ffi_boundary!({
-        let h = client(store)?;
-        if results_out.is_null() {
-            return Err(invalid("results_out is NULL"));
-        }
         // SAFETY: per the contract.
-        let (keys, items, cfg) = unsafe {
+        let (batch, items, cfg) = unsafe {
             (
-                keys_arg(keys, count)?,
+                KeyBatch::read(store, keys, count, results_out, "results_out")?,
                 items_arg(buffers, sizes, count)?,
                 replicate_config(config)?,
             )
         };
-        let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-        let results = match h {
+        let results = batch.results(None, |c, keys| {
             // SAFETY: every item is readable for its size per the contract.
-            Some(c) => unsafe { c.batch_put_from_raw(&refs, &items, &cfg) },
-            None => vec![Err(ErrorCode::INVALID_PARAMS); count],
-        };
+            unsafe { c.batch_put_from_raw(keys, &items, &cfg) }
+        });
         // SAFETY: results_out holds `count` entries.
         unsafe { write_out(results_out, count, results.into_iter().map(results::code_of)) };
         Ok(0)
@@ -277,15 +271,14 @@ pub unsafe extern "C" fn mooncake_store_get_into(
     size: usize,
 ) -> i64 {
     ffi_boundary!({
-        let h = client(store)?;
         // SAFETY: per the contract.
-        let key = unsafe { key_arg(key) }?;
+        let call = unsafe { KeyCall::read(store, key) }?;
         if buffer.is_null() && size > 0 {
             return Err(invalid("buffer is NULL with a non-zero size"));
         }
-        let c = set_up(h)?;
+        let c = call.client()?;
         // SAFETY: `size` writable bytes at `buffer` per the contract.
-        Ok(unsafe { c.get_into_raw(&key, buffer as u64, size as u64) }? as i64)
+        Ok(unsafe { c.get_into_raw(call.key(), buffer as u64, size as u64) }? as i64)
     })
 }
 
@@ -307,18 +300,17 @@ pub unsafe extern "C" fn mooncake_store_batch_get_into(
     results_out: *mut i64,
 ) -> c_int {
     ffi_boundary!({
-        let h = client(store)?;
-        if results_out.is_null() {
-            return Err(invalid("results_out is NULL"));
-        }
         // SAFETY: per the contract.
-        let (keys, items) = unsafe { (keys_arg(keys, count)?, items_arg(buffers, sizes, count)?) };
-        let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-        let results = match h {
-            // SAFETY: every item is writable for its size per the contract.
-            Some(c) => unsafe { c.batch_get_into_raw(&refs, &items) },
-            None => vec![Err(ErrorCode::INVALID_PARAMS); count],
+        let (batch, items) = unsafe {
+            (
+                KeyBatch::read(store, keys, count, results_out, "results_out")?,
+                items_arg(buffers, sizes, count)?,
+            )
         };
+        let results = batch.results(None, |c, keys| {
+            // SAFETY: every item is writable for its size per the contract.
+            unsafe { c.batch_get_into_raw(keys, &items) }
+        });
         // SAFETY: results_out holds `count` entries.
         unsafe { write_out(results_out, count, results.into_iter().map(results::size_or_code)) };
         Ok(0)
@@ -337,10 +329,9 @@ pub unsafe extern "C" fn mooncake_store_is_exist(
     key: *const c_char,
 ) -> c_int {
     ffi_boundary!({
-        let h = client(store)?;
         // SAFETY: per the contract.
-        let key = unsafe { key_arg(key) }?;
-        Ok(c_int::from(set_up(h)?.is_exist(&key)?))
+        let call = unsafe { KeyCall::read(store, key) }?;
+        Ok(c_int::from(call.client()?.is_exist(call.key())?))
     })
 }
 
@@ -358,17 +349,9 @@ pub unsafe extern "C" fn mooncake_store_batch_is_exist(
     results_out: *mut c_int,
 ) -> c_int {
     ffi_boundary!({
-        let h = client(store)?;
-        if results_out.is_null() {
-            return Err(invalid("results_out is NULL"));
-        }
         // SAFETY: per the contract.
-        let keys = unsafe { keys_arg(keys, count) }?;
-        let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-        let results = match h {
-            Some(c) => c.batch_is_exist(&refs),
-            None => vec![Err(ErrorCode::INVALID_PARAMS); count],
-        };
+        let batch = unsafe { KeyBatch::read(store, keys, count, results_out, "results_out") }?;
+        let results = batch.results(None, |c, keys| c.batch_is_exist(keys));
         let results = results.into_iter().map(|r| r.map_or_else(|e| e.0, c_int::from));
         // SAFETY: results_out holds `count` entries.
         unsafe { write_out(results_out, count, results) };
@@ -387,10 +370,9 @@ pub unsafe extern "C" fn mooncake_store_get_size(
     key: *const c_char,
 ) -> i64 {
     ffi_boundary!({
-        let h = client(store)?;
         // SAFETY: per the contract.
-        let key = unsafe { key_arg(key) }?;
-        Ok(set_up(h)?.get_size(&key)? as i64)
+        let call = unsafe { KeyCall::read(store, key) }?;
+        Ok(call.client()?.get_size(call.key())? as i64)
     })
 }
 
@@ -439,10 +421,9 @@ pub unsafe extern "C" fn mooncake_store_remove(
     force: c_int,
 ) -> c_int {
     ffi_boundary!({
-        let h = client(store)?;
         // SAFETY: per the contract.
-        let key = unsafe { key_arg(key) }?;
-        set_up(h)?.remove(&key, force != 0)?;
+        let call = unsafe { KeyCall::read(store, key) }?;
+        call.client()?.remove(call.key(), force != 0)?;
         Ok(0)
     })
 }

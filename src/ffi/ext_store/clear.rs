@@ -2,9 +2,7 @@
 
 use crate::ffi::args::c_str_or;
 use crate::ffi::boundary::ffi_boundary;
-use crate::ffi::fail::invalid;
-use crate::ffi::store::args::keys_arg;
-use crate::ffi::store::handle::client;
+use crate::ffi::store::keys::KeyBatch;
 use crate::ffi::store::mooncake_store_t;
 use crate::ffi::store::results::write_out;
 use crate::store::ErrorCode;
@@ -49,19 +47,18 @@ pub unsafe extern "C" fn mooncake_store_batch_replica_clear(
     cleared_out: *mut c_int,
 ) -> c_int {
     ffi_boundary!({
-        let h = client(store)?;
-        if cleared_out.is_null() {
-            return Err(invalid("cleared_out is NULL"));
-        }
         // SAFETY: per the contract.
-        let (keys, segment) = unsafe { (keys_arg(keys, count)?, c_str_or(segment_name, "")) };
-        let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-        let result = match h {
-            Some(c) => c.batch_replica_clear(&refs, &segment),
-            None => Err(ErrorCode::INVALID_PARAMS),
+        let (batch, segment) = unsafe {
+            (
+                KeyBatch::read(store, keys, count, cleared_out, "cleared_out")?,
+                c_str_or(segment_name, ""),
+            )
         };
+        let result = batch
+            .with_client(|c, keys| c.batch_replica_clear(keys, &segment))
+            .unwrap_or(Err(ErrorCode::INVALID_PARAMS));
         let flags = match &result {
-            Ok(cleared) => cleared_flags(&keys, cleared),
+            Ok(cleared) => cleared_flags(batch.keys(), cleared),
             Err(_) => vec![0; count],
         };
         // SAFETY: cleared_out holds `count` entries.

@@ -2,11 +2,11 @@
 
 use super::support::{emit, replica_json};
 use crate::ffi::boundary::ffi_boundary;
-use crate::ffi::fail::invalid;
-use crate::ffi::store::args::{key_arg, keys_arg};
+use crate::ffi::store::args::keys_arg;
+use crate::ffi::store::keys::{KeyBatch, KeyCall};
 use crate::ffi::store::handle::{client, set_up};
 use crate::ffi::store::mooncake_store_t;
-use crate::ffi::store::results::{code_of, not_set_up, size_or_code, write_out};
+use crate::ffi::store::results::{code_of, size_or_code, write_out};
 use serde_json::{json, Value};
 use std::ffi::{c_char, c_int};
 
@@ -25,17 +25,9 @@ pub unsafe extern "C" fn mooncake_store_batch_remove(
     results_out: *mut c_int,
 ) -> c_int {
     ffi_boundary!(name = function, {
-        let h = client(store)?;
-        if results_out.is_null() {
-            return Err(invalid("results_out is NULL"));
-        }
         // SAFETY: per the contract.
-        let keys = unsafe { keys_arg(keys, count) }?;
-        let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-        let results = match h {
-            Some(c) => c.batch_remove(&refs, force != 0),
-            None => not_set_up(function, count),
-        };
+        let batch = unsafe { KeyBatch::read(store, keys, count, results_out, "results_out") }?;
+        let results = batch.results(Some(function), |c, keys| c.batch_remove(keys, force != 0));
         // SAFETY: results_out holds `count` entries.
         unsafe { write_out(results_out, count, results.into_iter().map(code_of)) };
         Ok(0)
@@ -56,17 +48,9 @@ pub unsafe extern "C" fn mooncake_store_batch_get_size(
     results_out: *mut i64,
 ) -> c_int {
     ffi_boundary!(name = function, {
-        let h = client(store)?;
-        if results_out.is_null() {
-            return Err(invalid("results_out is NULL"));
-        }
         // SAFETY: per the contract.
-        let keys = unsafe { keys_arg(keys, count) }?;
-        let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-        let results = match h {
-            Some(c) => c.batch_get_size(&refs),
-            None => not_set_up(function, count),
-        };
+        let batch = unsafe { KeyBatch::read(store, keys, count, results_out, "results_out") }?;
+        let results = batch.results(Some(function), |c, keys| c.batch_get_size(keys));
         // SAFETY: results_out holds `count` entries.
         unsafe { write_out(results_out, count, results.into_iter().map(size_or_code)) };
         Ok(0)
@@ -91,10 +75,9 @@ pub unsafe extern "C" fn mooncake_store_get_replica_desc(
     buf_len: usize,
 ) -> i64 {
     ffi_boundary!({
-        let h = client(store)?;
         // SAFETY: per the contract.
-        let key = unsafe { key_arg(key) }?;
-        let replicas = set_up(h)?.get_replica_desc(&key)?;
+        let call = unsafe { KeyCall::read(store, key) }?;
+        let replicas = call.client()?.get_replica_desc(call.key())?;
         let text = Value::Array(replicas.iter().map(replica_json).collect()).to_string();
         // SAFETY: per the contract.
         unsafe { emit(buf_out, buf_len, &text) }

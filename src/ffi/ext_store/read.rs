@@ -6,10 +6,11 @@ use super::support::multi_items_arg;
 use crate::ffi::boundary::ffi_boundary;
 use crate::ffi::fail::invalid;
 use crate::ffi::last_error::set_last_error;
-use crate::ffi::store::args::{key_arg, keys_arg};
-use crate::ffi::store::handle::{client, set_up};
+use crate::ffi::store::args::keys_arg;
+use crate::ffi::store::keys::{KeyBatch, KeyCall};
+use crate::ffi::store::handle::client;
 use crate::ffi::store::mooncake_store_t;
-use crate::ffi::store::results::{not_set_up, size_or_code, write_out};
+use crate::ffi::store::results::{size_or_code, write_out};
 use crate::store::api::batch_get_alloc;
 use crate::store::{ErrorCode, ReadTarget};
 use std::ffi::{c_char, c_int, c_void};
@@ -37,23 +38,17 @@ pub unsafe extern "C" fn mooncake_store_batch_get_into_multi_buffers(
 ) -> c_int {
     ffi_boundary!(name = function, {
         let _ = prefer_alloc_in_same_node;
-        let h = client(store)?;
-        if results_out.is_null() {
-            return Err(invalid("results_out is NULL"));
-        }
         // SAFETY: per the contract.
-        let (keys, items) = unsafe {
+        let (batch, items) = unsafe {
             (
-                keys_arg(keys, count)?,
+                KeyBatch::read(store, keys, count, results_out, "results_out")?,
                 multi_items_arg(buffers, sizes, buffer_counts, count)?,
             )
         };
-        let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-        let results = match h {
+        let results = batch.results(Some(function), |c, keys| {
             // SAFETY: every piece is writable per the contract.
-            Some(c) => unsafe { c.batch_get_into_multi_raw(&refs, &items) },
-            None => not_set_up(function, count),
-        };
+            unsafe { c.batch_get_into_multi_raw(keys, &items) }
+        });
         // SAFETY: results_out holds `count` entries.
         unsafe { write_out(results_out, count, results.into_iter().map(size_or_code)) };
         Ok(0)
@@ -151,20 +146,19 @@ pub unsafe extern "C" fn mooncake_store_get_with_allocator(
     ctx: *mut c_void,
 ) -> i64 {
     ffi_boundary!({
-        let h = client(store)?;
         // SAFETY: per the contract.
-        let key = unsafe { key_arg(key) }?;
+        let call = unsafe { KeyCall::read(store, key) }?;
         let Some(alloc) = alloc else {
             return Err(invalid("alloc is NULL"));
         };
-        let c = set_up(h)?;
+        let c = call.client()?;
         let provide = |n: u64| {
             // SAFETY: the caller's allocator, per the contract.
             let p = unsafe { alloc(ctx, n) };
             (!p.is_null()).then_some(CallerMemory(p))
         };
         // SAFETY: the allocator's memory is writable for the size it was asked for.
-        let result = unsafe { batch_get_alloc(&*c, &[key.as_str()], provide) }
+        let result = unsafe { batch_get_alloc(c, &[call.key()], provide) }
             .pop()
             .unwrap_or(Err(ErrorCode::INTERNAL_ERROR));
         Ok(result?.1 as i64)

@@ -6,13 +6,12 @@ use super::support::{config_arg, multi_items_arg};
 use crate::ffi::args::c_slice;
 use crate::ffi::boundary::{ffi_boundary, FnName};
 use crate::ffi::fail::{invalid, FfiError};
-use crate::ffi::store::args::{items_arg, key_arg, keys_arg};
-use crate::ffi::store::handle::{client, set_up};
+use crate::ffi::store::args::items_arg;
+use crate::ffi::store::keys::{KeyBatch, KeyCall};
 use crate::ffi::store::mooncake_store_t;
-use crate::ffi::store::results::{code_of, not_set_up, write_out};
+use crate::ffi::store::results::{code_of, write_out};
 use crate::store::{ErrorCode, Pieces, ReplicateConfig, StoreApi, WriteMode};
 use std::ffi::{c_char, c_int, c_void};
-use std::sync::Arc;
 
 /// Puts or upserts one object from caller memory (zero-copy); shared by the
 /// single-key functions.
@@ -54,16 +53,15 @@ pub unsafe extern "C" fn mooncake_store_put_with_config(
     config_json: *const c_char,
 ) -> c_int {
     ffi_boundary!({
-        let h = client(store)?;
         // SAFETY: per the contract.
-        let (key, value, cfg) = unsafe {
+        let (call, value, cfg) = unsafe {
             (
-                key_arg(key)?,
+                KeyCall::read(store, key)?,
                 c_slice(value.cast::<u8>(), size, "value")?,
                 config_arg(config_json)?,
             )
         };
-        set_up(h)?.put(&key, value, &cfg)?;
+        call.client()?.put(call.key(), value, &cfg)?;
         Ok(0)
     })
 }
@@ -84,16 +82,15 @@ pub unsafe extern "C" fn mooncake_store_upsert(
     config_json: *const c_char,
 ) -> c_int {
     ffi_boundary!({
-        let h = client(store)?;
         // SAFETY: per the contract.
-        let (key, value, cfg) = unsafe {
+        let (call, value, cfg) = unsafe {
             (
-                key_arg(key)?,
+                KeyCall::read(store, key)?,
                 c_slice(value.cast::<u8>(), size, "value")?,
                 config_arg(config_json)?,
             )
         };
-        set_up(h)?.upsert(&key, value, &cfg)?;
+        call.client()?.upsert(call.key(), value, &cfg)?;
         Ok(0)
     })
 }
@@ -161,33 +158,29 @@ unsafe fn single_write(
     size: usize,
     config_json: *const c_char,
 ) -> Result<c_int, FfiError> {
-    let h = client(store)?;
     // SAFETY: per the caller's contract.
-    let (key, cfg) = unsafe { (key_arg(key)?, config_arg(config_json)?) };
+    let (call, cfg) = unsafe { (KeyCall::read(store, key)?, config_arg(config_json)?) };
     if buffer.is_null() && size > 0 {
         return Err(invalid("buffer is NULL with a non-zero size"));
     }
-    let c = set_up(h)?;
+    let c = call.client()?;
     // SAFETY: `size` readable bytes at `buffer` per the contract.
-    unsafe { write_one(&*c, mode, &key, buffer as u64, size as u64, &cfg) }?;
+    unsafe { write_one(c, mode, call.key(), buffer as u64, size as u64, &cfg) }?;
     Ok(0)
 }
 
 /// Body of the batch zero-copy writes over `Pieces`.
 fn batch_write(
     function: FnName,
-    h: Option<Arc<dyn StoreApi>>,
+    batch: &KeyBatch,
     mode: WriteMode,
-    keys: &[String],
     items: &[Pieces],
     cfg: &ReplicateConfig,
 ) -> Vec<c_int> {
-    let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-    let results = match h {
+    let results = batch.results(Some(function), |c, keys| {
         // SAFETY: the callers' contracts make every piece readable for the call.
-        Some(c) => unsafe { c.batch_write_raw(mode, &refs, items, cfg) },
-        None => not_set_up(function, keys.len()),
-    };
+        unsafe { c.batch_write_raw(mode, keys, items, cfg) }
+    });
     results.into_iter().map(code_of).collect()
 }
 
@@ -277,20 +270,16 @@ unsafe fn batch_single(
     config_json: *const c_char,
     results_out: *mut c_int,
 ) -> Result<c_int, FfiError> {
-    let h = client(store)?;
-    if results_out.is_null() {
-        return Err(invalid("results_out is NULL"));
-    }
     // SAFETY: per the caller's contract.
-    let (keys, items, cfg) = unsafe {
+    let (batch, items, cfg) = unsafe {
         (
-            keys_arg(keys, count)?,
+            KeyBatch::read(store, keys, count, results_out, "results_out")?,
             items_arg(buffers, sizes, count)?,
             config_arg(config_json)?,
         )
     };
     let items: Vec<Pieces> = items.into_iter().map(|p| vec![p]).collect();
-    let results = batch_write(function, h, mode, &keys, &items, &cfg);
+    let results = batch_write(function, &batch, mode, &items, &cfg);
     // SAFETY: results_out holds `count` entries.
     unsafe { write_out(results_out, count, results) };
     Ok(0)
@@ -318,19 +307,15 @@ pub unsafe extern "C" fn mooncake_store_batch_put_from_multi_buffers(
     results_out: *mut c_int,
 ) -> c_int {
     ffi_boundary!(name = function, {
-        let h = client(store)?;
-        if results_out.is_null() {
-            return Err(invalid("results_out is NULL"));
-        }
         // SAFETY: per the contract.
-        let (keys, items, cfg) = unsafe {
+        let (batch, items, cfg) = unsafe {
             (
-                keys_arg(keys, count)?,
+                KeyBatch::read(store, keys, count, results_out, "results_out")?,
                 multi_items_arg(buffers, sizes, buffer_counts, count)?,
                 config_arg(config_json)?,
             )
         };
-        let results = batch_write(function, h, WriteMode::Put, &keys, &items, &cfg);
+        let results = batch_write(function, &batch, WriteMode::Put, &items, &cfg);
         // SAFETY: results_out holds `count` entries.
         unsafe { write_out(results_out, count, results) };
         Ok(0)
