@@ -10,9 +10,9 @@
 //! The body returns `Result<R, FfiError>`; `?` works inside it. Nothing unwinds
 //! across the C boundary.
 
-use super::fail::FfiError;
 #[cfg(doc)]
 use super::fail::FailureValue;
+use super::fail::FfiError;
 use super::last_error::{clear_last_error, set_last_error};
 use crate::error::Error;
 use crate::store::ErrorCode;
@@ -212,10 +212,7 @@ mod tests {
             || Err(ErrorCode::OBJECT_NOT_FOUND.into()),
         );
         assert_eq!(r, ErrorCode::OBJECT_NOT_FOUND.0);
-        assert_eq!(
-            message(),
-            format!("c: {}", ErrorCode::OBJECT_NOT_FOUND)
-        );
+        assert_eq!(message(), format!("c: {}", ErrorCode::OBJECT_NOT_FOUND));
         let r = run(named("m::h::here"), true, -1, |c| c.0, |_| -2, || Ok(5));
         assert_eq!(r, 5);
         assert_eq!(message(), "");

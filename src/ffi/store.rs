@@ -11,8 +11,8 @@
 #![allow(non_camel_case_types)]
 
 pub(super) mod args;
-pub(super) mod keys;
 pub(super) mod handle;
+pub(super) mod keys;
 pub(super) mod results;
 
 use super::args::{c_slice, c_str, c_str_or};
@@ -20,8 +20,8 @@ use super::boundary::ffi_boundary;
 use super::fail::{invalid, FfiError};
 use crate::store::{ReplicateConfig, SetupConfig, SoftPinAction};
 use args::{items_arg, setup_config};
-use keys::{KeyBatch, KeyCall};
 use handle::{client, set_up, set_up_client, setup_handle, STORES};
+use keys::{KeyBatch, KeyCall};
 use results::write_out;
 use std::ffi::{c_char, c_int, c_void};
 
@@ -55,9 +55,7 @@ pub type mooncake_replicate_config_t = mooncake_replicate_config;
 /// alone.
 #[no_mangle]
 pub extern "C" fn mooncake_store_create() -> mooncake_store_t {
-    ffi_boundary!({
-        Ok(STORES.insert(handle::StoreHandle::default()))
-    })
+    ffi_boundary!({ Ok(STORES.insert(handle::StoreHandle::default())) })
 }
 
 /// Destroys a handle: stops the heartbeat, unmounts the client's segments, frees its
@@ -156,9 +154,7 @@ pub unsafe extern "C" fn mooncake_store_init_all(
 /// pings and reports 0.
 #[no_mangle]
 pub extern "C" fn mooncake_store_health_check(store: mooncake_store_t) -> c_int {
-    ffi_boundary!({
-        Ok(client(store)?.map_or(1, |c| c.health() as c_int))
-    })
+    ffi_boundary!({ Ok(client(store)?.map_or(1, |c| c.health() as c_int)) })
 }
 
 /// Copies `size` bytes into the local buffer and stores them under `key`. Returns 0
@@ -251,7 +247,13 @@ pub unsafe extern "C" fn mooncake_store_batch_put_from(
             unsafe { c.batch_put_from_raw(keys, &items, &cfg) }
         });
         // SAFETY: results_out holds `count` entries.
-        unsafe { write_out(results_out, count, results.into_iter().map(results::code_of)) };
+        unsafe {
+            write_out(
+                results_out,
+                count,
+                results.into_iter().map(results::code_of),
+            )
+        };
         Ok(0)
     })
 }
@@ -312,7 +314,13 @@ pub unsafe extern "C" fn mooncake_store_batch_get_into(
             unsafe { c.batch_get_into_raw(keys, &items) }
         });
         // SAFETY: results_out holds `count` entries.
-        unsafe { write_out(results_out, count, results.into_iter().map(results::size_or_code)) };
+        unsafe {
+            write_out(
+                results_out,
+                count,
+                results.into_iter().map(results::size_or_code),
+            )
+        };
         Ok(0)
     })
 }
@@ -352,7 +360,9 @@ pub unsafe extern "C" fn mooncake_store_batch_is_exist(
         // SAFETY: per the contract.
         let batch = unsafe { KeyBatch::read(store, keys, count, results_out, "results_out") }?;
         let results = batch.results(None, |c, keys| c.batch_is_exist(keys));
-        let results = results.into_iter().map(|r| r.map_or_else(|e| e.0, c_int::from));
+        let results = results
+            .into_iter()
+            .map(|r| r.map_or_else(|e| e.0, c_int::from));
         // SAFETY: results_out holds `count` entries.
         unsafe { write_out(results_out, count, results) };
         Ok(0)
@@ -452,9 +462,7 @@ pub unsafe extern "C" fn mooncake_store_remove_by_regex(
 /// removed, -600 when not set up, -1 for a bad handle.
 #[no_mangle]
 pub extern "C" fn mooncake_store_remove_all(store: mooncake_store_t, force: c_int) -> i64 {
-    ffi_boundary!({
-        Ok(set_up_client(store)?.remove_all(force != 0)?)
-    })
+    ffi_boundary!({ Ok(set_up_client(store)?.remove_all(force != 0)?) })
 }
 
 /// Registers `buffer` with the Transfer Engine (not remotely accessible; needed by

@@ -1,6 +1,6 @@
-//! Upstream's `transfer_engine_c.h`, part 2: batches, transfers, notifies, and
-//! introspection (graceful shutdown, NIC stats, links). Conventions as in
-//! [`super::transfer_engine`].
+//! Upstream's `transfer_engine_c.h` for batches, transfers and notifies, followed by
+//! the engine introspection upstream declares after them (segment cache sync, NIC
+//! stats, graceful shutdown, links). Conventions as in [`super::transfer_engine`].
 
 #![allow(non_snake_case)]
 

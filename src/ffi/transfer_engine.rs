@@ -1,6 +1,7 @@
-//! Upstream's `transfer_engine_c.h`, part 1: engine lifecycle, transports, segments and
-//! memory registration, over [`TransferEngine`]. Part 2 (batches, transfers, notifies,
-//! introspection) is in [`super::transfer`].
+//! Upstream's `transfer_engine_c.h` for the engine object itself: its lifecycle,
+//! transports, segments and memory registrations, over [`TransferEngine`]. Batches,
+//! transfers and notifies are in [`super::transfer`]. (cbindgen writes the header in
+//! source order, so each file holds a contiguous run of upstream's declarations.)
 //!
 //! Return conventions are upstream's (spec §1.2-§1.3): register, segment and notify
 //! functions return negative `ERR_*` codes; submitTransfer, submitTransferWithNotify,

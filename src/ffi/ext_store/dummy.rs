@@ -32,12 +32,7 @@ pub unsafe extern "C" fn mooncake_store_setup_dummy(
     ffi_boundary!({
         // SAFETY: per the contract.
         let address = unsafe { c_str(server_address, "server_address") }?;
-        setup_dummy_handle(
-            store,
-            mem_pool_size,
-            local_buffer_size,
-            &address,
-        )
+        setup_dummy_handle(store, mem_pool_size, local_buffer_size, &address)
     })
 }
 

@@ -3,8 +3,8 @@
 use super::support::{emit, replica_json};
 use crate::ffi::boundary::ffi_boundary;
 use crate::ffi::store::args::keys_arg;
-use crate::ffi::store::keys::{KeyBatch, KeyCall};
 use crate::ffi::store::handle::{client, set_up};
+use crate::ffi::store::keys::{KeyBatch, KeyCall};
 use crate::ffi::store::mooncake_store_t;
 use crate::ffi::store::results::{code_of, size_or_code, write_out};
 use serde_json::{json, Value};

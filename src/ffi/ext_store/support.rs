@@ -1,5 +1,5 @@
-//! Argument readers and result writers of the Store extensions: the JSON config,
-//! flattened multi-buffer batches, per-key result arrays, replica descriptors as JSON.
+//! Argument readers and answer writers of the Store extensions: the JSON config,
+//! flattened multi-buffer batches, replica descriptors as JSON.
 
 use crate::ffi::args::{c_slice, c_str, write_truncated};
 use crate::ffi::fail::{invalid, FfiError};

@@ -109,16 +109,7 @@ pub unsafe extern "C" fn mooncake_store_put_from_with_config(
     size: usize,
     config_json: *const c_char,
 ) -> c_int {
-    ffi_boundary!({
-        single_write(
-            WriteMode::Put,
-            store,
-            key,
-            buffer,
-            size,
-            config_json,
-        )
-    })
+    ffi_boundary!({ single_write(WriteMode::Put, store, key, buffer, size, config_json,) })
 }
 
 /// Zero-copy upsert of `size` bytes at `buffer` under `key`. `size == 0` returns 0
@@ -134,16 +125,7 @@ pub unsafe extern "C" fn mooncake_store_upsert_from(
     size: usize,
     config_json: *const c_char,
 ) -> c_int {
-    ffi_boundary!({
-        single_write(
-            WriteMode::Upsert,
-            store,
-            key,
-            buffer,
-            size,
-            config_json,
-        )
-    })
+    ffi_boundary!({ single_write(WriteMode::Upsert, store, key, buffer, size, config_json,) })
 }
 
 /// Body of the single-key zero-copy writes.
