@@ -65,7 +65,7 @@ STORE_PROTOTYPES: Dict[str, Tuple[Any, Sequence[Any]]] = {
     "mooncake_store_remove_all": (c_int64, [_h, c_int]),
     "mooncake_store_register_buffer": (c_int, [_h, c_void_p, c_size_t]),
     "mooncake_store_unregister_buffer": (c_int, [_h, c_void_p]),
-    # mooncake_ext.h (src/ffi/ext_store.rs)
+    # mooncake_ext.h (src/ffi/ext_store/)
     "mooncake_store_put_with_config": (c_int, [_h, c_char_p, c_void_p, c_size_t, c_char_p]),
     "mooncake_store_upsert": (c_int, [_h, c_char_p, c_void_p, c_size_t, c_char_p]),
     "mooncake_store_put_from_with_config": (

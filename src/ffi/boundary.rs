@@ -1,106 +1,40 @@
-//! The C boundary's plumbing: the thread-local last error, the one panic-catching
-//! macro every exported function runs its body in, and argument checks.
+//! The panic boundary every exported function's body runs in: `ffi_boundary!`.
 //!
-//! Every exported function body is `ffi_boundary!("name", fail = VALUE, ...)`. The body
-//! returns `Result<R, FfiError>`; the macro clears the calling thread's last error, runs
-//! the body under `catch_unwind`, and turns an error or a panic into the function's
-//! upstream failure value while recording who failed, why, and the errno. Nothing
-//! unwinds across the C boundary.
+//! The shape is hyper's `ffi_fn!` and rustls-ffi's `PanicOrDefault`: the function's
+//! name is written once (in its signature; the macro reads it back from a nested
+//! item's type name), its failure value comes from its return type
+//! ([`FailureValue`]), panics are caught and the thread's last error is set. The macro
+//! wraps the body rather than the whole `extern "C" fn` because cbindgen, which writes
+//! the headers, reads the signatures from the source and does not expand macros.
+//!
+//! The body returns `Result<R, FfiError>`; `?` works inside it. Nothing unwinds
+//! across the C boundary.
 
+#[cfg(doc)]
+use super::fail::FailureValue;
+use super::fail::FfiError;
+use super::last_error::{clear_last_error, set_last_error};
 use crate::error::Error;
-use std::borrow::Cow;
-use std::cell::RefCell;
-use std::ffi::{c_char, c_int, CStr, CString};
+use crate::store::ErrorCode;
 use std::panic::UnwindSafe;
 
-/// Why a call failed at the boundary.
-#[derive(Debug)]
-pub(crate) enum FfiError {
-    /// Rejected before reaching the engine: NULL pointer, bad handle, bad length.
-    Invalid {
-        /// What was wrong.
-        what: String,
-        /// The errno reported through `mooncake_last_error_errno`.
-        errno: c_int,
-    },
-    /// The engine returned an error; the function maps it onto its return code.
-    Engine(Error),
-}
+/// The name of the exported function a boundary runs in, read from the type name of an
+/// item nested in it (`crate::ffi::store::mooncake_store_put::here`) and cut down to
+/// its last segment only when an error is recorded.
+#[derive(Clone, Copy)]
+pub(crate) struct FnName(&'static str);
 
-impl From<Error> for FfiError {
-    fn from(e: Error) -> Self {
-        FfiError::Engine(e)
+impl FnName {
+    /// The name of the function `item` is nested in.
+    pub(crate) fn of<F>(_item: F) -> FnName {
+        FnName(std::any::type_name::<F>())
     }
-}
 
-/// An invalid-argument failure (`EINVAL`).
-pub(crate) fn invalid(what: impl Into<String>) -> FfiError {
-    FfiError::Invalid {
-        what: what.into(),
-        errno: libc::EINVAL,
+    /// The exported function's C name.
+    pub(crate) fn get(self) -> &'static str {
+        let path = self.0.rsplit_once("::").map_or(self.0, |(outer, _)| outer);
+        path.rsplit_once("::").map_or(path, |(_, name)| name)
     }
-}
-
-/// The calling thread's last error, kept as C strings so pointers can be handed out.
-struct LastError {
-    function: CString,
-    message: CString,
-    errno: c_int,
-}
-
-thread_local! {
-    static LAST_ERROR: RefCell<Option<LastError>> = const { RefCell::new(None) };
-}
-
-/// Strips interior NULs so the text always fits in a C string.
-fn c_string(text: String) -> CString {
-    CString::new(text).unwrap_or_else(|e| {
-        let mut bytes = e.into_vec();
-        bytes.retain(|b| *b != 0);
-        CString::new(bytes).unwrap_or_default()
-    })
-}
-
-/// Records a failure of `function` for the calling thread.
-pub(crate) fn set_last_error(function: &str, what: &str, errno: c_int) {
-    let entry = LastError {
-        function: c_string(function.to_string()),
-        message: c_string(format!("{function}: {what}")),
-        errno,
-    };
-    // A thread that is being torn down has no TLS left; dropping the record is fine.
-    let _ = LAST_ERROR.try_with(|slot| *slot.borrow_mut() = Some(entry));
-}
-
-/// Forgets the calling thread's last error.
-pub(crate) fn clear_last_error() {
-    let _ = LAST_ERROR.try_with(|slot| slot.borrow_mut().take());
-}
-
-/// Pointer to the last error message (`""` when none); valid until the thread's next
-/// call into the library, other than the `mooncake_last_error_*` getters.
-pub(crate) fn last_error_message() -> *const c_char {
-    LAST_ERROR
-        .try_with(|slot| slot.borrow().as_ref().map(|e| e.message.as_ptr()))
-        .ok()
-        .flatten()
-        .unwrap_or(c"".as_ptr())
-}
-
-/// Pointer to the name of the function that failed last (`""` when none).
-pub(crate) fn last_error_function() -> *const c_char {
-    LAST_ERROR
-        .try_with(|slot| slot.borrow().as_ref().map(|e| e.function.as_ptr()))
-        .ok()
-        .flatten()
-        .unwrap_or(c"".as_ptr())
-}
-
-/// The errno of the last error (0 when none, or when no system call was involved).
-pub(crate) fn last_error_errno() -> c_int {
-    LAST_ERROR
-        .try_with(|slot| slot.borrow().as_ref().map_or(0, |e| e.errno))
-        .unwrap_or(0)
 }
 
 fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
@@ -125,12 +59,14 @@ fn drop_payload(payload: Box<dyn std::any::Any + Send>) {
 
 /// Runs `body` with panics caught; maps failures onto the function's return value.
 ///
-/// `fail` is returned for boundary rejections and panics; `map` turns an engine error
-/// into the function's code (negative `ERR_*`, positive status, or `fail` again).
+/// `fail` is returned for boundary failures and panics, `code` turns a store error
+/// code into the value, and `map` turns an engine error into the function's code
+/// (negative `ERR_*`, positive status, or `fail` again).
 pub(crate) fn run<R>(
-    function: &str,
+    function: FnName,
     clear: bool,
     fail: R,
+    code: impl FnOnce(ErrorCode) -> R,
     map: impl FnOnce(&Error) -> R,
     body: impl FnOnce() -> Result<R, FfiError> + UnwindSafe,
 ) -> R {
@@ -139,18 +75,22 @@ pub(crate) fn run<R>(
     }
     match std::panic::catch_unwind(body) {
         Ok(Ok(value)) => value,
-        Ok(Err(FfiError::Invalid { what, errno })) => {
-            set_last_error(function, &what, errno);
+        Ok(Err(FfiError::Failed { what, errno })) => {
+            set_last_error(function.get(), &what, errno);
             fail
         }
         Ok(Err(FfiError::Engine(e))) => {
-            set_last_error(function, &e.to_string(), e.errno());
+            set_last_error(function.get(), &e.to_string(), e.errno());
             map(&e)
+        }
+        Ok(Err(FfiError::Code { code: c, what })) => {
+            set_last_error(function.get(), &what, 0);
+            code(c)
         }
         Err(payload) => {
             let text = panic_text(payload.as_ref());
             drop_payload(payload);
-            set_last_error(function, &format!("internal panic: {text}"), 0);
+            set_last_error(function.get(), &format!("internal panic: {text}"), 0);
             fail
         }
     }
@@ -158,124 +98,77 @@ pub(crate) fn run<R>(
 
 /// The panic boundary every exported function's body runs in.
 ///
-/// * `ffi_boundary!("name", fail = V, { body })`: errors and panics return `V`.
-/// * `ffi_boundary!("name", fail = V, map = |e| ..., { body })`: engine errors return
-///   `map(&e)`, boundary rejections and panics return `V`.
-/// * `ffi_boundary!(@keep "name", fail = V, { body })`: like the first form but leaves the
-///   thread's last error as it is (the `mooncake_last_error_*` getters).
-///
-/// The body is a block evaluating to `Result<R, FfiError>`; `?` works inside it.
+/// * `ffi_boundary!({ body })`: failures and panics return the return type's
+///   [`FailureValue::FAILURE`], store error codes are returned as the value.
+/// * `ffi_boundary!(fail = V, { body })`: every failure returns `V` (upstream's value
+///   where it is not the type's).
+/// * `ffi_boundary!(map = F, { body })` / `ffi_boundary!(fail = V, map = F, { body })`:
+///   engine errors return `F(&e)`.
+/// * `ffi_boundary!(@keep, fail = V, { body })`: leaves the thread's last error as it
+///   is (the `mooncake_last_error_*` getters).
+/// * `ffi_boundary!(name = n, ...)` before any of these binds `n` to the function's
+///   [`FnName`] for a body that records a last error and still succeeds.
 macro_rules! ffi_boundary {
-    ($name:literal, fail = $fail:expr, map = $map:expr, $body:block) => {
-        $crate::ffi::boundary::run(
-            $name,
+    (name = $name:ident, $($rest:tt)*) => {
+        $crate::ffi::boundary::ffi_boundary!(@named $name, $($rest)*)
+    };
+    (@named $name:ident, @keep, fail = $fail:expr, $body:block) => {{
+        let fail = $fail;
+        $crate::ffi::boundary::ffi_boundary!(@run $name, false, fail, |_| fail, |_| fail, $body)
+    }};
+    (@named $name:ident, fail = $fail:expr, map = $map:expr, $body:block) => {{
+        let fail = $fail;
+        $crate::ffi::boundary::ffi_boundary!(@run $name, true, fail, |_| fail, $map, $body)
+    }};
+    (@named $name:ident, fail = $fail:expr, $body:block) => {{
+        let fail = $fail;
+        $crate::ffi::boundary::ffi_boundary!(@run $name, true, fail, |_| fail, |_| fail, $body)
+    }};
+    (@named $name:ident, map = $map:expr, $body:block) => {
+        $crate::ffi::boundary::ffi_boundary!(
+            @run $name,
             true,
-            $fail,
+            $crate::ffi::fail::failure(),
+            $crate::ffi::fail::FailureValue::from_code,
             $map,
-            ::std::panic::AssertUnwindSafe(
-                || -> ::std::result::Result<_, $crate::ffi::boundary::FfiError> { $body },
-            ),
+            $body
         )
     };
-    ($name:literal, fail = $fail:expr, $body:block) => {{
-        let fail = $fail;
-        $crate::ffi::boundary::run(
-            $name,
+    (@named $name:ident, $body:block) => {
+        $crate::ffi::boundary::ffi_boundary!(
+            @run $name,
             true,
-            fail,
-            |_: &$crate::error::Error| fail,
-            ::std::panic::AssertUnwindSafe(
-                || -> ::std::result::Result<_, $crate::ffi::boundary::FfiError> { $body },
-            ),
+            $crate::ffi::fail::failure(),
+            $crate::ffi::fail::FailureValue::from_code,
+            |_| $crate::ffi::fail::failure(),
+            $body
         )
-    }};
-    (@keep $name:literal, fail = $fail:expr, $body:block) => {{
-        let fail = $fail;
+    };
+    (@run $name:ident, $clear:literal, $fail:expr, $code:expr, $map:expr, $body:block) => {{
+        fn here() {}
+        let $name = $crate::ffi::boundary::FnName::of(here);
         $crate::ffi::boundary::run(
             $name,
-            false,
-            fail,
-            |_: &$crate::error::Error| fail,
+            $clear,
+            $fail,
+            $code,
+            $map,
             ::std::panic::AssertUnwindSafe(
-                || -> ::std::result::Result<_, $crate::ffi::boundary::FfiError> { $body },
+                || -> ::std::result::Result<_, $crate::ffi::fail::FfiError> { $body },
             ),
         )
     }};
+    ($($rest:tt)*) => {
+        $crate::ffi::boundary::ffi_boundary!(@named function, $($rest)*)
+    };
 }
 pub(crate) use ffi_boundary;
-
-/// Reads a NUL-terminated argument; NULL is an invalid argument.
-///
-/// # Safety
-/// A non-NULL `ptr` must point to a NUL-terminated string that outlives the call.
-pub(crate) unsafe fn c_str<'a>(ptr: *const c_char, what: &str) -> Result<Cow<'a, str>, FfiError> {
-    if ptr.is_null() {
-        return Err(invalid(format!("{what} is NULL")));
-    }
-    // SAFETY: the caller guarantees a NUL-terminated string.
-    Ok(unsafe { CStr::from_ptr(ptr) }.to_string_lossy())
-}
-
-/// Reads an optional NUL-terminated string; NULL reads as `default`.
-///
-/// # Safety
-/// A non-NULL `ptr` must point to a NUL-terminated string that outlives the call.
-pub(crate) unsafe fn c_str_or<'a>(ptr: *const c_char, default: &'a str) -> Cow<'a, str> {
-    if ptr.is_null() {
-        return Cow::Borrowed(default);
-    }
-    // SAFETY: the caller guarantees a NUL-terminated string.
-    unsafe { CStr::from_ptr(ptr) }.to_string_lossy()
-}
-
-/// Views `count` elements at `ptr`; a zero count is an empty slice whatever `ptr` is,
-/// and NULL, misaligned or impossibly long arrays are invalid arguments.
-///
-/// # Safety
-/// A non-NULL `ptr` must point to `count` initialised elements that outlive the call.
-pub(crate) unsafe fn c_slice<'a, T>(
-    ptr: *const T,
-    count: usize,
-    what: &str,
-) -> Result<&'a [T], FfiError> {
-    if count == 0 {
-        return Ok(&[]);
-    }
-    if ptr.is_null() {
-        return Err(invalid(format!("{what} is NULL but its count is {count}")));
-    }
-    if count > isize::MAX as usize / std::mem::size_of::<T>().max(1) {
-        return Err(invalid(format!(
-            "{what}: count {count} is larger than any array"
-        )));
-    }
-    if (ptr as usize) % std::mem::align_of::<T>() != 0 {
-        return Err(invalid(format!("{what} ({ptr:p}) is not aligned")));
-    }
-    // SAFETY: non-NULL, aligned, length bounded; the caller guarantees the elements.
-    Ok(unsafe { std::slice::from_raw_parts(ptr, count) })
-}
-
-/// `snprintf(buf, len, "%s", text)`: copies what fits, always NUL-terminates when
-/// `len > 0`, and never writes past `len` bytes.
-///
-/// # Safety
-/// `buf` must be valid for `len` bytes of writes.
-pub(crate) unsafe fn write_truncated(buf: *mut c_char, len: usize, text: &str) {
-    if len == 0 || buf.is_null() {
-        return;
-    }
-    let n = text.len().min(len - 1);
-    // SAFETY: n + 1 <= len bytes, which the caller guarantees are writable.
-    unsafe {
-        std::ptr::copy_nonoverlapping(text.as_ptr(), buf.cast::<u8>(), n);
-        *buf.add(n) = 0;
-    }
-}
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ffi::last_error::{last_error_errno, last_error_message};
+    use std::ffi::CStr;
 
     fn message() -> String {
         // SAFETY: the pointer is a live NUL-terminated string of this thread.
@@ -284,30 +177,55 @@ mod tests {
             .into_owned()
     }
 
+    fn named(name: &'static str) -> FnName {
+        FnName(name)
+    }
+
     #[test]
     fn panics_become_the_failure_value() {
         let r: i32 = run(
-            "f",
+            named("m::f::here"),
             true,
             -1,
+            |c| c.0,
             |_| -2,
             || -> Result<i32, FfiError> { panic!("boom") },
         );
         assert_eq!(r, -1);
         assert_eq!(message(), "f: internal panic: boom");
         let r = run(
-            "g",
+            named("m::g::here"),
             true,
             -1,
+            |c| c.0,
             |e: &Error| e.err_code(),
             || Err(Error::AddressOverlapped("x".into()).into()),
         );
         assert_eq!(r, -7);
         assert!(message().starts_with("g: address overlapped"));
-        let r = run("h", true, -1, |_| -2, || Ok(5));
+        let r = run(
+            named("m::c::here"),
+            true,
+            -1,
+            |c| c.0,
+            |_| -2,
+            || Err(ErrorCode::OBJECT_NOT_FOUND.into()),
+        );
+        assert_eq!(r, ErrorCode::OBJECT_NOT_FOUND.0);
+        assert_eq!(message(), format!("c: {}", ErrorCode::OBJECT_NOT_FOUND));
+        let r = run(named("m::h::here"), true, -1, |c| c.0, |_| -2, || Ok(5));
         assert_eq!(r, 5);
         assert_eq!(message(), "");
         assert_eq!(last_error_errno(), 0);
+    }
+
+    #[test]
+    fn the_name_is_the_enclosing_function() {
+        fn mooncake_example() -> FnName {
+            fn here() {}
+            FnName::of(here)
+        }
+        assert_eq!(mooncake_example().get(), "mooncake_example");
     }
 
     /// A panic payload whose destructor panics too.
@@ -324,33 +242,14 @@ mod tests {
     #[cfg_attr(miri, ignore)]
     fn a_payload_whose_drop_panics_stays_inside() {
         let r: i32 = run(
-            "f",
+            named("m::f::here"),
             true,
             -1,
+            |c| c.0,
             |_| -2,
             || -> Result<i32, FfiError> { std::panic::panic_any(PanicsOnDrop) },
         );
         assert_eq!(r, -1);
         assert_eq!(message(), "f: internal panic: unknown panic payload");
-    }
-
-    #[test]
-    fn truncation_is_snprintf_like() {
-        let mut buf = [0x55 as c_char; 6];
-        // SAFETY: buf has 6 bytes; only 4 are offered.
-        unsafe { write_truncated(buf.as_mut_ptr(), 4, "abcdef") };
-        assert_eq!(&buf[..5], &[97, 98, 99, 0, 0x55]);
-    }
-
-    #[test]
-    fn slices_reject_null_and_huge_counts() {
-        // SAFETY: the checks reject every pointer before it is read.
-        unsafe {
-            assert!(c_slice::<u64>(std::ptr::null(), 1, "a").is_err());
-            assert!(c_slice::<u64>(std::ptr::null(), 0, "a").unwrap().is_empty());
-            let x = [1u64];
-            assert!(c_slice(x.as_ptr(), usize::MAX, "a").is_err());
-            assert_eq!(c_slice(x.as_ptr(), 1, "a").unwrap(), &[1]);
-        }
     }
 }

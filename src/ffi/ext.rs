@@ -5,15 +5,16 @@
 //! library and stay valid until the same thread's next call into it (other than these
 //! getters).
 
-use super::boundary::{self, ffi_boundary};
+use super::boundary::ffi_boundary;
+use super::last_error;
 use std::ffi::{c_char, c_int};
 
 /// The calling thread's last error as `"function: message"`, or `""` when its last
 /// call succeeded. Valid until the thread's next call into the library.
 #[no_mangle]
 pub extern "C" fn mooncake_last_error_message() -> *const c_char {
-    ffi_boundary!(@keep "mooncake_last_error_message", fail = c"".as_ptr(), {
-        Ok(boundary::last_error_message())
+    ffi_boundary!(@keep, fail = c"".as_ptr(), {
+        Ok(last_error::last_error_message())
     })
 }
 
@@ -22,8 +23,8 @@ pub extern "C" fn mooncake_last_error_message() -> *const c_char {
 /// (and when the last call succeeded).
 #[no_mangle]
 pub extern "C" fn mooncake_last_error_errno() -> c_int {
-    ffi_boundary!(@keep "mooncake_last_error_errno", fail = 0, {
-        Ok(boundary::last_error_errno())
+    ffi_boundary!(@keep, fail = 0, {
+        Ok(last_error::last_error_errno())
     })
 }
 
@@ -31,16 +32,16 @@ pub extern "C" fn mooncake_last_error_errno() -> c_int {
 /// `""`. Valid until the thread's next call into the library.
 #[no_mangle]
 pub extern "C" fn mooncake_last_error_function() -> *const c_char {
-    ffi_boundary!(@keep "mooncake_last_error_function", fail = c"".as_ptr(), {
-        Ok(boundary::last_error_function())
+    ffi_boundary!(@keep, fail = c"".as_ptr(), {
+        Ok(last_error::last_error_function())
     })
 }
 
 /// Forgets the calling thread's last error.
 #[no_mangle]
 pub extern "C" fn mooncake_clear_last_error() {
-    ffi_boundary!(@keep "mooncake_clear_last_error", fail = (), {
-        boundary::clear_last_error();
+    ffi_boundary!(@keep, fail = (), {
+        last_error::clear_last_error();
         Ok(())
     })
 }
@@ -54,7 +55,7 @@ pub extern "C" fn mooncake_version() -> *const c_char {
         Ok(v) => v,
         Err(_) => c"unknown",
     };
-    ffi_boundary!(@keep "mooncake_version", fail = VERSION.as_ptr(), {
+    ffi_boundary!(@keep, fail = VERSION.as_ptr(), {
         Ok(VERSION.as_ptr())
     })
 }

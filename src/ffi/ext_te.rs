@@ -6,21 +6,15 @@
 //! negative `ERR_*` codes for engine-level calls, positive status codes for the batch
 //! status call.
 
-use super::boundary::{c_str, ffi_boundary, invalid};
-use super::handles;
+use super::args::c_str;
+use super::boundary::ffi_boundary;
+use super::engines::ENGINES;
+use super::fail::invalid;
 use super::te_types::*;
 use crate::error::Error;
 use crate::te::{TaskStatus, TransferEngine};
 use std::ffi::{c_char, c_int};
 use std::time::Duration;
-
-fn err_code(e: &Error) -> c_int {
-    e.err_code()
-}
-
-fn status_code(e: &Error) -> c_int {
-    e.status_code()
-}
 
 /// Creates an engine like createTransferEngine, with transport discovery limited to
 /// the devices in `device_filter` (comma-separated; NULL or empty: all), as upstream's
@@ -38,7 +32,7 @@ pub unsafe extern "C" fn mooncake_te_create(
     device_filter: *const c_char,
     auto_discover: c_int,
 ) -> transfer_engine_t {
-    ffi_boundary!("mooncake_te_create", fail = std::ptr::null_mut(), {
+    ffi_boundary!({
         // SAFETY: NULL or NUL-terminated, per the contract.
         let metadata = unsafe { c_str(metadata_conn_string, "metadata_conn_string") }?;
         // SAFETY: as above.
@@ -54,7 +48,7 @@ pub unsafe extern "C" fn mooncake_te_create(
         if auto_discover != 0 {
             engine.auto_install_with(&filter)?;
         }
-        Ok(handles::insert(engine))
+        Ok(ENGINES.insert(engine))
     })
 }
 
@@ -78,8 +72,8 @@ pub unsafe extern "C" fn mooncake_te_segment_buffer(
     addr_out: *mut u64,
     length_out: *mut u64,
 ) -> c_int {
-    ffi_boundary!("mooncake_te_segment_buffer", fail = -1, {
-        let e = handles::get(engine)?;
+    ffi_boundary!({
+        let e = ENGINES.get(engine)?;
         let desc = match e.segment_descriptor(segment_id) {
             Some(d) => d,
             None if segment_id == LOCAL_SEGMENT => return Ok(0),
@@ -115,8 +109,8 @@ pub unsafe extern "C" fn mooncake_te_send_probe(
     engine: transfer_engine_t,
     peer_server_name: *const c_char,
 ) -> c_int {
-    ffi_boundary!("mooncake_te_send_probe", fail = -1, map = err_code, {
-        let e = handles::get(engine)?;
+    ffi_boundary!(map = Error::err_code, {
+        let e = ENGINES.get(engine)?;
         // SAFETY: NULL or NUL-terminated, per the contract.
         let name = unsafe { c_str(peer_server_name, "peer_server_name") }?;
         if name.is_empty() {
@@ -147,8 +141,8 @@ pub unsafe extern "C" fn mooncake_te_wait_batch(
     batch_id: batch_id_t,
     timeout_ms: u64,
 ) -> c_int {
-    ffi_boundary!("mooncake_te_wait_batch", fail = -1, {
-        let e = handles::get(engine)?;
+    ffi_boundary!({
+        let e = ENGINES.get(engine)?;
         let mut left = timeout_ms;
         loop {
             let step = left.min(WAIT_STEP_MS);
@@ -182,8 +176,8 @@ pub unsafe extern "C" fn mooncake_te_batch_status(
     batch_id: batch_id_t,
     status: *mut transfer_status_t,
 ) -> c_int {
-    ffi_boundary!("mooncake_te_batch_status", fail = 1, map = status_code, {
-        let e = handles::get(engine)?;
+    ffi_boundary!(fail = 1, map = Error::status_code, {
+        let e = ENGINES.get(engine)?;
         if status.is_null() {
             return Err(invalid("status is NULL"));
         }
@@ -228,7 +222,7 @@ mod tests {
 
     fn engine() -> transfer_engine_t {
         let e = TransferEngine::new("P2PHANDSHAKE", "127.0.0.1", true).expect("engine");
-        handles::insert(e)
+        ENGINES.insert(e)
     }
 
     #[test]
@@ -236,7 +230,7 @@ mod tests {
         let h = engine();
         let mut region = vec![0u8; 4096];
         let addr = region.as_mut_ptr() as u64;
-        let e = handles::get(h).unwrap();
+        let e = ENGINES.get(h).unwrap();
         e.register_memory(addr, 4096, "*", true).unwrap();
         let (mut a, mut n) = (0u64, 0u64);
         // SAFETY: valid out pointers; the handle is live.
@@ -264,13 +258,13 @@ mod tests {
         }
         e.unregister_memory(addr).unwrap();
         drop(e);
-        drop(handles::remove(h));
+        drop(ENGINES.remove(h));
     }
 
     #[test]
     fn wait_and_status_of_batches() {
         let h = engine();
-        let e = handles::get(h).unwrap();
+        let e = ENGINES.get(h).unwrap();
         let batch = e.allocate_batch(4);
         let mut st = transfer_status {
             status: -1,
@@ -291,13 +285,13 @@ mod tests {
         }
         e.free_batch(batch).unwrap();
         drop(e);
-        drop(handles::remove(h));
+        drop(ENGINES.remove(h));
     }
 
     #[test]
     fn probe_by_segment_name() {
         let h = engine();
-        let own = CString::new(handles::get(h).unwrap().segment_name()).unwrap();
+        let own = CString::new(ENGINES.get(h).unwrap().segment_name()).unwrap();
         // SAFETY: NUL-terminated strings; the handle is validated.
         unsafe {
             assert_eq!(mooncake_te_send_probe(h, own.as_ptr()), 0);
@@ -305,6 +299,6 @@ mod tests {
             assert_eq!(mooncake_te_send_probe(h, std::ptr::null()), -1);
             assert_eq!(mooncake_te_send_probe(h, c"127.0.0.1:1".as_ptr()), -102);
         }
-        drop(handles::remove(h));
+        drop(ENGINES.remove(h));
     }
 }

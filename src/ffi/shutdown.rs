@@ -5,8 +5,8 @@
 //! drops every engine in the handle table (which deletes their metadata keys), and
 //! calls `_exit(128 + signo)`.
 
-use super::boundary::FfiError;
-use super::handles;
+use super::engines::ENGINES;
+use super::fail::FfiError;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Mutex;
@@ -47,7 +47,7 @@ fn watch(read_fd: c_int) {
     }
     let signo = c_int::from(byte);
     log::warn!("signal {signo} received: destroying every transfer engine, then exiting");
-    for engine in handles::drain() {
+    for engine in ENGINES.drain() {
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(engine)));
     }
     // SAFETY: ends the process without running atexit handlers, as upstream does.
@@ -56,7 +56,7 @@ fn watch(read_fd: c_int) {
 
 fn os_error(what: &str) -> FfiError {
     let err = std::io::Error::last_os_error();
-    FfiError::Invalid {
+    FfiError::Failed {
         what: format!("{what}: {err}"),
         errno: err.raw_os_error().unwrap_or(0),
     }
@@ -94,7 +94,7 @@ pub(crate) fn install() -> Result<(), FfiError> {
         .spawn(move || watch(read_fd))
     {
         close_both();
-        return Err(FfiError::Invalid {
+        return Err(FfiError::Failed {
             what: format!("starting the shutdown watcher: {e}"),
             errno: e.raw_os_error().unwrap_or(0),
         });

@@ -10,12 +10,20 @@
 
 #![allow(non_camel_case_types)]
 
-pub(super) mod support;
+pub(super) mod args;
+pub(super) mod handle;
+pub(super) mod keys;
+pub(super) mod results;
 
-use super::boundary::{c_slice, c_str, c_str_or, ffi_boundary, invalid};
-use crate::store::{ErrorCode, SetupConfig};
+use super::args::{c_slice, c_str, c_str_or};
+use super::boundary::ffi_boundary;
+use super::fail::{invalid, FfiError};
+use crate::store::{ReplicateConfig, SetupConfig, SoftPinAction};
+use args::{items_arg, setup_config};
+use handle::{client, set_up, set_up_client, setup_handle, STORES};
+use keys::{KeyBatch, KeyCall};
+use results::write_out;
 use std::ffi::{c_char, c_int, c_void};
-use support::*;
 
 /// An opaque store handle (`typedef void *`), from `mooncake_store_create`.
 pub type mooncake_store_t = *mut c_void;
@@ -47,9 +55,7 @@ pub type mooncake_replicate_config_t = mooncake_replicate_config;
 /// alone.
 #[no_mangle]
 pub extern "C" fn mooncake_store_create() -> mooncake_store_t {
-    ffi_boundary!("mooncake_store_create", fail = std::ptr::null_mut(), {
-        Ok(insert_handle())
-    })
+    ffi_boundary!({ Ok(STORES.insert(handle::StoreHandle::default())) })
 }
 
 /// Destroys a handle: stops the heartbeat, unmounts the client's segments, frees its
@@ -57,8 +63,8 @@ pub extern "C" fn mooncake_store_create() -> mooncake_store_t {
 /// already destroyed handles are ignored.
 #[no_mangle]
 pub extern "C" fn mooncake_store_destroy(store: mooncake_store_t) {
-    ffi_boundary!("mooncake_store_destroy", fail = (), {
-        let Some(h) = remove_handle(store) else {
+    ffi_boundary!({
+        let Ok(h) = STORES.remove(store) else {
             return Ok(());
         };
         let client = h.client.write().take();
@@ -94,7 +100,7 @@ pub unsafe extern "C" fn mooncake_store_setup(
     device_name: *const c_char,
     master_server_addr: *const c_char,
 ) -> c_int {
-    ffi_boundary!("mooncake_store_setup", fail = -1, {
+    ffi_boundary!({
         // SAFETY: every string is NULL or NUL-terminated.
         let cfg = unsafe {
             setup_config(
@@ -107,37 +113,8 @@ pub unsafe extern "C" fn mooncake_store_setup(
                 master_server_addr,
             )
         };
-        setup_handle("mooncake_store_setup", store, &cfg)
+        setup_handle(store, &cfg)
     })
-}
-
-/// The [`SetupConfig`] of `mooncake_store_setup`'s arguments, NULL strings replaced
-/// by upstream's defaults.
-///
-/// # Safety
-/// The strings must be NULL or NUL-terminated.
-pub(in crate::ffi) unsafe fn setup_config(
-    local_hostname: *const c_char,
-    metadata_server: *const c_char,
-    global_segment_size: u64,
-    local_buffer_size: u64,
-    protocol: *const c_char,
-    device_name: *const c_char,
-    master_server_addr: *const c_char,
-) -> SetupConfig {
-    // SAFETY: forwarded contract.
-    unsafe {
-        SetupConfig {
-            local_hostname: c_str_or(local_hostname, "").into_owned(),
-            metadata_server: c_str_or(metadata_server, "").into_owned(),
-            global_segment_size,
-            local_buffer_size,
-            protocol: c_str_or(protocol, "tcp").into_owned(),
-            device_name: c_str_or(device_name, "").into_owned(),
-            master_server_addr: c_str_or(master_server_addr, "127.0.0.1:50051").into_owned(),
-            ..SetupConfig::default()
-        }
-    }
 }
 
 /// Legacy setup (used by the Go binding): hostname `localhost:12345`, metadata
@@ -154,7 +131,7 @@ pub unsafe extern "C" fn mooncake_store_init_all(
     device_name: *const c_char,
     mount_segment_size: u64,
 ) -> c_int {
-    ffi_boundary!("mooncake_store_init_all", fail = -1, {
+    ffi_boundary!({
         // SAFETY: every string is NULL or NUL-terminated.
         let cfg = unsafe {
             SetupConfig {
@@ -168,7 +145,7 @@ pub unsafe extern "C" fn mooncake_store_init_all(
                 ..SetupConfig::default()
             }
         };
-        setup_handle("mooncake_store_init_all", store, &cfg)
+        setup_handle(store, &cfg)
     })
 }
 
@@ -177,9 +154,7 @@ pub unsafe extern "C" fn mooncake_store_init_all(
 /// pings and reports 0.
 #[no_mangle]
 pub extern "C" fn mooncake_store_health_check(store: mooncake_store_t) -> c_int {
-    ffi_boundary!("mooncake_store_health_check", fail = -1, {
-        Ok(client(store)?.map_or(1, |c| c.health() as c_int))
-    })
+    ffi_boundary!({ Ok(client(store)?.map_or(1, |c| c.health() as c_int)) })
 }
 
 /// Copies `size` bytes into the local buffer and stores them under `key`. Returns 0
@@ -198,20 +173,17 @@ pub unsafe extern "C" fn mooncake_store_put(
     size: usize,
     config: *const mooncake_replicate_config_t,
 ) -> c_int {
-    ffi_boundary!("mooncake_store_put", fail = -1, {
-        let h = client(store)?;
+    ffi_boundary!({
         // SAFETY: per the contract.
-        let (key, value, cfg) = unsafe {
+        let (call, value, cfg) = unsafe {
             (
-                key_arg(key)?,
+                KeyCall::read(store, key)?,
                 c_slice(value.cast::<u8>(), size, "value")?,
                 replicate_config(config)?,
             )
         };
-        let Some(c) = h else {
-            return Ok(code("mooncake_store_put", ErrorCode::INVALID_PARAMS));
-        };
-        Ok(rc("mooncake_store_put", c.put(&key, value, &cfg)))
+        call.client()?.put(call.key(), value, &cfg)?;
+        Ok(0)
     })
 }
 
@@ -230,19 +202,16 @@ pub unsafe extern "C" fn mooncake_store_put_from(
     size: usize,
     config: *const mooncake_replicate_config_t,
 ) -> c_int {
-    ffi_boundary!("mooncake_store_put_from", fail = -1, {
-        let h = client(store)?;
+    ffi_boundary!({
         // SAFETY: per the contract.
-        let (key, cfg) = unsafe { (key_arg(key)?, replicate_config(config)?) };
+        let (call, cfg) = unsafe { (KeyCall::read(store, key)?, replicate_config(config)?) };
         if buffer.is_null() && size > 0 {
             return Err(invalid("buffer is NULL with a non-zero size"));
         }
-        let Some(c) = h else {
-            return Ok(code("mooncake_store_put_from", ErrorCode::INVALID_PARAMS));
-        };
+        let c = call.client()?;
         // SAFETY: `size` readable bytes at `buffer` per the contract.
-        let r = unsafe { c.put_from_raw(&key, buffer as u64, size as u64, &cfg) };
-        Ok(rc("mooncake_store_put_from", r))
+        unsafe { c.put_from_raw(call.key(), buffer as u64, size as u64, &cfg) }?;
+        Ok(0)
     })
 }
 
@@ -264,29 +233,27 @@ pub unsafe extern "C" fn mooncake_store_batch_put_from(
     config: *const mooncake_replicate_config_t,
     results_out: *mut c_int,
 ) -> c_int {
-    ffi_boundary!("mooncake_store_batch_put_from", fail = -1, {
-        let h = client(store)?;
-        if results_out.is_null() {
-            return Err(invalid("results_out is NULL"));
-        }
+    ffi_boundary!({
         // SAFETY: per the contract.
-        let (keys, items, cfg) = unsafe {
+        let (batch, items, cfg) = unsafe {
             (
-                keys_arg(keys, count)?,
+                KeyBatch::read(store, keys, count, results_out, "results_out")?,
                 items_arg(buffers, sizes, count)?,
                 replicate_config(config)?,
             )
         };
-        let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-        let results = match h {
+        let results = batch.results(None, |c, keys| {
             // SAFETY: every item is readable for its size per the contract.
-            Some(c) => unsafe { c.batch_put_from_raw(&refs, &items, &cfg) },
-            None => vec![Err(ErrorCode::INVALID_PARAMS); count],
+            unsafe { c.batch_put_from_raw(keys, &items, &cfg) }
+        });
+        // SAFETY: results_out holds `count` entries.
+        unsafe {
+            write_out(
+                results_out,
+                count,
+                results.into_iter().map(results::code_of),
+            )
         };
-        for (i, r) in results.into_iter().enumerate().take(count) {
-            // SAFETY: results_out holds `count` entries.
-            unsafe { *results_out.add(i) = r.map_or_else(|e| e.0, |()| 0) };
-        }
         Ok(0)
     })
 }
@@ -305,22 +272,15 @@ pub unsafe extern "C" fn mooncake_store_get_into(
     buffer: *mut c_void,
     size: usize,
 ) -> i64 {
-    ffi_boundary!("mooncake_store_get_into", fail = -1, {
-        let h = client(store)?;
+    ffi_boundary!({
         // SAFETY: per the contract.
-        let key = unsafe { key_arg(key) }?;
+        let call = unsafe { KeyCall::read(store, key) }?;
         if buffer.is_null() && size > 0 {
             return Err(invalid("buffer is NULL with a non-zero size"));
         }
-        let Some(c) = h else {
-            return Ok(i64::from(code(
-                "mooncake_store_get_into",
-                ErrorCode::INVALID_PARAMS,
-            )));
-        };
+        let c = call.client()?;
         // SAFETY: `size` writable bytes at `buffer` per the contract.
-        let r = unsafe { c.get_into_raw(&key, buffer as u64, size as u64) };
-        Ok(rc64("mooncake_store_get_into", r))
+        Ok(unsafe { c.get_into_raw(call.key(), buffer as u64, size as u64) }? as i64)
     })
 }
 
@@ -341,23 +301,26 @@ pub unsafe extern "C" fn mooncake_store_batch_get_into(
     count: usize,
     results_out: *mut i64,
 ) -> c_int {
-    ffi_boundary!("mooncake_store_batch_get_into", fail = -1, {
-        let h = client(store)?;
-        if results_out.is_null() {
-            return Err(invalid("results_out is NULL"));
-        }
+    ffi_boundary!({
         // SAFETY: per the contract.
-        let (keys, items) = unsafe { (keys_arg(keys, count)?, items_arg(buffers, sizes, count)?) };
-        let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-        let results = match h {
-            // SAFETY: every item is writable for its size per the contract.
-            Some(c) => unsafe { c.batch_get_into_raw(&refs, &items) },
-            None => vec![Err(ErrorCode::INVALID_PARAMS); count],
+        let (batch, items) = unsafe {
+            (
+                KeyBatch::read(store, keys, count, results_out, "results_out")?,
+                items_arg(buffers, sizes, count)?,
+            )
         };
-        for (i, r) in results.into_iter().enumerate().take(count) {
-            // SAFETY: results_out holds `count` entries.
-            unsafe { *results_out.add(i) = r.map_or_else(|e| i64::from(e.0), |n| n as i64) };
-        }
+        let results = batch.results(None, |c, keys| {
+            // SAFETY: every item is writable for its size per the contract.
+            unsafe { c.batch_get_into_raw(keys, &items) }
+        });
+        // SAFETY: results_out holds `count` entries.
+        unsafe {
+            write_out(
+                results_out,
+                count,
+                results.into_iter().map(results::size_or_code),
+            )
+        };
         Ok(0)
     })
 }
@@ -373,15 +336,10 @@ pub unsafe extern "C" fn mooncake_store_is_exist(
     store: mooncake_store_t,
     key: *const c_char,
 ) -> c_int {
-    ffi_boundary!("mooncake_store_is_exist", fail = -1, {
-        let h = client(store)?;
+    ffi_boundary!({
         // SAFETY: per the contract.
-        let key = unsafe { key_arg(key) }?;
-        let Some(c) = h else {
-            return Ok(code("mooncake_store_is_exist", ErrorCode::INVALID_PARAMS));
-        };
-        Ok(c.is_exist(&key)
-            .map_or_else(|e| code("mooncake_store_is_exist", e), c_int::from))
+        let call = unsafe { KeyCall::read(store, key) }?;
+        Ok(c_int::from(call.client()?.is_exist(call.key())?))
     })
 }
 
@@ -398,22 +356,15 @@ pub unsafe extern "C" fn mooncake_store_batch_is_exist(
     count: usize,
     results_out: *mut c_int,
 ) -> c_int {
-    ffi_boundary!("mooncake_store_batch_is_exist", fail = -1, {
-        let h = client(store)?;
-        if results_out.is_null() {
-            return Err(invalid("results_out is NULL"));
-        }
+    ffi_boundary!({
         // SAFETY: per the contract.
-        let keys = unsafe { keys_arg(keys, count) }?;
-        let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-        let results = match h {
-            Some(c) => c.batch_is_exist(&refs),
-            None => vec![Err(ErrorCode::INVALID_PARAMS); count],
-        };
-        for (i, r) in results.into_iter().enumerate().take(count) {
-            // SAFETY: results_out holds `count` entries.
-            unsafe { *results_out.add(i) = r.map_or_else(|e| e.0, c_int::from) };
-        }
+        let batch = unsafe { KeyBatch::read(store, keys, count, results_out, "results_out") }?;
+        let results = batch.results(None, |c, keys| c.batch_is_exist(keys));
+        let results = results
+            .into_iter()
+            .map(|r| r.map_or_else(|e| e.0, c_int::from));
+        // SAFETY: results_out holds `count` entries.
+        unsafe { write_out(results_out, count, results) };
         Ok(0)
     })
 }
@@ -428,17 +379,10 @@ pub unsafe extern "C" fn mooncake_store_get_size(
     store: mooncake_store_t,
     key: *const c_char,
 ) -> i64 {
-    ffi_boundary!("mooncake_store_get_size", fail = -1, {
-        let h = client(store)?;
+    ffi_boundary!({
         // SAFETY: per the contract.
-        let key = unsafe { key_arg(key) }?;
-        let Some(c) = h else {
-            return Ok(i64::from(code(
-                "mooncake_store_get_size",
-                ErrorCode::INVALID_PARAMS,
-            )));
-        };
-        Ok(rc64("mooncake_store_get_size", c.get_size(&key)))
+        let call = unsafe { KeyCall::read(store, key) }?;
+        Ok(call.client()?.get_size(call.key())? as i64)
     })
 }
 
@@ -454,7 +398,7 @@ pub unsafe extern "C" fn mooncake_store_get_hostname(
     buf_out: *mut c_char,
     buf_len: usize,
 ) -> c_int {
-    ffi_boundary!("mooncake_store_get_hostname", fail = -1, {
+    ffi_boundary!({
         let h = client(store)?;
         if buf_out.is_null() || buf_len == 0 {
             return Err(invalid("buf_out is NULL or buf_len is 0"));
@@ -486,14 +430,11 @@ pub unsafe extern "C" fn mooncake_store_remove(
     key: *const c_char,
     force: c_int,
 ) -> c_int {
-    ffi_boundary!("mooncake_store_remove", fail = -1, {
-        let h = client(store)?;
+    ffi_boundary!({
         // SAFETY: per the contract.
-        let key = unsafe { key_arg(key) }?;
-        let Some(c) = h else {
-            return Ok(code("mooncake_store_remove", ErrorCode::INVALID_PARAMS));
-        };
-        Ok(rc("mooncake_store_remove", c.remove(&key, force != 0)))
+        let call = unsafe { KeyCall::read(store, key) }?;
+        call.client()?.remove(call.key(), force != 0)?;
+        Ok(0)
     })
 }
 
@@ -509,18 +450,11 @@ pub unsafe extern "C" fn mooncake_store_remove_by_regex(
     pattern: *const c_char,
     force: c_int,
 ) -> i64 {
-    ffi_boundary!("mooncake_store_remove_by_regex", fail = -1, {
+    ffi_boundary!({
         let h = client(store)?;
         // SAFETY: per the contract.
         let pattern = unsafe { c_str(pattern, "pattern") }?.into_owned();
-        let Some(c) = h else {
-            return Ok(i64::from(code(
-                "mooncake_store_remove_by_regex",
-                ErrorCode::INVALID_PARAMS,
-            )));
-        };
-        let r = c.remove_by_regex(&pattern, force != 0);
-        Ok(r.unwrap_or_else(|e| i64::from(code("mooncake_store_remove_by_regex", e))))
+        Ok(set_up(h)?.remove_by_regex(&pattern, force != 0)?)
     })
 }
 
@@ -528,12 +462,7 @@ pub unsafe extern "C" fn mooncake_store_remove_by_regex(
 /// removed, -600 when not set up, -1 for a bad handle.
 #[no_mangle]
 pub extern "C" fn mooncake_store_remove_all(store: mooncake_store_t, force: c_int) -> i64 {
-    ffi_boundary!("mooncake_store_remove_all", fail = -1, {
-        with_client("mooncake_store_remove_all", store, -600, |c| {
-            c.remove_all(force != 0)
-                .unwrap_or_else(|e| i64::from(code("mooncake_store_remove_all", e)))
-        })
-    })
+    ffi_boundary!({ Ok(set_up_client(store)?.remove_all(force != 0)?) })
 }
 
 /// Registers `buffer` with the Transfer Engine (not remotely accessible; needed by
@@ -548,21 +477,13 @@ pub unsafe extern "C" fn mooncake_store_register_buffer(
     buffer: *mut c_void,
     size: usize,
 ) -> c_int {
-    ffi_boundary!("mooncake_store_register_buffer", fail = -1, {
+    ffi_boundary!({
         let h = client(store)?;
         if buffer.is_null() || size == 0 {
             return Err(invalid("buffer is NULL or size is 0"));
         }
-        let Some(c) = h else {
-            return Ok(code(
-                "mooncake_store_register_buffer",
-                ErrorCode::INVALID_PARAMS,
-            ));
-        };
-        Ok(rc(
-            "mooncake_store_register_buffer",
-            c.register_buffer(buffer.cast(), size),
-        ))
+        set_up(h)?.register_buffer(buffer.cast(), size)?;
+        Ok(0)
     })
 }
 
@@ -574,12 +495,54 @@ pub extern "C" fn mooncake_store_unregister_buffer(
     store: mooncake_store_t,
     buffer: *mut c_void,
 ) -> c_int {
-    ffi_boundary!("mooncake_store_unregister_buffer", fail = -1, {
-        with_client("mooncake_store_unregister_buffer", store, -600, |c| {
-            rc(
-                "mooncake_store_unregister_buffer",
-                c.unregister_buffer(buffer.cast()),
-            )
-        })
+    ffi_boundary!({
+        set_up_client(store)?.unregister_buffer(buffer.cast())?;
+        Ok(0)
     })
 }
+
+/// Converts the C config (spec store.md §1.1).
+///
+/// # Safety
+/// `config` must be NULL or point to a valid struct whose non-NULL
+/// `preferred_segments` has `preferred_segments_count` entries, each NULL or a
+/// NUL-terminated string.
+unsafe fn replicate_config(
+    config: *const mooncake_replicate_config_t,
+) -> Result<ReplicateConfig, FfiError> {
+    let mut out = ReplicateConfig::default();
+    if config.is_null() {
+        return Ok(out);
+    }
+    if (config as usize) % std::mem::align_of::<mooncake_replicate_config_t>() != 0 {
+        return Err(invalid("config is not aligned"));
+    }
+    // SAFETY: non-NULL, aligned, valid per the contract; copied by value.
+    let c = unsafe { *config };
+    out.replica_num = c.replica_num as u64;
+    out.soft_pin_action = if c.with_soft_pin != 0 {
+        SoftPinAction::Enable
+    } else {
+        SoftPinAction::Preserve
+    };
+    out.with_hard_pin = c.with_hard_pin != 0;
+    if !c.preferred_segments.is_null() {
+        // SAFETY: the array has preferred_segments_count entries per the contract.
+        let names = unsafe {
+            c_slice(
+                c.preferred_segments,
+                c.preferred_segments_count,
+                "preferred_segments",
+            )
+        }?;
+        for &name in names.iter().filter(|n| !n.is_null()) {
+            // SAFETY: a non-NULL entry is a NUL-terminated string.
+            out.preferred_segments
+                .push(unsafe { c_str(name, "preferred segment") }?.into_owned());
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,23 +1,17 @@
-//! Upstream's `transfer_engine_c.h`, part 2: batches, transfers, notifies, and
-//! introspection (graceful shutdown, NIC stats, links). Conventions as in
-//! [`super::transfer_engine`].
+//! Upstream's `transfer_engine_c.h` for batches, transfers and notifies, followed by
+//! the engine introspection upstream declares after them (segment cache sync, NIC
+//! stats, graceful shutdown, links). Conventions as in [`super::transfer_engine`].
 
 #![allow(non_snake_case)]
 
-use super::boundary::{c_slice, c_str_or, ffi_boundary, invalid, write_truncated, FfiError};
-use super::handles;
+use super::args::{c_slice, c_str_or, write_truncated};
+use super::boundary::ffi_boundary;
+use super::engines::ENGINES;
+use super::fail::{invalid, FfiError};
 use super::te_types::*;
 use crate::error::Error;
 use crate::te::{Op, TransferRequest};
 use std::ffi::{c_char, c_int};
-
-fn status_code(e: &Error) -> c_int {
-    e.status_code()
-}
-
-fn err_code(e: &Error) -> c_int {
-    e.err_code()
-}
 
 /// Allocates a batch that holds up to `batch_size` tasks in total. Returns its id, or
 /// INVALID_BATCH for a bad handle.
@@ -29,8 +23,8 @@ pub unsafe extern "C" fn allocateBatchID(
     engine: transfer_engine_t,
     batch_size: usize,
 ) -> batch_id_t {
-    ffi_boundary!("allocateBatchID", fail = INVALID_BATCH, {
-        let e = handles::get(engine)?;
+    ffi_boundary!(fail = INVALID_BATCH, {
+        let e = ENGINES.get(engine)?;
         Ok(e.allocate_batch(batch_size))
     })
 }
@@ -75,8 +69,8 @@ pub unsafe extern "C" fn submitTransfer(
     entries: *mut transfer_request,
     count: usize,
 ) -> c_int {
-    ffi_boundary!("submitTransfer", fail = 1, map = status_code, {
-        let e = handles::get(engine)?;
+    ffi_boundary!(fail = 1, map = Error::status_code, {
+        let e = ENGINES.get(engine)?;
         // SAFETY: count requests at entries, per the contract.
         let reqs = requests(unsafe { c_slice(entries.cast_const(), count, "entries") }?)?;
         e.submit(batch_id, &reqs)?;
@@ -98,8 +92,8 @@ pub unsafe extern "C" fn submitTransferWithNotify(
     count: usize,
     notify_msg: notify_msg_t,
 ) -> c_int {
-    ffi_boundary!("submitTransferWithNotify", fail = 1, map = status_code, {
-        let e = handles::get(engine)?;
+    ffi_boundary!(fail = 1, map = Error::status_code, {
+        let e = ENGINES.get(engine)?;
         if count == 0 {
             return Err(invalid("no requests to submit (count is 0)"));
         }
@@ -152,13 +146,13 @@ pub unsafe extern "C" fn getNotifsFromEngine(
     engine: transfer_engine_t,
     size: *mut c_int,
 ) -> *mut notify_msg_t {
-    ffi_boundary!("getNotifsFromEngine", fail = std::ptr::null_mut(), {
+    ffi_boundary!({
         if size.is_null() {
             return Err(invalid("size is NULL"));
         }
         // SAFETY: size is a writable int, per the contract.
         unsafe { *size = 0 };
-        let e = handles::get(engine)?;
+        let e = ENGINES.get(engine)?;
         let notifies = e.take_notifies();
         if notifies.is_empty() {
             return Ok(std::ptr::null_mut());
@@ -169,7 +163,7 @@ pub unsafe extern "C" fn getNotifsFromEngine(
                 notifies.len()
             ))
         })?;
-        let out_of_memory = || FfiError::Invalid {
+        let out_of_memory = || FfiError::Failed {
             what: format!("out of memory copying {count} notifications"),
             errno: libc::ENOMEM,
         };
@@ -205,7 +199,7 @@ pub unsafe extern "C" fn getNotifsFromEngine(
 /// `msg` must be NULL or an unfreed array from getNotifsFromEngine with `size` entries.
 #[no_mangle]
 pub unsafe extern "C" fn freeNotifsMsgBuf(msg: *mut notify_msg_t, size: c_int) -> c_int {
-    ffi_boundary!("freeNotifsMsgBuf", fail = -1, {
+    ffi_boundary!({
         if !msg.is_null() {
             // SAFETY: an array from getNotifsFromEngine with size initialised entries.
             unsafe { free_notify_array(msg, usize::try_from(size).unwrap_or(0)) };
@@ -226,8 +220,8 @@ pub unsafe extern "C" fn genNotifyInEngine(
     target_id: u64,
     notify_msg: notify_msg_t,
 ) -> c_int {
-    ffi_boundary!("genNotifyInEngine", fail = -1, map = err_code, {
-        let e = handles::get(engine)?;
+    ffi_boundary!(map = Error::err_code, {
+        let e = ENGINES.get(engine)?;
         let id = i32::try_from(target_id)
             .map_err(|_| Error::Metadata(format!("segment id {target_id} is not open")))?;
         // SAFETY: NULL or NUL-terminated, per the contract.
@@ -250,8 +244,8 @@ pub unsafe extern "C" fn getTransferStatus(
     task_id: usize,
     status: *mut transfer_status,
 ) -> c_int {
-    ffi_boundary!("getTransferStatus", fail = 1, map = status_code, {
-        let e = handles::get(engine)?;
+    ffi_boundary!(fail = 1, map = Error::status_code, {
+        let e = ENGINES.get(engine)?;
         if status.is_null() {
             return Err(invalid("status is NULL"));
         }
@@ -274,8 +268,8 @@ pub unsafe extern "C" fn getTransferStatus(
 /// Always safe to call; handle and batch id are validated.
 #[no_mangle]
 pub unsafe extern "C" fn freeBatchID(engine: transfer_engine_t, batch_id: batch_id_t) -> c_int {
-    ffi_boundary!("freeBatchID", fail = 1, map = status_code, {
-        let e = handles::get(engine)?;
+    ffi_boundary!(fail = 1, map = Error::status_code, {
+        let e = ENGINES.get(engine)?;
         e.free_batch(batch_id)?;
         Ok(0)
     })
@@ -288,8 +282,8 @@ pub unsafe extern "C" fn freeBatchID(engine: transfer_engine_t, batch_id: batch_
 /// Always safe to call; the handle is validated.
 #[no_mangle]
 pub unsafe extern "C" fn syncSegmentCache(engine: transfer_engine_t) -> c_int {
-    ffi_boundary!("syncSegmentCache", fail = -1, {
-        handles::get(engine)?.sync_segment_cache();
+    ffi_boundary!({
+        ENGINES.get(engine)?.sync_segment_cache();
         Ok(0)
     })
 }
@@ -309,11 +303,11 @@ pub unsafe extern "C" fn getNicLoadStats(
     stats: *mut nic_load_stat_t,
     count: *mut usize,
 ) -> c_int {
-    ffi_boundary!("getNicLoadStats", fail = -1, {
+    ffi_boundary!({
         if stats.is_null() || count.is_null() {
             return Err(invalid("stats and count must not be NULL"));
         }
-        let e = handles::get(engine)?;
+        let e = ENGINES.get(engine)?;
         let loads = e.rdma().map(|r| r.nic_loads()).unwrap_or_default();
         // SAFETY: count is readable and writable, per the contract.
         let room = unsafe { *count };
@@ -341,8 +335,8 @@ pub unsafe extern "C" fn getNicLoadStats(
 /// Always safe to call; the handle is validated.
 #[no_mangle]
 pub unsafe extern "C" fn enableGracefulShutdown(engine: transfer_engine_t) {
-    ffi_boundary!("enableGracefulShutdown", fail = (), {
-        handles::get(engine)?;
+    ffi_boundary!({
+        ENGINES.get(engine)?;
         super::shutdown::install()
     })
 }
@@ -361,11 +355,11 @@ pub unsafe extern "C" fn showLinks(
     buf_len: usize,
     json: c_int,
 ) -> c_int {
-    ffi_boundary!("showLinks", fail = -1, {
+    ffi_boundary!({
         if buf_out.is_null() || buf_len == 0 {
             return Err(invalid("buf_out is NULL or buf_len is 0"));
         }
-        let e = handles::get(engine)?;
+        let e = ENGINES.get(engine)?;
         let links = e
             .rdma()
             .map(|r| r.links_json())

@@ -1,6 +1,7 @@
-//! Upstream's `transfer_engine_c.h`, part 1: engine lifecycle, transports, segments and
-//! memory registration, over [`TransferEngine`]. Part 2 (batches, transfers, notifies,
-//! introspection) is in [`super::transfer`].
+//! Upstream's `transfer_engine_c.h` for the engine object itself: its lifecycle,
+//! transports, segments and memory registrations, over [`TransferEngine`]. Batches,
+//! transfers and notifies are in [`super::transfer`]. (cbindgen writes the header in
+//! source order, so each file holds a contiguous run of upstream's declarations.)
 //!
 //! Return conventions are upstream's (spec §1.2-§1.3): register, segment and notify
 //! functions return negative `ERR_*` codes; submitTransfer, submitTransferWithNotify,
@@ -11,17 +12,15 @@
 
 #![allow(non_snake_case)]
 
-use super::boundary::{c_slice, c_str, c_str_or, ffi_boundary, invalid, write_truncated};
-use super::handles;
+use super::args::{c_slice, c_str, c_str_or, write_truncated};
+use super::boundary::ffi_boundary;
+use super::engines::ENGINES;
+use super::fail::invalid;
 use super::te_types::*;
 use crate::error::Error;
 use crate::te::{Range, TransferEngine};
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::Arc;
-
-fn err_code(e: &Error) -> c_int {
-    e.err_code()
-}
 
 /// Creates a Transfer Engine.
 ///
@@ -46,13 +45,13 @@ pub unsafe extern "C" fn createTransferEngine(
     auto_discover: c_int,
 ) -> transfer_engine_t {
     let _ = (ip_or_host_name, rpc_port);
-    ffi_boundary!("createTransferEngine", fail = std::ptr::null_mut(), {
+    ffi_boundary!({
         // SAFETY: the caller passes NUL-terminated strings or NULL.
         let metadata = unsafe { c_str(metadata_conn_string, "metadata_conn_string") }?;
         // SAFETY: as above.
         let name = unsafe { c_str(local_server_name, "local_server_name") }?;
         let engine = TransferEngine::new(&metadata, &name, auto_discover != 0)?;
-        Ok(handles::insert(engine))
+        Ok(ENGINES.insert(engine))
     })
 }
 
@@ -62,8 +61,8 @@ pub unsafe extern "C" fn createTransferEngine(
 /// Always safe to call; the handle is validated.
 #[no_mangle]
 pub unsafe extern "C" fn discoverTopology(engine: transfer_engine_t) -> c_int {
-    ffi_boundary!("discoverTopology", fail = -1, {
-        handles::get(engine)?;
+    ffi_boundary!({
+        ENGINES.get(engine)?;
         Ok(0)
     })
 }
@@ -80,8 +79,8 @@ pub unsafe extern "C" fn getLocalIpAndPort(
     buf_out: *mut c_char,
     buf_len: usize,
 ) -> c_int {
-    ffi_boundary!("getLocalIpAndPort", fail = -1, {
-        let e = handles::get(engine)?;
+    ffi_boundary!({
+        let e = ENGINES.get(engine)?;
         if buf_out.is_null() {
             return Err(invalid("buf_out is NULL"));
         }
@@ -107,8 +106,8 @@ pub unsafe extern "C" fn installTransport(
     proto: *const c_char,
     args: *mut *mut c_void,
 ) -> transport_t {
-    ffi_boundary!("installTransport", fail = std::ptr::null_mut(), {
-        let e = handles::get(engine)?;
+    ffi_boundary!({
+        let e = ENGINES.get(engine)?;
         // SAFETY: NULL or NUL-terminated, per the contract.
         let proto = unsafe { c_str(proto, "proto") }?;
         let mut topology = None;
@@ -142,8 +141,8 @@ pub unsafe extern "C" fn uninstallTransport(
     proto: *const c_char,
 ) -> c_int {
     let _ = proto;
-    ffi_boundary!("uninstallTransport", fail = -1, {
-        handles::get(engine)?;
+    ffi_boundary!({
+        ENGINES.get(engine)?;
         Ok(0)
     })
 }
@@ -158,8 +157,8 @@ pub unsafe extern "C" fn openSegment(
     engine: transfer_engine_t,
     segment_name: *const c_char,
 ) -> segment_id_t {
-    ffi_boundary!("openSegment", fail = -1, {
-        let e = handles::get(engine)?;
+    ffi_boundary!({
+        let e = ENGINES.get(engine)?;
         // SAFETY: NULL or NUL-terminated, per the contract.
         let name = unsafe { c_str(segment_name, "segment_name") }?;
         Ok(e.open_segment(&name)?)
@@ -176,8 +175,8 @@ pub unsafe extern "C" fn openSegmentNoCache(
     engine: transfer_engine_t,
     segment_name: *const c_char,
 ) -> segment_id_t {
-    ffi_boundary!("openSegmentNoCache", fail = -1, {
-        let e = handles::get(engine)?;
+    ffi_boundary!({
+        let e = ENGINES.get(engine)?;
         // SAFETY: NULL or NUL-terminated, per the contract.
         let name = unsafe { c_str(segment_name, "segment_name") }?;
         Ok(e.open_segment_no_cache(&name)?)
@@ -194,8 +193,8 @@ pub unsafe extern "C" fn closeSegment(
     segment_id: segment_id_t,
 ) -> c_int {
     let _ = segment_id;
-    ffi_boundary!("closeSegment", fail = -1, {
-        handles::get(engine)?;
+    ffi_boundary!({
+        ENGINES.get(engine)?;
         Ok(0)
     })
 }
@@ -211,8 +210,8 @@ pub unsafe extern "C" fn warmupEfaSegment(
     segment_name: *const c_char,
 ) -> c_int {
     let _ = segment_name;
-    ffi_boundary!("warmupEfaSegment", fail = -1, {
-        handles::get(engine)?;
+    ffi_boundary!({
+        ENGINES.get(engine)?;
         Ok(0)
     })
 }
@@ -228,8 +227,8 @@ pub unsafe extern "C" fn removeLocalSegment(
     engine: transfer_engine_t,
     segment_name: *const c_char,
 ) -> c_int {
-    ffi_boundary!("removeLocalSegment", fail = -1, map = err_code, {
-        let e = handles::get(engine)?;
+    ffi_boundary!(map = Error::err_code, {
+        let e = ENGINES.get(engine)?;
         // SAFETY: NULL or NUL-terminated, per the contract.
         let name = unsafe { c_str(segment_name, "segment_name") }?;
         e.remove_local_segment(&name)?;
@@ -245,8 +244,8 @@ pub unsafe extern "C" fn removeLocalSegment(
 /// Always safe to call; the handle is validated.
 #[no_mangle]
 pub unsafe extern "C" fn destroyTransferEngine(engine: transfer_engine_t) {
-    ffi_boundary!("destroyTransferEngine", fail = (), {
-        drop(handles::remove(engine)?);
+    ffi_boundary!({
+        drop(ENGINES.remove(engine)?);
         Ok(())
     })
 }
@@ -266,8 +265,8 @@ pub unsafe extern "C" fn registerLocalMemory(
     location: *const c_char,
     remote_accessible: c_int,
 ) -> c_int {
-    ffi_boundary!("registerLocalMemory", fail = -1, map = err_code, {
-        let e = handles::get(engine)?;
+    ffi_boundary!(map = Error::err_code, {
+        let e = ENGINES.get(engine)?;
         // SAFETY: NULL or NUL-terminated, per the contract.
         let location = unsafe { c_str_or(location, "*") };
         e.register_memory(
@@ -290,8 +289,8 @@ pub unsafe extern "C" fn unregisterLocalMemory(
     engine: transfer_engine_t,
     addr: *mut c_void,
 ) -> c_int {
-    ffi_boundary!("unregisterLocalMemory", fail = -1, map = err_code, {
-        let e = handles::get(engine)?;
+    ffi_boundary!(map = Error::err_code, {
+        let e = ENGINES.get(engine)?;
         e.unregister_memory(addr as u64)?;
         Ok(0)
     })
@@ -311,8 +310,8 @@ pub unsafe extern "C" fn registerLocalMemoryBatch(
     buffer_len: usize,
     location: *const c_char,
 ) -> c_int {
-    ffi_boundary!("registerLocalMemoryBatch", fail = -1, map = err_code, {
-        let e = handles::get(engine)?;
+    ffi_boundary!(map = Error::err_code, {
+        let e = ENGINES.get(engine)?;
         // SAFETY: buffer_len entries at buffer_list, per the contract.
         let list = unsafe { c_slice(buffer_list.cast_const(), buffer_len, "buffer_list") }?;
         if list.is_empty() {
@@ -343,8 +342,8 @@ pub unsafe extern "C" fn unregisterLocalMemoryBatch(
     addr_list: *mut *mut c_void,
     addr_len: usize,
 ) -> c_int {
-    ffi_boundary!("unregisterLocalMemoryBatch", fail = -1, map = err_code, {
-        let e = handles::get(engine)?;
+    ffi_boundary!(map = Error::err_code, {
+        let e = ENGINES.get(engine)?;
         // SAFETY: addr_len pointers at addr_list, per the contract.
         let list = unsafe { c_slice(addr_list.cast_const(), addr_len, "addr_list") }?;
         if list.is_empty() {

@@ -57,7 +57,10 @@ fn ext_header() -> String {
         &[
             "src/ffi/ext.rs",
             "src/ffi/ext_te.rs",
-            "src/ffi/ext_store.rs",
+            "src/ffi/ext_store/write.rs",
+            "src/ffi/ext_store/read.rs",
+            "src/ffi/ext_store/query.rs",
+            "src/ffi/ext_store/setup.rs",
             "src/ffi/ext_store/ranges.rs",
             "src/ffi/ext_store/clear.rs",
             "src/ffi/ext_store/dummy.rs",

@@ -1,9 +1,10 @@
 //! `mooncake_store_batch_replica_clear` (upstream's Python `batch_replica_clear`).
 
-use super::support::write_out;
-use crate::ffi::boundary::{c_str_or, ffi_boundary, invalid};
+use crate::ffi::args::c_str_or;
+use crate::ffi::boundary::ffi_boundary;
+use crate::ffi::store::keys::KeyBatch;
 use crate::ffi::store::mooncake_store_t;
-use crate::ffi::store::support::{client, code, keys_arg};
+use crate::ffi::store::results::write_out;
 use crate::store::ErrorCode;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int};
@@ -45,28 +46,25 @@ pub unsafe extern "C" fn mooncake_store_batch_replica_clear(
     segment_name: *const c_char,
     cleared_out: *mut c_int,
 ) -> c_int {
-    ffi_boundary!("mooncake_store_batch_replica_clear", fail = -1, {
-        let h = client(store)?;
-        if cleared_out.is_null() {
-            return Err(invalid("cleared_out is NULL"));
-        }
+    ffi_boundary!({
         // SAFETY: per the contract.
-        let (keys, segment) = unsafe { (keys_arg(keys, count)?, c_str_or(segment_name, "")) };
-        let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-        let result = match h {
-            Some(c) => c.batch_replica_clear(&refs, &segment),
-            None => Err(ErrorCode::INVALID_PARAMS),
+        let (batch, segment) = unsafe {
+            (
+                KeyBatch::read(store, keys, count, cleared_out, "cleared_out")?,
+                c_str_or(segment_name, ""),
+            )
         };
-        let (rc, flags) = match result {
-            Ok(cleared) => (0, cleared_flags(&keys, &cleared)),
-            Err(e) => (
-                code("mooncake_store_batch_replica_clear", e),
-                vec![0; count],
-            ),
+        let result = batch
+            .with_client(|c, keys| c.batch_replica_clear(keys, &segment))
+            .unwrap_or(Err(ErrorCode::INVALID_PARAMS));
+        let flags = match &result {
+            Ok(cleared) => cleared_flags(batch.keys(), cleared),
+            Err(_) => vec![0; count],
         };
         // SAFETY: cleared_out holds `count` entries.
         unsafe { write_out(cleared_out, count, flags) };
-        Ok(rc)
+        result?;
+        Ok(0)
     })
 }
 

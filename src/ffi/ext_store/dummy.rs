@@ -1,9 +1,11 @@
 //! Dummy clients (upstream's Python `setup_dummy` and `alloc_from_mem_pool`): a store
 //! handle that forwards to a real client (`mooncake_client`) on the same host.
 
-use crate::ffi::boundary::{c_str, ffi_boundary, set_last_error};
+use crate::ffi::args::c_str;
+use crate::ffi::boundary::ffi_boundary;
+use crate::ffi::fail::{failed, invalid, FfiError};
+use crate::ffi::store::handle::{client, set_up, setup_dummy_handle};
 use crate::ffi::store::mooncake_store_t;
-use crate::ffi::store::support::{client, code, setup_dummy_handle};
 use crate::store::{host_memory, ErrorCode};
 use std::ffi::{c_char, c_int};
 
@@ -27,16 +29,10 @@ pub unsafe extern "C" fn mooncake_store_setup_dummy(
     local_buffer_size: u64,
     server_address: *const c_char,
 ) -> c_int {
-    ffi_boundary!("mooncake_store_setup_dummy", fail = -1, {
+    ffi_boundary!({
         // SAFETY: per the contract.
         let address = unsafe { c_str(server_address, "server_address") }?;
-        setup_dummy_handle(
-            "mooncake_store_setup_dummy",
-            store,
-            mem_pool_size,
-            local_buffer_size,
-            &address,
-        )
+        setup_dummy_handle(store, mem_pool_size, local_buffer_size, &address)
     })
 }
 
@@ -47,22 +43,12 @@ pub unsafe extern "C" fn mooncake_store_setup_dummy(
 /// has no memory pool, as upstream), or a bad handle.
 #[no_mangle]
 pub extern "C" fn mooncake_store_alloc_from_mem_pool(store: mooncake_store_t, size: u64) -> u64 {
-    ffi_boundary!("mooncake_store_alloc_from_mem_pool", fail = 0, {
-        let Some(c) = client(store)? else {
-            code(
-                "mooncake_store_alloc_from_mem_pool",
-                ErrorCode::INVALID_PARAMS,
-            );
-            return Ok(0);
-        };
+    ffi_boundary!(fail = 0, {
+        let c = set_up(client(store)?)?;
         if size == 0 {
-            set_last_error("mooncake_store_alloc_from_mem_pool", "size is 0", 0);
-            return Ok(0);
+            return Err(failed("size is 0"));
         }
-        Ok(c.alloc_from_mem_pool(size).unwrap_or_else(|e| {
-            code("mooncake_store_alloc_from_mem_pool", e);
-            0
-        }))
+        Ok(c.alloc_from_mem_pool(size)?)
     })
 }
 
@@ -74,19 +60,14 @@ pub extern "C" fn mooncake_store_alloc_from_mem_pool(store: mooncake_store_t, si
 /// 0 (`size` is 0, or the memory cannot be created; the last error says why).
 #[no_mangle]
 pub extern "C" fn mooncake_store_host_mem_alloc(size: u64) -> u64 {
-    ffi_boundary!("mooncake_store_host_mem_alloc", fail = 0, {
+    ffi_boundary!(fail = 0, {
         if size == 0 {
-            set_last_error("mooncake_store_host_mem_alloc", "size is 0", 0);
-            return Ok(0);
+            return Err(failed("size is 0"));
         }
-        Ok(host_memory::alloc(size).unwrap_or_else(|e| {
-            set_last_error(
-                "mooncake_store_host_mem_alloc",
-                &format!("mapping {size} bytes of shared memory: {e}"),
-                e.raw_os_error().unwrap_or(0),
-            );
-            0
-        }))
+        host_memory::alloc(size).map_err(|e| FfiError::Failed {
+            what: format!("mapping {size} bytes of shared memory: {e}"),
+            errno: e.raw_os_error().unwrap_or(0),
+        })
     })
 }
 
@@ -95,16 +76,13 @@ pub extern "C" fn mooncake_store_host_mem_alloc(size: u64) -> u64 {
 /// when `addr` is not the address of a live allocation.
 #[no_mangle]
 pub extern "C" fn mooncake_store_host_mem_free(addr: u64) -> c_int {
-    ffi_boundary!("mooncake_store_host_mem_free", fail = -1, {
+    ffi_boundary!({
         if host_memory::free(addr) {
             return Ok(0);
         }
-        set_last_error(
-            "mooncake_store_host_mem_free",
-            &format!("{addr:#x} is not the address of memory from mooncake_store_host_mem_alloc"),
-            libc::EINVAL,
-        );
-        Ok(-1)
+        Err(invalid(format!(
+            "{addr:#x} is not the address of memory from mooncake_store_host_mem_alloc"
+        )))
     })
 }
 
@@ -120,19 +98,11 @@ pub extern "C" fn mooncake_store_dummy_moves_in_place(
     addr: u64,
     len: u64,
 ) -> c_int {
-    ffi_boundary!("mooncake_store_dummy_moves_in_place", fail = -1, {
-        let Some(c) = client(store)? else {
-            return Ok(code(
-                "mooncake_store_dummy_moves_in_place",
-                ErrorCode::INVALID_PARAMS,
-            ));
-        };
-        Ok(match c.moves_in_place(addr, len) {
-            Ok(mapped) => c_int::from(mapped),
-            Err(_) => code(
-                "mooncake_store_dummy_moves_in_place",
-                ErrorCode::INVALID_PARAMS,
-            ),
-        })
+    ffi_boundary!({
+        let c = set_up(client(store)?)?;
+        let mapped = c
+            .moves_in_place(addr, len)
+            .map_err(|_| ErrorCode::INVALID_PARAMS)?;
+        Ok(c_int::from(mapped))
     })
 }

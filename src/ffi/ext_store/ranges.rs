@@ -3,10 +3,14 @@
 
 #![allow(non_camel_case_types)]
 
-use super::support::write_out;
-use crate::ffi::boundary::{c_slice, ffi_boundary, invalid, FfiError};
+use crate::ffi::args::c_slice;
+use crate::ffi::boundary::ffi_boundary;
+use crate::ffi::fail::{invalid, FfiError};
+use crate::ffi::last_error::set_last_error;
+use crate::ffi::store::args::keys_arg;
+use crate::ffi::store::handle::client;
 use crate::ffi::store::mooncake_store_t;
-use crate::ffi::store::support::{client, code, keys_arg};
+use crate::ffi::store::results::{size_or_code, write_out};
 use crate::store::{ErrorCode, Range, RangedRead};
 use std::ffi::{c_char, c_int, c_void};
 
@@ -115,7 +119,7 @@ pub unsafe extern "C" fn mooncake_store_get_into_ranges(
     ranges: *const mooncake_range_t,
     results_out: *mut i64,
 ) -> c_int {
-    ffi_boundary!("mooncake_store_get_into_ranges", fail = -1, {
+    ffi_boundary!(name = function, {
         let h = client(store)?;
         // SAFETY: per the contract.
         let reads = unsafe {
@@ -142,12 +146,12 @@ pub unsafe extern "C" fn mooncake_store_get_into_ranges(
                 .into_iter()
                 .flatten()
                 .flatten()
-                .map(|r| r.map_or_else(|e| i64::from(e.0), |n| n as i64))
+                .map(size_or_code)
                 .collect(),
             None => {
                 let e = ErrorCode::INVALID_PARAMS;
                 if count > 0 {
-                    code("mooncake_store_get_into_ranges", e);
+                    set_last_error(function.get(), &e.to_string(), 0);
                 }
                 vec![i64::from(e.0); count]
             }

@@ -1,13 +1,14 @@
-//! Argument readers and result writers of the Store extensions: the JSON config,
-//! flattened multi-buffer batches, per-key result arrays, replica descriptors as JSON.
+//! Argument readers and answer writers of the Store extensions: the JSON config,
+//! flattened multi-buffer batches, replica descriptors as JSON.
 
-use crate::ffi::boundary::{c_slice, c_str, invalid, write_truncated, FfiError};
-use crate::ffi::store::support::{code, items_arg};
-use crate::store::{ErrorCode, Pieces, ReplicateConfig, SoftPinAction};
+use crate::ffi::args::{c_slice, c_str, write_truncated};
+use crate::ffi::fail::{invalid, FfiError};
+use crate::ffi::store::args::items_arg;
+use crate::store::{Pieces, ReplicateConfig, SoftPinAction};
 use crate::wire::master_api::{ReplicaDescriptor, ReplicaLocation};
 use serde::Deserialize;
 use serde_json::{json, Value};
-use std::ffi::{c_char, c_int, c_void};
+use std::ffi::{c_char, c_void};
 
 /// Upstream's Python `ReplicateConfig`, as JSON.
 #[derive(Deserialize)]
@@ -119,32 +120,6 @@ pub(super) unsafe fn multi_items_arg(
         at += c;
     }
     Ok(out)
-}
-
-/// Writes `results` into `out` (which holds `count` entries).
-///
-/// # Safety
-/// `out` must be writable for `count` entries.
-pub(super) unsafe fn write_out<T>(out: *mut T, count: usize, results: impl IntoIterator<Item = T>) {
-    for (i, r) in results.into_iter().enumerate().take(count) {
-        // SAFETY: i < count entries.
-        unsafe { *out.add(i) = r };
-    }
-}
-
-pub(super) fn not_set_up<T: Clone>(function: &str, count: usize) -> Vec<Result<T, ErrorCode>> {
-    if count > 0 {
-        code(function, ErrorCode::INVALID_PARAMS);
-    }
-    vec![Err(ErrorCode::INVALID_PARAMS); count]
-}
-
-pub(super) fn code_of(r: Result<(), ErrorCode>) -> c_int {
-    r.map_or_else(|e| e.0, |()| 0)
-}
-
-pub(super) fn size_or_code(r: Result<u64, ErrorCode>) -> i64 {
-    r.map_or_else(|e| i64::from(e.0), |n| n as i64)
 }
 
 /// One replica as JSON: `id`, `status` (upstream's `ReplicaStatus` value), `type`,

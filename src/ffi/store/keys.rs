@@ -1,0 +1,104 @@
+//! The checked arguments of the calls on keys: one key ([`KeyCall`]), or `count` keys
+//! with a results array ([`KeyBatch`], and its per-key results when the store is not
+//! set up).
+
+use super::args::{key_arg, keys_arg};
+use super::handle::client;
+use super::results::not_set_up;
+use crate::ffi::boundary::FnName;
+use crate::ffi::fail::{invalid, FfiError};
+use crate::store::{ErrorCode, StoreApi};
+use std::ffi::c_char;
+use std::sync::Arc;
+
+/// A one-key call's handle and key, checked.
+pub(in crate::ffi) struct KeyCall {
+    client: Option<Arc<dyn StoreApi>>,
+    key: String,
+}
+
+impl KeyCall {
+    /// Checks in upstream's order: the handle (-1), then the key (-1 when NULL).
+    ///
+    /// # Safety
+    /// `key` must be NULL or NUL-terminated.
+    pub(in crate::ffi) unsafe fn read(
+        store: *mut std::ffi::c_void,
+        key: *const c_char,
+    ) -> Result<KeyCall, FfiError> {
+        let client = client(store)?;
+        // SAFETY: forwarded contract.
+        let key = unsafe { key_arg(key) }?;
+        Ok(KeyCall { client, key })
+    }
+
+    /// The key.
+    pub(in crate::ffi) fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The set-up client; -600 when the store is not set up.
+    pub(in crate::ffi) fn client(&self) -> Result<&dyn StoreApi, FfiError> {
+        self.client
+            .as_deref()
+            .ok_or_else(|| ErrorCode::INVALID_PARAMS.into())
+    }
+}
+
+/// A batch call's handle and keys, checked.
+pub(in crate::ffi) struct KeyBatch {
+    client: Option<Arc<dyn StoreApi>>,
+    keys: Vec<String>,
+}
+
+impl KeyBatch {
+    /// Checks in upstream's order: the handle (-1), the results array `out` named
+    /// `out_name` (-1 when NULL), then the keys (-1 for a NULL array or key).
+    ///
+    /// # Safety
+    /// `keys` must be NULL or hold `count` pointers, each NULL or NUL-terminated.
+    pub(in crate::ffi) unsafe fn read<T>(
+        store: *mut std::ffi::c_void,
+        keys: *const *const c_char,
+        count: usize,
+        out: *mut T,
+        out_name: &str,
+    ) -> Result<KeyBatch, FfiError> {
+        let client = client(store)?;
+        if out.is_null() {
+            return Err(invalid(format!("{out_name} is NULL")));
+        }
+        // SAFETY: forwarded contract.
+        let keys = unsafe { keys_arg(keys, count) }?;
+        Ok(KeyBatch { client, keys })
+    }
+
+    /// The keys, in the caller's order.
+    pub(in crate::ffi) fn keys(&self) -> &[String] {
+        &self.keys
+    }
+
+    /// Runs `op` on the client over the keys; `None` when the store is not set up.
+    pub(in crate::ffi) fn with_client<R>(
+        &self,
+        op: impl FnOnce(&dyn StoreApi, &[&str]) -> R,
+    ) -> Option<R> {
+        let c = self.client.as_deref()?;
+        let refs: Vec<&str> = self.keys.iter().map(String::as_str).collect();
+        Some(op(c, &refs))
+    }
+
+    /// Runs `op` on the client over the keys. When the store is not set up every key
+    /// gets -600, recorded as `function`'s last error when one is given (the
+    /// extensions) and silently otherwise (upstream's `store_c.h`).
+    pub(in crate::ffi) fn results<R: Clone>(
+        &self,
+        function: Option<FnName>,
+        op: impl FnOnce(&dyn StoreApi, &[&str]) -> Vec<Result<R, ErrorCode>>,
+    ) -> Vec<Result<R, ErrorCode>> {
+        self.with_client(op).unwrap_or_else(|| match function {
+            Some(f) => not_set_up(f, self.keys.len()),
+            None => vec![Err(ErrorCode::INVALID_PARAMS); self.keys.len()],
+        })
+    }
+}
