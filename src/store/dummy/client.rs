@@ -13,10 +13,10 @@
 use super::wire::{self, FetchResult, Op, WireRangedRead};
 use crate::host::net::random_u64;
 use crate::store::api::StoreApi;
-use crate::store::client::map_error;
 use crate::store::host_memory;
 use crate::store::memory::{Mapping, Staging, StagingBuffer};
-use crate::store::ops_ranges::{failed as ranges_failed, RangedRead, RangedResults};
+use crate::store::state::map_error;
+use crate::store::vocab::{ranged_failure, RangedRead, RangedResults};
 use crate::store::{ErrorCode, Health, Pieces, ReplicateConfig, WriteMode};
 use crate::wire::master_api::ReplicaDescriptor;
 use crate::wire::struct_pack::Pack;
@@ -716,7 +716,7 @@ impl StoreApi for DummyClient {
     }
 
     unsafe fn get_into_ranges_raw(&self, reads: &[RangedRead]) -> RangedResults {
-        let shape = |e: ErrorCode| ranges_failed(reads, e);
+        let shape = |e: ErrorCode| ranged_failure(reads, e);
         self.with(
             || shape(ErrorCode::INVALID_PARAMS),
             |i| {
