@@ -89,7 +89,7 @@ pub struct DummyServer {
 impl DummyServer {
     /// Serves dummy clients of `client` on `@mooncake_client_<port>.sock`.
     pub fn start(client: Arc<Client>, port: u16) -> io::Result<DummyServer> {
-        let name = super::socket_name(port);
+        let name = super::address::socket_name(port);
         let shared = Arc::new(Shared {
             client,
             sessions: Mutex::new(HashMap::new()),
