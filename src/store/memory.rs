@@ -163,6 +163,19 @@ impl Drop for SharedStaging {
     }
 }
 
+/// `len` bytes of `staging` reserved, or -600 (logged as `what`'s) when there is no
+/// local buffer, `len` is 0 or does not fit what is free.
+pub(crate) fn reserve_for<'a>(
+    staging: Option<&'a StagingBuffer>,
+    what: &str,
+    len: u64,
+) -> Result<Staging<'a>, ErrorCode> {
+    staging.and_then(|s| s.allocate(len)).ok_or_else(|| {
+        log::error!("{what}: {len} bytes do not fit the free local buffer (or are empty)");
+        ErrorCode::INVALID_PARAMS
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,17 +212,4 @@ mod tests {
         drop(held);
         assert_eq!(buf.free_bytes(), 4096);
     }
-}
-
-/// `len` bytes of `staging` reserved, or -600 (logged as `what`'s) when there is no
-/// local buffer, `len` is 0 or does not fit what is free.
-pub(crate) fn reserve_for<'a>(
-    staging: Option<&'a StagingBuffer>,
-    what: &str,
-    len: u64,
-) -> Result<Staging<'a>, ErrorCode> {
-    staging.and_then(|s| s.allocate(len)).ok_or_else(|| {
-        log::error!("{what}: {len} bytes do not fit the free local buffer (or are empty)");
-        ErrorCode::INVALID_PARAMS
-    })
 }
