@@ -153,7 +153,7 @@ fn run(s: Settings) -> Result<(), String> {
     let server = Arc::new(DummyServer::start(client.clone(), s.port).map_err(|e| {
         format!(
             "serving @{}: {e}",
-            mooncake::store::dummy::socket_name(s.port)
+            mooncake::store::dummy::address::socket_name(s.port)
         )
     })?);
     let _http = match s.http {

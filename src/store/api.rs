@@ -5,8 +5,7 @@
 //! [`DummyClient`]: super::dummy::DummyClient
 
 use super::client::{Client, Health};
-use super::ops_ext::{Pieces, ReadTarget, WriteMode};
-use super::ops_ranges::{RangedRead, RangedResults};
+use super::vocab::{Pieces, RangedRead, RangedResults, ReadTarget, WriteMode};
 use crate::wire::master_api::{ErrorCode, ReplicaDescriptor, ReplicateConfig};
 
 /// A store client as the C ABI sees it. Every method has the semantics and return

@@ -1,20 +1,18 @@
 //! [`Client`]: setup (naming, master connection, Transfer Engine, staging buffer,
-//! mounted segment, heartbeat) and teardown. The operations are in `ops.rs`.
+//! mounted segment, heartbeat) and teardown. The operations are in `ops/`, the
+//! state they work on in `state.rs`.
 
 use super::config::{split_explicit_port, SetupConfig, StoreEnv};
 use super::disk_tier::config::DiskTierConfig;
 use super::disk_tier::DiskTier;
 use super::heartbeat::Heartbeat;
-use super::memory::{Mapping, StagingBuffer};
-use super::read_leases::ReadLeases;
+use super::state::{ClientState, SharedState, StateGuard};
 use crate::config::Config;
 use crate::host::addr::join_host_port;
-use crate::host::net::random_u64;
 use crate::metadata::MetadataSource;
 use crate::te::TransferEngine;
-use crate::wire::master_api::{ErrorCode, MasterApi, Segment, Uuid, SERVICE_VERSION};
-use parking_lot::{Mutex, RwLock, RwLockReadGuard};
-use std::collections::{BTreeMap, BTreeSet};
+use crate::wire::master_api::{ErrorCode, MasterApi, Uuid, SERVICE_VERSION};
+use parking_lot::{Mutex, RwLock};
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -37,79 +35,11 @@ pub enum Health {
     MasterUnreachable = 2,
 }
 
-/// One segment this client contributes: what the master knows, and its memory.
-pub(crate) struct OwnSegment {
-    /// The mounted segment.
-    pub segment: Segment,
-    /// Its memory (registered with the TE, remotely accessible).
-    pub memory: Mapping,
-}
-
-/// Everything a set-up client owns; dropped (in a safe order) by `close`.
-pub(crate) struct Inner {
-    /// The master, reached only through this.
-    pub master: Arc<dyn MasterApi>,
-    /// This client's 128-bit id.
-    pub client_id: Uuid,
-    /// The Transfer Engine (the client's own, or one it shares with its creator);
-    /// `None` only during teardown.
-    pub engine: Option<Arc<TransferEngine>>,
-    /// The TE segment name peers open this client by.
-    pub te_name: String,
-    /// Staging for `put` (`local_buffer_size` > 0).
-    pub staging: Option<StagingBuffer>,
-    /// Mounted segments.
-    pub segments: Vec<OwnSegment>,
-    /// Buffers registered through `register_buffer`: base -> length.
-    pub registered: Mutex<BTreeMap<u64, u64>>,
-    /// The bases in `registered` that a shared engine's owner had registered already:
-    /// usable by the store, never unregistered by it.
-    pub borrowed: Mutex<BTreeSet<u64>>,
-    /// Whether `engine` was given to `setup_on_engine` (its owner's registrations
-    /// are then usable as the store's).
-    pub shared_engine: bool,
-    /// Reads that hold objects only while they run (when the master allows it).
-    pub reads: ReadLeases,
-    /// Where the disk tier stages objects for readers (with SSD offload).
-    pub offload_arena: Option<Arc<StagingBuffer>>,
-    /// Keeps the auto-selected port reserved.
-    _port: Option<TcpListener>,
-}
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        for s in &self.segments {
-            if let Err(e) = self.master.unmount_segment(s.segment.id, self.client_id) {
-                log::warn!("store: unmounting segment {}: {e}", s.segment.id);
-            }
-        }
-        if let Some(engine) = self.engine.take() {
-            let borrowed = self.borrowed.lock();
-            let mut addrs: Vec<u64> = (self.registered.lock().keys())
-                .filter(|a| !borrowed.contains(a))
-                .copied()
-                .collect();
-            addrs.extend(self.staging.iter().map(|s| s.memory().addr()));
-            addrs.extend(self.offload_arena.iter().map(|s| s.memory().addr()));
-            addrs.extend(self.segments.iter().map(|s| s.memory.addr()));
-            for addr in addrs {
-                // Waits until no transfer touches the region any more.
-                if let Err(e) = engine.unregister_memory(addr) {
-                    log::warn!("store: unregistering {addr:#x}: {e}");
-                }
-            }
-            // Stops the TE servers (of an engine of its own; a shared engine lives on
-            // with its owner, and no longer reaches the memory unregistered above).
-            drop(engine);
-        }
-    }
-}
-
 /// A Mooncake Store client (upstream `RealClient`): thread-safe, every method takes
 /// `&self`. Dropping it (or [`Client::close`]) unmounts its segments and frees its
 /// memory; afterwards every operation returns `INVALID_PARAMS` (-600).
 pub struct Client {
-    state: Arc<RwLock<Option<Inner>>>,
+    state: SharedState,
     hostname: String,
     healthy: Arc<AtomicBool>,
     heartbeat: Mutex<Option<Heartbeat>>,
@@ -121,24 +51,6 @@ impl std::fmt::Debug for Client {
         f.debug_struct("Client")
             .field("hostname", &self.hostname)
             .finish_non_exhaustive()
-    }
-}
-
-fn te_error(what: &str, e: crate::error::Error) -> ErrorCode {
-    log::error!("store: {what}: {e}");
-    ErrorCode::INVALID_PARAMS
-}
-
-/// Memory that could not be mapped: logged, -600 (upstream's code).
-pub(crate) fn map_error(what: &str, len: u64, e: std::io::Error) -> ErrorCode {
-    log::error!("store: mapping {len} bytes for {what}: {e}");
-    ErrorCode::INVALID_PARAMS
-}
-
-fn random_uuid() -> Uuid {
-    Uuid {
-        first: random_u64(),
-        second: random_u64(),
     }
 }
 
@@ -280,40 +192,27 @@ impl Client {
             (false, true) if reuse => "tcp",
             _ => install_transport(&engine, cfg, env)?,
         };
-        let mut inner = Inner {
-            reads: ReadLeases::new(master.clone()),
-            master,
-            client_id: random_uuid(),
-            te_name: engine.segment_name().to_string(),
-            engine: Some(engine),
-            staging: None,
-            segments: Vec::new(),
-            registered: Mutex::new(BTreeMap::new()),
-            borrowed: Mutex::new(BTreeSet::new()),
-            shared_engine: reuse,
-            offload_arena: None,
-            _port: reserved,
-        };
+        let mut inner = ClientState::new(master, engine, reuse, reserved);
         inner.add_staging(cfg.local_buffer_size)?;
         inner.mount(cfg.global_segment_size, &hostname, &host, protocol)?;
-        if !inner.segments.is_empty() {
+        let segments = inner.mounted();
+        if !segments.is_empty() {
             // A new leader learns this client's segments before any call reaches it.
-            let segments: Vec<Segment> = inner.segments.iter().map(|s| s.segment.clone()).collect();
-            let client_id = inner.client_id;
-            inner.master.on_new_leader(Box::new(move |leader| {
+            let segments = segments.clone();
+            let client_id = inner.client_id();
+            inner.master().on_new_leader(Box::new(move |leader| {
                 leader.remount_segment(&segments, client_id)
             }));
         }
         let healthy = Arc::new(AtomicBool::new(true));
         // A client with a segment or a disk tier pings (a disk's mount lives as long as
         // its client does at the master).
-        let heartbeat = if inner.segments.is_empty() && disk.is_none() {
+        let heartbeat = if segments.is_empty() && disk.is_none() {
             None
         } else {
-            let segments = inner.segments.iter().map(|s| s.segment.clone()).collect();
             let hb = Heartbeat::start(
-                inner.master.clone(),
-                inner.client_id,
+                inner.master().clone(),
+                inner.client_id(),
                 segments,
                 inner.engine().metadata_publisher(),
                 healthy.clone(),
@@ -327,8 +226,8 @@ impl Client {
         };
         log::info!(
             "store: client {} set up as '{hostname}' (TE segment '{}')",
-            inner.client_id,
-            inner.te_name
+            inner.client_id(),
+            inner.te_name()
         );
         let client = Client {
             state: Arc::new(RwLock::new(Some(inner))),
@@ -357,13 +256,13 @@ impl Client {
 
     /// This client's id as the master knows it (`None` once closed).
     pub fn client_id(&self) -> Option<Uuid> {
-        self.state.read().as_ref().map(|i| i.client_id)
+        self.state.read().as_ref().map(|i| i.client_id())
     }
 
     /// The Transfer Engine segment name peers reach this client by (in P2PHANDSHAKE
     /// mode `ip:rpc_port`, else the hostname); `None` once closed.
     pub fn te_segment_name(&self) -> Option<String> {
-        self.state.read().as_ref().map(|i| i.te_name.clone())
+        self.state.read().as_ref().map(|i| i.te_name().to_string())
     }
 
     /// 0 healthy, 1 closed, 2 when the last heartbeat ping failed. A client without a
@@ -393,29 +292,14 @@ impl Client {
     }
 
     /// The set-up state for one operation, or -600 once closed.
-    pub(crate) fn inner(&self) -> Result<InnerGuard<'_>, ErrorCode> {
-        let guard = self.state.read();
-        if guard.is_none() {
-            return Err(ErrorCode::INVALID_PARAMS);
-        }
-        Ok(InnerGuard(guard))
+    pub(crate) fn state(&self) -> Result<StateGuard<'_>, ErrorCode> {
+        StateGuard::new(self.state.read())
     }
 }
 
 impl Drop for Client {
     fn drop(&mut self) {
         self.close();
-    }
-}
-
-/// Read access to a live [`Inner`] for the duration of one operation.
-pub(crate) struct InnerGuard<'a>(RwLockReadGuard<'a, Option<Inner>>);
-
-impl std::ops::Deref for InnerGuard<'_> {
-    type Target = Inner;
-    fn deref(&self) -> &Inner {
-        // `Client::inner` only builds a guard over `Some`.
-        self.0.as_ref().expect("InnerGuard over a closed client")
     }
 }
 
@@ -536,64 +420,4 @@ fn install_transport(
     } else {
         "tcp"
     })
-}
-
-impl Inner {
-    pub(crate) fn engine(&self) -> &TransferEngine {
-        // Only teardown takes the engine, and nothing runs after it.
-        self.engine
-            .as_deref()
-            .expect("transfer engine present until teardown")
-    }
-
-    fn add_staging(&mut self, size: u64) -> Result<(), ErrorCode> {
-        if size == 0 {
-            return Ok(());
-        }
-        let memory = Mapping::zeroed(size).map_err(|e| map_error("the local buffer", size, e))?;
-        self.engine()
-            .register_memory(memory.addr(), memory.len(), "*", false)
-            .map_err(|e| te_error("registering the local buffer", e))?;
-        self.staging = Some(StagingBuffer::new(memory));
-        Ok(())
-    }
-
-    fn mount(
-        &mut self,
-        size: u64,
-        hostname: &str,
-        host: &str,
-        protocol: &str,
-    ) -> Result<(), ErrorCode> {
-        if size == 0 {
-            return Ok(());
-        }
-        let memory = Mapping::shared(size).map_err(|e| map_error("the global segment", size, e))?;
-        self.engine()
-            .register_memory(memory.addr(), memory.len(), "*", true)
-            .map_err(|e| te_error("registering the global segment", e))?;
-        // Same-host peers map the segment once instead of asking per transfer.
-        let shared = memory.shared_file().map(|f| f.try_clone());
-        if let Some(Ok(file)) = shared {
-            if let Err(e) = self.engine().share_memory(memory.addr(), file, 0) {
-                log::warn!("store: the segment is not shared with same-host peers: {e}");
-            }
-        }
-        let segment = Segment {
-            id: random_uuid(),
-            name: hostname.to_string(),
-            base: memory.addr(),
-            size,
-            te_endpoint: self.te_name.clone(),
-            protocol: protocol.into(),
-            host_id: host.to_string(),
-        };
-        if let Err(e) = self.master.mount_segment(&segment, self.client_id) {
-            log::error!("store setup: MountSegment: {e}");
-            let _ = self.engine().unregister_memory(memory.addr());
-            return Err(e);
-        }
-        self.segments.push(OwnSegment { segment, memory });
-        Ok(())
-    }
 }

@@ -3,6 +3,7 @@
 //! pieces of a mapping.
 
 pub use crate::host::mapping::Mapping;
+use crate::wire::master_api::ErrorCode;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -160,6 +161,19 @@ impl Drop for SharedStaging {
     fn drop(&mut self) {
         self.buffer.release(self.offset, self.reserved);
     }
+}
+
+/// `len` bytes of `staging` reserved, or -600 (logged as `what`'s) when there is no
+/// local buffer, `len` is 0 or does not fit what is free.
+pub(crate) fn reserve_for<'a>(
+    staging: Option<&'a StagingBuffer>,
+    what: &str,
+    len: u64,
+) -> Result<Staging<'a>, ErrorCode> {
+    staging.and_then(|s| s.allocate(len)).ok_or_else(|| {
+        log::error!("{what}: {len} bytes do not fit the free local buffer (or are empty)");
+        ErrorCode::INVALID_PARAMS
+    })
 }
 
 #[cfg(test)]

@@ -4,9 +4,9 @@
 //! memory the NICs do not know (not registered with the engine) goes through the
 //! registered local buffer in chunks, as upstream stages through it.
 
-use super::client::Inner;
+use super::state::ClientState;
 use crate::te::transport::local::copy_bytes;
-use crate::te::{Op, TaskStatus, TransferRequest};
+use crate::te::{Op, TaskStatus, TransferEngine, TransferRequest};
 use crate::wire::master_api::ErrorCode;
 use std::time::{Duration, Instant};
 
@@ -23,7 +23,7 @@ const WAIT_STEP: Duration = Duration::from_secs(5);
 
 /// One contiguous copy between local memory and a replica.
 #[derive(Debug, Clone)]
-pub struct Move {
+pub(crate) struct Move {
     /// Address in this process (source of a write, destination of a read).
     pub local: u64,
     /// Absolute address in the replica owner's process.
@@ -34,12 +34,43 @@ pub struct Move {
     pub endpoint: String,
 }
 
-impl Inner {
-    /// Whether `[addr, addr + len)` on `endpoint` is inside one of this client's own
-    /// mounted segments, so it can be copied directly.
-    pub(super) fn is_own(&self, endpoint: &str, addr: u64, len: u64) -> bool {
-        endpoint.trim_start_matches('/') == self.te_name
-            && self.segments.iter().any(|s| s.memory.contains(addr, len))
+/// Moves of one operation, each tagged with what it belongs to (`T`: an item of a
+/// batch, a fragment), so outcomes can be given back to their owners.
+pub(crate) struct MovePlan<T> {
+    moves: Vec<Move>,
+    owners: Vec<T>,
+}
+
+impl<T> MovePlan<T> {
+    /// No moves yet.
+    pub(crate) fn new() -> Self {
+        MovePlan {
+            moves: Vec::new(),
+            owners: Vec::new(),
+        }
+    }
+
+    /// Adds a move belonging to `owner`.
+    pub(crate) fn push(&mut self, owner: T, mv: Move) {
+        self.moves.push(mv);
+        self.owners.push(owner);
+    }
+}
+
+impl ClientState {
+    /// Runs every move of `plan` (all in direction `op`, see [`ClientState::execute`]);
+    /// each move's owner with its outcome.
+    ///
+    /// # Safety
+    /// As [`ClientState::execute`], for every move of `plan`.
+    pub(crate) unsafe fn run<T>(
+        &self,
+        op: Op,
+        plan: MovePlan<T>,
+    ) -> impl Iterator<Item = (T, Result<(), ErrorCode>)> {
+        // SAFETY: forwarded contract.
+        let done = unsafe { self.execute(op, &plan.moves) };
+        plan.owners.into_iter().zip(done)
     }
 
     /// Runs every move (all in direction `op`) and reports each one's outcome
@@ -50,10 +81,8 @@ impl Inner {
     /// Each move's `local` range must be valid for `len` bytes (reads for
     /// [`Op::Write`], writes for [`Op::Read`]) until this returns, and must not be
     /// accessed through Rust references meanwhile.
-    pub unsafe fn execute(&self, op: Op, moves: &[Move]) -> Vec<Result<(), ErrorCode>> {
-        let Some(engine) = self.engine.as_ref() else {
-            return vec![Err(ErrorCode::INVALID_PARAMS); moves.len()];
-        };
+    pub(crate) unsafe fn execute(&self, op: Op, moves: &[Move]) -> Vec<Result<(), ErrorCode>> {
+        let engine = self.engine();
         let staged = |m: &Move| {
             m.len > 0
                 && engine.has_transport("rdma")
@@ -83,9 +112,9 @@ impl Inner {
     /// One move through the local buffer, chunk by chunk.
     ///
     /// # Safety
-    /// As [`Inner::execute`].
+    /// As [`ClientState::execute`].
     unsafe fn execute_staged(&self, op: Op, m: &Move) -> Result<(), ErrorCode> {
-        let Some(staging) = self.staging.as_ref() else {
+        let Some(staging) = self.staging() else {
             log::error!(
                 "store: {} bytes at {:#x} are not registered and there is no local buffer \
                  to stage them through (register_buffer them for RDMA)",
@@ -136,17 +165,15 @@ impl Inner {
         Ok(())
     }
 
-    /// [`Inner::execute`] with every local range usable by the engine as is.
+    /// [`ClientState::execute`] with every local range usable by the engine as is.
     ///
     /// # Safety
-    /// As [`Inner::execute`].
+    /// As [`ClientState::execute`].
     unsafe fn execute_direct(&self, op: Op, moves: &[Move]) -> Vec<Result<(), ErrorCode>> {
         let mut results = vec![Ok(()); moves.len()];
         let mut requests = Vec::new();
         let mut owners = Vec::new();
-        let Some(engine) = self.engine.as_ref() else {
-            return vec![Err(ErrorCode::INVALID_PARAMS); moves.len()];
-        };
+        let engine = self.engine();
         for (i, m) in moves.iter().enumerate() {
             if m.len == 0 {
                 continue;
@@ -189,7 +216,7 @@ impl Inner {
         if requests.is_empty() {
             return results;
         }
-        let statuses = run_batch(self, &requests);
+        let statuses = run_batch(engine, &requests);
         for (owner, ok) in owners.into_iter().zip(statuses) {
             if !ok {
                 results[owner] = Err(ErrorCode::TRANSFER_FAIL);
@@ -201,10 +228,7 @@ impl Inner {
 
 /// Submits `requests` as one batch, waits until every task is terminal, and returns
 /// whether each completed.
-fn run_batch(inner: &Inner, requests: &[TransferRequest]) -> Vec<bool> {
-    let Some(engine) = inner.engine.as_ref() else {
-        return vec![false; requests.len()];
-    };
+fn run_batch(engine: &TransferEngine, requests: &[TransferRequest]) -> Vec<bool> {
     let batch = engine.allocate_batch(requests.len());
     if let Err(e) = engine.submit(batch, requests) {
         log::error!("store: submitting {} transfers: {e}", requests.len());

@@ -279,7 +279,7 @@ fn ranged_reads_stay_inside_the_registered_buffer() {
 
 /// A raw connection speaking the protocol, as a misbehaving dummy would.
 fn raw(port: u16) -> UnixStream {
-    let name = mooncake::store::dummy::socket_name(port);
+    let name = mooncake::store::dummy::address::socket_name(port);
     let s = UnixStream::connect_addr(&SocketAddr::from_abstract_name(&name).unwrap()).unwrap();
     wire::send_request(&s, Op::Hello, &(wire::VERSION, 77u64), None).unwrap();
     let r: Result<(String, bool), ErrorCode> =
@@ -523,7 +523,7 @@ fn a_real_client_admits_its_own_user_only_unless_it_runs_as_root() {
         .spawn()
         .expect("spawn mooncake_client as nobody");
     let _child = RealClientProcess(child);
-    let name = mooncake::store::dummy::socket_name(port);
+    let name = mooncake::store::dummy::address::socket_name(port);
     wait_until("mooncake_client to listen", || {
         UnixStream::connect_addr(&SocketAddr::from_abstract_name(&name).unwrap()).is_ok()
     });
@@ -541,7 +541,7 @@ fn a_real_client_admits_its_own_user_only_unless_it_runs_as_root() {
 /// HELLO; the reply's `expected` flag (1 admitted, 0 refused), or 2 when no reply came.
 fn hello_as_nobody(port: u16) -> i32 {
     // Everything the child needs is prepared before fork: it only makes syscalls.
-    let name = mooncake::store::dummy::socket_name(port);
+    let name = mooncake::store::dummy::address::socket_name(port);
     // SAFETY: an all-zero sockaddr_un is valid; the path is filled below.
     let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
     addr.sun_family = libc::AF_UNIX as libc::sa_family_t;

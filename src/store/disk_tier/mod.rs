@@ -9,8 +9,7 @@ pub mod config;
 pub(crate) mod server;
 pub(crate) mod worker;
 
-use super::client::Inner;
-use super::memory::{Mapping, StagingBuffer};
+use super::state::SharedState;
 use crate::host::addr::join_host_port;
 use crate::runtime::stoppable::StoppableThread;
 use crate::wire::master_api::ErrorCode;
@@ -41,9 +40,6 @@ pub(crate) struct DiskTier {
     thread: StoppableThread,
 }
 
-/// The client state the disk-tier thread works on.
-pub(crate) type SharedInner = Arc<RwLock<Option<Inner>>>;
-
 impl DiskTier {
     /// Opens the disk at `cfg.path`, registers the staging arena with the client's
     /// Transfer Engine, starts the offload port (any port, all interfaces; readers are
@@ -51,7 +47,7 @@ impl DiskTier {
     /// `--enable_offload`), registers what the disk already holds, and starts the
     /// thread. Errors are logged; the code is the master's, or -600 for a bad path.
     pub fn start(
-        state: &SharedInner,
+        state: &SharedState,
         cfg: DiskTierConfig,
         host: &str,
     ) -> Result<DiskTier, ErrorCode> {
@@ -73,7 +69,7 @@ impl DiskTier {
         let service = Arc::new(ReadService::new(
             store.clone(),
             arena,
-            inner.te_name.clone(),
+            inner.te_name().to_string(),
             cfg.gc_ttl,
         ));
         let server =
@@ -143,22 +139,5 @@ impl DiskTier {
 impl Drop for DiskTier {
     fn drop(&mut self) {
         self.stop();
-    }
-}
-
-impl Inner {
-    /// Maps and registers (remotely readable) the arena disk reads are staged in.
-    fn add_offload_arena(&mut self, size: u64) -> Result<Arc<StagingBuffer>, ErrorCode> {
-        let memory = Mapping::zeroed(size.max(1))
-            .map_err(|e| super::client::map_error("the offload staging buffer", size, e))?;
-        self.engine()
-            .register_memory(memory.addr(), memory.len(), "*", true)
-            .map_err(|e| {
-                log::error!("store setup: registering the offload staging buffer: {e}");
-                ErrorCode::INVALID_PARAMS
-            })?;
-        let arena = Arc::new(StagingBuffer::new(memory));
-        self.offload_arena = Some(arena.clone());
-        Ok(arena)
     }
 }

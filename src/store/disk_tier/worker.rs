@@ -12,7 +12,7 @@
 use super::backend::{write_bucket_file, DiskStore, Location};
 use super::config::DiskTierConfig;
 use super::server::ReadService;
-use crate::store::client::Inner;
+use crate::store::state::ClientState;
 use crate::store::transfer::Move;
 use crate::te::Op;
 use crate::wire::disk_tier_api::{DiskTierApi, OffloadTaskItem, StorageObjectMetadata};
@@ -44,8 +44,8 @@ pub(crate) struct WorkerContext {
 }
 
 /// The master's disk-tier calls, or `NOT_SUPPORTED`.
-fn disk_api(inner: &Inner) -> MasterResult<&dyn DiskTierApi> {
-    inner.master.disk_tier().ok_or(ErrorCode::NOT_SUPPORTED)
+fn disk_api(inner: &ClientState) -> MasterResult<&dyn DiskTierApi> {
+    inner.master().disk_tier().ok_or(ErrorCode::NOT_SUPPORTED)
 }
 
 /// Splits a storage key into (tenant, key).
@@ -77,11 +77,11 @@ fn nack(endpoint: &str) -> StorageObjectMetadata {
 
 /// Mounts the local disk at the master, reports its capacity and registers every
 /// object on it (upstream's `Init` / re-mount sequence).
-pub(crate) fn mount(inner: &Inner, ctx: &WorkerContext) -> MasterResult<()> {
+pub(crate) fn mount(inner: &ClientState, ctx: &WorkerContext) -> MasterResult<()> {
     let api = disk_api(inner)?;
-    api.mount_local_disk_segment(inner.client_id, true)?;
+    api.mount_local_disk_segment(inner.client_id(), true)?;
     api.report_ssd_capacity(
-        inner.client_id,
+        inner.client_id(),
         i64::try_from(ctx.cfg.total_size_limit).unwrap_or(i64::MAX),
     )?;
     let objects: Vec<(String, Location)> = {
@@ -102,7 +102,7 @@ pub(crate) fn mount(inner: &Inner, ctx: &WorkerContext) -> MasterResult<()> {
                 (task, metadata(k, loc, &ctx.endpoint))
             })
             .unzip();
-        api.notify_offload_success(inner.client_id, &tasks, &metas)?;
+        api.notify_offload_success(inner.client_id(), &tasks, &metas)?;
         registered += chunk.len();
     }
     log::info!(
@@ -113,11 +113,11 @@ pub(crate) fn mount(inner: &Inner, ctx: &WorkerContext) -> MasterResult<()> {
 }
 
 /// Drains the offload mailbox and writes what it held; whether there was work.
-pub(crate) fn drain(inner: &Inner, ctx: &WorkerContext) -> bool {
+pub(crate) fn drain(inner: &ClientState, ctx: &WorkerContext) -> bool {
     let Ok(api) = disk_api(inner) else {
         return false;
     };
-    match api.offload_object_heartbeat(inner.client_id, true) {
+    match api.offload_object_heartbeat(inner.client_id(), true) {
         Ok(tasks) if tasks.is_empty() => false,
         Ok(tasks) => {
             offload(inner, api, ctx, &tasks);
@@ -139,11 +139,11 @@ pub(crate) fn drain(inner: &Inner, ctx: &WorkerContext) -> bool {
 
 /// Once per heartbeat interval: a wipe the master asks for, promotions, watermark
 /// eviction, staged batches past their GC TTL.
-pub(crate) fn housekeeping(inner: &Inner, ctx: &WorkerContext) {
+pub(crate) fn housekeeping(inner: &ClientState, ctx: &WorkerContext) {
     let Ok(api) = disk_api(inner) else {
         return;
     };
-    match api.poll_remove_all(inner.client_id) {
+    match api.poll_remove_all(inner.client_id()) {
         Ok(true) => {
             let cleared = ctx.store.write().clear();
             match cleared {
@@ -166,7 +166,12 @@ pub(crate) fn housekeeping(inner: &Inner, ctx: &WorkerContext) {
 }
 
 /// Writes the objects of `tasks` to disk, in buckets, and reports each one.
-fn offload(inner: &Inner, api: &dyn DiskTierApi, ctx: &WorkerContext, tasks: &[OffloadTaskItem]) {
+fn offload(
+    inner: &ClientState,
+    api: &dyn DiskTierApi,
+    ctx: &WorkerContext,
+    tasks: &[OffloadTaskItem],
+) {
     let bucket_bytes = ctx.cfg.bucket_size_limit.min(MAX_BUCKET_BYTES);
     let mut start = 0;
     while start < tasks.len() {
@@ -182,7 +187,7 @@ fn offload(inner: &Inner, api: &dyn DiskTierApi, ctx: &WorkerContext, tasks: &[O
         let chunk = &tasks[start..end];
         let metas = offload_bucket(inner, api, ctx, chunk);
         let kept = metas.iter().filter(|m| m.data_size >= 0).count();
-        match api.notify_offload_success(inner.client_id, chunk, &metas) {
+        match api.notify_offload_success(inner.client_id(), chunk, &metas) {
             Ok(()) => log::debug!("offload: {kept} of {} objects written", chunk.len()),
             Err(e) => log::warn!(
                 "offload: NotifyOffloadSuccess for {} objects: {e}",
@@ -196,7 +201,7 @@ fn offload(inner: &Inner, api: &dyn DiskTierApi, ctx: &WorkerContext, tasks: &[O
 /// Writes one bucket of `chunk`'s objects, read from this client's own segments; the
 /// metadata to report for each task (a NACK for those not written).
 fn offload_bucket(
-    inner: &Inner,
+    inner: &ClientState,
     api: &dyn DiskTierApi,
     ctx: &WorkerContext,
     chunk: &[OffloadTaskItem],
@@ -211,7 +216,7 @@ fn offload_bucket(
 /// Writes the objects found in this client's own memory as one bucket, filling in
 /// `metas` for those written.
 fn write_own_copies(
-    inner: &Inner,
+    inner: &ClientState,
     api: &dyn DiskTierApi,
     ctx: &WorkerContext,
     chunk: &[OffloadTaskItem],
@@ -269,9 +274,9 @@ struct ReadHolds {
 
 impl ReadHolds {
     /// Ends every read (the objects are evictable at once, not a lease later).
-    fn end(self, inner: &Inner) {
+    fn end(self, inner: &ClientState) {
         for (tenant, keys, ids) in self.holds {
-            if let Err(e) = inner.master.batch_end_read(&keys, &ids, &tenant) {
+            if let Err(e) = inner.master().batch_end_read(&keys, &ids, &tenant) {
                 log::debug!("offload: ending {} reads: {e}", keys.len());
             }
         }
@@ -282,7 +287,10 @@ impl ReadHolds {
 /// client's own segments (`None` when it has none of the task's size). The lookups
 /// are reads that hold the objects only until [`ReadHolds::end`] where the master
 /// allows (`BatchBeginRead`), else reads under an ordinary lease.
-fn own_copies(inner: &Inner, chunk: &[OffloadTaskItem]) -> (Vec<Option<(u64, u64)>>, ReadHolds) {
+fn own_copies(
+    inner: &ClientState,
+    chunk: &[OffloadTaskItem],
+) -> (Vec<Option<(u64, u64)>>, ReadHolds) {
     let mut by_tenant: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for (i, t) in chunk.iter().enumerate() {
         by_tenant.entry(t.tenant_id.as_str()).or_default().push(i);
@@ -291,10 +299,10 @@ fn own_copies(inner: &Inner, chunk: &[OffloadTaskItem]) -> (Vec<Option<(u64, u64
     let mut holds = ReadHolds { holds: Vec::new() };
     for (tenant, idx) in by_tenant {
         let keys: Vec<String> = idx.iter().map(|&i| chunk[i].key.clone()).collect();
-        let (lists, held) = match inner.master.batch_begin_read(&keys, tenant) {
+        let (lists, held) = match inner.master().batch_begin_read(&keys, tenant) {
             Ok(l) => (l, true),
             Err(ErrorCode::NOT_SUPPORTED) => {
-                match inner.master.batch_get_replica_list(&keys, tenant) {
+                match inner.master().batch_get_replica_list(&keys, tenant) {
                     Ok(l) => (l, false),
                     Err(_) => continue,
                 }
@@ -335,7 +343,7 @@ fn own_copies(inner: &Inner, chunk: &[OffloadTaskItem]) -> (Vec<Option<(u64, u64
 /// Deletes the oldest buckets, each announced to the master first, until the disk
 /// holds at most `bytes` bytes and `keys` objects; whether it got there.
 fn make_room(
-    inner: &Inner,
+    inner: &ClientState,
     api: &dyn DiskTierApi,
     ctx: &WorkerContext,
     bytes: u64,
@@ -358,9 +366,12 @@ fn make_room(
             by_tenant.entry(tenant).or_default().push(key.to_string());
         }
         for (tenant, keys) in by_tenant {
-            if let Err(e) =
-                api.batch_evict_disk_replica(inner.client_id, &keys, tenant, ReplicaType::LocalDisk)
-            {
+            if let Err(e) = api.batch_evict_disk_replica(
+                inner.client_id(),
+                &keys,
+                tenant,
+                ReplicaType::LocalDisk,
+            ) {
                 // The master cannot send readers here any more once this disk's copies
                 // are gone from it; without its answer the bucket stays.
                 log::warn!("offload: announcing the eviction of bucket {id}: {e}");
@@ -377,25 +388,21 @@ fn make_room(
 
 /// Promotes the objects the master asks for back into memory: reads each from disk,
 /// writes it into the memory replica the master allocates, and reports the outcome.
-fn promote(inner: &Inner, api: &dyn DiskTierApi, ctx: &WorkerContext) {
-    let tasks = match api.promotion_object_heartbeat(inner.client_id) {
+fn promote(inner: &ClientState, api: &dyn DiskTierApi, ctx: &WorkerContext) {
+    let tasks = match api.promotion_object_heartbeat(inner.client_id()) {
         Ok(t) => t,
         Err(e) => {
             log::debug!("offload: PromotionObjectHeartbeat failed: {e}");
             return;
         }
     };
-    let preferred: Vec<String> = inner
-        .segments
-        .iter()
-        .map(|s| s.segment.name.clone())
-        .collect();
+    let preferred: Vec<String> = inner.mounted().into_iter().map(|s| s.name).collect();
     for t in tasks {
         let ok = promote_one(inner, api, ctx, &t, &preferred);
         let reported = if ok {
-            api.notify_promotion_success(inner.client_id, &t.key, &t.tenant_id)
+            api.notify_promotion_success(inner.client_id(), &t.key, &t.tenant_id)
         } else {
-            api.notify_promotion_failure(inner.client_id, &t.key, &t.tenant_id)
+            api.notify_promotion_failure(inner.client_id(), &t.key, &t.tenant_id)
         };
         if let Err(e) = reported {
             log::debug!("offload: reporting the promotion of {:?}: {e}", t.key);
@@ -404,7 +411,7 @@ fn promote(inner: &Inner, api: &dyn DiskTierApi, ctx: &WorkerContext) {
 }
 
 fn promote_one(
-    inner: &Inner,
+    inner: &ClientState,
     api: &dyn DiskTierApi,
     ctx: &WorkerContext,
     t: &OffloadTaskItem,
@@ -423,7 +430,7 @@ fn promote_one(
         return false;
     }
     let target = match api.promotion_alloc_start(
-        inner.client_id,
+        inner.client_id(),
         &t.key,
         &t.tenant_id,
         loc.len,

@@ -14,9 +14,9 @@ use crate::config::Config;
 use crate::host::fd_passing;
 use crate::runtime::unix_server::UnixServer;
 use crate::store::memory::Mapping;
-use crate::store::ops_local::{HeldReads, Located};
-use crate::store::ops_ranges::{Range, RangedRead};
+use crate::store::ops::whole::{HeldReads, Located};
 use crate::store::{Client, ErrorCode, Pieces, ReadTarget, ReplicateConfig, WriteMode};
+use crate::store::{Range, RangedRead};
 use crate::wire::struct_pack::Pack;
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, HashMap};
@@ -89,7 +89,7 @@ pub struct DummyServer {
 impl DummyServer {
     /// Serves dummy clients of `client` on `@mooncake_client_<port>.sock`.
     pub fn start(client: Arc<Client>, port: u16) -> io::Result<DummyServer> {
-        let name = super::socket_name(port);
+        let name = super::address::socket_name(port);
         let shared = Arc::new(Shared {
             client,
             sessions: Mutex::new(HashMap::new()),

@@ -342,6 +342,24 @@ impl TransferEngine {
             .ok_or_else(|| Error::InvalidArgument("segment ids exhausted".into()))
     }
 
+    /// Whether the segment `name` belongs to an engine on this host: this engine's
+    /// own, or one whose descriptor carries this process's host identity (what the
+    /// same-host path goes by). Opens the segment (fetching its descriptor once) when
+    /// it is not open yet; `false` when it cannot be opened.
+    pub fn is_same_host(&self, name: &str) -> bool {
+        let Ok(id) = self.open_segment(name) else {
+            return false;
+        };
+        if id == LOCAL_SEGMENT_ID {
+            return true;
+        }
+        let Some(mine) = crate::te::transport::same_host::identity::host_identity() else {
+            return false;
+        };
+        self.segment_descriptor(id)
+            .is_some_and(|d| d.same_host.as_ref().is_some_and(|sh| sh.identity == mine))
+    }
+
     /// Refreshes a cached segment's descriptor, then opens it.
     pub fn open_segment_no_cache(&self, name: &str) -> Result<i32> {
         self.inner.refresh(name.trim_start_matches('/'));

@@ -12,7 +12,7 @@
 //! not registered", `NOT_SUPPORTED` here) the client falls back to `BatchGetReplicaList`
 //! for good, with upstream's lease semantics.
 
-use super::disk_reads::{self, StagedDiskReads};
+use super::disk_stage::{self, StagedDiskReads};
 use crate::wire::master_api::{
     ErrorCode, GetReplicaListResponse, MasterApi, MasterResult, DEFAULT_TENANT,
 };
@@ -82,12 +82,12 @@ impl ReadLeases {
     }
 
     /// Begins reading `keys`: their replica lists (objects only a disk holds staged
-    /// in their owners' memory, see `disk_reads`), and a ticket to keep until the
+    /// in their owners' memory, see `disk_stage`), and a ticket to keep until the
     /// reads are over (dropping it ends them).
     pub fn begin(&self, keys: &[String]) -> (ReplicaLists, ReadTicket<'_>) {
         let (mut lists, mut ticket) = self.begin_listed(keys);
         if let Ok(lists) = &mut lists {
-            ticket.staged = disk_reads::stage(keys, lists);
+            ticket.staged = disk_stage::stage(keys, lists);
         }
         (lists, ticket)
     }

@@ -1,8 +1,8 @@
 //! Ranged reads between two clients of an in-process master (P2PHANDSHAKE, real
 //! TCP transfers for the remote side).
 
-use super::*;
 use crate::master::{MasterConfig, MasterService};
+use crate::store::{Client, ErrorCode, Range, RangedRead};
 use crate::store::{ReplicateConfig, SetupConfig};
 use std::sync::Arc;
 

@@ -3,13 +3,12 @@
 //! this client's own segment, the object then held (its read not ended) until the
 //! dummy has copied it itself.
 
-use super::client::Client;
-use super::ops_ext::{fit, ReadTarget};
-use super::transfer::Move;
-use crate::te::Op;
+use crate::store::read::batch::ReadBatch;
+use crate::store::transfer::{Move, MovePlan};
+use crate::store::vocab::ReadTarget;
+use crate::store::Client;
 use crate::wire::master_api::ErrorCode;
 use std::os::fd::OwnedFd;
-use std::time::Instant;
 
 /// Where an object's bytes are.
 pub(crate) enum Located<T> {
@@ -56,56 +55,44 @@ impl Client {
     ) -> (Vec<Found<T>>, HeldReads) {
         let n = keys.len();
         let none = HeldReads(Vec::new());
-        let inner = match self.inner() {
-            Ok(i) => i,
+        let state = match self.state() {
+            Ok(s) => s,
             Err(e) => return ((0..n).map(|_| Err(e)).collect(), none),
         };
-        let start = Instant::now();
         let owned: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
-        let (lists, ticket) = inner.reads.begin(&owned);
-        let lists = match lists {
-            Ok(l) => fit(l, n),
+        let batch = match ReadBatch::begin(&state, &owned) {
+            Ok(b) => b,
             Err(e) => return ((0..n).map(|_| Err(e)).collect(), none),
         };
         let mut results = Vec::with_capacity(n);
-        let (mut moves, mut owner) = (Vec::new(), Vec::new());
-        for (i, list) in lists.into_iter().enumerate() {
-            results.push(list.and_then(|resp| {
-                let d = inner.choose(&resp.replicas)?;
-                let ttl = resp.lease_ttl_ms;
-                if locate && inner.is_own(&d.transport_endpoint, d.buffer_address, d.size) {
+        let mut plan = MovePlan::new();
+        for (i, key) in keys.iter().enumerate() {
+            results.push(batch.source(i).and_then(|src| {
+                let (d, ttl) = (src.replica, src.ttl_ms);
+                if locate && state.is_own(&d.transport_endpoint, d.buffer_address, d.size) {
                     return Ok((Located::Own(d.buffer_address), d.size, ttl));
                 }
                 let Some(mut target) = alloc(i, d.size) else {
-                    log::debug!(
-                        "store: get('{}'): cannot allocate {} bytes",
-                        keys[i],
-                        d.size
-                    );
+                    log::debug!("store: get('{key}'): cannot allocate {} bytes", d.size);
                     return Err(ErrorCode::INVALID_PARAMS);
                 };
-                moves.push(Move {
+                let mv = Move {
                     local: target.addr(),
                     remote: d.buffer_address,
                     len: d.size,
                     endpoint: d.transport_endpoint.clone(),
-                });
-                owner.push(i);
+                };
+                plan.push((i, ttl), mv);
                 Ok((Located::Read(target), d.size, ttl))
             }));
         }
         // SAFETY: every destination is a live target of its object's size.
-        let done = unsafe { inner.execute(Op::Read, &moves) };
-        for (i, outcome) in owner.into_iter().zip(done) {
-            let expired =
-                matches!(&results[i], Ok((_, _, ttl)) if start.elapsed().as_millis() as u64 > *ttl);
-            if let Err(e) = outcome {
+        for ((i, ttl), outcome) in unsafe { batch.transfer(plan) } {
+            if let Err(e) = outcome.and_then(|()| batch.check(ttl)) {
                 results[i] = Err(e);
-            } else if expired {
-                results[i] = Err(ErrorCode::LEASE_EXPIRED);
             }
         }
-        (results, HeldReads(ticket.into_reads()))
+        (results, HeldReads(batch.hold()))
     }
 
     /// Ends reads held by [`Client::batch_locate_or_read`].
@@ -113,24 +100,17 @@ impl Client {
         if held.0.is_empty() {
             return;
         }
-        if let Ok(inner) = self.inner() {
-            inner.reads.end(held.0);
+        if let Ok(state) = self.state() {
+            state.reads().end(held.0);
         }
     }
 
     /// This client's mounted segments: base, length and a descriptor of the sealed
     /// file holding each (segments whose memory is not a file are left out).
     pub(crate) fn own_segment_files(&self) -> Vec<(u64, u64, OwnedFd)> {
-        let Ok(inner) = self.inner() else {
-            return Vec::new();
-        };
-        inner
-            .segments
-            .iter()
-            .filter_map(|s| {
-                let file = s.memory.shared_file()?.try_clone().ok()?;
-                Some((s.memory.addr(), s.memory.len(), file))
-            })
-            .collect()
+        match self.state() {
+            Ok(state) => state.segment_files(),
+            Err(_) => Vec::new(),
+        }
     }
 }

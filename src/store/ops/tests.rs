@@ -1,10 +1,10 @@
-//! The operations of `ops_ext.rs` between two clients of an in-process master
+//! Multi-piece writes and reads, upserts, group ids, replica descriptors and batch removes between two clients of an in-process master
 //! (P2PHANDSHAKE, real TCP transfers for the remote side).
 
-use super::*;
 use crate::master::{MasterConfig, MasterService};
 use crate::store::{Client, SetupConfig};
-use crate::wire::master_api::{MasterApi, ReplicaStatus};
+use crate::store::{ErrorCode, Pieces, ReplicateConfig, WriteMode};
+use crate::wire::master_api::{MasterApi, ReplicaLocation, ReplicaStatus, DEFAULT_TENANT};
 use std::sync::Arc;
 
 const MIB: u64 = 1 << 20;

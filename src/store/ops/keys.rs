@@ -1,0 +1,183 @@
+//! Key-level operations of [`Client`] that move no object bytes: existence, sizes,
+//! replica descriptors, removal, and clearing this client's replicas (upstream's
+//! Python `batch_replica_clear`). One master call each.
+
+use crate::store::vocab::fit;
+use crate::store::Client;
+use crate::wire::master_api::{ErrorCode, ReplicaDescriptor, ReplicaLocation, DEFAULT_TENANT};
+
+/// The size recorded in a replica descriptor, whatever its kind.
+fn replica_size(r: &ReplicaDescriptor) -> u64 {
+    match &r.location {
+        ReplicaLocation::Memory(d) | ReplicaLocation::Nof(d) => d.size,
+        ReplicaLocation::Disk { object_size, .. }
+        | ReplicaLocation::LocalDisk { object_size, .. }
+        | ReplicaLocation::Dfs { object_size, .. } => *object_size,
+    }
+}
+
+/// The keys as the master takes them.
+fn owned(keys: &[&str]) -> Vec<String> {
+    keys.iter().map(|k| k.to_string()).collect()
+}
+
+impl Client {
+    /// Whether `key` has a complete replica (grants a read lease when it does).
+    pub fn is_exist(&self, key: &str) -> Result<bool, ErrorCode> {
+        self.state()?.master().exist_key(key, DEFAULT_TENANT)
+    }
+
+    /// [`Client::is_exist`] for several keys in one master call.
+    pub fn batch_is_exist(&self, keys: &[&str]) -> Vec<Result<bool, ErrorCode>> {
+        let state = match self.state() {
+            Ok(s) => s,
+            Err(e) => return vec![Err(e); keys.len()],
+        };
+        match state.master().batch_exist_key(&owned(keys), DEFAULT_TENANT) {
+            Ok(r) => fit(r, keys.len()),
+            Err(e) => vec![Err(e); keys.len()],
+        }
+    }
+
+    /// The object's size in bytes (grants a read lease). -704 when missing.
+    pub fn get_size(&self, key: &str) -> Result<u64, ErrorCode> {
+        let resp = self
+            .state()?
+            .master()
+            .get_replica_list(key, DEFAULT_TENANT)?;
+        resp.replicas
+            .first()
+            .map(replica_size)
+            .ok_or(ErrorCode::INVALID_PARAMS)
+    }
+
+    /// The sizes of several objects in one master call (grants read leases).
+    pub fn batch_get_size(&self, keys: &[&str]) -> Vec<Result<u64, ErrorCode>> {
+        self.batch_get_replica_desc(keys)
+            .into_iter()
+            .map(|r| r.and_then(|v| v.first().map(replica_size).ok_or(ErrorCode::INVALID_PARAMS)))
+            .collect()
+    }
+
+    /// The replicas of `key` as the master reports them (grants a read lease);
+    /// -704 when missing.
+    pub fn get_replica_desc(&self, key: &str) -> Result<Vec<ReplicaDescriptor>, ErrorCode> {
+        let resp = self
+            .state()?
+            .master()
+            .get_replica_list(key, DEFAULT_TENANT)?;
+        Ok(resp.replicas)
+    }
+
+    /// [`Client::get_replica_desc`] for several keys in one master call.
+    pub fn batch_get_replica_desc(
+        &self,
+        keys: &[&str],
+    ) -> Vec<Result<Vec<ReplicaDescriptor>, ErrorCode>> {
+        let state = match self.state() {
+            Ok(s) => s,
+            Err(e) => return vec![Err(e); keys.len()],
+        };
+        match state
+            .master()
+            .batch_get_replica_list(&owned(keys), DEFAULT_TENANT)
+        {
+            Ok(v) => fit(v, keys.len())
+                .into_iter()
+                .map(|r| r.map(|resp| resp.replicas))
+                .collect(),
+            Err(e) => vec![Err(e); keys.len()],
+        }
+    }
+
+    /// Removes `key`: -704 missing, -706 under a read lease unless `force`.
+    pub fn remove(&self, key: &str, force: bool) -> Result<(), ErrorCode> {
+        self.state()?.master().remove(key, force, DEFAULT_TENANT)
+    }
+
+    /// Removes several keys in one master call; per key as [`Client::remove`].
+    pub fn batch_remove(&self, keys: &[&str], force: bool) -> Vec<Result<(), ErrorCode>> {
+        let state = match self.state() {
+            Ok(s) => s,
+            Err(e) => return vec![Err(e); keys.len()],
+        };
+        match state
+            .master()
+            .batch_remove(&owned(keys), force, DEFAULT_TENANT)
+        {
+            Ok(v) => fit(v, keys.len()),
+            Err(e) => vec![Err(e); keys.len()],
+        }
+    }
+
+    /// Removes every key `pattern` matches (ECMAScript search semantics); returns how
+    /// many were removed. -600 for an invalid pattern.
+    pub fn remove_by_regex(&self, pattern: &str, force: bool) -> Result<i64, ErrorCode> {
+        self.state()?
+            .master()
+            .remove_by_regex(pattern, force, DEFAULT_TENANT)
+    }
+
+    /// Removes every removable object; returns how many were removed.
+    pub fn remove_all(&self, force: bool) -> Result<i64, ErrorCode> {
+        self.state()?.master().remove_all(force, DEFAULT_TENANT)
+    }
+
+    /// Asks the master to drop this client's objects among `keys` whose read leases
+    /// have expired: their replicas on `segment_name` (a segment name, i.e. a
+    /// client's hostname), or every replica when it is empty. Returns the keys that
+    /// were cleared; keys that are missing, leased, being written or another
+    /// client's are left alone. -600 before setup or after close.
+    pub fn batch_replica_clear(
+        &self,
+        keys: &[&str],
+        segment_name: &str,
+    ) -> Result<Vec<String>, ErrorCode> {
+        let state = self.state()?;
+        state
+            .master()
+            .batch_replica_clear(&owned(keys), state.client_id(), segment_name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::master::{MasterConfig, MasterService};
+    use crate::store::{Client, ErrorCode, ReplicateConfig, SetupConfig};
+
+    #[test]
+    fn clears_only_own_unleased_objects() {
+        let m = MasterService::new(MasterConfig::default());
+        let cfg = SetupConfig {
+            local_hostname: "127.0.0.1".into(),
+            metadata_server: "P2PHANDSHAKE".into(),
+            global_segment_size: 16 << 20,
+            local_buffer_size: 1 << 20,
+            ..SetupConfig::default()
+        };
+        let a = Client::setup_with_master(&cfg, m.clone()).unwrap();
+        let b = Client::setup_with_master(&cfg, m.clone()).unwrap();
+        let own = ReplicateConfig {
+            preferred_segments: vec![a.hostname().to_string()],
+            ..ReplicateConfig::default()
+        };
+        for k in ["a1", "a2", "a3"] {
+            a.put(k, b"value", &own).unwrap();
+        }
+        b.put("b1", b"value", &own).unwrap();
+        assert!(a.is_exist("a2").unwrap()); // a read lease keeps a2
+        let cleared = a.batch_replica_clear(&["a1", "a2", "b1", "none"], "");
+        assert_eq!(cleared, Ok(vec!["a1".to_string()]));
+        assert_eq!(a.is_exist("a1"), Ok(false));
+        assert_eq!(a.batch_replica_clear(&["a3"], "elsewhere"), Ok(vec![]));
+        assert_eq!(
+            a.batch_replica_clear(&["a3"], a.hostname()),
+            Ok(vec!["a3".into()])
+        );
+        a.close();
+        assert_eq!(
+            a.batch_replica_clear(&["a3"], ""),
+            Err(ErrorCode::INVALID_PARAMS)
+        );
+    }
+}
