@@ -198,7 +198,7 @@ impl Client {
         // RDMA sends only from registered memory: the bytes go through the reserved
         // local buffer, as upstream. TCP and the local copy take them straight from
         // `value`.
-        let source = if inner.engine().has_transport("rdma") {
+        let source = if inner.engine().needs_registered_buffers() {
             reserved.fill(value);
             reserved.addr()
         } else {

@@ -56,7 +56,7 @@ impl Inner {
         };
         let staged = |m: &Move| {
             m.len > 0
-                && engine.has_transport("rdma")
+                && engine.needs_registered_buffers()
                 && !self.is_own(&m.endpoint, m.remote, m.len)
                 && !engine.is_registered(m.local, m.len)
         };

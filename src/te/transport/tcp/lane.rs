@@ -5,9 +5,10 @@
 
 use super::io::{recv_exact, send_all};
 use super::reader::SocketReader;
-use super::wire::{decode_status, Header, Op, HEADER_LEN, STATUS_LEN, STATUS_OK};
+use super::wire::{decode_status, Header, HEADER_LEN, STATUS_LEN, STATUS_OK};
 use crate::host::busy_poll;
 use crate::te::batch::Task;
+use crate::te::transport::request::Op;
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
