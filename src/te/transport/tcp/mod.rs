@@ -4,7 +4,10 @@
 
 pub mod io;
 pub mod lane;
+pub mod lane_state;
 pub mod reader;
+mod receiver;
+mod sender;
 pub mod target;
 pub mod wire;
 
@@ -16,8 +19,9 @@ use crate::te::batch::{CompletionSignal, Task};
 use crate::te::memory::MemoryRegistry;
 use crate::te::transport::request::PeerRequest;
 use crate::te::transport::seam::Transport;
+use lane::Lane;
 pub use lane::INLINE_MAX_BYTES;
-use lane::{Lane, LaneConfig, Slice};
+use lane_state::{LaneConfig, Slice};
 use parking_lot::RwLock;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
