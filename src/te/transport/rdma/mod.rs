@@ -20,6 +20,8 @@ pub mod slice;
 pub mod stl_order;
 pub mod topology;
 pub mod worker;
+pub mod worker_handle;
+mod worker_runs;
 
 use crate::config::RdmaConfig;
 use crate::error::{Error, Result};
@@ -41,7 +43,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 use topology::Topology;
-use worker::{Msg, WorkerHandle};
+use worker_handle::{Msg, WorkerHandle};
 
 /// How the transport reaches peers' RPC daemons (the engine provides it).
 pub trait HandshakeChannel: Send + Sync {
