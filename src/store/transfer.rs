@@ -85,7 +85,7 @@ impl ClientState {
         let engine = self.engine();
         let staged = |m: &Move| {
             m.len > 0
-                && engine.has_transport("rdma")
+                && engine.needs_registered_buffers()
                 && !self.is_own(&m.endpoint, m.remote, m.len)
                 && !engine.is_registered(m.local, m.len)
         };

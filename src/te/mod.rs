@@ -2,7 +2,6 @@
 
 pub mod batch;
 pub mod engine;
-pub mod local;
 pub mod memory;
 pub mod rpc;
 pub mod segment;
@@ -10,6 +9,6 @@ pub mod shared_regions;
 pub mod transport;
 
 pub use batch::TaskStatus;
-pub use engine::{MetadataPublisher, TransferEngine, TransferRequest};
+pub use engine::{MetadataPublisher, Notify, TransferEngine, TransferRequest};
 pub use memory::Range;
-pub use transport::tcp::Op;
+pub use transport::request::Op;

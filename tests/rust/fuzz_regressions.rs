@@ -236,9 +236,9 @@ fn write_seeds() {
     };
 
     for (i, (size, addr, op, v2)) in [
-        (4096u64, 0x7f00_0000_1000u64, tcp::Op::Write, true),
-        (1 << 20, 0x7f00_0010_0000, tcp::Op::Read, true),
-        (64, 0x1000, tcp::Op::Read, false),
+        (4096u64, 0x7f00_0000_1000u64, mooncake::te::Op::Write, true),
+        (1 << 20, 0x7f00_0010_0000, mooncake::te::Op::Read, true),
+        (64, 0x1000, mooncake::te::Op::Read, false),
     ]
     .into_iter()
     .enumerate()
@@ -278,7 +278,7 @@ fn write_seeds() {
     };
     add("same_host_wire", "share_reply", reply.encode().to_vec());
     let req = shm::Request {
-        op: tcp::Op::Write,
+        op: mooncake::te::Op::Write,
         remote: 0x7f00_0000_1000,
         local: 0x5500_0000_0000,
         len: 4096,

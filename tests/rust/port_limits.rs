@@ -15,7 +15,8 @@ use mooncake::metadata::http_server::{HttpMetadataServer, MAX_CONNECTIONS_PER_PE
 use mooncake::runtime::conn_threads::ConnLimits;
 use mooncake::runtime::unix_server::UnixServer;
 use mooncake::te::rpc::{RpcClient, RpcHandler, RpcServer};
-use mooncake::te::transport::tcp::wire::{Header, Op};
+use mooncake::te::transport::tcp::wire::Header;
+use mooncake::te::Op;
 use mooncake::te::{TaskStatus, TransferEngine};
 use mooncake::wire::codec::{self, rpc, Rpc};
 use mooncake::wire::coro_rpc;

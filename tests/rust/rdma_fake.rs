@@ -7,7 +7,8 @@
 mod te_support;
 
 use mooncake::config::Config;
-use mooncake::sys::verbs::fake::{Fabric, FakeVerbs, Fault};
+use mooncake::sys::verbs::fake::{Fabric, FakeVerbs};
+use mooncake::sys::verbs::fake_state::Fault;
 use mooncake::te::{Op, TaskStatus, TransferEngine};
 use std::sync::Arc;
 use std::time::Duration;

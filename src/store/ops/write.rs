@@ -22,7 +22,7 @@ impl Client {
         // RDMA sends only from registered memory: the bytes go through the reserved
         // local buffer, as upstream. TCP and the local copy take them straight from
         // `value`.
-        let source = if state.engine().has_transport("rdma") {
+        let source = if state.engine().needs_registered_buffers() {
             reserved.fill(value);
             reserved.addr()
         } else {

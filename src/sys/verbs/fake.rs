@@ -9,80 +9,13 @@
 //! deterministic; [`Fabric::inject`] makes the next requests fail in a chosen way, and
 //! [`Fabric::set_reorder`] delivers completions of different queue pairs out of order.
 
+use super::fake_state::{
+    deliver, execute, CqState, Device, Fault, MrState, QpEntry, QpState, State,
+};
 use super::*;
 use parking_lot::Mutex;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-
-/// A fault the next posted requests meet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fault {
-    /// The target refuses the access (`IBV_WC_REM_ACCESS_ERR`); the QP goes to error.
-    RemoteAccess,
-    /// The peer does not answer (`IBV_WC_RETRY_EXC_ERR`); the QP goes to error.
-    RetryExceeded,
-    /// The QP goes to error before the request runs: it and what follows are flushed.
-    QpError,
-    /// The request succeeds but its completion is never delivered.
-    LostCompletion,
-}
-
-/// One fake device's identity.
-#[derive(Debug, Clone)]
-struct Device {
-    gid: [u8; 16],
-}
-
-#[derive(Debug)]
-struct MrState {
-    pd: u64,
-    addr: u64,
-    len: u64,
-    remote: bool,
-}
-
-#[derive(Debug)]
-struct CqState {
-    completions: VecDeque<Completion>,
-    armed: bool,
-    event_fd: RawFd,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum QpState {
-    Reset,
-    Init,
-    Rtr,
-    Rts,
-    Error,
-}
-
-#[derive(Debug)]
-struct QpEntry {
-    device: String,
-    pd: u64,
-    cq: u64,
-    qp_num: u32,
-    state: QpState,
-    remote: Option<([u8; 16], u32)>,
-}
-
-#[derive(Default)]
-struct State {
-    devices: HashMap<String, Device>,
-    contexts: HashMap<u64, String>,
-    pds: HashMap<u64, String>,
-    mrs: HashMap<u64, MrState>,
-    keys: HashMap<u32, u64>,
-    cqs: HashMap<u64, CqState>,
-    qps: HashMap<u64, QpEntry>,
-    qp_by_num: HashMap<([u8; 16], u32), u64>,
-    faults: VecDeque<Fault>,
-    reorder: bool,
-    posted: u64,
-    /// Ranges `ibv_reg_mr` refuses (device memory without a peer-memory driver).
-    dmabuf_only: Vec<(u64, u64)>,
-}
 
 /// The network the fake devices share.
 #[derive(Default)]
@@ -219,27 +152,6 @@ impl FakeVerbs {
             rkey: key,
         })
     }
-}
-
-/// Queues a completion on a CQ, waking an armed waiter.
-fn deliver(s: &mut State, cq: u64, c: Completion) {
-    if let Some(q) = s.cqs.get_mut(&cq) {
-        q.completions.push_back(c);
-        if q.armed {
-            q.armed = false;
-            let one: u64 = 1;
-            // SAFETY: writing 8 bytes to an eventfd we own.
-            unsafe { libc::write(q.event_fd, (&one as *const u64).cast(), 8) };
-        }
-    }
-}
-
-/// The MR id whose key is `key` and which covers `[addr, addr + len)`.
-fn covering(s: &State, key: u32, addr: u64, len: u64) -> Option<u64> {
-    let id = *s.keys.get(&key)?;
-    let mr = s.mrs.get(&id)?;
-    let end = addr.checked_add(len)?;
-    (addr >= mr.addr && end <= mr.addr + mr.len).then_some(id)
 }
 
 impl Verbs for FakeVerbs {
@@ -564,47 +476,4 @@ impl Verbs for FakeVerbs {
         }
         Ok(())
     }
-}
-
-/// Carries out one request against the fabric; the completion status.
-fn execute(s: &State, pd: u64, remote: Option<([u8; 16], u32)>, wr: &WorkRequest) -> u32 {
-    let len = u64::from(wr.len);
-    let Some(local) = covering(s, wr.lkey, wr.local_addr, len) else {
-        return 4; // IBV_WC_LOC_PROT_ERR
-    };
-    if s.mrs.get(&local).map(|m| m.pd) != Some(pd) {
-        return 4;
-    }
-    // The peer QP must exist, be connected and be connected back to this one.
-    let Some((gid, dest)) = remote else {
-        return wc::RETRY_EXC_ERR;
-    };
-    let peer_ok = s
-        .qp_by_num
-        .get(&(gid, dest))
-        .and_then(|id| s.qps.get(id))
-        .is_some_and(|p| matches!(p.state, QpState::Rtr | QpState::Rts));
-    if !peer_ok {
-        return wc::RETRY_EXC_ERR;
-    }
-    let Some(target) = covering(s, wr.rkey, wr.remote_addr, len) else {
-        return wc::REM_ACCESS_ERR;
-    };
-    if !s.mrs.get(&target).is_some_and(|m| m.remote) {
-        return wc::REM_ACCESS_ERR;
-    }
-    let (src, dst) = match wr.op {
-        RdmaOp::Write => (wr.local_addr, wr.remote_addr),
-        RdmaOp::Read => (wr.remote_addr, wr.local_addr),
-    };
-    // SAFETY: both ranges are inside registered regions of this process, which the
-    // registrants keep mapped while registered (the same contract as real verbs).
-    unsafe {
-        std::ptr::copy(
-            src as usize as *const u8,
-            dst as usize as *mut u8,
-            len as usize,
-        )
-    };
-    wc::SUCCESS
 }

@@ -8,7 +8,10 @@
 
 pub mod abi;
 pub mod fake;
+pub mod fake_state;
 mod real;
+mod real_functions;
+mod sysfs;
 
 use std::fmt;
 use std::os::fd::RawFd;

@@ -4,69 +4,13 @@
 //! header's inline functions do.
 
 use super::abi::*;
+use super::real_functions::Functions;
+use super::sysfs::{parse_sysfs_gid, sysfs};
 use super::*;
 use crate::sys::dl::Library;
 use std::cell::RefCell;
-use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::ffi::{c_int, c_uint, c_void, CStr};
 use std::path::Path;
-
-type GetDeviceList = unsafe extern "C" fn(*mut c_int) -> *mut *mut c_void;
-type FreeDeviceList = unsafe extern "C" fn(*mut *mut c_void);
-type GetDeviceName = unsafe extern "C" fn(*mut c_void) -> *const c_char;
-type OpenDevice = unsafe extern "C" fn(*mut c_void) -> *mut ibv_context;
-type CloseDevice = unsafe extern "C" fn(*mut ibv_context) -> c_int;
-type QueryDevice = unsafe extern "C" fn(*mut ibv_context, *mut ibv_device_attr) -> c_int;
-type QueryPort = unsafe extern "C" fn(*mut ibv_context, u8, *mut ibv_port_attr) -> c_int;
-type QueryGid = unsafe extern "C" fn(*mut ibv_context, u8, c_int, *mut ibv_gid) -> c_int;
-type AllocPd = unsafe extern "C" fn(*mut ibv_context) -> *mut ibv_pd;
-type DeallocPd = unsafe extern "C" fn(*mut ibv_pd) -> c_int;
-type RegMr = unsafe extern "C" fn(*mut ibv_pd, *mut c_void, usize, c_int) -> *mut ibv_mr;
-type RegMrIova2 = unsafe extern "C" fn(*mut ibv_pd, *mut c_void, usize, u64, c_uint) -> *mut ibv_mr;
-type RegDmabufMr = unsafe extern "C" fn(*mut ibv_pd, u64, usize, u64, c_int, c_int) -> *mut ibv_mr;
-type DeregMr = unsafe extern "C" fn(*mut ibv_mr) -> c_int;
-type CreateCompChannel = unsafe extern "C" fn(*mut ibv_context) -> *mut ibv_comp_channel;
-type DestroyCompChannel = unsafe extern "C" fn(*mut ibv_comp_channel) -> c_int;
-type CreateCq = unsafe extern "C" fn(
-    *mut ibv_context,
-    c_int,
-    *mut c_void,
-    *mut ibv_comp_channel,
-    c_int,
-) -> *mut ibv_cq;
-type DestroyCq = unsafe extern "C" fn(*mut ibv_cq) -> c_int;
-type GetCqEvent =
-    unsafe extern "C" fn(*mut ibv_comp_channel, *mut *mut ibv_cq, *mut *mut c_void) -> c_int;
-type AckCqEvents = unsafe extern "C" fn(*mut ibv_cq, c_uint);
-type CreateQp = unsafe extern "C" fn(*mut ibv_pd, *mut ibv_qp_init_attr) -> *mut ibv_qp;
-type ModifyQp = unsafe extern "C" fn(*mut ibv_qp, *mut ibv_qp_attr, c_int) -> c_int;
-type DestroyQp = unsafe extern "C" fn(*mut ibv_qp) -> c_int;
-
-/// The exported functions used, resolved once.
-struct Functions {
-    get_device_list: GetDeviceList,
-    free_device_list: FreeDeviceList,
-    get_device_name: GetDeviceName,
-    open_device: OpenDevice,
-    close_device: CloseDevice,
-    query_device: QueryDevice,
-    query_port: QueryPort,
-    query_gid: QueryGid,
-    alloc_pd: AllocPd,
-    dealloc_pd: DeallocPd,
-    reg_mr: RegMr,
-    reg_mr_iova2: Option<RegMrIova2>,
-    reg_dmabuf_mr: Option<RegDmabufMr>,
-    dereg_mr: DeregMr,
-    create_comp_channel: CreateCompChannel,
-    destroy_comp_channel: DestroyCompChannel,
-    create_cq: CreateCq,
-    destroy_cq: DestroyCq,
-    get_cq_event: GetCqEvent,
-    ack_cq_events: AckCqEvents,
-    create_qp: CreateQp,
-    modify_qp: ModifyQp,
-    destroy_qp: DestroyQp,
-}
 
 /// libibverbs, loaded.
 pub(super) struct RealVerbs {
@@ -94,45 +38,7 @@ impl RealVerbs {
         let library =
             Library::open_configured("MC_IBVERBS_LIBRARY", &["libibverbs.so.1", "libibverbs.so"])
                 .map_err(|e| format!("libibverbs is not available ({e}); install rdma-core"))?;
-        macro_rules! resolve {
-            ($name:literal) => {
-                // SAFETY: the type aliases above match rdma-core's prototypes.
-                unsafe { library.function($name) }.ok_or_else(|| {
-                    format!(
-                        "{} does not export {}",
-                        library.name(),
-                        $name.to_string_lossy()
-                    )
-                })?
-            };
-        }
-        let f = Functions {
-            get_device_list: resolve!(c"ibv_get_device_list"),
-            free_device_list: resolve!(c"ibv_free_device_list"),
-            get_device_name: resolve!(c"ibv_get_device_name"),
-            open_device: resolve!(c"ibv_open_device"),
-            close_device: resolve!(c"ibv_close_device"),
-            query_device: resolve!(c"ibv_query_device"),
-            query_port: resolve!(c"ibv_query_port"),
-            query_gid: resolve!(c"ibv_query_gid"),
-            alloc_pd: resolve!(c"ibv_alloc_pd"),
-            dealloc_pd: resolve!(c"ibv_dealloc_pd"),
-            reg_mr: resolve!(c"ibv_reg_mr"),
-            // SAFETY: matches rdma-core's prototype.
-            reg_mr_iova2: unsafe { library.function(c"ibv_reg_mr_iova2") },
-            // SAFETY: matches rdma-core's prototype (rdma-core 34+; absent before).
-            reg_dmabuf_mr: unsafe { library.function(c"ibv_reg_dmabuf_mr") },
-            dereg_mr: resolve!(c"ibv_dereg_mr"),
-            create_comp_channel: resolve!(c"ibv_create_comp_channel"),
-            destroy_comp_channel: resolve!(c"ibv_destroy_comp_channel"),
-            create_cq: resolve!(c"ibv_create_cq"),
-            destroy_cq: resolve!(c"ibv_destroy_cq"),
-            get_cq_event: resolve!(c"ibv_get_cq_event"),
-            ack_cq_events: resolve!(c"ibv_ack_cq_events"),
-            create_qp: resolve!(c"ibv_create_qp"),
-            modify_qp: resolve!(c"ibv_modify_qp"),
-            destroy_qp: resolve!(c"ibv_destroy_qp"),
-        };
+        let f = Functions::resolve(&library)?;
         Ok(RealVerbs { library, f })
     }
 
@@ -180,26 +86,6 @@ impl RealVerbs {
     fn qp(qp: Qp) -> *mut ibv_qp {
         qp.0 as usize as *mut ibv_qp
     }
-}
-
-/// Reads a sysfs file as trimmed text.
-fn sysfs(path: &Path) -> Option<String> {
-    std::fs::read_to_string(path)
-        .ok()
-        .map(|s| s.trim().to_string())
-}
-
-/// A GID written by sysfs ("fe80:0000:...", 8 groups of 4 hex digits).
-fn parse_sysfs_gid(text: &str) -> Option<[u8; 16]> {
-    let hex: String = text.chars().filter(|c| *c != ':').collect();
-    if hex.len() != 32 {
-        return None;
-    }
-    let mut gid = [0u8; 16];
-    for (i, b) in gid.iter_mut().enumerate() {
-        *b = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
-    Some(gid)
 }
 
 impl Verbs for RealVerbs {
@@ -705,18 +591,5 @@ impl Verbs for RealVerbs {
                 VerbsError::new("ibv_post_send", rc, format!("request {index}")),
             ))
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sysfs_gids_parse() {
-        let g = parse_sysfs_gid("0000:0000:0000:0000:0000:ffff:7f00:0001").unwrap();
-        assert_eq!(&g[10..], &[0xff, 0xff, 127, 0, 0, 1]);
-        assert!(parse_sysfs_gid("zz").is_none());
-        assert!(parse_sysfs_gid("0000:0000").is_none());
     }
 }

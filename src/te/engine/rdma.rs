@@ -1,12 +1,13 @@
 //! Installing the RDMA transport into an engine, and the channel it reaches peers'
 //! RPC daemons through.
 
-use super::{Inner, TransferEngine};
+use super::state::{Inner, TransferEngine};
 use crate::error::{Error, Result};
 use crate::metadata::SegmentDesc;
 use crate::sys::verbs::Verbs;
 use crate::te::transport::rdma::topology::Topology;
 use crate::te::transport::rdma::{HandshakeChannel, InstallArgs, RdmaTransport};
+use crate::te::transport::seam::Transport;
 use serde_json::Value;
 use std::sync::{Arc, Weak};
 
@@ -23,9 +24,11 @@ impl TransferEngine {
         devices: &[String],
     ) -> Result<Arc<RdmaTransport>> {
         let inner = &self.inner;
-        if let Some(t) = inner.local.rdma.read().as_ref() {
+        let transports = &inner.local.transports;
+        let _serial = inner.install_lock.lock();
+        if let Some(t) = transports.get::<RdmaTransport>() {
             log::warn!("transport rdma is already installed");
-            return Ok(t.clone());
+            return Ok(t);
         }
         let verbs = match verbs {
             Some(v) => v,
@@ -63,9 +66,9 @@ impl TransferEngine {
                 region.remote_accessible,
             )?;
         }
-        *inner.local.rdma.write() = Some(rdma.clone());
+        transports.add(rdma.clone());
         if let Err(e) = inner.publish_descriptor() {
-            if let Some(t) = inner.local.rdma.write().take() {
+            if let Some(t) = transports.remove(rdma.name()) {
                 t.shutdown();
             }
             return Err(e);
@@ -75,7 +78,7 @@ impl TransferEngine {
 
     /// The installed RDMA transport, if any.
     pub fn rdma(&self) -> Option<Arc<RdmaTransport>> {
-        self.inner.local.rdma.read().clone()
+        self.inner.local.transports.get::<RdmaTransport>()
     }
 }
 

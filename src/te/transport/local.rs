@@ -3,7 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::te::memory::MemoryRegistry;
-use crate::te::transport::tcp::Op;
+use crate::te::transport::request::Op;
 
 /// Copies between `local` and the registered region at `target`; the target range
 /// must lie inside one registered region, which stays pinned during the copy.

@@ -3,8 +3,8 @@
 //! arrived), in chunks, on staging threads, so a submit never blocks. The target side
 //! stages in `tcp::target`.
 
-use super::tcp::{Endpoint, Op, TcpTransport};
-use super::PeerRequest;
+use super::request::{Op, PeerRequest};
+use super::tcp::{Endpoint, TcpTransport};
 use crate::sys::cuda::Gpu;
 use crate::te::batch::{CompletionSignal, Task, TaskStatus};
 use crossbeam_channel::{Receiver, Sender};

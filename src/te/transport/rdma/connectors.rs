@@ -5,7 +5,7 @@
 
 use super::endpoint::Endpoint;
 use super::nic::Nic;
-use super::worker::Msg;
+use super::worker_handle::Msg;
 use super::{connect, Shared};
 use parking_lot::Mutex;
 use std::collections::VecDeque;

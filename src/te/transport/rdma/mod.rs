@@ -20,14 +20,17 @@ pub mod slice;
 pub mod stl_order;
 pub mod topology;
 pub mod worker;
+pub mod worker_handle;
+mod worker_runs;
 
 use crate::config::RdmaConfig;
 use crate::error::{Error, Result};
 use crate::metadata::{RdmaBuffer, RdmaDevice, RdmaPart, SegmentDesc};
 use crate::sys::verbs::{Access, RdmaOp, Verbs};
 use crate::te::batch::{CompletionSignal, Task};
-use crate::te::transport::tcp::Op;
-use crate::te::transport::PeerRequest;
+use crate::te::memory::Range;
+use crate::te::transport::request::{Op, PeerRequest};
+use crate::te::transport::seam::Transport;
 use connectors::{ConnectJob, Connectors};
 use endpoint::Endpoint;
 use handshake::HandShake;
@@ -40,7 +43,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 use topology::Topology;
-use worker::{Msg, WorkerHandle};
+use worker_handle::{Msg, WorkerHandle};
 
 /// How the transport reaches peers' RPC daemons (the engine provides it).
 pub trait HandshakeChannel: Send + Sync {
@@ -256,7 +259,7 @@ impl RdmaTransport {
 
     /// Our part of the segment descriptor: devices and keys in the order an upstream
     /// reader numbers them, and the topology.
-    pub fn describe(&self) -> RdmaPart {
+    pub fn part(&self) -> RdmaPart {
         let s = &self.shared;
         let devices = s
             .publish_order
@@ -410,6 +413,44 @@ impl Drop for Shared {
             verbs.dealloc_pd(nic.pd);
             verbs.close_device(nic.ctx);
         }
+    }
+}
+
+impl Transport for RdmaTransport {
+    fn name(&self) -> &'static str {
+        "rdma"
+    }
+
+    /// Protocol `rdma` with the devices, keyed buffers and topology (over whatever
+    /// TCP set), and the server name when it differs from the segment's.
+    fn describe(&self, desc: &mut SegmentDesc) {
+        let part = self.part();
+        desc.protocol = "rdma".into();
+        desc.buffers = part.plain_buffers();
+        desc.rdma_server_name = (self.server() != desc.name).then(|| self.server().to_string());
+        desc.rdma = Some(part);
+    }
+
+    fn register(
+        &self,
+        range: Range,
+        location: &str,
+        device: Option<u32>,
+        remote: bool,
+    ) -> Result<()> {
+        RdmaTransport::register(self, range.addr, range.len, (location, device), remote)
+    }
+
+    fn unregister(&self, addr: u64) {
+        RdmaTransport::unregister(self, addr);
+    }
+
+    fn on_handshake(&self, request: &Value) -> Option<Value> {
+        Some(RdmaTransport::on_handshake(self, request))
+    }
+
+    fn shutdown(&self) {
+        RdmaTransport::shutdown(self);
     }
 }
 

@@ -7,12 +7,14 @@
 //! failed request fails its endpoint: every slice on it is retried (on the next NIC
 //! and peer NIC in topology order) and the endpoint is rebuilt with fresh QPs.
 
-use super::endpoint::{Endpoint, State};
+use super::endpoint::State;
 use super::nic::Nic;
 use super::slice::Slice;
+use super::worker_handle::{Msg, WorkerHandle};
+use super::worker_runs::{EpRun, QpRun};
 use super::Shared;
-use crate::sys::verbs::{wc, Completion, Cq, QpInfo, RdmaOp, WorkRequest};
-use crossbeam_channel::{Receiver, Sender, TryRecvError};
+use crate::sys::verbs::{wc, Completion, Cq, RdmaOp, WorkRequest};
+use crossbeam_channel::{Receiver, TryRecvError};
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,55 +31,6 @@ const POLL_BATCH: usize = 64;
 const IDLE_WAIT: Duration = Duration::from_millis(200);
 /// How long a passively connected endpoint waits for the peer's ready ACK.
 pub const READY_ACK_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// What a worker is told.
-pub enum Msg {
-    /// Slices to post.
-    Slices(Vec<Slice>),
-    /// The endpoint to this peer NIC path is now connected (or failed to: `Some`).
-    Connected(String, Option<String>),
-    /// Stop after failing what is left.
-    Stop,
-}
-
-/// A worker as others see it.
-pub struct WorkerHandle {
-    /// Its completion queue (the endpoints it owns complete there).
-    pub cq: Cq,
-    tx: Sender<Msg>,
-    wake_fd: RawFd,
-    sleeping: Arc<AtomicBool>,
-    thread: parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>,
-}
-
-impl WorkerHandle {
-    /// Sends `msg` and wakes the worker if it sleeps.
-    pub fn send(&self, msg: Msg) {
-        if self.tx.send(msg).is_ok() && self.sleeping.swap(false, Ordering::AcqRel) {
-            let one: u64 = 1;
-            // SAFETY: writing 8 bytes to the worker's eventfd, alive until join.
-            unsafe { libc::write(self.wake_fd, (&one as *const u64).cast(), 8) };
-        }
-    }
-
-    /// Stops the thread and waits for it.
-    pub fn stop(&self) {
-        let _ = self.tx.send(Msg::Stop);
-        let one: u64 = 1;
-        // SAFETY: as in `send`.
-        unsafe { libc::write(self.wake_fd, (&one as *const u64).cast(), 8) };
-        if let Some(t) = self.thread.lock().take() {
-            let _ = t.join();
-        }
-    }
-}
-
-impl Drop for WorkerHandle {
-    fn drop(&mut self) {
-        // SAFETY: the eventfd is ours and closed once, after the thread stopped.
-        unsafe { libc::close(self.wake_fd) };
-    }
-}
 
 /// Starts worker `index` of `nic` with its own CQ.
 pub fn spawn(shared: &Arc<Shared>, nic: &Arc<Nic>, index: usize) -> Result<WorkerHandle, String> {
@@ -125,26 +78,7 @@ pub fn spawn(shared: &Arc<Shared>, nic: &Arc<Nic>, index: usize) -> Result<Worke
     })
 }
 
-/// One QP's posted work, oldest first.
-struct QpRun {
-    qp: QpInfo,
-    /// Distinguishes this QP's requests from those of QPs it replaced.
-    run: u32,
-    next_seq: u32,
-    since_signal: u32,
-    /// (sequence, slice, signalled).
-    outstanding: VecDeque<(u32, Slice, bool)>,
-}
-
-/// One endpoint as its worker drives it.
-struct EpRun {
-    ep: Arc<Endpoint>,
-    generation: u64,
-    qps: Vec<QpRun>,
-    pending: VecDeque<Slice>,
-    connecting: bool,
-}
-
+/// A worker thread: its CQ, the endpoints it drives, and its inbox.
 struct Worker {
     shared: Arc<Shared>,
     nic: Arc<Nic>,

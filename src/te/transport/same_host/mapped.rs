@@ -8,7 +8,7 @@ use super::wire::{Request, ShareReply};
 use crate::host::mapping::Mapping;
 use crate::te::shared_regions::PeerEpochs;
 use crate::te::transport::local::copy_bytes;
-use crate::te::transport::tcp::wire::Op;
+use crate::te::transport::request::Op;
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, HashMap};
 use std::os::fd::OwnedFd;

@@ -24,9 +24,11 @@ mod copy;
 pub mod identity;
 mod mapped;
 pub mod target;
+pub mod transport;
 pub mod wire;
 
-use crate::te::transport::tcp::wire::{decode_status, Op, STATUS_LEN};
+use crate::te::transport::request::Op;
+use crate::te::transport::tcp::wire::{decode_status, STATUS_LEN};
 use copy::Direction;
 use mapped::{Copied, Lookup, MappedPeers};
 use parking_lot::Mutex;

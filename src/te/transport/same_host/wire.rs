@@ -16,7 +16,7 @@
 //!
 //! The decoders refuse anything else and never panic.
 
-use crate::te::transport::tcp::wire::Op;
+use crate::te::transport::request::Op;
 
 /// Size of a request.
 pub const REQUEST_LEN: usize = 32;

@@ -4,31 +4,30 @@
 
 pub mod io;
 pub mod lane;
+pub mod lane_state;
 pub mod reader;
+mod receiver;
+mod sender;
 pub mod target;
 pub mod wire;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::host::idle::IdleClock;
-use crate::metadata::SameHostDesc;
+use crate::metadata::{BufferDesc, SegmentDesc};
 use crate::te::batch::{CompletionSignal, Task};
 use crate::te::memory::MemoryRegistry;
-use crate::te::transport::same_host::target::SameHostTarget;
-use crate::te::transport::same_host::{identity, Request, SameHostError, SameHostInitiator};
-use crate::te::transport::PeerRequest;
+use crate::te::transport::request::PeerRequest;
+use crate::te::transport::seam::Transport;
+use lane::Lane;
 pub use lane::INLINE_MAX_BYTES;
-use lane::{Lane, LaneConfig, Slice};
+use lane_state::{LaneConfig, Slice};
 use parking_lot::RwLock;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use target::TcpTarget;
-pub use wire::Op;
-
-/// How long a same-host target may take to grant a batch before it goes over TCP.
-const SAME_HOST_GRANT_TIMEOUT: Duration = Duration::from_secs(1);
 /// Requests at least this long are split across a peer's lanes.
 const SPLIT_THRESHOLD: u64 = 512 << 10;
 /// Smallest piece a split request is cut into.
@@ -81,13 +80,13 @@ impl Peer {
     }
 }
 
-/// The installed TCP transport of one engine, with its same-host shortcut.
+/// The installed TCP transport of one engine.
 pub struct TcpTransport {
     target: parking_lot::Mutex<TcpTarget>,
-    /// Serves same-host peers (absent when disabled or unavailable).
-    same_host_target: Option<parking_lot::Mutex<SameHostTarget>>,
-    /// Sends same-host requests.
-    same_host: SameHostInitiator,
+    /// Registered memory, published as the buffers of a `tcp` descriptor.
+    memory: Arc<MemoryRegistry>,
+    /// Host published as `tcp_data_host`.
+    host: String,
     peers: RwLock<HashMap<Endpoint, Arc<Peer>>>,
     /// A peer nothing was sent to for `MC_PEER_IDLE_SEC` has its lanes (connections
     /// and threads) closed; it may be gone for good (a restarted peer listens on a new
@@ -99,30 +98,24 @@ pub struct TcpTransport {
 }
 
 impl TcpTransport {
-    /// Binds the data listener (random port in the RPC range) and starts serving.
-    pub fn install(config: &Config, memory: Arc<MemoryRegistry>) -> Result<TcpTransport> {
+    /// Binds the data listener (random port in the RPC range) and starts serving
+    /// `memory`; `host` is published as where the listener is reached.
+    pub fn install(
+        config: &Config,
+        memory: Arc<MemoryRegistry>,
+        host: String,
+    ) -> Result<TcpTransport> {
         let listener = crate::host::net::bind_in_range(
             config.min_rpc_port,
             config.max_rpc_port,
             config.use_ipv6,
         )?;
-        let same_host_target = if config.disable_same_host || identity::host_identity().is_none() {
-            None
-        } else {
-            match SameHostTarget::start(memory.clone(), config.inbound_limits()) {
-                Ok(t) => Some(parking_lot::Mutex::new(t)),
-                Err(e) => {
-                    log::warn!("no same-host listener ({e}); same-host peers use TCP");
-                    None
-                }
-            }
-        };
-        let target = TcpTarget::start(listener, memory, config)
+        let target = TcpTarget::start(listener, memory.clone(), config)
             .map_err(|e| Error::socket("starting the tcp data listener", e))?;
         Ok(TcpTransport {
             target: parking_lot::Mutex::new(target),
-            same_host_target,
-            same_host: SameHostInitiator::new(SAME_HOST_GRANT_TIMEOUT),
+            memory,
+            host,
             peers: RwLock::new(HashMap::new()),
             idle: IdleClock::new(Duration::from_secs(config.peer_idle_secs)),
             lanes_per_peer: config.tcp_lanes_per_peer,
@@ -138,55 +131,6 @@ impl TcpTransport {
     /// The data port published as `tcp_data_port`.
     pub fn port(&self) -> u16 {
         self.target.lock().port()
-    }
-
-    /// Where same-host peers reach this engine (published as `mc_same_host`).
-    pub fn same_host_desc(&self) -> Option<SameHostDesc> {
-        let target = self.same_host_target.as_ref()?;
-        Some(SameHostDesc {
-            identity: identity::host_identity()?.to_string(),
-            socket: target.lock().socket_name().to_string(),
-        })
-    }
-
-    /// The same-host socket of a peer described by `desc`, when it shares this
-    /// host (same identity) and has not been found unusable.
-    pub fn same_host_peer(&self, desc: &SameHostDesc) -> Option<String> {
-        let mine = identity::host_identity()?;
-        (self.same_host_target.is_some()
-            && desc.identity == mine
-            && !self.same_host.is_unavailable(&desc.socket))
-        .then(|| desc.socket.clone())
-    }
-
-    /// Bytes this engine moved over the same-host path as an initiator.
-    pub fn same_host_bytes(&self) -> u64 {
-        self.same_host.bytes_moved()
-    }
-
-    /// Of [`TcpTransport::same_host_bytes`], those moved through peers' shared regions
-    /// mapped here (no round trip to the peer).
-    pub fn same_host_mapped_bytes(&self) -> u64 {
-        self.same_host.bytes_moved_mapped()
-    }
-
-    /// Moves requests to a same-host peer on the calling thread (see
-    /// [`SameHostInitiator::transfer_all`]); one result per request.
-    pub fn same_host_transfer(
-        &self,
-        socket: &str,
-        reqs: &[PeerRequest],
-    ) -> Vec<std::result::Result<(), SameHostError>> {
-        let reqs: Vec<Request> = reqs
-            .iter()
-            .map(|r| Request {
-                op: r.op,
-                remote: r.remote,
-                local: r.local,
-                len: r.len,
-            })
-            .collect();
-        self.same_host.transfer_all(socket, &reqs)
     }
 
     fn peer(&self, endpoint: &Endpoint) -> Result<Arc<Peer>> {
@@ -326,12 +270,36 @@ impl TcpTransport {
             .for_each(|s| lane.submit(s));
         tasks
     }
+}
+
+impl Transport for TcpTransport {
+    fn name(&self) -> &'static str {
+        "tcp"
+    }
+
+    /// The data port and host, v2 framing; and, as the segment's only network
+    /// transport, protocol `tcp` with every registered region as a buffer.
+    fn describe(&self, desc: &mut SegmentDesc) {
+        desc.tcp_data_port = self.port();
+        desc.tcp_proto_version = 2;
+        desc.tcp_data_host = Some(self.host.clone());
+        if desc.protocol.is_empty() {
+            desc.protocol = "tcp".into();
+            desc.buffers = self
+                .memory
+                .ranges()
+                .into_iter()
+                .map(|r| BufferDesc {
+                    name: desc.name.clone(),
+                    addr: r.addr,
+                    length: r.len,
+                })
+                .collect();
+        }
+    }
 
     /// Stops the data listener and every lane.
-    pub fn shutdown(&self) {
-        if let Some(t) = &self.same_host_target {
-            t.lock().stop();
-        }
+    fn shutdown(&self) {
         self.target.lock().stop();
         self.peers.write().clear();
     }
@@ -385,7 +353,12 @@ mod tests {
             ..Config::default()
         };
         let install = |idle| {
-            TcpTransport::install(&config(idle), Arc::new(MemoryRegistry::default())).unwrap()
+            TcpTransport::install(
+                &config(idle),
+                Arc::new(MemoryRegistry::default()),
+                "127.0.0.1".into(),
+            )
+            .unwrap()
         };
         let endpoint = |port| Endpoint {
             host: "127.0.0.1".into(),

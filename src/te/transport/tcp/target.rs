@@ -8,10 +8,11 @@
 
 use super::io::{send_all, send_buf};
 use super::reader::SocketReader;
-use super::wire::{encode_status, Header, Op, HEADER_LEN, STATUS_LEN, STATUS_OK, STATUS_REJECTED};
+use super::wire::{encode_status, Header, HEADER_LEN, STATUS_LEN, STATUS_OK, STATUS_REJECTED};
 use crate::config::Config;
 use crate::runtime::tcp_acceptor::{StreamTimeouts, TcpAcceptor};
 use crate::te::memory::{MemoryRegistry, Region};
+use crate::te::transport::request::Op;
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,6 +1,8 @@
 //! TCP data-plane framing (spec §4.2-§4.3): the 24-byte request header and the v2
 //! status frame. Byte-exact with upstream; decoders never panic.
 
+use crate::te::transport::request::Op;
+
 /// Size of a request header on the wire.
 pub const HEADER_LEN: usize = 24;
 /// Size of a v2 status frame.
@@ -13,15 +15,6 @@ pub const STATUS_MAGIC: u32 = 0x4D43_5456;
 pub const STATUS_OK: u32 = 0;
 /// Status code: address rejected.
 pub const STATUS_REJECTED: u32 = 1;
-
-/// Direction of a request, seen from the initiator.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
-    /// The initiator reads from the target.
-    Read,
-    /// The initiator writes to the target.
-    Write,
-}
 
 /// A decoded request header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,111 @@
+//! Installing transports into an engine by name (`auto_discover`, `install`), and
+//! what the engine says about what it has installed.
+
+use super::state::TransferEngine;
+use crate::error::{Error, Result};
+use crate::te::transport::same_host::transport::SameHostTransport;
+use crate::te::transport::seam::Transport;
+use crate::te::transport::tcp::TcpTransport;
+use std::sync::Arc;
+
+impl TransferEngine {
+    /// What `auto_discover` installs, as upstream: TCP with `MC_FORCE_TCP`, else RDMA
+    /// when a NIC is usable (or `MC_FORCE_HCA` is set, then failing without one), else
+    /// TCP.
+    pub(super) fn auto_install(&self) -> Result<()> {
+        self.auto_install_with(&[])
+    }
+
+    /// [`TransferEngine::auto_install`] with discovery limited to `devices` (the
+    /// Python API's `device_name`).
+    pub fn auto_install_with(&self, devices: &[String]) -> Result<()> {
+        if self.inner.config.force_tcp {
+            return self.install_transport("tcp").map(|_| ());
+        }
+        match self.install_rdma(None, None, devices) {
+            Ok(_) => Ok(()),
+            Err(e) if !self.inner.config.rdma.force_hca => {
+                log::info!("no RDMA ({e}); using TCP");
+                self.install_transport("tcp").map(|_| ())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Installs a transport by protocol name (`tcp`, `rdma`); the same one again
+    /// returns it as is. `topology`: upstream's `installTransport` `args[0]` (a NIC
+    /// priority matrix; RDMA only).
+    pub fn install(&self, proto: &str, topology: Option<&str>) -> Result<()> {
+        match proto {
+            "tcp" => self.install_transport("tcp").map(|_| ()),
+            "rdma" => self.install_rdma(None, topology, &[]).map(|_| ()),
+            other => Err(Error::NotSupportedTransport(format!(
+                "transport '{other}' is not available in this build (tcp, rdma)"
+            ))),
+        }
+    }
+
+    /// Installs the TCP transport, and beside it the same-host one (unless disabled
+    /// or unavailable); installing it again returns it as is.
+    pub fn install_transport(&self, proto: &str) -> Result<Arc<TcpTransport>> {
+        if proto != "tcp" {
+            return Err(Error::NotSupportedTransport(format!(
+                "install_transport installs tcp only (not '{proto}'); use install"
+            )));
+        }
+        let inner = &self.inner;
+        let transports = &inner.local.transports;
+        let _serial = inner.install_lock.lock();
+        if let Some(tcp) = transports.get::<TcpTransport>() {
+            log::warn!("transport tcp is already installed");
+            return Ok(tcp);
+        }
+        let memory = &inner.local.memory;
+        let tcp = Arc::new(TcpTransport::install(
+            &inner.config,
+            memory.clone(),
+            inner.local.host.clone(),
+        )?);
+        transports.add(tcp.clone());
+        let same_host = SameHostTransport::install(&inner.config, memory.clone());
+        let same_host_installed = same_host.is_some();
+        if let Some(same_host) = same_host {
+            transports.add(Arc::new(same_host));
+        }
+        if let Err(e) = inner.publish_descriptor() {
+            let mut removed = vec![transports.remove(tcp.name())];
+            if same_host_installed {
+                removed.push(transports.remove("same_host"));
+            }
+            removed.into_iter().flatten().for_each(|t| t.shutdown());
+            return Err(e);
+        }
+        Ok(tcp)
+    }
+
+    /// Whether a transport of that name is installed.
+    pub fn has_transport(&self, proto: &str) -> bool {
+        self.inner.local.transports.has(proto)
+    }
+
+    /// Whether a transfer to a remote segment may go over a transport that sends only
+    /// from registered local memory (RDMA): callers then bounce unregistered buffers
+    /// through registered ones.
+    pub fn needs_registered_buffers(&self) -> bool {
+        self.inner.local.transports.has("rdma")
+    }
+
+    /// Bytes this engine moved as an initiator over the same-host path (diagnostics:
+    /// 0 when every peer is reached over the network).
+    pub fn same_host_bytes(&self) -> u64 {
+        let same_host = self.inner.local.transports.get::<SameHostTransport>();
+        same_host.map_or(0, |t| t.bytes_moved())
+    }
+
+    /// Of [`TransferEngine::same_host_bytes`], those copied through peers' shared
+    /// regions mapped into this process (see [`TransferEngine::share_memory`]).
+    pub fn same_host_mapped_bytes(&self) -> u64 {
+        let same_host = self.inner.local.transports.get::<SameHostTransport>();
+        same_host.map_or(0, |t| t.bytes_moved_mapped())
+    }
+}

@@ -1,0 +1,102 @@
+//! The same-host transport as the engine installs it: the listener that serves this
+//! engine's memory to same-host peers, the initiator that copies to theirs, and its
+//! part of the descriptor (`mc_same_host`).
+
+use super::identity;
+use super::target::SameHostTarget;
+use super::{Request, SameHostError, SameHostInitiator};
+use crate::config::Config;
+use crate::metadata::{SameHostDesc, SegmentDesc};
+use crate::te::memory::MemoryRegistry;
+use crate::te::transport::request::PeerRequest;
+use crate::te::transport::seam::Transport;
+use parking_lot::Mutex;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long a same-host target may take to grant a batch before it goes over TCP.
+const GRANT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The installed same-host transport of one engine.
+pub struct SameHostTransport {
+    target: Mutex<SameHostTarget>,
+    initiator: SameHostInitiator,
+}
+
+impl SameHostTransport {
+    /// Starts serving `memory` to same-host peers; `None` when the path is disabled
+    /// (`MC_DISABLE_SAME_HOST`), this host has no identity, or the listener cannot
+    /// start (logged: same-host peers then use TCP).
+    pub fn install(config: &Config, memory: Arc<MemoryRegistry>) -> Option<SameHostTransport> {
+        if config.disable_same_host {
+            return None;
+        }
+        identity::host_identity()?;
+        match SameHostTarget::start(memory, config.inbound_limits()) {
+            Ok(target) => Some(SameHostTransport {
+                target: Mutex::new(target),
+                initiator: SameHostInitiator::new(GRANT_TIMEOUT),
+            }),
+            Err(e) => {
+                log::warn!("no same-host listener ({e}); same-host peers use TCP");
+                None
+            }
+        }
+    }
+
+    /// The same-host socket of a peer described by `desc`, when it shares this
+    /// host (same identity) and has not been found unusable.
+    pub fn peer(&self, desc: &SameHostDesc) -> Option<String> {
+        let mine = identity::host_identity()?;
+        (desc.identity == mine && !self.initiator.is_unavailable(&desc.socket))
+            .then(|| desc.socket.clone())
+    }
+
+    /// Moves requests to a same-host peer on the calling thread (see
+    /// [`SameHostInitiator::transfer_all`]); one result per request.
+    pub fn transfer(
+        &self,
+        socket: &str,
+        reqs: &[PeerRequest],
+    ) -> Vec<std::result::Result<(), SameHostError>> {
+        let reqs: Vec<Request> = reqs
+            .iter()
+            .map(|r| Request {
+                op: r.op,
+                remote: r.remote,
+                local: r.local,
+                len: r.len,
+            })
+            .collect();
+        self.initiator.transfer_all(socket, &reqs)
+    }
+
+    /// Bytes this engine moved over the same-host path as an initiator.
+    pub fn bytes_moved(&self) -> u64 {
+        self.initiator.bytes_moved()
+    }
+
+    /// Of [`SameHostTransport::bytes_moved`], those moved through peers' shared
+    /// regions mapped here (no round trip to the peer).
+    pub fn bytes_moved_mapped(&self) -> u64 {
+        self.initiator.bytes_moved_mapped()
+    }
+}
+
+impl Transport for SameHostTransport {
+    fn name(&self) -> &'static str {
+        "same_host"
+    }
+
+    /// Where same-host peers reach this engine (`mc_same_host`).
+    fn describe(&self, desc: &mut SegmentDesc) {
+        desc.same_host = identity::host_identity().map(|identity| SameHostDesc {
+            identity: identity.to_string(),
+            socket: self.target.lock().socket_name().to_string(),
+        });
+    }
+
+    fn shutdown(&self) {
+        self.target.lock().stop();
+    }
+}
