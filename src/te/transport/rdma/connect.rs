@@ -13,7 +13,7 @@ use super::endpoint::{Endpoint, State};
 use super::gid;
 use super::handshake::{split_nic_path, HandShake};
 use super::nic::Nic;
-use super::Shared;
+use super::shared::Shared;
 use std::time::Instant;
 
 /// Our handshake message for `ep`.

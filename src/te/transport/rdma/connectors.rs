@@ -3,10 +3,11 @@
 //! that never answers holds up only the handshakes waiting on it, not those to
 //! everyone else.
 
+use super::connect;
 use super::endpoint::Endpoint;
 use super::nic::Nic;
+use super::shared::Shared;
 use super::worker_handle::Msg;
-use super::{connect, Shared};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::sync::{Arc, Weak};

@@ -9,10 +9,10 @@
 
 use super::endpoint::State;
 use super::nic::Nic;
+use super::shared::Shared;
 use super::slice::Slice;
 use super::worker_handle::{Msg, WorkerHandle};
 use super::worker_runs::{EpRun, QpRun};
-use super::Shared;
 use crate::sys::verbs::{wc, Completion, Cq, RdmaOp, WorkRequest};
 use crossbeam_channel::{Receiver, TryRecvError};
 use std::collections::{HashMap, VecDeque};
