@@ -102,6 +102,11 @@ impl Default for Config {
 }
 
 impl Config {
+    /// The busy-poll budget of socket waits (`MC_BUSY_POLL_US`).
+    pub fn busy_poll_budget(&self) -> std::time::Duration {
+        std::time::Duration::from_micros(self.busy_poll_us)
+    }
+
     /// The process-wide configuration, read from the environment on first use.
     pub fn global() -> &'static Config {
         static CONFIG: OnceLock<Config> = OnceLock::new();

@@ -47,11 +47,6 @@ impl Drop for SpinSlot {
     }
 }
 
-/// The process-wide busy-poll budget (`MC_BUSY_POLL_US`).
-pub fn budget() -> Duration {
-    Duration::from_micros(crate::config::Config::global().busy_poll_us)
-}
-
 /// Waits until `fd` is readable (data, EOF or an error pending), busy-polling for up
 /// to `spin` first. `Ok(false)` when `deadline` passes first; `None` waits forever.
 pub fn wait_readable(fd: RawFd, spin: Duration, deadline: Option<Instant>) -> io::Result<bool> {

@@ -4,20 +4,10 @@
 //! (an empty name or zero address/length invalidates the whole descriptor), and keeps
 //! u64 addresses exact. The RDMA fields are in [`super::descriptor_rdma`].
 
+use super::buffer_desc::BufferDesc;
 use super::descriptor_rdma::RdmaPart;
 use crate::error::{Error, Result};
 use serde_json::{json, Map, Value};
-
-/// One published memory buffer of a TCP segment.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BufferDesc {
-    /// Buffer name (the segment name, for TCP).
-    pub name: String,
-    /// Absolute virtual address in the owning process.
-    pub addr: u64,
-    /// Length in bytes.
-    pub length: u64,
-}
 
 /// Where an engine takes same-host requests (ours: `mc_same_host` in the descriptor,
 /// ignored by upstream readers), see `te::transport::same_host`.

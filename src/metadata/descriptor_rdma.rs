@@ -47,10 +47,10 @@ pub struct RdmaPart {
 
 impl RdmaPart {
     /// The buffers as a descriptor's generic buffer list (location as the name).
-    pub fn plain_buffers(&self) -> Vec<super::BufferDesc> {
+    pub fn plain_buffers(&self) -> Vec<super::buffer_desc::BufferDesc> {
         self.buffers
             .iter()
-            .map(|b| super::BufferDesc {
+            .map(|b| super::buffer_desc::BufferDesc {
                 name: b.location.clone(),
                 addr: b.addr,
                 length: b.length,

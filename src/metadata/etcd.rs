@@ -4,7 +4,7 @@
 //! library. Upstream's Go client and this one see the same data. Every operation has
 //! upstream's 5 s deadline and moves on to the next endpoint when one does not answer.
 
-use super::MetadataStore;
+use super::store::MetadataStore;
 use crate::codec::base64;
 use crate::error::{Error, Result};
 use parking_lot::Mutex;

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 
-use super::MetadataStore;
+use super::store::MetadataStore;
 use crate::error::{Error, Result};
 
 /// Characters `curl_easy_escape` escapes: everything except the RFC 3986 unreserved set.

@@ -1,5 +1,6 @@
 //! Segment metadata: descriptors, key layout, and the stores that hold them.
 
+mod buffer_desc;
 pub mod descriptor;
 pub mod descriptor_rdma;
 pub mod etcd;
@@ -7,22 +8,15 @@ pub mod http;
 pub mod http_server;
 pub mod keys;
 pub mod redis;
+mod store;
 
 use crate::error::{Error, Result};
 
-pub use descriptor::{BufferDesc, SameHostDesc, SegmentDesc};
+pub use buffer_desc::BufferDesc;
+pub use descriptor::{SameHostDesc, SegmentDesc};
 pub use descriptor_rdma::{RdmaBuffer, RdmaDevice, RdmaPart};
 pub use keys::KeyLayout;
-
-/// A key-value store holding metadata (HTTP today; etcd and Redis later).
-pub trait MetadataStore: Send + Sync {
-    /// Reads a key; `Ok(None)` when it does not exist.
-    fn get(&self, key: &str) -> Result<Option<Vec<u8>>>;
-    /// Writes a key.
-    fn set(&self, key: &str, value: &[u8]) -> Result<()>;
-    /// Removes a key.
-    fn remove(&self, key: &str) -> Result<()>;
-}
+pub use store::MetadataStore;
 
 /// Where segment metadata comes from, parsed from the connection string (spec §2.1).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 //! (`AUTH`) and `MC_REDIS_DB_INDEX` selects the database, as upstream; a lost connection
 //! is re-established once per command.
 
-use super::MetadataStore;
+use super::store::MetadataStore;
 use crate::error::{Error, Result};
 use parking_lot::Mutex;
 use std::io::{BufRead, BufReader, Read, Write};

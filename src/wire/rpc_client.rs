@@ -151,7 +151,7 @@ impl Lane {
         me: &Waiter,
         deadline: Option<Instant>,
     ) -> Result<Reply, ErrorCode> {
-        let spin = busy_poll::budget();
+        let spin = crate::config::Config::global().busy_poll_budget();
         loop {
             if let Some(reply) = me.reply.lock().take() {
                 return reply;

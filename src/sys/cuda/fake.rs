@@ -3,7 +3,7 @@
 //! lets the engine's device-memory paths (location resolution, TCP staging, dma-buf
 //! registration) run on machines without a GPU.
 
-use super::Gpu;
+use super::gpu::Gpu;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::os::fd::RawFd;

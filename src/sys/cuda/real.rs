@@ -1,8 +1,8 @@
 //! The CUDA driver API (`libcuda.so.1`) through `dlopen`: only the handful of entry
-//! points [`super::Gpu`] needs, with the prototypes of `cuda.h` (CUresult is an int,
+//! points [`super::gpu::Gpu`] needs, with the prototypes of `cuda.h` (CUresult is an int,
 //! CUdevice an int, CUdeviceptr a 64-bit integer, CUcontext a pointer).
 
-use super::Gpu;
+use super::gpu::Gpu;
 use crate::sys::dl::Library;
 use parking_lot::Mutex;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};

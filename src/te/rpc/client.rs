@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::frame::{DeadlineReader, Frame};
-use super::MsgType;
+use super::msg_type::MsgType;
 use crate::error::{Error, Result};
 
 /// Upstream's `SO_RCVTIMEO` on the client socket (each read waits at most this long).

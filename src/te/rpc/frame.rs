@@ -18,7 +18,7 @@ use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 
-use super::MsgType;
+use super::msg_type::MsgType;
 use crate::error::{Error, Result};
 
 /// Upstream's default `MC_HANDSHAKE_MAX_LENGTH`: the largest accepted frame length (1 MiB).

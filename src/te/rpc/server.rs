@@ -17,7 +17,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::frame::{DeadlineReader, Frame};
-use super::MsgType;
+use super::msg_type::MsgType;
 use crate::error::{Error, Result};
 use crate::runtime::conn_threads::ConnLimits;
 use crate::runtime::tcp_acceptor::{StreamTimeouts, TcpAcceptor};

@@ -132,7 +132,7 @@ impl Lane {
                 .for_each(|s| self.ledger.send_again(s, true));
             return Vec::new();
         }
-        let spin = busy_poll::budget();
+        let spin = crate::config::Config::global().busy_poll_budget();
         let mut left = slices.into_iter();
         while let Some(slice) = left.next() {
             let deadline = Instant::now() + spin + self.inline_wait;
