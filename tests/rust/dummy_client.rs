@@ -97,6 +97,7 @@ fn bytes_queries_and_removal_match_the_real_client() {
     assert_eq!(d.get_size("k1"), Ok(value.len() as u64));
     assert_eq!(d.is_exist("k1"), Ok(true));
     assert_eq!(d.is_exist("missing"), Ok(false));
+    // SAFETY: every target is a Vec the closure returns, writable for its length while it lives.
     let got = unsafe {
         mooncake::store::api::batch_get_alloc(&d, &["k1", "missing"], |n| {
             Some(vec![0u8; n as usize])
@@ -186,6 +187,8 @@ fn pool_memory_moves_in_place_and_other_memory_is_staged() {
         std::ptr::copy_nonoverlapping(a.as_ptr(), buf as *mut u8, a.len());
         std::ptr::copy_nonoverlapping(b.as_ptr(), (buf + len) as *mut u8, b.len());
     }
+    // SAFETY: both items lie in the 2*len-byte pool allocation filled above, readable during the
+    // call.
     let r = unsafe {
         d.batch_put_from_raw(
             &["a", "b"],
@@ -199,6 +202,7 @@ fn pool_memory_moves_in_place_and_other_memory_is_staged() {
     // Read back in place, after clearing the pool memory.
     // SAFETY: as above.
     unsafe { std::ptr::write_bytes(buf as *mut u8, 0, (2 * len) as usize) };
+    // SAFETY: both destinations lie in the 2*len-byte pool allocation, untouched during the call.
     let r = unsafe { d.batch_get_into_raw(&["b", "a"], &[(buf, len), (buf + len, len)]) };
     assert_eq!(r, vec![Ok(b.len() as u64), Ok(len)]);
     // SAFETY: as above.
@@ -212,15 +216,19 @@ fn pool_memory_moves_in_place_and_other_memory_is_staged() {
         (c.as_ptr() as u64, 100_000),
         (c.as_ptr() as u64 + 100_000, 200_000),
     ];
+    // SAFETY: both pieces lie inside `c`, live and unchanged during the call.
     let r = unsafe { d.batch_write_raw(WriteMode::Put, &["c"], &[pieces], &cfg) };
     assert_eq!(r, vec![Ok(())]);
     assert_eq!(s.real.get("c").unwrap(), c);
     let mut out = vec![0u8; 300_000];
+    // SAFETY: `out` is a live Vec of `out.len()` bytes, untouched during the call.
     let r = unsafe { d.batch_get_into_raw(&["c"], &[(out.as_mut_ptr() as u64, out.len() as u64)]) };
     assert_eq!(r, vec![Ok(300_000)]);
     assert_eq!(out, c);
     // A read too large for the free local buffer fails alone.
     let mut huge = vec![0u8; 5 * MIB as usize];
+    // SAFETY: `huge` is a live Vec of its length and `(buf, len)` lies in the pool allocation;
+    // neither is touched during the call.
     let r = unsafe {
         d.batch_get_into_raw(
             &["c", "a"],
@@ -263,16 +271,20 @@ fn ranged_reads_stay_inside_the_registered_buffer() {
         buffer: buf,
         keys: vec![("rk".to_string(), vec![Range { dst, src, len }])],
     };
+    // SAFETY: the destination is this test's pool allocation (its page is mapped), untouched during
+    // the call.
     let r = unsafe { d.get_into_ranges_raw(&[read(0, 2, 4)]) };
     assert_eq!(r, vec![vec![vec![Ok(4)]]]);
-    // SAFETY: 32 bytes of pool memory.
     assert_eq!(
+        // SAFETY: 32 bytes of pool memory.
         unsafe { std::slice::from_raw_parts(buf as *const u8, 4) },
         &data[2..6]
     );
     // Past the registered 32 bytes (the page behind it is mapped, but not registered).
+    // SAFETY: as above; the read is expected to be refused before anything is written.
     let r = unsafe { d.get_into_ranges_raw(&[read(30, 0, 4)]) };
     assert!(r[0][0][0].is_err());
+    // SAFETY: as above; the read is expected to be refused before anything is written.
     let r = unsafe { d.get_into_ranges_raw(&[read(0, data.len() as u64 - 1, 4)]) };
     assert!(r[0][0][0].is_err());
 }
@@ -357,6 +369,7 @@ fn a_dummys_memory_is_released_when_it_goes_and_remapped_after_a_restart() {
     // SAFETY: the pool allocation is MIB bytes.
     unsafe { std::ptr::copy_nonoverlapping(value.as_ptr(), buf as *mut u8, value.len()) };
     // The closed idle connection is noticed before it is used.
+    // SAFETY: `[buf, buf+MIB)` is the pool allocation filled above, readable during the call.
     unsafe { d.put_from_raw("p", buf, MIB, &ReplicateConfig::default()) }.unwrap();
     assert_eq!(s.real.get("p").unwrap(), value);
     d.close();
@@ -400,6 +413,7 @@ fn the_mooncake_client_binary_serves_dummies_and_its_death_fails_calls_cleanly()
     let cfg = ReplicateConfig::default();
     let value = pattern(5 * MIB as usize, 7);
     d.put("bin", &value, &cfg).unwrap();
+    // SAFETY: every target is a Vec the closure returns, writable for its length while it lives.
     let got = unsafe {
         mooncake::store::api::batch_get_alloc(&d, &["bin"], |n| Some(vec![0u8; n as usize]))
     };
@@ -455,6 +469,8 @@ fn whole_object_reads_of_mixed_sizes_fit_in_at_most_two_calls() {
     for _ in 0..2 {
         let mut with_missing = refs.clone();
         with_missing.push("absent");
+        // SAFETY: every target is a Vec the closure returns, writable for its length while it
+        // lives.
         let got = unsafe {
             mooncake::store::api::batch_get_alloc(&d, &with_missing, |n| {
                 Some(vec![0u8; n as usize])
@@ -472,6 +488,7 @@ fn whole_object_reads_of_mixed_sizes_fit_in_at_most_two_calls() {
     }
     // A caller allocator that declines: -600 for that key only.
     let mut calls = 0;
+    // SAFETY: every target is a Vec the closure returns, writable for its length while it lives.
     let got = unsafe {
         mooncake::store::api::batch_get_alloc(&d, &refs[..2], |n| {
             calls += 1;
@@ -597,6 +614,7 @@ fn objects_a_dummy_copied_from_the_real_clients_segment_are_released_at_once() {
     // real client's segment, which the dummy maps.
     assert!(d.put("big", &value, &cfg).is_err());
     StoreApi::put(&*s.real, "big", &value, &cfg).unwrap();
+    // SAFETY: every target is a Vec the closure returns, writable for its length while it lives.
     let got = unsafe {
         mooncake::store::api::batch_get_alloc(&d, &["big"], |n| Some(vec![0u8; n as usize]))
     };

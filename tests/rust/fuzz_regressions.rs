@@ -44,18 +44,24 @@ fn note(size: usize) {
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         note(layout.size());
-        System.alloc(layout)
+        // SAFETY: forwarded contract: the caller upholds `GlobalAlloc::alloc`'s rules.
+        unsafe { System.alloc(layout) }
     }
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         note(layout.size());
-        System.alloc_zeroed(layout)
+        // SAFETY: forwarded contract: the caller upholds `GlobalAlloc::alloc_zeroed`'s rules.
+        unsafe { System.alloc_zeroed(layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         note(new_size);
-        System.realloc(ptr, layout, new_size)
+        // SAFETY: forwarded contract: `ptr` came from this allocator, i.e. from `System`,
+        // and the caller upholds `GlobalAlloc::realloc`'s rules.
+        unsafe { System.realloc(ptr, layout, new_size) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        System.dealloc(ptr, layout)
+        // SAFETY: forwarded contract: `ptr` came from this allocator, i.e. from `System`,
+        // with this `layout`.
+        unsafe { System.dealloc(ptr, layout) }
     }
 }
 

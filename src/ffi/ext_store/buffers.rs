@@ -36,6 +36,8 @@ impl Buffer {
             if let Some(base) = take_kept(len) {
                 // SAFETY: a kept allocation with a valid header.
                 unsafe { set_tag(base, LIVE) };
+                // SAFETY: a kept allocation holds HEADER + capacity bytes, so the
+                // offset stays inside it.
                 return Some(Buffer(unsafe { base.add(HEADER) }));
             }
         }
@@ -82,12 +84,19 @@ pub unsafe fn release(p: *mut c_void) -> bool {
     if p.is_null() {
         return true;
     }
-    let base = p.cast::<u8>().sub(HEADER);
-    if tag(base) != LIVE {
+    // SAFETY: forwarded contract: the caller guarantees `p` came from
+    // `Buffer::into_raw`, i.e. HEADER bytes past the start of one of our allocations.
+    let base = unsafe { p.cast::<u8>().sub(HEADER) };
+    // SAFETY: `base` starts one of our allocations (the caller's guarantee above).
+    if unsafe { tag(base) } != LIVE {
         return false;
     }
-    set_tag(base, RELEASED);
-    let capacity = base.cast::<u64>().read() as usize;
+    // SAFETY: as above; the tag said LIVE, so nobody else releases it concurrently
+    // under the caller's contract.
+    unsafe { set_tag(base, RELEASED) };
+    // SAFETY: the first 8 header bytes of our allocation hold the capacity; malloc
+    // aligned `base` for u64.
+    let capacity = unsafe { base.cast::<u64>().read() } as usize;
     if capacity >= MIN_KEPT {
         let mut kept = KEPT.lock();
         let bytes: usize = kept.0.iter().map(|(c, _)| c).sum();
@@ -96,7 +105,9 @@ pub unsafe fn release(p: *mut c_void) -> bool {
             return true;
         }
     }
-    libc::free(base.cast());
+    // SAFETY: `base` is the pointer malloc returned for this buffer, and it was not
+    // kept, so this is its only release.
+    unsafe { libc::free(base.cast()) };
     true
 }
 
@@ -117,13 +128,17 @@ fn take_kept(len: usize) -> Option<*mut u8> {
 /// # Safety
 /// `base` starts one of our allocations.
 unsafe fn tag(base: *mut u8) -> u64 {
-    base.add(8).cast::<u64>().read()
+    // SAFETY: forwarded contract: the caller guarantees `base` starts one of our
+    // allocations, whose 16-byte header holds the tag at offset 8, 8-aligned.
+    unsafe { base.add(8).cast::<u64>().read() }
 }
 
 /// # Safety
 /// `base` starts one of our allocations.
 unsafe fn set_tag(base: *mut u8, tag: u64) {
-    base.add(8).cast::<u64>().write(tag);
+    // SAFETY: forwarded contract: the caller guarantees `base` starts one of our
+    // allocations, whose 16-byte header holds the tag at offset 8, 8-aligned.
+    unsafe { base.add(8).cast::<u64>().write(tag) };
 }
 
 #[cfg(test)]
@@ -139,6 +154,8 @@ mod tests {
         let p = a.into_raw();
         // SAFETY: from into_raw.
         assert!(unsafe { release(p) });
+        // SAFETY: still from into_raw; the header of a released buffer stays readable
+        // because a 1 MiB buffer is kept, not freed.
         assert!(!unsafe { release(p) }, "second release refused");
         let b = Buffer::new((1 << 20) - 100).unwrap();
         assert_eq!(b.addr(), addr, "the kept buffer is reused");
@@ -149,7 +166,9 @@ mod tests {
         let small = Buffer::new(100 << 10).unwrap();
         assert_ne!(small.addr(), addr);
         let tiny = Buffer::new(0).unwrap();
+        // SAFETY: from into_raw.
         assert!(unsafe { release(tiny.into_raw()) });
+        // SAFETY: NULL is allowed and ignored.
         assert!(unsafe { release(std::ptr::null_mut()) });
     }
 }

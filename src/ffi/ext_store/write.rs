@@ -109,7 +109,11 @@ pub unsafe extern "C" fn mooncake_store_put_from_with_config(
     size: usize,
     config_json: *const c_char,
 ) -> c_int {
-    ffi_boundary!({ single_write(WriteMode::Put, store, key, buffer, size, config_json,) })
+    ffi_boundary!({
+        // SAFETY: forwarded contract: the caller guarantees `key`, `buffer`/`size` and
+        // `config_json` as `single_write` requires (the same contract as this function).
+        unsafe { single_write(WriteMode::Put, store, key, buffer, size, config_json) }
+    })
 }
 
 /// Zero-copy upsert of `size` bytes at `buffer` under `key`. `size == 0` returns 0
@@ -125,7 +129,11 @@ pub unsafe extern "C" fn mooncake_store_upsert_from(
     size: usize,
     config_json: *const c_char,
 ) -> c_int {
-    ffi_boundary!({ single_write(WriteMode::Upsert, store, key, buffer, size, config_json,) })
+    ffi_boundary!({
+        // SAFETY: forwarded contract: the caller guarantees `key`, `buffer`/`size` and
+        // `config_json` as `single_write` requires (the same contract as this function).
+        unsafe { single_write(WriteMode::Upsert, store, key, buffer, size, config_json) }
+    })
 }
 
 /// Body of the single-key zero-copy writes.

@@ -570,7 +570,11 @@ pub struct Region {
     len: usize,
 }
 
+// SAFETY: the region is a heap allocation owned by this value, touched only through
+// raw-pointer copies, so moving it to another thread is sound.
 unsafe impl Send for Region {}
+// SAFETY: `&Region` allows only raw-pointer copies in and out (no references into the
+// memory), and the bytes are meant to be written concurrently by remote peers anyway.
 unsafe impl Sync for Region {}
 
 impl Region {
@@ -600,6 +604,8 @@ impl Region {
     pub fn read(&self, off: u64, len: u64) -> Vec<u8> {
         assert!(off + len <= self.len as u64, "read outside the region");
         let mut out = vec![0u8; len as usize];
+        // SAFETY: the assert keeps `[off, off+len)` inside the allocation, and `out` is a
+        // fresh Vec of `len` bytes, so the regions are valid and disjoint.
         unsafe {
             std::ptr::copy_nonoverlapping(
                 self.ptr.add(off as usize),
@@ -616,6 +622,8 @@ impl Region {
             off as usize + data.len() <= self.len,
             "write outside the region"
         );
+        // SAFETY: the assert keeps `[off, off+data.len())` inside the allocation; `data`
+        // is a borrowed slice, not part of the region.
         unsafe {
             std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.add(off as usize), data.len())
         };
@@ -624,6 +632,8 @@ impl Region {
 
 impl Drop for Region {
     fn drop(&mut self) {
+        // SAFETY: `ptr`/`len` came from `Box::into_raw` of a `Box<[u8]>` of `len` bytes in
+        // `Region::new`, and drop runs once.
         unsafe {
             drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
                 self.ptr, self.len,

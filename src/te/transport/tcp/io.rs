@@ -17,7 +17,8 @@ pub unsafe fn send_all(fd: RawFd, pieces: &mut [(*const u8, usize)]) -> io::Resu
             first += 1;
             continue;
         }
-        let mut iov: [libc::iovec; MAX_IOV] = std::mem::zeroed();
+        // SAFETY: `iovec` is plain old data; all-zero bytes are a valid value.
+        let mut iov: [libc::iovec; MAX_IOV] = unsafe { std::mem::zeroed() };
         let mut count = 0;
         for &(p, l) in pieces[first..].iter().filter(|(_, l)| *l > 0).take(MAX_IOV) {
             iov[count] = libc::iovec {
@@ -26,10 +27,13 @@ pub unsafe fn send_all(fd: RawFd, pieces: &mut [(*const u8, usize)]) -> io::Resu
             };
             count += 1;
         }
-        let mut msg: libc::msghdr = std::mem::zeroed();
+        // SAFETY: `msghdr` is plain old data; all-zero bytes are a valid (empty) value.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
         msg.msg_iov = iov.as_mut_ptr();
         msg.msg_iovlen = count as _;
-        let n = libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL);
+        // SAFETY: forwarded contract: the caller guarantees every piece is readable for
+        // the call; `msg` points at `count` initialised entries of `iov`, which outlives it.
+        let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) };
         if n < 0 {
             let err = io::Error::last_os_error();
             if err.kind() == io::ErrorKind::Interrupted {
@@ -44,7 +48,9 @@ pub unsafe fn send_all(fd: RawFd, pieces: &mut [(*const u8, usize)]) -> io::Resu
                 sent -= l;
                 first += 1;
             } else {
-                pieces[first] = (p.add(sent), l - sent);
+                // SAFETY: `sent < l`, so the offset stays inside the piece the caller
+                // guaranteed valid.
+                pieces[first] = (unsafe { p.add(sent) }, l - sent);
                 sent = 0;
             }
         }
@@ -59,7 +65,9 @@ pub unsafe fn send_all(fd: RawFd, pieces: &mut [(*const u8, usize)]) -> io::Resu
 pub unsafe fn recv_exact(fd: RawFd, ptr: *mut u8, len: usize) -> io::Result<()> {
     let mut done = 0;
     while done < len {
-        let n = libc::recv(fd, ptr.add(done).cast(), len - done, 0);
+        // SAFETY: forwarded contract: the caller guarantees `[ptr, ptr+len)` is writable;
+        // `done < len`, so `[ptr+done, ptr+len)` lies inside it.
+        let n = unsafe { libc::recv(fd, ptr.add(done).cast(), len - done, 0) };
         if n > 0 {
             done += n as usize;
         } else if n == 0 {

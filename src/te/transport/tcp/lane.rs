@@ -186,9 +186,9 @@ fn receive_inline(fd: std::os::fd::RawFd, slice: &Slice) -> Outcome {
     if slice.op == Op::Read {
         // SAFETY: the destination is the caller's buffer, valid until the task
         // completes (upstream contract).
-        if let Err(e) =
-            unsafe { recv_exact(fd, slice.local as usize as *mut u8, slice.len as usize) }
-        {
+        let received =
+            unsafe { recv_exact(fd, slice.local as usize as *mut u8, slice.len as usize) };
+        if let Err(e) = received {
             return Outcome::Broken(e);
         }
     }

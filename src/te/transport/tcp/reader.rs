@@ -104,12 +104,17 @@ impl SocketReader {
     /// `[ptr, ptr+len)` must be valid for writes for the duration of the call.
     pub unsafe fn read_raw(&mut self, ptr: *mut u8, len: usize) -> io::Result<()> {
         let mut done = self.buffered().min(len);
-        std::ptr::copy_nonoverlapping(self.buf.as_ptr().add(self.start), ptr, done);
+        // SAFETY: `done <= buffered()`, so the source `[start, start+done)` lies inside
+        // `buf`; forwarded contract: the caller guarantees `[ptr, ptr+len)` is writable and
+        // `done <= len`; the caller's memory is not our boxed buffer, so they don't overlap.
+        unsafe { std::ptr::copy_nonoverlapping(self.buf.as_ptr().add(self.start), ptr, done) };
         self.start += done;
         while done < len {
             let left = len - done;
             if left >= CAPACITY / 2 {
-                let n = libc::recv(self.fd, ptr.add(done).cast(), left, 0);
+                // SAFETY: forwarded contract: the caller guarantees `[ptr, ptr+len)` is
+                // writable; `[ptr+done, ptr+done+left)` is its unfilled tail.
+                let n = unsafe { libc::recv(self.fd, ptr.add(done).cast(), left, 0) };
                 match n {
                     0 => return Err(eof()),
                     n if n > 0 => done += n as usize,
@@ -125,7 +130,16 @@ impl SocketReader {
                     return Err(eof());
                 }
                 let n = self.buffered().min(left);
-                std::ptr::copy_nonoverlapping(self.buf.as_ptr().add(self.start), ptr.add(done), n);
+                // SAFETY: `n <= buffered()` keeps the source inside `buf`, and `n <= left`
+                // keeps the destination inside the caller's `[ptr, ptr+len)` (forwarded
+                // contract); the two regions are distinct allocations.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        self.buf.as_ptr().add(self.start),
+                        ptr.add(done),
+                        n,
+                    )
+                };
                 self.start += n;
                 done += n;
             }
@@ -167,6 +181,7 @@ mod tests {
         let mut r = SocketReader::new(rx.as_raw_fd());
         assert_eq!(r.read_array::<8>().unwrap(), [1, 2, 3, 4, 5, 6, 7, 8]);
         let mut out = vec![0u8; 100_000];
+        // SAFETY: `out` is a live Vec of exactly `out.len()` writable bytes.
         unsafe { r.read_raw(out.as_mut_ptr(), out.len()).unwrap() };
         assert!(r.wait_for(24, || true).unwrap());
         assert_eq!(r.take::<24>(), [9; 24]);
