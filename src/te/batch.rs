@@ -113,8 +113,18 @@ impl Task {
 
     /// A task that failed before any byte moved.
     pub fn failed(length: u64) -> Arc<Task> {
+        Task::finished(length, false)
+    }
+
+    /// A task whose `length` bytes were all moved on the calling thread.
+    pub fn done(length: u64) -> Arc<Task> {
+        Task::finished(length, true)
+    }
+
+    /// A task of one slice, already finished with `ok`.
+    fn finished(length: u64, ok: bool) -> Arc<Task> {
         let task = Task::new(length, 1, None);
-        task.finish_slice(false);
+        task.finish_slice(ok);
         task
     }
 

@@ -3,6 +3,7 @@
 
 use super::shared_regions::{EpochTable, Share};
 use crate::error::{Error, Result};
+use crate::sys::cuda::Gpu;
 use parking_lot::RwLock;
 use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
@@ -200,6 +201,26 @@ impl MemoryRegistry {
         let regions = self.regions.read();
         let (_, region) = regions.range(..=addr).next_back()?;
         region.contains(addr, len).then(|| region.clone())
+    }
+
+    /// The remotely accessible region holding the whole of `[addr, addr+len)` (a
+    /// peer's request: empty ones and ones longer than memory hold nothing).
+    pub fn accessible(&self, addr: u64, len: u64) -> Option<Arc<Region>> {
+        if len == 0 || usize::try_from(len).is_err() {
+            return None;
+        }
+        self.find(addr, len).filter(|r| r.remote_accessible)
+    }
+
+    /// The GPU runtime when `addr` is GPU memory (registered as such, or so the
+    /// runtime says); `None` for host memory and on hosts without a GPU runtime.
+    pub fn gpu_of(&self, addr: u64) -> Option<Arc<dyn Gpu>> {
+        let gpu = crate::sys::cuda::system()?;
+        let device = match self.find(addr, 1) {
+            Some(region) => region.device,
+            None => gpu.device_of(addr),
+        };
+        device.map(|_| gpu)
     }
 
     /// Every registered region as (addr, len), in address order.

@@ -1,11 +1,15 @@
 //! Installing transports into an engine by name (`auto_discover`, `install`), and
 //! what the engine says about what it has installed.
 
-use super::state::TransferEngine;
+use super::state::{Inner, TransferEngine};
 use crate::error::{Error, Result};
+use crate::sys::cuda::Gpu;
+use crate::te::batch::{CompletionSignal, Task};
+use crate::te::transport::request::PeerRequest;
 use crate::te::transport::same_host::transport::SameHostTransport;
 use crate::te::transport::seam::Transport;
-use crate::te::transport::tcp::TcpTransport;
+use crate::te::transport::staging::Stager;
+use crate::te::transport::tcp::{Endpoint, GpuStaging, TcpTransport};
 use std::sync::Arc;
 
 impl TransferEngine {
@@ -56,8 +60,7 @@ impl TransferEngine {
         let inner = &self.inner;
         let transports = &inner.local.transports;
         let _serial = inner.install_lock.lock();
-        if let Some(tcp) = transports.get::<TcpTransport>() {
-            log::warn!("transport tcp is already installed");
+        if let Some(tcp) = inner.installed_already::<TcpTransport>() {
             return Ok(tcp);
         }
         let memory = &inner.local.memory;
@@ -65,21 +68,15 @@ impl TransferEngine {
             &inner.config,
             memory.clone(),
             inner.local.host.clone(),
+            inner.stager.clone(),
         )?);
         transports.add(tcp.clone());
-        let same_host = SameHostTransport::install(&inner.config, memory.clone());
-        let same_host_installed = same_host.is_some();
-        if let Some(same_host) = same_host {
+        let mut added = vec![tcp.name()];
+        if let Some(same_host) = SameHostTransport::install(&inner.config, memory.clone()) {
+            added.push(same_host.name());
             transports.add(Arc::new(same_host));
         }
-        if let Err(e) = inner.publish_descriptor() {
-            let mut removed = vec![transports.remove(tcp.name())];
-            if same_host_installed {
-                removed.push(transports.remove("same_host"));
-            }
-            removed.into_iter().flatten().for_each(|t| t.shutdown());
-            return Err(e);
-        }
+        inner.publish_or_uninstall(&added)?;
         Ok(tcp)
     }
 
@@ -107,5 +104,41 @@ impl TransferEngine {
     pub fn same_host_mapped_bytes(&self) -> u64 {
         let same_host = self.inner.local.transports.get::<SameHostTransport>();
         same_host.map_or(0, |t| t.bytes_moved_mapped())
+    }
+}
+
+impl Inner {
+    /// The installed transport of type `T`, which installing it again returns as is
+    /// (logged); the caller holds `install_lock`.
+    pub(super) fn installed_already<T: Transport>(&self) -> Option<Arc<T>> {
+        let installed = self.local.transports.get::<T>()?;
+        log::warn!("transport {} is already installed", installed.name());
+        Some(installed)
+    }
+
+    /// Publishes the descriptor with the transports `added` just installed; when that
+    /// fails they are removed and shut down again.
+    pub(super) fn publish_or_uninstall(&self, added: &[&str]) -> Result<()> {
+        self.publish_descriptor().inspect_err(|_| {
+            for name in added {
+                if let Some(t) = self.local.transports.remove(name) {
+                    t.shutdown();
+                }
+            }
+        })
+    }
+}
+
+/// The engine's staging threads are where TCP sends requests from GPU memory.
+impl GpuStaging for Stager {
+    fn stage(
+        &self,
+        tcp: Arc<TcpTransport>,
+        endpoint: &Endpoint,
+        req: &PeerRequest,
+        signal: Option<Arc<CompletionSignal>>,
+        gpu: Arc<dyn Gpu>,
+    ) -> Arc<Task> {
+        self.submit(tcp, endpoint, req, signal, gpu)
     }
 }

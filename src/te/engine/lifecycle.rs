@@ -12,6 +12,7 @@ use crate::te::batch::BatchTable;
 use crate::te::memory::MemoryRegistry;
 use crate::te::rpc::{RpcClient, RpcServer};
 use crate::te::segment::SegmentCache;
+use crate::te::transport::local::LocalCopy;
 use crate::te::transport::registry::Registry;
 use crate::te::transport::staging::Stager;
 use parking_lot::Mutex;
@@ -90,6 +91,10 @@ impl TransferEngine {
             transports: Registry::default(),
             notifies: Mutex::new(VecDeque::new()),
         });
+        if !config.disable_local_copy {
+            let local_copy = LocalCopy::new(local.memory.clone());
+            local.transports.add(Arc::new(local_copy));
+        }
         let handler = Arc::new(LocalRpcHandler(local.clone()));
         let server = RpcServer::start(
             listener,
@@ -118,7 +123,7 @@ impl TransferEngine {
             publish_lock: Mutex::new(()),
             install_lock: Mutex::new(()),
             stopping: AtomicBool::new(false),
-            stager: Stager::default(),
+            stager: Arc::new(Stager::default()),
             config,
         });
         let mut engine = TransferEngine {

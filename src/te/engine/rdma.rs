@@ -26,9 +26,8 @@ impl TransferEngine {
         let inner = &self.inner;
         let transports = &inner.local.transports;
         let _serial = inner.install_lock.lock();
-        if let Some(t) = transports.get::<RdmaTransport>() {
-            log::warn!("transport rdma is already installed");
-            return Ok(t);
+        if let Some(rdma) = inner.installed_already::<RdmaTransport>() {
+            return Ok(rdma);
         }
         let verbs = match verbs {
             Some(v) => v,
@@ -67,12 +66,7 @@ impl TransferEngine {
             )?;
         }
         transports.add(rdma.clone());
-        if let Err(e) = inner.publish_descriptor() {
-            if let Some(t) = transports.remove(rdma.name()) {
-                t.shutdown();
-            }
-            return Err(e);
-        }
+        inner.publish_or_uninstall(&[rdma.name()])?;
         Ok(rdma)
     }
 

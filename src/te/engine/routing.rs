@@ -1,7 +1,8 @@
-//! The data line's router: each request of a submission goes to the own segment
-//! (a validated copy), a same-host peer, RDMA or TCP, in that order of preference,
-//! and the router owns the fallback (same host to TCP); requests that can move
-//! together start together.
+//! The data line's router: each request of a submission goes to the first installed
+//! transport, by [`Rank`](crate::te::transport::seam::Rank), that reaches its segment (own segment > RDMA > same host >
+//! TCP; RDMA looping back to the own segment last); a whole submission to one
+//! destination starts as one group, and what a transport cannot take falls back to
+//! the next transport that reaches the target (same host to TCP).
 
 use super::request::TransferRequest;
 use super::state::{Inner, TransferEngine};
@@ -9,12 +10,11 @@ use crate::error::{Error, Result};
 use crate::metadata::SegmentDesc;
 use crate::te::batch::{CompletionSignal, Task};
 use crate::te::segment::LOCAL_SEGMENT_ID;
-use crate::te::transport::local;
-use crate::te::transport::rdma::RdmaTransport;
 use crate::te::transport::request::PeerRequest;
-use crate::te::transport::same_host::transport::SameHostTransport;
-use crate::te::transport::same_host::SameHostError;
-use crate::te::transport::tcp::{Endpoint, TcpTransport, INLINE_MAX_BYTES};
+use crate::te::transport::seam::{
+    Destination, Lookup, SegmentKind, Start, Started, Target, Transport,
+};
+use std::cmp::Reverse;
 use std::sync::Arc;
 
 impl TransferEngine {
@@ -28,48 +28,81 @@ impl TransferEngine {
             .collect::<Result<Vec<_>>>()?;
         let mut reservation = batch.reserve(requests.len())?;
         let signal = batch.signal();
-        let together = router
-            .start_same_host_batch(requests, &routes, &signal)
-            .or_else(|| router.start_small_batch(requests, &routes, &signal));
-        if let Some(tasks) = together {
-            tasks.into_iter().for_each(|t| reservation.push(t));
-            return Ok(());
-        }
-        let alone = requests.len() == 1;
-        for (req, route) in requests.iter().zip(routes) {
-            reservation.push(router.start(req, route, &signal, alone));
-        }
+        router.start(requests, &routes, &signal, &mut |t| reservation.push(t));
         Ok(())
     }
 }
 
-/// Where one request goes.
-enum Route {
-    Local,
-    Tcp(Endpoint),
-    /// A peer on this host: its same-host socket, and its TCP endpoint to fall back to.
-    SameHost(String, Endpoint),
-    Rdma(String, Arc<SegmentDesc>),
+impl Lookup for Inner {
+    fn own_descriptor(&self) -> Option<SegmentDesc> {
+        self.local.descriptor()
+    }
+
+    fn rpc_host(&self, segment: &str) -> Result<String> {
+        Ok(self.rpc_address(segment)?.0)
+    }
 }
 
-/// The transports installed when a submission started, and the engine they route
-/// for: looked up once per submission, not per request.
+/// The segment one request goes to: `None` for the own one, else a peer's name and
+/// descriptor.
+type Segment = Option<(String, Arc<SegmentDesc>)>;
+
+/// Where one request goes: the transport (its place in the ranked list for its kind
+/// of segment), its destination there, and the segment (for a fallback).
+struct Route {
+    at: usize,
+    to: Destination,
+    segment: Segment,
+}
+
+/// The transports installed when a submission started, ranked for each kind of
+/// segment, and the engine they route for: looked up once per submission, not per
+/// request.
 struct Router<'a> {
     inner: &'a Inner,
-    tcp: Option<Arc<TcpTransport>>,
-    rdma: Option<Arc<RdmaTransport>>,
-    same_host: Option<Arc<SameHostTransport>>,
+    own: Vec<Arc<dyn Transport>>,
+    peer: Vec<Arc<dyn Transport>>,
 }
 
 impl<'a> Router<'a> {
     fn new(inner: &'a Inner) -> Router<'a> {
-        let transports = &inner.local.transports;
+        let installed = inner.local.transports.all();
+        let ranked = |kind| {
+            let mut ranked = installed.clone();
+            ranked.sort_by_key(|t| Reverse(t.rank(kind)));
+            ranked
+        };
         Router {
             inner,
-            tcp: transports.get(),
-            rdma: transports.get(),
-            same_host: transports.get(),
+            own: ranked(SegmentKind::Own),
+            peer: ranked(SegmentKind::Peer),
         }
+    }
+
+    /// The transports for `segment`, best first.
+    fn ranked(&self, segment: &Segment) -> &[Arc<dyn Transport>] {
+        match segment {
+            None => &self.own,
+            Some(_) => &self.peer,
+        }
+    }
+
+    /// The first transport from place `from` on that reaches `segment`, and its
+    /// destination there.
+    fn reach(&self, segment: &Segment, from: usize) -> Result<Option<(usize, Destination)>> {
+        let target = Target {
+            name: segment
+                .as_ref()
+                .map_or(&self.inner.local.name, |(name, _)| name),
+            desc: segment.as_ref().map(|(_, desc)| desc),
+            lookup: self.inner,
+        };
+        for (at, transport) in self.ranked(segment).iter().enumerate().skip(from) {
+            if let Some(to) = transport.reach(&target)? {
+                return Ok(Some((at, to)));
+            }
+        }
+        Ok(None)
     }
 
     fn route(&self, req: &TransferRequest) -> Result<Route> {
@@ -77,234 +110,108 @@ impl<'a> Router<'a> {
             return Err(Error::InvalidArgument("request source is NULL".into()));
         }
         let inner = self.inner;
-        if req.target_id == LOCAL_SEGMENT_ID && !inner.config.disable_local_copy {
-            return Ok(Route::Local);
-        }
-        let tcp_installed = self.tcp.is_some();
-        let rdma_installed = self.rdma.is_some();
-        if req.target_id == LOCAL_SEGMENT_ID && rdma_installed && !tcp_installed {
-            let desc = inner.local.descriptor().ok_or_else(|| {
-                Error::NotSupportedTransport("no transport installed for the local segment".into())
-            })?;
-            return Ok(Route::Rdma(inner.local.name.clone(), Arc::new(desc)));
-        }
-        if req.target_id == LOCAL_SEGMENT_ID {
-            let port = self.tcp.as_ref().map(|t| t.port()).ok_or_else(|| {
-                Error::NotSupportedTransport("no transport installed for the local segment".into())
-            })?;
-            let host = if inner.config.use_ipv6 {
-                "::1"
-            } else {
-                "127.0.0.1"
-            };
-            return Ok(Route::Tcp(Endpoint {
-                host: host.into(),
-                port,
-                v2: !inner.config.tcp_force_v1,
-            }));
-        }
-        let (name, desc) = inner.segment(req.target_id)?;
-        let desc = if inner.config.disable_metacache {
-            let fresh = Arc::new(inner.fetch_descriptor(&name)?);
-            inner.segments.replace(&name, fresh.clone());
-            fresh
+        let segment = if req.target_id == LOCAL_SEGMENT_ID {
+            None
         } else {
-            desc
+            let (name, desc) = inner.segment(req.target_id)?;
+            let desc = if inner.config.disable_metacache {
+                let fresh = Arc::new(inner.fetch_descriptor(&name)?);
+                inner.segments.replace(&name, fresh.clone());
+                fresh
+            } else {
+                desc
+            };
+            Some((name, desc))
         };
-        if desc.protocol == "rdma" && rdma_installed {
-            return Ok(Route::Rdma(name, desc));
-        }
-        // An RDMA peer of this library also publishes its TCP port.
-        let tcp_reachable = desc.protocol == "tcp" || desc.tcp_data_port != 0;
-        if !tcp_reachable || !tcp_installed {
-            return Err(Error::NotSupportedTransport(format!(
+        match (self.reach(&segment, 0)?, &segment) {
+            (Some((at, to)), _) => Ok(Route { at, to, segment }),
+            (None, None) => Err(Error::NotSupportedTransport(
+                "no transport installed for the local segment".into(),
+            )),
+            (None, Some((name, desc))) => Err(Error::NotSupportedTransport(format!(
                 "segment '{name}' uses protocol '{}', which is not installed here",
                 desc.protocol
-            )));
+            ))),
         }
-        let host = match &desc.tcp_data_host {
-            Some(h) => h.clone(),
-            None => inner.rpc_address(&desc.name)?.0,
-        };
-        let v2 = desc.tcp_proto_version >= 2 && !inner.config.tcp_force_v1;
-        let endpoint = Endpoint {
-            host,
-            port: desc.tcp_data_port,
-            v2,
-        };
-        let same_host = desc
-            .same_host
-            .as_ref()
-            .and_then(|sh| self.same_host.as_ref()?.peer(sh));
-        Ok(match same_host {
-            Some(socket) if !inner.config.disable_same_host => Route::SameHost(socket, endpoint),
-            _ => Route::Tcp(endpoint),
-        })
     }
 
-    /// The GPU runtime when `addr` is GPU memory (registered as such, or so the
-    /// runtime says); `None` for host memory and on hosts without a GPU runtime.
-    fn gpu_of(&self, addr: u64) -> Option<Arc<dyn crate::sys::cuda::Gpu>> {
-        let gpu = crate::sys::cuda::system()?;
-        let device = match self.inner.local.memory.find(addr, 1) {
-            Some(region) => region.device,
-            None => gpu.device_of(addr),
-        };
-        device.map(|_| gpu)
-    }
-
-    /// Starts several requests that all go to one TCP peer and are small enough to be
-    /// moved together on the calling thread; `None` when they are not.
-    fn start_small_batch(
-        &self,
-        requests: &[TransferRequest],
-        routes: &[Route],
-        signal: &Arc<CompletionSignal>,
-    ) -> Option<Vec<Arc<Task>>> {
-        let Some(Route::Tcp(endpoint)) = routes.first() else {
-            return None;
-        };
-        let total: u64 = requests.iter().map(|r| r.length).sum();
-        if requests.len() < 2
-            || total > INLINE_MAX_BYTES
-            || routes
-                .iter()
-                .any(|r| !matches!(r, Route::Tcp(e) if e == endpoint))
-        {
-            return None;
-        }
-        if requests.iter().any(|r| self.gpu_of(r.source).is_some()) {
-            return None;
-        }
-        let tcp = self.tcp.as_ref()?;
-        let batch: Vec<PeerRequest> = requests.iter().map(PeerRequest::from).collect();
-        Some(tcp.submit_small_batch(endpoint, &batch, signal))
-    }
-
-    /// Moves requests to one same-host peer on the calling thread, all at once; those
-    /// the path cannot take (no permission) go to the peer's TCP `endpoint`. One
-    /// task per request, in order.
-    fn start_same_host(
-        &self,
-        socket: &str,
-        endpoint: &Endpoint,
-        requests: &[&TransferRequest],
-        signal: &Arc<CompletionSignal>,
-    ) -> Vec<Arc<Task>> {
-        let Some(same_host) = &self.same_host else {
-            return requests.iter().map(|r| Task::failed(r.length)).collect();
-        };
-        let peer: Vec<PeerRequest> = requests.iter().map(|r| PeerRequest::from(*r)).collect();
-        let results = same_host.transfer(socket, &peer);
-        let alone = requests.len() == 1;
-        requests
-            .iter()
-            .zip(results)
-            .map(|(req, result)| match result {
-                Ok(()) => {
-                    let task = Task::new(req.length, 1, None);
-                    task.finish_slice(true);
-                    task
-                }
-                Err(SameHostError::Unavailable(_) | SameHostError::UseTcp) => {
-                    self.start(req, Route::Tcp(endpoint.clone()), signal, alone)
-                }
-                Err(e) => {
-                    log::warn!("same-host transfer failed: {e:?}");
-                    Task::failed(req.length)
-                }
-            })
-            .collect()
-    }
-
-    /// Starts a whole submission whose requests all go to one same-host peer from
-    /// host memory as one pipelined exchange; `None` when they do not.
-    fn start_same_host_batch(
-        &self,
-        requests: &[TransferRequest],
-        routes: &[Route],
-        signal: &Arc<CompletionSignal>,
-    ) -> Option<Vec<Arc<Task>>> {
-        let Some(Route::SameHost(socket, endpoint)) = routes.first() else {
-            return None;
-        };
-        let same_peer = routes
-            .iter()
-            .all(|r| matches!(r, Route::SameHost(s, _) if s == socket));
-        if requests.len() < 2
-            || !same_peer
-            || requests
-                .iter()
-                .any(|r| r.length == 0 || self.gpu_of(r.source).is_some())
-        {
-            return None;
-        }
-        let refs: Vec<&TransferRequest> = requests.iter().collect();
-        Some(self.start_same_host(socket, endpoint, &refs, signal))
-    }
-
-    /// Starts one request on its route; `alone`: it is the whole submission.
+    /// Starts every request on its route, `push`ing one task per request in order: a
+    /// submission of several requests to one destination as one group, else each on
+    /// its own.
     fn start(
         &self,
-        req: &TransferRequest,
-        route: Route,
+        requests: &[TransferRequest],
+        routes: &[Route],
         signal: &Arc<CompletionSignal>,
-        alone: bool,
+        push: &mut dyn FnMut(Arc<Task>),
+    ) {
+        let mut started = Vec::with_capacity(requests.len());
+        let Some(first) = routes.first() else {
+            return;
+        };
+        let one_destination = routes.iter().all(|r| {
+            r.at == first.at && r.segment.is_some() == first.segment.is_some() && r.to == first.to
+        });
+        if requests.len() >= 2 && one_destination {
+            let peer: Vec<PeerRequest> = requests.iter().map(PeerRequest::from).collect();
+            let how = Start {
+                signal,
+                alone: false,
+            };
+            let transport = self.ranked(&first.segment)[first.at].clone();
+            transport.start(&first.to, &peer, &how, &mut started);
+            for ((req, route), outcome) in requests.iter().zip(routes).zip(started) {
+                push(self.settle(req, route, outcome, signal));
+            }
+            return;
+        }
+        let alone = requests.len() == 1;
+        for (req, route) in requests.iter().zip(routes) {
+            let peer = PeerRequest::from(req);
+            let how = Start { signal, alone };
+            let transport = self.ranked(&route.segment)[route.at].clone();
+            transport.start(&route.to, std::slice::from_ref(&peer), &how, &mut started);
+            let outcome = started.pop();
+            started.clear();
+            let outcome = outcome.unwrap_or_else(|| Started::Task(Task::failed(req.length)));
+            push(self.settle(req, route, outcome, signal));
+        }
+    }
+
+    /// The task of a request its transport started, or started it on the next
+    /// transport that reaches its segment when it fell back.
+    fn settle(
+        &self,
+        req: &TransferRequest,
+        route: &Route,
+        outcome: Started,
+        signal: &Arc<CompletionSignal>,
     ) -> Arc<Task> {
-        match route {
-            Route::Local => {
-                let done = local::copy(
-                    &self.inner.local.memory,
-                    req.op,
-                    req.source,
-                    req.target_offset,
-                    req.length,
-                );
-                match done {
-                    Ok(()) => {
-                        let task = Task::new(req.length, 1, None);
-                        task.finish_slice(true);
-                        task
-                    }
-                    Err(e) => {
-                        log::warn!("local transfer failed: {e}");
-                        Task::failed(req.length)
-                    }
-                }
-            }
-            Route::Rdma(segment, desc) => {
-                let Some(rdma) = &self.rdma else {
+        let peer = PeerRequest::from(req);
+        let mut outcome = outcome;
+        let mut at = route.at;
+        let mut started = Vec::new();
+        loop {
+            let alone = match outcome {
+                Started::Task(task) => return task,
+                Started::FallBack { alone } => alone,
+            };
+            let (next, to) = match self.reach(&route.segment, at + 1) {
+                Ok(Some(next)) => next,
+                Ok(None) => return Task::failed(req.length),
+                Err(e) => {
+                    log::warn!("no transport to fall back to: {e}");
                     return Task::failed(req.length);
-                };
-                let request = PeerRequest::from(req);
-                rdma.submit(&segment, &desc, &request, Some(signal.clone()))
-            }
-            Route::SameHost(socket, endpoint) => {
-                if req.length == 0 || self.gpu_of(req.source).is_some() {
-                    return self.start(req, Route::Tcp(endpoint), signal, alone);
                 }
-                let tasks = self.start_same_host(&socket, &endpoint, &[req], signal);
-                tasks
-                    .into_iter()
-                    .next()
-                    .unwrap_or_else(|| Task::failed(req.length))
-            }
-            Route::Tcp(endpoint) => {
-                let Some(tcp) = &self.tcp else {
-                    return Task::failed(req.length);
-                };
-                let request = PeerRequest::from(req);
-                if let Some(gpu) = self.gpu_of(req.source) {
-                    return self.inner.stager.submit(
-                        tcp.clone(),
-                        &endpoint,
-                        &request,
-                        Some(signal.clone()),
-                        gpu,
-                    );
-                }
-                tcp.submit(&endpoint, &request, Some(signal.clone()), alone)
-            }
+            };
+            at = next;
+            let how = Start { signal, alone };
+            let transport = self.ranked(&route.segment)[at].clone();
+            transport.start(&to, std::slice::from_ref(&peer), &how, &mut started);
+            outcome = started
+                .pop()
+                .unwrap_or_else(|| Started::Task(Task::failed(req.length)));
+            started.clear();
         }
     }
 }

@@ -32,7 +32,8 @@ pub(super) struct Inner {
     /// Serializes installing transports (one of each name).
     pub(super) install_lock: Mutex<()>,
     pub(super) stopping: AtomicBool,
-    pub(super) stager: Stager,
+    /// The staging threads TCP sends GPU memory through.
+    pub(super) stager: Arc<Stager>,
 }
 
 /// A Transfer Engine instance.

@@ -1,9 +1,16 @@
 //! Transfers to the engine's own segment: a memcpy validated against the registry (a
-//! GPU runtime copy when either side is GPU memory).
+//! GPU runtime copy when either side is GPU memory), and [`LocalCopy`], the transport
+//! that routes them.
 
 use crate::error::{Error, Result};
+use crate::metadata::SegmentDesc;
+use crate::te::batch::Task;
 use crate::te::memory::MemoryRegistry;
-use crate::te::transport::request::Op;
+use crate::te::transport::request::{Op, PeerRequest};
+use crate::te::transport::seam::{
+    Destination, Rank, SegmentKind, Start, Started, Target, Transport,
+};
+use std::sync::Arc;
 
 /// Copies between `local` and the registered region at `target`; the target range
 /// must lie inside one registered region, which stays pinned during the copy.
@@ -59,4 +66,55 @@ pub unsafe fn copy_bytes(dst: u64, src: u64, len: u64) -> std::result::Result<()
         )
     };
     Ok(())
+}
+
+/// The own segment as a transport: each request is a [`copy`] on the calling thread;
+/// it adds nothing to the descriptor.
+pub struct LocalCopy {
+    memory: Arc<MemoryRegistry>,
+}
+
+impl LocalCopy {
+    /// Copies to and from the regions of `memory` (the engine's own).
+    pub fn new(memory: Arc<MemoryRegistry>) -> LocalCopy {
+        LocalCopy { memory }
+    }
+}
+
+impl Transport for LocalCopy {
+    fn name(&self) -> &'static str {
+        "local"
+    }
+
+    fn describe(&self, _desc: &mut SegmentDesc) {}
+
+    fn shutdown(&self) {}
+
+    fn rank(&self, _kind: SegmentKind) -> Rank {
+        Rank::OwnSegment
+    }
+
+    /// The own segment only.
+    fn reach(&self, target: &Target<'_>) -> Result<Option<Destination>> {
+        Ok((target.kind() == SegmentKind::Own).then(|| Destination::new(())))
+    }
+
+    fn start(
+        self: Arc<Self>,
+        _to: &Destination,
+        requests: &[PeerRequest],
+        _how: &Start<'_>,
+        out: &mut Vec<Started>,
+    ) {
+        for r in requests {
+            let task = match copy(&self.memory, r.op, r.local, r.remote, r.len) {
+                Ok(()) => Task::done(r.len),
+                Err(e) => {
+                    log::warn!("local transfer failed: {e}");
+                    Task::failed(r.len)
+                }
+            };
+            out.push(Started::Task(task));
+        }
+    }
 }

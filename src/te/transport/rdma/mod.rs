@@ -17,6 +17,7 @@ pub mod handshake;
 pub mod location;
 pub mod memory;
 pub mod nic;
+mod seam;
 mod shared;
 pub mod slice;
 pub mod stl_order;
@@ -30,9 +31,7 @@ use crate::error::{Error, Result};
 use crate::metadata::{RdmaBuffer, RdmaDevice, RdmaPart, SegmentDesc};
 use crate::sys::verbs::{Access, RdmaOp, Verbs};
 use crate::te::batch::{CompletionSignal, Task};
-use crate::te::memory::Range;
 use crate::te::transport::request::{Op, PeerRequest};
-use crate::te::transport::seam::Transport;
 use connectors::Connectors;
 use handshake::HandShake;
 use nic::Nic;
@@ -357,44 +356,6 @@ impl RdmaTransport {
                 h.stop();
             }
         }
-    }
-}
-
-impl Transport for RdmaTransport {
-    fn name(&self) -> &'static str {
-        "rdma"
-    }
-
-    /// Protocol `rdma` with the devices, keyed buffers and topology (over whatever
-    /// TCP set), and the server name when it differs from the segment's.
-    fn describe(&self, desc: &mut SegmentDesc) {
-        let part = self.part();
-        desc.protocol = "rdma".into();
-        desc.buffers = part.plain_buffers();
-        desc.rdma_server_name = (self.server() != desc.name).then(|| self.server().to_string());
-        desc.rdma = Some(part);
-    }
-
-    fn register(
-        &self,
-        range: Range,
-        location: &str,
-        device: Option<u32>,
-        remote: bool,
-    ) -> Result<()> {
-        RdmaTransport::register(self, range.addr, range.len, (location, device), remote)
-    }
-
-    fn unregister(&self, addr: u64) {
-        RdmaTransport::unregister(self, addr);
-    }
-
-    fn on_handshake(&self, request: &Value) -> Option<Value> {
-        Some(RdmaTransport::on_handshake(self, request))
-    }
-
-    fn shutdown(&self) {
-        RdmaTransport::shutdown(self);
     }
 }
 

@@ -99,7 +99,7 @@ fn serve(mut stream: &UnixStream, shared: &Shared) -> io::Result<()> {
             let Some(req) = Request::decode(&one) else {
                 return Err(io::Error::new(io::ErrorKind::InvalidData, "bad request"));
             };
-            let code = match accessible(shared, &req) {
+            let code = match shared.memory.accessible(req.remote, req.len) {
                 // GPU memory is staged through the GPU runtime by the TCP target.
                 Some(region) if region.device.is_some() => USE_TCP,
                 Some(region) => {
@@ -172,15 +172,4 @@ fn share(stream: &UnixStream, shared: &Shared, addr: u64, peer_uid: u32) -> io::
         }
         _ => (&*stream).write_all(&reply.encode()),
     }
-}
-
-/// The remotely accessible region holding the whole request.
-fn accessible(shared: &Shared, req: &Request) -> Option<Arc<Region>> {
-    if req.len == 0 || usize::try_from(req.len).is_err() {
-        return None;
-    }
-    shared
-        .memory
-        .find(req.remote, req.len)
-        .filter(|r| r.remote_accessible)
 }

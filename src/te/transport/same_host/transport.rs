@@ -1,15 +1,20 @@
 //! The same-host transport as the engine installs it: the listener that serves this
-//! engine's memory to same-host peers, the initiator that copies to theirs, and its
-//! part of the descriptor (`mc_same_host`).
+//! engine's memory to same-host peers, the initiator that copies to theirs, its part
+//! of the descriptor (`mc_same_host`), and how a group of requests to one peer starts
+//! (host memory all at once; what it cannot take falls back to the next transport).
 
 use super::identity;
 use super::target::SameHostTarget;
 use super::{Request, SameHostError, SameHostInitiator};
 use crate::config::Config;
+use crate::error::Result;
 use crate::metadata::{SameHostDesc, SegmentDesc};
+use crate::te::batch::Task;
 use crate::te::memory::MemoryRegistry;
 use crate::te::transport::request::PeerRequest;
-use crate::te::transport::seam::Transport;
+use crate::te::transport::seam::{
+    fail_all, Destination, Rank, SegmentKind, Start, Started, Target, Transport,
+};
 use parking_lot::Mutex;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +26,8 @@ const GRANT_TIMEOUT: Duration = Duration::from_secs(1);
 pub struct SameHostTransport {
     target: Mutex<SameHostTarget>,
     initiator: SameHostInitiator,
+    /// The engine's registered memory (which local buffers are GPU memory).
+    memory: Arc<MemoryRegistry>,
 }
 
 impl SameHostTransport {
@@ -32,10 +39,11 @@ impl SameHostTransport {
             return None;
         }
         identity::host_identity()?;
-        match SameHostTarget::start(memory, config.inbound_limits()) {
+        match SameHostTarget::start(memory.clone(), config.inbound_limits()) {
             Ok(target) => Some(SameHostTransport {
                 target: Mutex::new(target),
                 initiator: SameHostInitiator::new(GRANT_TIMEOUT),
+                memory,
             }),
             Err(e) => {
                 log::warn!("no same-host listener ({e}); same-host peers use TCP");
@@ -98,5 +106,67 @@ impl Transport for SameHostTransport {
 
     fn shutdown(&self) {
         self.target.lock().stop();
+    }
+
+    fn rank(&self, _kind: SegmentKind) -> Rank {
+        Rank::SameHost
+    }
+
+    /// A peer on this host ([`SameHostTransport::peer`]): its socket.
+    fn reach(&self, target: &Target<'_>) -> Result<Option<Destination>> {
+        let same_host = target.desc.and_then(|d| d.same_host.as_ref());
+        Ok(same_host.and_then(|sh| self.peer(sh)).map(Destination::new))
+    }
+
+    /// Several requests from host memory go in one pipelined exchange; else each on
+    /// its own. Empty requests, GPU memory, and what the peer cannot take (no
+    /// permission, GPU memory there) fall back.
+    fn start(
+        self: Arc<Self>,
+        to: &Destination,
+        requests: &[PeerRequest],
+        how: &Start<'_>,
+        out: &mut Vec<Started>,
+    ) {
+        let Some(socket) = to.get::<String>() else {
+            return fail_all(requests, out);
+        };
+        let host_memory = |r: &PeerRequest| r.len != 0 && self.memory.gpu_of(r.local).is_none();
+        if requests.len() >= 2 && requests.iter().all(&host_memory) {
+            let results = self.transfer(socket, requests);
+            out.extend(
+                results
+                    .into_iter()
+                    .zip(requests)
+                    .map(|(result, r)| outcome(result, r.len, false)),
+            );
+            return;
+        }
+        for r in requests {
+            if !host_memory(r) {
+                out.push(Started::FallBack { alone: how.alone });
+                continue;
+            }
+            let result = self
+                .transfer(socket, std::slice::from_ref(r))
+                .into_iter()
+                .next();
+            out.push(match result {
+                Some(result) => outcome(result, r.len, true),
+                None => Started::Task(Task::failed(r.len)),
+            });
+        }
+    }
+}
+
+/// What became of one request of `len` bytes; `alone`: it went on its own.
+fn outcome(result: std::result::Result<(), SameHostError>, len: u64, alone: bool) -> Started {
+    match result {
+        Ok(()) => Started::Task(Task::done(len)),
+        Err(SameHostError::Unavailable(_) | SameHostError::UseTcp) => Started::FallBack { alone },
+        Err(e) => {
+            log::warn!("same-host transfer failed: {e:?}");
+            Started::Task(Task::failed(len))
+        }
     }
 }

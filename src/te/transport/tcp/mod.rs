@@ -7,6 +7,7 @@ pub mod lane;
 pub mod lane_state;
 pub mod reader;
 mod receiver;
+mod seam;
 mod sender;
 pub mod target;
 pub mod wire;
@@ -14,11 +15,10 @@ pub mod wire;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::host::idle::IdleClock;
-use crate::metadata::{BufferDesc, SegmentDesc};
+use crate::sys::cuda::Gpu;
 use crate::te::batch::{CompletionSignal, Task};
 use crate::te::memory::MemoryRegistry;
 use crate::te::transport::request::PeerRequest;
-use crate::te::transport::seam::Transport;
 use lane::Lane;
 pub use lane::INLINE_MAX_BYTES;
 use lane_state::{LaneConfig, Slice};
@@ -28,6 +28,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use target::TcpTarget;
+
 /// Requests at least this long are split across a peer's lanes.
 const SPLIT_THRESHOLD: u64 = 512 << 10;
 /// Smallest piece a split request is cut into.
@@ -80,6 +81,21 @@ impl Peer {
     }
 }
 
+/// Where TCP sends requests whose local memory is on a GPU: through host memory (the
+/// engine's staging threads).
+pub trait GpuStaging: Send + Sync {
+    /// Starts `req` (local memory on `gpu`) to `endpoint` over `tcp` through host
+    /// memory; the returned task completes like a direct one.
+    fn stage(
+        &self,
+        tcp: Arc<TcpTransport>,
+        endpoint: &Endpoint,
+        req: &PeerRequest,
+        signal: Option<Arc<CompletionSignal>>,
+        gpu: Arc<dyn Gpu>,
+    ) -> Arc<Task>;
+}
+
 /// The installed TCP transport of one engine.
 pub struct TcpTransport {
     target: parking_lot::Mutex<TcpTarget>,
@@ -95,15 +111,23 @@ pub struct TcpTransport {
     lanes_per_peer: usize,
     connect_timeout: Duration,
     io_timeout: Duration,
+    /// Where requests from GPU memory go.
+    stager: Arc<dyn GpuStaging>,
+    /// Whether the v1 framing is forced (`MC_TCP_FORCE_V1`).
+    force_v1: bool,
+    /// This host's loopback address, where the own segment is reached.
+    loopback: &'static str,
 }
 
 impl TcpTransport {
     /// Binds the data listener (random port in the RPC range) and starts serving
-    /// `memory`; `host` is published as where the listener is reached.
+    /// `memory`; `host` is published as where the listener is reached; requests from
+    /// GPU memory go through `stager`.
     pub fn install(
         config: &Config,
         memory: Arc<MemoryRegistry>,
         host: String,
+        stager: Arc<dyn GpuStaging>,
     ) -> Result<TcpTransport> {
         let listener = crate::host::net::bind_in_range(
             config.min_rpc_port,
@@ -125,12 +149,21 @@ impl TcpTransport {
                     .tcp_status_timeout_secs
                     .max(config.tcp_progress_timeout_secs),
             ),
+            stager,
+            force_v1: config.tcp_force_v1,
+            loopback: if config.use_ipv6 { "::1" } else { "127.0.0.1" },
         })
     }
 
     /// The data port published as `tcp_data_port`.
     pub fn port(&self) -> u16 {
         self.target.lock().port()
+    }
+
+    /// Stops the data listener and every lane.
+    pub fn shutdown(&self) {
+        self.target.lock().stop();
+        self.peers.write().clear();
     }
 
     fn peer(&self, endpoint: &Endpoint) -> Result<Arc<Peer>> {
@@ -272,39 +305,6 @@ impl TcpTransport {
     }
 }
 
-impl Transport for TcpTransport {
-    fn name(&self) -> &'static str {
-        "tcp"
-    }
-
-    /// The data port and host, v2 framing; and, as the segment's only network
-    /// transport, protocol `tcp` with every registered region as a buffer.
-    fn describe(&self, desc: &mut SegmentDesc) {
-        desc.tcp_data_port = self.port();
-        desc.tcp_proto_version = 2;
-        desc.tcp_data_host = Some(self.host.clone());
-        if desc.protocol.is_empty() {
-            desc.protocol = "tcp".into();
-            desc.buffers = self
-                .memory
-                .ranges()
-                .into_iter()
-                .map(|r| BufferDesc {
-                    name: desc.name.clone(),
-                    addr: r.addr,
-                    length: r.len,
-                })
-                .collect();
-        }
-    }
-
-    /// Stops the data listener and every lane.
-    fn shutdown(&self) {
-        self.target.lock().stop();
-        self.peers.write().clear();
-    }
-}
-
 impl Drop for TcpTransport {
     fn drop(&mut self) {
         self.shutdown();
@@ -345,6 +345,22 @@ mod tests {
         assert!(s.windows(2).all(|w| w[0].0 + w[0].1 == w[1].0));
     }
 
+    /// Staging that is never used (host memory only).
+    struct NoStaging;
+
+    impl GpuStaging for NoStaging {
+        fn stage(
+            &self,
+            _: Arc<TcpTransport>,
+            _: &Endpoint,
+            req: &PeerRequest,
+            _: Option<Arc<CompletionSignal>>,
+            _: Arc<dyn Gpu>,
+        ) -> Arc<Task> {
+            Task::failed(req.len)
+        }
+    }
+
     #[test]
     fn idle_peers_lose_their_lanes_and_come_back_on_use() {
         let config = |idle| Config {
@@ -357,6 +373,7 @@ mod tests {
                 &config(idle),
                 Arc::new(MemoryRegistry::default()),
                 "127.0.0.1".into(),
+                Arc::new(NoStaging),
             )
             .unwrap()
         };

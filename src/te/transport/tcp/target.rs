@@ -125,7 +125,7 @@ fn serve(stream: &TcpStream, shared: &Shared) -> std::io::Result<()> {
             return Ok(());
         }
         let header = Header::decode(&reader.take::<HEADER_LEN>());
-        let Some(region) = accessible_region(shared, &header) else {
+        let Some(region) = shared.memory.accessible(header.addr, header.size) else {
             return reject(fd, &mut acks, &header);
         };
         match header.op {
@@ -158,7 +158,7 @@ fn serve(stream: &TcpStream, shared: &Shared) -> std::io::Result<()> {
                     };
                     let next = Header::decode(&raw);
                     let Some(region) = (next.op == Op::Read)
-                        .then(|| accessible_region(shared, &next))
+                        .then(|| shared.memory.accessible(next.addr, next.size))
                         .flatten()
                     else {
                         break;
@@ -170,17 +170,6 @@ fn serve(stream: &TcpStream, shared: &Shared) -> std::io::Result<()> {
             }
         }
     }
-}
-
-/// The remotely accessible region holding the whole request, if any.
-fn accessible_region(shared: &Shared, header: &Header) -> Option<Arc<Region>> {
-    if header.size == 0 || usize::try_from(header.size).is_err() {
-        return None;
-    }
-    shared
-        .memory
-        .find(header.addr, header.size)
-        .filter(|r| r.remote_accessible)
 }
 
 /// Sends the replies to consecutive READ requests in one `sendmsg` where possible;
