@@ -3,13 +3,11 @@
 
 use super::state::{Inner, TransferEngine};
 use crate::error::{Error, Result};
-use crate::sys::cuda::Gpu;
-use crate::te::batch::{CompletionSignal, Task};
-use crate::te::transport::request::PeerRequest;
+use crate::te::batch::Task;
 use crate::te::transport::same_host::transport::SameHostTransport;
 use crate::te::transport::seam::Transport;
 use crate::te::transport::staging::Stager;
-use crate::te::transport::tcp::{Endpoint, GpuStaging, TcpTransport};
+use crate::te::transport::tcp::{GpuRequest, GpuStaging, TcpTransport};
 use std::sync::Arc;
 
 impl TransferEngine {
@@ -131,14 +129,7 @@ impl Inner {
 
 /// The engine's staging threads are where TCP sends requests from GPU memory.
 impl GpuStaging for Stager {
-    fn stage(
-        &self,
-        tcp: Arc<TcpTransport>,
-        endpoint: &Endpoint,
-        req: &PeerRequest,
-        signal: Option<Arc<CompletionSignal>>,
-        gpu: Arc<dyn Gpu>,
-    ) -> Arc<Task> {
-        self.submit(tcp, endpoint, req, signal, gpu)
+    fn stage(&self, tcp: Arc<TcpTransport>, job: GpuRequest<'_>) -> Arc<Task> {
+        self.submit(tcp, job.endpoint, job.req, job.signal, job.gpu)
     }
 }

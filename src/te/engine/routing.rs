@@ -12,7 +12,7 @@ use crate::te::batch::{CompletionSignal, Task};
 use crate::te::segment::LOCAL_SEGMENT_ID;
 use crate::te::transport::request::PeerRequest;
 use crate::te::transport::seam::{
-    Destination, Lookup, SegmentKind, Start, Started, Target, Transport,
+    Destination, Group, Lookup, SegmentKind, Started, Target, Transport,
 };
 use std::cmp::Reverse;
 use std::sync::Arc;
@@ -47,12 +47,18 @@ impl Lookup for Inner {
 /// descriptor.
 type Segment = Option<(String, Arc<SegmentDesc>)>;
 
-/// Where one request goes: the transport (its place in the ranked list for its kind
-/// of segment), its destination there, and the segment (for a fallback).
-struct Route {
+/// A transport that reaches a segment: its place in the ranked list for the
+/// segment's kind, and its destination there.
+struct Hop {
     at: usize,
     to: Destination,
+}
+
+/// Where one request goes: its segment (kept for a fallback) and the first transport
+/// that reaches it.
+struct Route {
     segment: Segment,
+    hop: Hop,
 }
 
 /// The transports installed when a submission started, ranked for each kind of
@@ -87,9 +93,8 @@ impl<'a> Router<'a> {
         }
     }
 
-    /// The first transport from place `from` on that reaches `segment`, and its
-    /// destination there.
-    fn reach(&self, segment: &Segment, from: usize) -> Result<Option<(usize, Destination)>> {
+    /// The first transport from place `from` on that reaches `segment`.
+    fn reach(&self, segment: &Segment, from: usize) -> Result<Option<Hop>> {
         let target = Target {
             name: segment
                 .as_ref()
@@ -99,7 +104,7 @@ impl<'a> Router<'a> {
         };
         for (at, transport) in self.ranked(segment).iter().enumerate().skip(from) {
             if let Some(to) = transport.reach(&target)? {
-                return Ok(Some((at, to)));
+                return Ok(Some(Hop { at, to }));
             }
         }
         Ok(None)
@@ -124,7 +129,7 @@ impl<'a> Router<'a> {
             Some((name, desc))
         };
         match (self.reach(&segment, 0)?, &segment) {
-            (Some((at, to)), _) => Ok(Route { at, to, segment }),
+            (Some(hop), _) => Ok(Route { segment, hop }),
             (None, None) => Err(Error::NotSupportedTransport(
                 "no transport installed for the local segment".into(),
             )),
@@ -150,16 +155,21 @@ impl<'a> Router<'a> {
             return;
         };
         let one_destination = routes.iter().all(|r| {
-            r.at == first.at && r.segment.is_some() == first.segment.is_some() && r.to == first.to
+            r.segment.is_some() == first.segment.is_some()
+                && r.hop.at == first.hop.at
+                && r.hop.to == first.hop.to
         });
         if requests.len() >= 2 && one_destination {
             let peer: Vec<PeerRequest> = requests.iter().map(PeerRequest::from).collect();
-            let how = Start {
+            let group = Group {
+                to: &first.hop.to,
+                requests: &peer,
                 signal,
                 alone: false,
             };
-            let transport = self.ranked(&first.segment)[first.at].clone();
-            transport.start(&first.to, &peer, &how, &mut started);
+            self.ranked(&first.segment)[first.hop.at]
+                .clone()
+                .start(&group, &mut started);
             for ((req, route), outcome) in requests.iter().zip(routes).zip(started) {
                 push(self.settle(req, route, outcome, signal));
             }
@@ -167,19 +177,37 @@ impl<'a> Router<'a> {
         }
         let alone = requests.len() == 1;
         for (req, route) in requests.iter().zip(routes) {
-            let peer = PeerRequest::from(req);
-            let how = Start { signal, alone };
-            let transport = self.ranked(&route.segment)[route.at].clone();
-            transport.start(&route.to, std::slice::from_ref(&peer), &how, &mut started);
-            let outcome = started.pop();
-            started.clear();
-            let outcome = outcome.unwrap_or_else(|| Started::Task(Task::failed(req.length)));
+            let outcome =
+                self.start_alone(req, &route.segment, &route.hop, signal, alone, &mut started);
             push(self.settle(req, route, outcome, signal));
         }
     }
 
-    /// The task of a request its transport started, or started it on the next
-    /// transport that reaches its segment when it fell back.
+    /// Starts one request on its own on the transport of `hop` for `segment`.
+    fn start_alone(
+        &self,
+        req: &TransferRequest,
+        segment: &Segment,
+        hop: &Hop,
+        signal: &Arc<CompletionSignal>,
+        alone: bool,
+        scratch: &mut Vec<Started>,
+    ) -> Started {
+        let peer = PeerRequest::from(req);
+        let group = Group {
+            to: &hop.to,
+            requests: std::slice::from_ref(&peer),
+            signal,
+            alone,
+        };
+        self.ranked(segment)[hop.at].clone().start(&group, scratch);
+        let outcome = scratch.pop();
+        scratch.clear();
+        outcome.unwrap_or_else(|| Started::Task(Task::failed(req.length)))
+    }
+
+    /// The task of a request its transport started; one that fell back is started on
+    /// the next transport that reaches its segment, and so on.
     fn settle(
         &self,
         req: &TransferRequest,
@@ -187,16 +215,15 @@ impl<'a> Router<'a> {
         outcome: Started,
         signal: &Arc<CompletionSignal>,
     ) -> Arc<Task> {
-        let peer = PeerRequest::from(req);
         let mut outcome = outcome;
-        let mut at = route.at;
-        let mut started = Vec::new();
+        let mut at = route.hop.at;
+        let mut scratch = Vec::new();
         loop {
             let alone = match outcome {
                 Started::Task(task) => return task,
                 Started::FallBack { alone } => alone,
             };
-            let (next, to) = match self.reach(&route.segment, at + 1) {
+            let next = match self.reach(&route.segment, at + 1) {
                 Ok(Some(next)) => next,
                 Ok(None) => return Task::failed(req.length),
                 Err(e) => {
@@ -204,14 +231,8 @@ impl<'a> Router<'a> {
                     return Task::failed(req.length);
                 }
             };
-            at = next;
-            let how = Start { signal, alone };
-            let transport = self.ranked(&route.segment)[at].clone();
-            transport.start(&to, std::slice::from_ref(&peer), &how, &mut started);
-            outcome = started
-                .pop()
-                .unwrap_or_else(|| Started::Task(Task::failed(req.length)));
-            started.clear();
+            at = next.at;
+            outcome = self.start_alone(req, &route.segment, &next, signal, alone, &mut scratch);
         }
     }
 }

@@ -6,9 +6,9 @@ use crate::error::{Error, Result};
 use crate::metadata::SegmentDesc;
 use crate::te::batch::Task;
 use crate::te::memory::MemoryRegistry;
-use crate::te::transport::request::{Op, PeerRequest};
+use crate::te::transport::request::Op;
 use crate::te::transport::seam::{
-    Destination, Rank, SegmentKind, Start, Started, Target, Transport,
+    Destination, Group, Rank, SegmentKind, Started, Target, Transport,
 };
 use std::sync::Arc;
 
@@ -99,14 +99,8 @@ impl Transport for LocalCopy {
         Ok((target.kind() == SegmentKind::Own).then(|| Destination::new(())))
     }
 
-    fn start(
-        self: Arc<Self>,
-        _to: &Destination,
-        requests: &[PeerRequest],
-        _how: &Start<'_>,
-        out: &mut Vec<Started>,
-    ) {
-        for r in requests {
+    fn start(self: Arc<Self>, group: &Group<'_>, out: &mut Vec<Started>) {
+        for r in group.requests {
             let task = match copy(&self.memory, r.op, r.local, r.remote, r.len) {
                 Ok(()) => Task::done(r.len),
                 Err(e) => {

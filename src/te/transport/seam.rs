@@ -57,15 +57,9 @@ pub trait Transport: Any + Send + Sync {
     /// the whole submission (the peer's address cannot be looked up).
     fn reach(&self, target: &Target<'_>) -> Result<Option<Destination>>;
 
-    /// Starts `requests`, all to `to` (made by its own [`Transport::reach`]): one
-    /// [`Started`] per request onto `out`, in order.
-    fn start(
-        self: Arc<Self>,
-        to: &Destination,
-        requests: &[PeerRequest],
-        how: &Start<'_>,
-        out: &mut Vec<Started>,
-    );
+    /// Starts a group of requests to one of its own destinations: one [`Started`] per
+    /// request onto `out`, in order.
+    fn start(self: Arc<Self>, group: &Group<'_>, out: &mut Vec<Started>);
 }
 
 /// Whose segment a request targets.
@@ -161,13 +155,30 @@ impl<T: Any + PartialEq> Place for T {
     }
 }
 
-/// How a group of requests starts.
-pub struct Start<'a> {
-    /// The submission's signal, which its tasks complete.
+/// Requests that start together, all to one destination.
+pub struct Group<'a> {
+    /// Where they go (made by the starting transport's own [`Transport::reach`]).
+    pub to: &'a Destination,
+    /// The requests, in submission order.
+    pub requests: &'a [PeerRequest],
+    /// The submission's signal, which their tasks complete.
     pub signal: &'a Arc<CompletionSignal>,
     /// The group is a whole submission of one request: a small one may be moved on
     /// the calling thread.
     pub alone: bool,
+}
+
+impl Group<'_> {
+    /// The destination as the transport's own `T`; `None` (and every request failed
+    /// onto `out`) for one another transport made.
+    pub fn destination<T: Any>(&self, out: &mut Vec<Started>) -> Option<&T> {
+        let to = self.to.get::<T>();
+        if to.is_none() {
+            let failed = self.requests.iter().map(|r| Task::failed(r.len));
+            out.extend(failed.map(Started::Task));
+        }
+        to
+    }
 }
 
 /// What a transport did with one request of a group.
@@ -175,14 +186,9 @@ pub enum Started {
     /// It took the request: its task.
     Task(Arc<Task>),
     /// It cannot take it and moved nothing: the router starts it on the next
-    /// transport that reaches the target, with `alone` as [`Start::alone`].
+    /// transport that reaches the target, with `alone` as [`Group::alone`].
     FallBack {
         /// Whether the request may be moved on the calling thread there.
         alone: bool,
     },
-}
-
-/// Fails every request of a group (to a destination this transport did not make).
-pub fn fail_all(requests: &[PeerRequest], out: &mut Vec<Started>) {
-    out.extend(requests.iter().map(|r| Started::Task(Task::failed(r.len))));
 }

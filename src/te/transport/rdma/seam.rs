@@ -7,9 +7,8 @@ use super::RdmaTransport;
 use crate::error::Result;
 use crate::metadata::SegmentDesc;
 use crate::te::memory::Range;
-use crate::te::transport::request::PeerRequest;
 use crate::te::transport::seam::{
-    fail_all, Destination, Rank, SegmentKind, Start, Started, Target, Transport,
+    Destination, Group, Rank, SegmentKind, Started, Target, Transport,
 };
 use serde_json::Value;
 use std::sync::Arc;
@@ -91,18 +90,12 @@ impl Transport for RdmaTransport {
     }
 
     /// Each request on its own, sliced across the workers.
-    fn start(
-        self: Arc<Self>,
-        to: &Destination,
-        requests: &[PeerRequest],
-        how: &Start<'_>,
-        out: &mut Vec<Started>,
-    ) {
-        let Some(peer) = to.get::<RdmaPeer>() else {
-            return fail_all(requests, out);
+    fn start(self: Arc<Self>, group: &Group<'_>, out: &mut Vec<Started>) {
+        let Some(peer) = group.destination::<RdmaPeer>(out) else {
+            return;
         };
-        for r in requests {
-            let signal = Some(how.signal.clone());
+        for r in group.requests {
+            let signal = Some(group.signal.clone());
             let task = self.submit(&peer.segment, &peer.desc, r, signal);
             out.push(Started::Task(task));
         }

@@ -13,7 +13,7 @@ use crate::te::batch::Task;
 use crate::te::memory::MemoryRegistry;
 use crate::te::transport::request::PeerRequest;
 use crate::te::transport::seam::{
-    fail_all, Destination, Rank, SegmentKind, Start, Started, Target, Transport,
+    Destination, Group, Rank, SegmentKind, Started, Target, Transport,
 };
 use parking_lot::Mutex;
 use std::sync::Arc;
@@ -121,16 +121,11 @@ impl Transport for SameHostTransport {
     /// Several requests from host memory go in one pipelined exchange; else each on
     /// its own. Empty requests, GPU memory, and what the peer cannot take (no
     /// permission, GPU memory there) fall back.
-    fn start(
-        self: Arc<Self>,
-        to: &Destination,
-        requests: &[PeerRequest],
-        how: &Start<'_>,
-        out: &mut Vec<Started>,
-    ) {
-        let Some(socket) = to.get::<String>() else {
-            return fail_all(requests, out);
+    fn start(self: Arc<Self>, group: &Group<'_>, out: &mut Vec<Started>) {
+        let Some(socket) = group.destination::<String>(out) else {
+            return;
         };
+        let requests = group.requests;
         let host_memory = |r: &PeerRequest| r.len != 0 && self.memory.gpu_of(r.local).is_none();
         if requests.len() >= 2 && requests.iter().all(&host_memory) {
             let results = self.transfer(socket, requests);
@@ -144,7 +139,7 @@ impl Transport for SameHostTransport {
         }
         for r in requests {
             if !host_memory(r) {
-                out.push(Started::FallBack { alone: how.alone });
+                out.push(Started::FallBack { alone: group.alone });
                 continue;
             }
             let result = self

@@ -241,23 +241,29 @@ mod tests {
         assert_eq!(ShareReply::decode(&wraps.encode()), None);
     }
 
+    /// `bytes` (`N` of them) do not decode, or decode to what encodes back to them.
+    fn round_trips<T, const N: usize>(
+        bytes: &[u8],
+        decode: impl Fn(&[u8; N]) -> Option<T>,
+        encode: impl Fn(&T) -> [u8; N],
+    ) -> Result<(), TestCaseError> {
+        let mut b = [0u8; N];
+        b.copy_from_slice(bytes);
+        if let Some(r) = decode(&b) {
+            prop_assert_eq!(encode(&r), b);
+        }
+        Ok(())
+    }
+
     proptest! {
         #[test]
         fn share_reply_decode_is_total(bytes in proptest::collection::vec(any::<u8>(), SHARE_REPLY_LEN)) {
-            let mut b = [0u8; SHARE_REPLY_LEN];
-            b.copy_from_slice(&bytes);
-            if let Some(r) = ShareReply::decode(&b) {
-                prop_assert_eq!(r.encode(), b);
-            }
+            round_trips(&bytes, ShareReply::decode, ShareReply::encode)?;
         }
 
         #[test]
         fn decode_is_total(bytes in proptest::collection::vec(any::<u8>(), REQUEST_LEN)) {
-            let mut b = [0u8; REQUEST_LEN];
-            b.copy_from_slice(&bytes);
-            if let Some(r) = Request::decode(&b) {
-                prop_assert_eq!(r.encode(), b);
-            }
+            round_trips(&bytes, Request::decode, Request::encode)?;
         }
     }
 }

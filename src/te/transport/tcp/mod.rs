@@ -81,19 +81,24 @@ impl Peer {
     }
 }
 
+/// A request whose local memory is on a GPU, to be moved over TCP through host memory.
+pub struct GpuRequest<'a> {
+    /// The peer.
+    pub endpoint: &'a Endpoint,
+    /// The request; its local memory is on `gpu`.
+    pub req: &'a PeerRequest,
+    /// Raised when it completes.
+    pub signal: Option<Arc<CompletionSignal>>,
+    /// The GPU runtime holding the local memory.
+    pub gpu: Arc<dyn Gpu>,
+}
+
 /// Where TCP sends requests whose local memory is on a GPU: through host memory (the
 /// engine's staging threads).
 pub trait GpuStaging: Send + Sync {
-    /// Starts `req` (local memory on `gpu`) to `endpoint` over `tcp` through host
-    /// memory; the returned task completes like a direct one.
-    fn stage(
-        &self,
-        tcp: Arc<TcpTransport>,
-        endpoint: &Endpoint,
-        req: &PeerRequest,
-        signal: Option<Arc<CompletionSignal>>,
-        gpu: Arc<dyn Gpu>,
-    ) -> Arc<Task>;
+    /// Starts `job` over `tcp` through host memory; the returned task completes like a
+    /// direct one.
+    fn stage(&self, tcp: Arc<TcpTransport>, job: GpuRequest<'_>) -> Arc<Task>;
 }
 
 /// The installed TCP transport of one engine.
@@ -349,15 +354,8 @@ mod tests {
     struct NoStaging;
 
     impl GpuStaging for NoStaging {
-        fn stage(
-            &self,
-            _: Arc<TcpTransport>,
-            _: &Endpoint,
-            req: &PeerRequest,
-            _: Option<Arc<CompletionSignal>>,
-            _: Arc<dyn Gpu>,
-        ) -> Arc<Task> {
-            Task::failed(req.len)
+        fn stage(&self, _: Arc<TcpTransport>, job: GpuRequest<'_>) -> Arc<Task> {
+            Task::failed(job.req.len)
         }
     }
 

@@ -3,12 +3,11 @@
 //! group of requests to one peer starts (small ones together on the calling thread,
 //! GPU memory through the stager).
 
-use super::{Endpoint, TcpTransport, INLINE_MAX_BYTES};
+use super::{Endpoint, GpuRequest, TcpTransport, INLINE_MAX_BYTES};
 use crate::error::Result;
 use crate::metadata::{BufferDesc, SegmentDesc};
-use crate::te::transport::request::PeerRequest;
 use crate::te::transport::seam::{
-    fail_all, Destination, Rank, SegmentKind, Start, Started, Target, Transport,
+    Destination, Group, Rank, SegmentKind, Started, Target, Transport,
 };
 use std::sync::Arc;
 
@@ -73,16 +72,11 @@ impl Transport for TcpTransport {
     /// Several requests small enough together go as one pipelined run on the calling
     /// thread ([`TcpTransport::submit_small_batch`]); else each on its own, from GPU
     /// memory through the stager.
-    fn start(
-        self: Arc<Self>,
-        to: &Destination,
-        requests: &[PeerRequest],
-        how: &Start<'_>,
-        out: &mut Vec<Started>,
-    ) {
-        let Some(endpoint) = to.get::<Endpoint>() else {
-            return fail_all(requests, out);
+    fn start(self: Arc<Self>, group: &Group<'_>, out: &mut Vec<Started>) {
+        let Some(endpoint) = group.destination::<Endpoint>(out) else {
+            return;
         };
+        let requests = group.requests;
         let total: u64 = requests.iter().map(|r| r.len).sum();
         if requests.len() >= 2
             && total <= INLINE_MAX_BYTES
@@ -90,15 +84,23 @@ impl Transport for TcpTransport {
                 .iter()
                 .any(|r| self.memory.gpu_of(r.local).is_some())
         {
-            let tasks = self.submit_small_batch(endpoint, requests, how.signal);
+            let tasks = self.submit_small_batch(endpoint, requests, group.signal);
             out.extend(tasks.into_iter().map(Started::Task));
             return;
         }
         for r in requests {
-            let signal = Some(how.signal.clone());
+            let signal = Some(group.signal.clone());
             let task = match self.memory.gpu_of(r.local) {
-                Some(gpu) => self.stager.stage(self.clone(), endpoint, r, signal, gpu),
-                None => self.submit(endpoint, r, signal, how.alone),
+                Some(gpu) => {
+                    let job = GpuRequest {
+                        endpoint,
+                        req: r,
+                        signal,
+                        gpu,
+                    };
+                    self.stager.stage(self.clone(), job)
+                }
+                None => self.submit(endpoint, r, signal, group.alone),
             };
             out.push(Started::Task(task));
         }
