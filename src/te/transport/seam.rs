@@ -192,3 +192,48 @@ pub enum Started {
         alone: bool,
     },
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn destinations_are_equal_only_as_one_type() {
+        let socket = Destination::new(String::from("a"));
+        assert!(socket == Destination::new(String::from("a")));
+        assert!(socket != Destination::new(String::from("b")));
+        assert!(Destination::new(1u16) != Destination::new(1u32));
+        assert_eq!(socket.get::<String>().map(String::as_str), Some("a"));
+        assert!(socket.get::<u16>().is_none());
+    }
+
+    #[test]
+    fn a_foreign_destination_fails_the_whole_group() {
+        let signal = Arc::new(CompletionSignal::default());
+        let requests = [PeerRequest {
+            op: crate::te::transport::request::Op::Write,
+            local: 1,
+            remote: 2,
+            len: 3,
+        }; 2];
+        let to = Destination::new(());
+        let group = Group {
+            to: &to,
+            requests: &requests,
+            signal: &signal,
+            alone: false,
+        };
+        let mut out = Vec::new();
+        assert!(group.destination::<String>(&mut out).is_none());
+        assert_eq!(out.len(), 2);
+        assert!(group.destination::<()>(&mut Vec::new()).is_some());
+    }
+
+    #[test]
+    fn ranks_order_as_the_router_prefers() {
+        assert!(Rank::OwnSegment > Rank::Rdma);
+        assert!(Rank::Rdma > Rank::SameHost);
+        assert!(Rank::SameHost > Rank::Tcp);
+        assert!(Rank::Tcp > Rank::LastResort);
+    }
+}
