@@ -1,6 +1,6 @@
 //! Listening sockets on a random port of a range, and the advertised local IP.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -30,10 +30,14 @@ pub fn bind_in_range(min: u16, max: u16, ipv6: bool) -> Result<TcpListener> {
             Err(e) => last_err = Some(e),
         }
     }
-    Err(Error::Socket(format!(
-        "no free port in {min}-{max}: {}",
-        last_err.map_or_else(|| "no attempt".into(), |e| e.to_string())
-    )))
+    Err(match last_err {
+        Some(e) => Error::os(
+            ErrorKind::Socket,
+            format_args!("no free port in {min}-{max}"),
+            e,
+        ),
+        None => Error::Socket(format!("no free port in {min}-{max}: no attempt")),
+    })
 }
 
 /// Binds a listener on all interfaces at `port`.

@@ -1,6 +1,34 @@
 //! The KV-event flags (spec tiers-events-conductor.md §2.2), upstream's names, types
 //! and defaults; from the command line or the master's config file.
 
+use crate::config::flags::{parse_bool, FlagError};
+
+/// Why a KV-event flag was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KvEventConfigError {
+    /// A boolean flag's value.
+    #[error(transparent)]
+    Flag(#[from] FlagError),
+    /// A value that is not a 32-bit unsigned integer.
+    #[error("flag --{name}: '{value}' is not a 32-bit unsigned integer")]
+    NotU32 {
+        /// The flag.
+        name: String,
+        /// The value as given.
+        value: String,
+    },
+    /// A flag that is not a KV-event flag.
+    #[error("unknown KV-event flag: {0}")]
+    UnknownFlag(String),
+}
+
+/// The binaries keep their errors as text.
+impl From<KvEventConfigError> for String {
+    fn from(e: KvEventConfigError) -> String {
+        e.to_string()
+    }
+}
+
 /// `--kv_events_*` settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KvEventConfig {
@@ -55,12 +83,15 @@ pub const KV_EVENT_FLAGS: &[(&str, bool)] = &[
 impl KvEventConfig {
     /// Applies flag `name` (without dashes) with `value`; unknown names and values of
     /// the wrong type are errors.
-    pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
-        let bool_of = |v: &str| crate::config::flags::parse_bool(name, v);
+    pub fn set(&mut self, name: &str, value: &str) -> Result<(), KvEventConfigError> {
+        let bool_of = |v: &str| parse_bool(name, v);
         let u32_of = |v: &str| {
             v.trim()
                 .parse::<u32>()
-                .map_err(|_| format!("flag --{name}: '{v}' is not a 32-bit unsigned integer"))
+                .map_err(|_| KvEventConfigError::NotU32 {
+                    name: name.to_string(),
+                    value: v.to_string(),
+                })
         };
         match name {
             "enable_kv_events" => self.enabled = bool_of(value)?,
@@ -76,7 +107,7 @@ impl KvEventConfig {
             | "kv_events_lora_name"
             | "kv_events_additional_salt"
             | "kv_events_tenant_id" => {}
-            _ => return Err(format!("unknown KV-event flag: {name}")),
+            _ => return Err(KvEventConfigError::UnknownFlag(name.to_string())),
         }
         Ok(())
     }
