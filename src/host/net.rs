@@ -50,6 +50,15 @@ pub fn bind_port(port: u16, ipv6: bool) -> std::io::Result<TcpListener> {
     TcpListener::bind(addr)
 }
 
+/// A connected pair of loopback TCP streams, (client, server): the tests' socket.
+#[cfg(test)]
+pub(crate) fn loopback_pair() -> (std::net::TcpStream, std::net::TcpStream) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (server, _) = listener.accept().unwrap();
+    (client, server)
+}
+
 /// The first UP and RUNNING non-loopback interface address (IPv4, or IPv6 when asked).
 pub fn first_interface_ip(ipv6: bool) -> Option<String> {
     interface_ip(None, ipv6)

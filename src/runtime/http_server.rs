@@ -529,9 +529,7 @@ mod tests {
 
     #[test]
     fn reads_wait_past_the_socket_tick_until_their_deadline() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        let (server, _) = listener.accept().unwrap();
+        let (mut client, server) = crate::host::net::loopback_pair();
         server.set_read_timeout(Some(READ_TICK)).unwrap();
         let deadline = Instant::now() + READ_TICK + READ_TICK / 2;
         let mut reader = DeadlineReader {

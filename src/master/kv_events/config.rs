@@ -122,12 +122,22 @@ mod tests {
         let mut c = KvEventConfig::default();
         assert!(!c.enabled && c.emit_legacy_compat && c.emit_object_key);
         assert_eq!(c.queue_capacity, 65536);
-        c.set("enable_kv_events", "true").unwrap();
-        c.set("kv_events_bind_endpoint", "tcp://*:5557").unwrap();
-        c.set("kv_events_backend_id", "node0").unwrap();
-        c.set("kv_events_emit_legacy_compat", "false").unwrap();
-        c.set("kv_events_emit_object_key", "0").unwrap();
-        c.set("kv_events_queue_capacity", "0").unwrap();
+        let set_all = |c: &mut KvEventConfig, pairs: &[(&str, &str)]| {
+            for (name, value) in pairs {
+                c.set(name, value).unwrap();
+            }
+        };
+        set_all(
+            &mut c,
+            &[
+                ("enable_kv_events", "true"),
+                ("kv_events_bind_endpoint", "tcp://*:5557"),
+                ("kv_events_backend_id", "node0"),
+                ("kv_events_emit_legacy_compat", "false"),
+                ("kv_events_emit_object_key", "0"),
+                ("kv_events_queue_capacity", "0"),
+            ],
+        );
         assert_eq!(
             c,
             KvEventConfig {
@@ -141,14 +151,22 @@ mod tests {
         );
         // Deprecated: accepted, type-checked, no effect.
         let before = c.clone();
-        c.set("kv_events_model_name", "llama").unwrap();
-        c.set("kv_events_block_size", "16").unwrap();
-        c.set("kv_events_dp_rank", "3").unwrap();
-        c.set("kv_events_tenant_id", "t").unwrap();
-        c.set("kv_events_lora_name", "l").unwrap();
-        c.set("kv_events_additional_salt", "s").unwrap();
+        set_all(
+            &mut c,
+            &[
+                ("kv_events_model_name", "llama"),
+                ("kv_events_block_size", "16"),
+                ("kv_events_dp_rank", "3"),
+                ("kv_events_tenant_id", "t"),
+                ("kv_events_lora_name", "l"),
+                ("kv_events_additional_salt", "s"),
+            ],
+        );
         assert_eq!(c, before);
-        assert!(c.set("kv_events_block_size", "-1").is_err());
+        assert_eq!(
+            c.set("kv_events_block_size", "-1").unwrap_err().to_string(),
+            "flag --kv_events_block_size: '-1' is not a 32-bit unsigned integer"
+        );
         assert!(c.set("kv_events_queue_capacity", "4294967296").is_err());
         assert!(c.set("enable_kv_events", "maybe").is_err());
         assert!(c.set("kv_events_nope", "1").is_err());
