@@ -126,4 +126,16 @@ mod tests {
         let port = l.local_addr().unwrap().port();
         assert!((20000..=20999).contains(&port));
     }
+
+    #[test]
+    fn a_taken_range_fails_with_the_errno_of_the_last_bind() {
+        let held = bind_port(0, false).unwrap();
+        let port = held.local_addr().unwrap().port();
+        let e = bind_in_range(port, port, false).unwrap_err();
+        assert_eq!(e.errno(), libc::EADDRINUSE);
+        assert_eq!((e.err_code(), e.status_code()), (-102, 102));
+        assert!(e
+            .to_string()
+            .starts_with(&format!("socket: no free port in {port}-{port}: ")));
+    }
 }
