@@ -30,47 +30,105 @@ pub enum Error {
     Metadata(String),
     /// The operation is not implemented in this build.
     NotImplemented(String),
+    /// A system call failed: it counts as its [`ErrorKind`] and keeps the errno it set.
+    Os(OsError),
+}
+
+/// The family an [`Error`] belongs to: its name and its two upstream codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// [`Error::InvalidArgument`].
+    InvalidArgument,
+    /// [`Error::TooManyRequests`].
+    TooManyRequests,
+    /// [`Error::AddressNotRegistered`].
+    AddressNotRegistered,
+    /// [`Error::BatchBusy`].
+    BatchBusy,
+    /// [`Error::AddressOverlapped`].
+    AddressOverlapped,
+    /// [`Error::NotSupportedTransport`].
+    NotSupportedTransport,
+    /// [`Error::Dns`].
+    Dns,
+    /// [`Error::Socket`].
+    Socket,
+    /// [`Error::MalformedJson`].
+    MalformedJson,
+    /// [`Error::RejectHandshake`].
+    RejectHandshake,
+    /// [`Error::Metadata`].
+    Metadata,
+    /// [`Error::NotImplemented`].
+    NotImplemented,
+}
+
+/// A failed system call: what was being done and the errno the call set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OsError {
+    kind: ErrorKind,
+    message: String,
+    errno: i32,
+}
+
+impl ErrorKind {
+    /// The one code table: printed name, upstream's negative `ERR_*` code (`error.h`)
+    /// and its positive `Status::Code` (`status.h`).
+    fn codes(self) -> (&'static str, i32, i32) {
+        match self {
+            ErrorKind::InvalidArgument => ("invalid argument", -1, 1),
+            ErrorKind::TooManyRequests => ("too many requests", -2, 2),
+            ErrorKind::AddressNotRegistered => ("address not registered", -3, 3),
+            ErrorKind::BatchBusy => ("batch busy", -4, 4),
+            ErrorKind::AddressOverlapped => ("address overlapped", -7, 7),
+            ErrorKind::NotSupportedTransport => ("transport not supported", -1, 8),
+            ErrorKind::Dns => ("dns", -101, 101),
+            ErrorKind::Socket => ("socket", -102, 102),
+            ErrorKind::MalformedJson => ("malformed json", -103, 103),
+            ErrorKind::RejectHandshake => ("handshake rejected", -104, 104),
+            ErrorKind::Metadata => ("metadata", -200, 200),
+            ErrorKind::NotImplemented => ("not implemented", -303, 999),
+        }
+    }
 }
 
 impl Error {
+    /// The family this error belongs to.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::InvalidArgument(_) => ErrorKind::InvalidArgument,
+            Error::TooManyRequests(_) => ErrorKind::TooManyRequests,
+            Error::AddressNotRegistered(_) => ErrorKind::AddressNotRegistered,
+            Error::BatchBusy(_) => ErrorKind::BatchBusy,
+            Error::AddressOverlapped(_) => ErrorKind::AddressOverlapped,
+            Error::NotSupportedTransport(_) => ErrorKind::NotSupportedTransport,
+            Error::Dns(_) => ErrorKind::Dns,
+            Error::Socket(_) => ErrorKind::Socket,
+            Error::MalformedJson(_) => ErrorKind::MalformedJson,
+            Error::RejectHandshake(_) => ErrorKind::RejectHandshake,
+            Error::Metadata(_) => ErrorKind::Metadata,
+            Error::NotImplemented(_) => ErrorKind::NotImplemented,
+            Error::Os(e) => e.kind,
+        }
+    }
+
     /// Upstream's negative `ERR_*` code for this error (`error.h`).
     pub fn err_code(&self) -> i32 {
-        match self {
-            Error::InvalidArgument(_) => -1,
-            Error::TooManyRequests(_) => -2,
-            Error::AddressNotRegistered(_) => -3,
-            Error::BatchBusy(_) => -4,
-            Error::AddressOverlapped(_) => -7,
-            Error::NotSupportedTransport(_) => -1,
-            Error::Dns(_) => -101,
-            Error::Socket(_) => -102,
-            Error::MalformedJson(_) => -103,
-            Error::RejectHandshake(_) => -104,
-            Error::Metadata(_) => -200,
-            Error::NotImplemented(_) => -303,
-        }
+        self.kind().codes().1
     }
 
     /// Upstream's positive `Status::Code` for this error (`status.h`).
     pub fn status_code(&self) -> i32 {
-        match self {
-            Error::InvalidArgument(_) => 1,
-            Error::TooManyRequests(_) => 2,
-            Error::AddressNotRegistered(_) => 3,
-            Error::BatchBusy(_) => 4,
-            Error::AddressOverlapped(_) => 7,
-            Error::NotSupportedTransport(_) => 8,
-            Error::Dns(_) => 101,
-            Error::Socket(_) => 102,
-            Error::MalformedJson(_) => 103,
-            Error::RejectHandshake(_) => 104,
-            Error::Metadata(_) => 200,
-            Error::NotImplemented(_) => 999,
-        }
+        self.kind().codes().2
     }
 
-    /// The OS errno behind this error, when it came from a system call.
+    /// The OS errno behind this error, when it came from a system call: the one stored
+    /// by [`Error::os`], else the one an I/O error printed into the message
+    /// ([`Error::socket`]), else 0.
     pub fn errno(&self) -> i32 {
+        if let Error::Os(e) = self {
+            return e.errno;
+        }
         let msg = self.message();
         msg.rfind("(os error ")
             .and_then(|at| {
@@ -95,35 +153,31 @@ impl Error {
             | Error::RejectHandshake(m)
             | Error::Metadata(m)
             | Error::NotImplemented(m) => m,
+            Error::Os(e) => &e.message,
         }
     }
 
-    fn kind(&self) -> &'static str {
-        match self {
-            Error::InvalidArgument(_) => "invalid argument",
-            Error::TooManyRequests(_) => "too many requests",
-            Error::AddressNotRegistered(_) => "address not registered",
-            Error::BatchBusy(_) => "batch busy",
-            Error::AddressOverlapped(_) => "address overlapped",
-            Error::NotSupportedTransport(_) => "transport not supported",
-            Error::Dns(_) => "dns",
-            Error::Socket(_) => "socket",
-            Error::MalformedJson(_) => "malformed json",
-            Error::RejectHandshake(_) => "handshake rejected",
-            Error::Metadata(_) => "metadata",
-            Error::NotImplemented(_) => "not implemented",
-        }
-    }
-
-    /// Wraps an I/O error as a socket error with context.
+    /// Wraps an I/O error as a socket error with context (an [`Error::Socket`], the
+    /// variant its callers match on).
     pub fn socket(context: impl fmt::Display, err: std::io::Error) -> Error {
         Error::Socket(format!("{context}: {err}"))
+    }
+
+    /// Wraps a failed system call's I/O error as an [`Error::Os`] of family `kind`,
+    /// keeping its errno (0 when the error did not come from the OS); it prints as
+    /// [`Error::socket`] does.
+    pub fn os(kind: ErrorKind, context: impl fmt::Display, err: std::io::Error) -> Error {
+        Error::Os(OsError {
+            kind,
+            message: format!("{context}: {err}"),
+            errno: err.raw_os_error().unwrap_or(0),
+        })
     }
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.kind(), self.message())
+        write!(f, "{}: {}", self.kind().codes().0, self.message())
     }
 }
 
@@ -131,3 +185,31 @@ impl std::error::Error for Error {}
 
 /// Result alias used throughout the crate.
 pub type Result<T> = std::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_follow_the_kind() {
+        let e = Error::NotImplemented("x".into());
+        assert_eq!((e.err_code(), e.status_code()), (-303, 999));
+        assert_eq!(e.to_string(), "not implemented: x");
+        let e = Error::NotSupportedTransport("y".into());
+        assert_eq!((e.err_code(), e.status_code()), (-1, 8));
+    }
+
+    #[test]
+    fn os_errors_keep_their_errno_and_print_like_socket_errors() {
+        let io = || std::io::Error::from_raw_os_error(libc::EADDRINUSE);
+        let os = Error::os(ErrorKind::Socket, "bind 1.2.3.4:5", io());
+        let socket = Error::socket("bind 1.2.3.4:5", io());
+        assert_eq!(os.to_string(), socket.to_string());
+        assert_eq!(os.errno(), libc::EADDRINUSE);
+        assert_eq!(socket.errno(), libc::EADDRINUSE);
+        assert_eq!((os.err_code(), os.status_code()), (-102, 102));
+        assert_eq!(os.kind(), ErrorKind::Socket);
+        let custom = Error::os(ErrorKind::Dns, "x", std::io::Error::other("(os error 5)"));
+        assert_eq!(custom.errno(), 0);
+    }
+}

@@ -161,66 +161,47 @@ impl<'a> Reader<'a> {
             Marker::F32 => Value::Float(f64::from(rd.read_data_f32()?)),
             Marker::F64 => Value::Float(rd.read_data_f64()?),
             Marker::FixStr(n) => self.str(usize::from(n))?,
-            Marker::Str8 => {
-                let n = u32::from(rd.read_data_u8()?);
-                self.str(self.count(n, 1)?)?
-            }
-            Marker::Str16 => {
-                let n = u32::from(rd.read_data_u16()?);
-                self.str(self.count(n, 1)?)?
-            }
-            Marker::Str32 => {
-                let n = rd.read_data_u32()?;
-                self.str(self.count(n, 1)?)?
-            }
-            Marker::Bin8 => {
-                let n = u32::from(rd.read_data_u8()?);
-                Value::Bin(self.take(self.count(n, 1)?)?.to_vec())
-            }
-            Marker::Bin16 => {
-                let n = u32::from(rd.read_data_u16()?);
-                Value::Bin(self.take(self.count(n, 1)?)?.to_vec())
-            }
-            Marker::Bin32 => {
-                let n = rd.read_data_u32()?;
-                Value::Bin(self.take(self.count(n, 1)?)?.to_vec())
-            }
+            Marker::Str8 => self.sized(1, 1, Self::str)?,
+            Marker::Str16 => self.sized(2, 1, Self::str)?,
+            Marker::Str32 => self.sized(4, 1, Self::str)?,
+            Marker::Bin8 => self.sized(1, 1, Self::bin)?,
+            Marker::Bin16 => self.sized(2, 1, Self::bin)?,
+            Marker::Bin32 => self.sized(4, 1, Self::bin)?,
             Marker::FixExt1 => self.ext(1)?,
             Marker::FixExt2 => self.ext(2)?,
             Marker::FixExt4 => self.ext(4)?,
             Marker::FixExt8 => self.ext(8)?,
             Marker::FixExt16 => self.ext(16)?,
-            Marker::Ext8 => {
-                let n = u32::from(rd.read_data_u8()?);
-                self.ext(self.count(n, 1)?)?
-            }
-            Marker::Ext16 => {
-                let n = u32::from(rd.read_data_u16()?);
-                self.ext(self.count(n, 1)?)?
-            }
-            Marker::Ext32 => {
-                let n = rd.read_data_u32()?;
-                self.ext(self.count(n, 1)?)?
-            }
+            Marker::Ext8 => self.sized(1, 1, Self::ext)?,
+            Marker::Ext16 => self.sized(2, 1, Self::ext)?,
+            Marker::Ext32 => self.sized(4, 1, Self::ext)?,
             Marker::FixArray(n) => self.array(usize::from(n), depth)?,
-            Marker::Array16 => {
-                let n = u32::from(rd.read_data_u16()?);
-                self.array(self.count(n, 1)?, depth)?
-            }
-            Marker::Array32 => {
-                let n = rd.read_data_u32()?;
-                self.array(self.count(n, 1)?, depth)?
-            }
+            Marker::Array16 => self.sized(2, 1, |r, n| r.array(n, depth))?,
+            Marker::Array32 => self.sized(4, 1, |r, n| r.array(n, depth))?,
             Marker::FixMap(n) => self.map(usize::from(n), depth)?,
-            Marker::Map16 => {
-                let n = u32::from(rd.read_data_u16()?);
-                self.map(self.count(n, 2)?, depth)?
-            }
-            Marker::Map32 => {
-                let n = rd.read_data_u32()?;
-                self.map(self.count(n, 2)?, depth)?
-            }
+            Marker::Map16 => self.sized(2, 2, |r, n| r.map(n, depth))?,
+            Marker::Map32 => self.sized(4, 2, |r, n| r.map(n, depth))?,
         })
+    }
+
+    /// A value whose big-endian length of `width` bytes comes first, that length
+    /// checked as a [`count`](Self::count) of `min_bytes` elements; `read` reads the rest.
+    fn sized(
+        &mut self,
+        width: usize,
+        min_bytes: usize,
+        read: impl FnOnce(&mut Self, usize) -> Result<Value, DecodeError>,
+    ) -> Result<Value, DecodeError> {
+        let len = self
+            .take(width)?
+            .iter()
+            .fold(0u32, |n, &b| (n << 8) | u32::from(b));
+        let n = self.count(len, min_bytes)?;
+        read(self, n)
+    }
+
+    fn bin(&mut self, n: usize) -> Result<Value, DecodeError> {
+        Ok(Value::Bin(self.take(n)?.to_vec()))
     }
 
     fn str(&mut self, n: usize) -> Result<Value, DecodeError> {

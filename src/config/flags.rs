@@ -2,6 +2,72 @@
 //! separate value, `--name`/`--noname` for booleans, `--flagfile`-free.
 
 use std::collections::HashMap;
+use std::fmt;
+
+/// Why a flag could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FlagError {
+    /// A value flag came last, without its value.
+    #[error("flag --{name} needs a value")]
+    MissingValue {
+        /// The flag.
+        name: String,
+    },
+    /// A flag's value does not parse as the flag's type.
+    #[error("{}", problem.describe(name, value))]
+    BadValue {
+        /// The flag.
+        name: String,
+        /// The value as given.
+        value: String,
+        /// What is wrong with it.
+        problem: Problem,
+    },
+}
+
+/// What is wrong with a flag's value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Problem {
+    /// Not a gflags boolean.
+    NotBool,
+    /// Not a number of the flag's type.
+    NotNumber,
+    /// A byte size with a unit that is not `B`, `K…`, `M…`, `G…` or `T…`.
+    UnknownUnit,
+    /// A byte size beyond `u64`.
+    TooLarge,
+    /// Not a byte size at all.
+    NotSize,
+}
+
+impl Problem {
+    fn describe(self, name: &str, v: &str) -> String {
+        match self {
+            Problem::NotBool => format!("flag --{name}: '{v}' is not a boolean"),
+            Problem::NotNumber => format!("--{name}: {v:?} is not a valid number"),
+            Problem::UnknownUnit => format!("--{name}: '{v}' has an unknown unit"),
+            Problem::TooLarge => format!("--{name}: '{v}' is too large"),
+            Problem::NotSize => format!("--{name}: '{v}' is not a size"),
+        }
+    }
+}
+
+impl FlagError {
+    fn bad(name: &str, value: &str, problem: Problem) -> FlagError {
+        FlagError::BadValue {
+            name: name.to_string(),
+            value: value.to_string(),
+            problem,
+        }
+    }
+}
+
+/// The binaries keep their errors as text.
+impl From<FlagError> for String {
+    fn from(e: FlagError) -> String {
+        e.to_string()
+    }
+}
 
 /// Whether a flag takes a value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,7 +103,7 @@ impl Flags {
     pub fn parse(
         args: impl IntoIterator<Item = String>,
         kind_of: impl Fn(&str) -> Option<FlagKind>,
-    ) -> Result<Flags, String> {
+    ) -> Result<Flags, FlagError> {
         let mut flags = Flags::default();
         let mut args = args.into_iter().peekable();
         while let Some(arg) = args.next() {
@@ -68,7 +134,7 @@ impl Flags {
                 (Some(FlagKind::Value), None) => {
                     let v = args
                         .next()
-                        .ok_or_else(|| format!("flag --{name} needs a value"))?;
+                        .ok_or_else(|| FlagError::MissingValue { name: name.clone() })?;
                     flags.values.insert(name, v);
                 }
                 (None, inline) => match name.strip_prefix("no") {
@@ -95,13 +161,13 @@ impl Flags {
     }
 
     /// The value of a numeric flag, `default` when not given.
-    pub fn number<T: std::str::FromStr>(&self, name: &str, default: T) -> Result<T, String> {
+    pub fn number<T: std::str::FromStr>(&self, name: &str, default: T) -> Result<T, FlagError> {
         match self.get(name) {
             None => Ok(default),
             Some(v) => v
                 .trim()
                 .parse()
-                .map_err(|_| format!("--{name}: {v:?} is not a valid number")),
+                .map_err(|_| FlagError::bad(name, v, Problem::NotNumber)),
         }
     }
 
@@ -115,12 +181,12 @@ impl Flags {
 /// prints `usage` for `--help` (or `-h` when it is a known flag), warns about unknown
 /// flags, builds the settings (exit status 2 with the usage when they are wrong) and
 /// runs (exit status 1 with `name: error` when that fails).
-pub fn run_main<S>(
+pub fn run_main<S, E: fmt::Display, F: fmt::Display>(
     name: &str,
     usage: &str,
     kind_of: impl Fn(&str) -> Option<FlagKind>,
-    settings: impl FnOnce(&Flags) -> Result<S, String>,
-    run: impl FnOnce(S) -> Result<(), String>,
+    settings: impl FnOnce(&Flags) -> Result<S, E>,
+    run: impl FnOnce(S) -> Result<(), F>,
 ) -> std::process::ExitCode {
     use std::process::ExitCode;
     let flags = match Flags::parse(std::env::args().skip(1), kind_of) {
@@ -154,18 +220,18 @@ pub fn run_main<S>(
 }
 
 /// Parses a gflags boolean value.
-pub fn parse_bool(name: &str, v: &str) -> Result<bool, String> {
+pub fn parse_bool(name: &str, v: &str) -> Result<bool, FlagError> {
     match v.trim().to_ascii_lowercase().as_str() {
         "true" | "1" | "yes" | "y" | "t" => Ok(true),
         "false" | "0" | "no" | "n" | "f" => Ok(false),
-        _ => Err(format!("flag --{name}: '{v}' is not a boolean")),
+        _ => Err(FlagError::bad(name, v, Problem::NotBool)),
     }
 }
 
 /// Parses a byte size as upstream's flags take it: a number (a decimal fraction
 /// allowed) and an optional unit `B`, `K`/`KB`/`KiB`, `M…`, `G…`, `T…` (powers of
 /// 1024, any case, spaces allowed: `"4 GB"`, `512MB`, `1.5g`).
-pub fn parse_byte_size(name: &str, v: &str) -> Result<u64, String> {
+pub fn parse_byte_size(name: &str, v: &str) -> Result<u64, FlagError> {
     let t = v.trim();
     let split = t
         .find(|c: char| !c.is_ascii_digit() && c != '.')
@@ -177,9 +243,9 @@ pub fn parse_byte_size(name: &str, v: &str) -> Result<u64, String> {
         "m" | "mb" | "mib" => 20,
         "g" | "gb" | "gib" => 30,
         "t" | "tb" | "tib" => 40,
-        _ => return Err(format!("--{name}: '{v}' has an unknown unit")),
+        _ => return Err(FlagError::bad(name, v, Problem::UnknownUnit)),
     };
-    let too_large = || format!("--{name}: '{v}' is too large");
+    let too_large = || FlagError::bad(name, v, Problem::TooLarge);
     if let Ok(n) = num.parse::<u64>() {
         return n.checked_mul(1u64 << shift).ok_or_else(too_large);
     }
@@ -191,7 +257,7 @@ pub fn parse_byte_size(name: &str, v: &str) -> Result<u64, String> {
             }
             Ok(bytes as u64)
         }
-        _ => Err(format!("--{name}: '{v}' is not a size")),
+        _ => Err(FlagError::bad(name, v, Problem::NotSize)),
     }
 }
 
@@ -207,7 +273,7 @@ mod tests {
         }
     }
 
-    fn parse(args: &[&str]) -> Result<Flags, String> {
+    fn parse(args: &[&str]) -> Result<Flags, FlagError> {
         Flags::parse(args.iter().map(|s| s.to_string()), kind)
     }
 

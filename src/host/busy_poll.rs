@@ -135,15 +135,13 @@ fn peek_ready(fd: RawFd) -> io::Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::host::net::loopback_pair;
     use std::io::Write;
-    use std::net::{TcpListener, TcpStream};
     use std::os::fd::AsRawFd;
 
     #[test]
     fn ready_on_data_and_eof_times_out_otherwise() {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let mut tx = TcpStream::connect(l.local_addr().unwrap()).unwrap();
-        let (rx, _) = l.accept().unwrap();
+        let (mut tx, rx) = loopback_pair();
         let fd = rx.as_raw_fd();
         let soon = || Some(Instant::now() + Duration::from_millis(20));
         assert!(!wait_readable(fd, Duration::from_micros(50), soon()).unwrap());
@@ -152,8 +150,7 @@ mod tests {
         assert!(wait_readable(fd, Duration::from_micros(50), None).unwrap());
         assert!(wait_readable(fd, Duration::ZERO, None).unwrap());
         drop(tx);
-        let other = TcpStream::connect(l.local_addr().unwrap()).unwrap();
-        let (rx2, _) = l.accept().unwrap();
+        let (other, rx2) = loopback_pair();
         other.shutdown(std::net::Shutdown::Write).unwrap();
         assert!(wait_readable(rx2.as_raw_fd(), Duration::ZERO, soon()).unwrap());
         let passed = Some(Instant::now());

@@ -1,6 +1,6 @@
 //! Listening sockets on a random port of a range, and the advertised local IP.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -30,10 +30,14 @@ pub fn bind_in_range(min: u16, max: u16, ipv6: bool) -> Result<TcpListener> {
             Err(e) => last_err = Some(e),
         }
     }
-    Err(Error::Socket(format!(
-        "no free port in {min}-{max}: {}",
-        last_err.map_or_else(|| "no attempt".into(), |e| e.to_string())
-    )))
+    Err(match last_err {
+        Some(e) => Error::os(
+            ErrorKind::Socket,
+            format_args!("no free port in {min}-{max}"),
+            e,
+        ),
+        None => Error::Socket(format!("no free port in {min}-{max}: no attempt")),
+    })
 }
 
 /// Binds a listener on all interfaces at `port`.
@@ -44,6 +48,15 @@ pub fn bind_port(port: u16, ipv6: bool) -> std::io::Result<TcpListener> {
         SocketAddr::from((Ipv4Addr::UNSPECIFIED, port))
     };
     TcpListener::bind(addr)
+}
+
+/// A connected pair of loopback TCP streams, (client, server): the tests' socket.
+#[cfg(test)]
+pub(crate) fn loopback_pair() -> (std::net::TcpStream, std::net::TcpStream) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (server, _) = listener.accept().unwrap();
+    (client, server)
 }
 
 /// The first UP and RUNNING non-loopback interface address (IPv4, or IPv6 when asked).
@@ -112,5 +125,17 @@ mod tests {
         let l = bind_in_range(20000, 20999, false).unwrap();
         let port = l.local_addr().unwrap().port();
         assert!((20000..=20999).contains(&port));
+    }
+
+    #[test]
+    fn a_taken_range_fails_with_the_errno_of_the_last_bind() {
+        let held = bind_port(0, false).unwrap();
+        let port = held.local_addr().unwrap().port();
+        let e = bind_in_range(port, port, false).unwrap_err();
+        assert_eq!(e.errno(), libc::EADDRINUSE);
+        assert_eq!((e.err_code(), e.status_code()), (-102, 102));
+        assert!(e
+            .to_string()
+            .starts_with(&format!("socket: no free port in {port}-{port}: ")));
     }
 }

@@ -4,6 +4,95 @@
 
 use std::time::Duration;
 
+/// Why a master flag or config file was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum MasterConfigError {
+    /// A flag this master does not know.
+    #[error("unknown master flag: {0}")]
+    UnknownFlag(String),
+    /// A duration flag's value.
+    #[error(transparent)]
+    Duration(#[from] DurationError),
+    /// A boolean flag's value.
+    #[error("not a boolean: {value:?}")]
+    NotBool {
+        /// The value as given.
+        value: String,
+    },
+    /// A flag's value is not a number of the flag's type (`what`: `an integer`, `a
+    /// non-negative integer`, `a number`).
+    #[error("{name}: not {what}: {value:?}")]
+    NotNumber {
+        /// The flag.
+        name: String,
+        /// The kind of number it takes.
+        what: &'static str,
+        /// The value as given.
+        value: String,
+    },
+    /// A ratio outside [0, 1].
+    #[error("{name} must be between 0.0 and 1.0, got {value}")]
+    RatioOutOfRange {
+        /// The flag.
+        name: String,
+        /// The ratio.
+        value: f64,
+    },
+    /// A count above the flag's limit.
+    #[error("{name}: at most {max}, got {value}")]
+    AboveLimit {
+        /// The flag.
+        name: String,
+        /// Its limit.
+        max: u64,
+        /// The count given.
+        value: u64,
+    },
+    /// A value that is none of the flag's choices (`what`: `strategy`, `allocator`).
+    #[error("{name}: unknown {what} {value:?}")]
+    UnknownChoice {
+        /// The flag.
+        name: String,
+        /// What the flag chooses.
+        what: &'static str,
+        /// The value as given.
+        value: String,
+    },
+    /// `put_start_release_timeout_sec` is not above `put_start_discard_timeout_sec`.
+    #[error("put_start_release_timeout_sec must be larger than put_start_discard_timeout_sec")]
+    ReleaseNotAfterDiscard,
+    /// The config file is not JSON.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    /// The config file is JSON but not an object.
+    #[error("not a JSON object")]
+    NotObject,
+}
+
+/// The binaries keep their errors as text.
+impl From<MasterConfigError> for String {
+    fn from(e: MasterConfigError) -> String {
+        e.to_string()
+    }
+}
+
+/// Why a duration (upstream's `ParseDurationMs`) was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    /// The value does not start with a digit.
+    #[error("duration {0:?} must start with a non-negative integer (units ms, s, m, h)")]
+    NoNumber(String),
+    /// The number does not fit in 64 bits.
+    #[error("duration {0:?} is too large")]
+    TooLarge(String),
+    /// The unit is not `ms`, `s`, `m` or `h`.
+    #[error("unsupported duration unit {0:?}; supported units are ms, s, m, and h")]
+    UnknownUnit(String),
+    /// The milliseconds do not fit in 64 bits.
+    #[error("duration {0:?} is too large after unit conversion")]
+    TooLargeInMs(String),
+}
+
 /// `--allocation_strategy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum AllocationStrategy {
@@ -157,7 +246,7 @@ impl MasterConfig {
     /// values are errors; `allocation_strategy` values upstream knows but this master
     /// does not implement (`ssd_free_ratio_first`, `cxl`, `local_first`) fall back to
     /// `random` with a warning.
-    pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
+    pub fn set(&mut self, name: &str, value: &str) -> Result<(), MasterConfigError> {
         let v = value.trim();
         match name {
             "default_kv_lease_ttl" => self.default_kv_lease_ttl = parse_duration_ms(v)?,
@@ -171,9 +260,11 @@ impl MasterConfig {
                 self.eviction_high_watermark_ratio = parse_ratio(name, v)?
             }
             "client_ttl" => {
-                let secs: i64 = v
-                    .parse()
-                    .map_err(|_| format!("client_ttl: not an integer: {v:?}"))?;
+                let secs: i64 = v.parse().map_err(|_| MasterConfigError::NotNumber {
+                    name: name.to_string(),
+                    what: "an integer",
+                    value: v.to_string(),
+                })?;
                 self.client_ttl = Duration::from_secs(secs.max(0) as u64);
             }
             "put_start_discard_timeout_sec" => {
@@ -190,14 +281,14 @@ impl MasterConfig {
                         log::warn!("allocation_strategy={v} is not implemented; using random");
                         AllocationStrategy::Random
                     }
-                    _ => return Err(format!("allocation_strategy: unknown strategy {v:?}")),
+                    _ => return Err(unknown_choice("allocation_strategy", "strategy", v)),
                 }
             }
             "memory_allocator" => {
                 self.memory_allocator = match v {
                     "offset" => MemoryAllocator::Offset,
                     "cachelib" => MemoryAllocator::Cachelib,
-                    _ => return Err(format!("memory_allocator: unknown allocator {v:?}")),
+                    _ => return Err(unknown_choice("memory_allocator", "allocator", v)),
                 }
             }
             "enable_multi_tenants" => self.enable_multi_tenants = parse_bool(v)?,
@@ -210,7 +301,11 @@ impl MasterConfig {
             "offloading_queue_limit" => {
                 let n = parse_u64(name, v)?;
                 if n > 100_000_000 {
-                    return Err(format!("{name}: at most 100000000, got {n}"));
+                    return Err(MasterConfigError::AboveLimit {
+                        name: name.to_string(),
+                        max: 100_000_000,
+                        value: n,
+                    });
                 }
                 self.offloading_queue_limit = n;
             }
@@ -221,14 +316,14 @@ impl MasterConfig {
             }
             "promotion_max_per_heartbeat" => self.promotion_max_per_heartbeat = parse_u64(name, v)?,
             "promotion_queue_limit" => self.promotion_queue_limit = parse_u64(name, v)?,
-            _ => return Err(format!("unknown master flag: {name}")),
+            _ => return Err(MasterConfigError::UnknownFlag(name.to_string())),
         }
         Ok(())
     }
 
     /// Upstream's start-up checks: ratios within [0, 1] and the release timeout longer
     /// than the discard timeout.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), MasterConfigError> {
         for (name, r) in [
             ("eviction_ratio", self.eviction_ratio),
             (
@@ -236,15 +331,10 @@ impl MasterConfig {
                 self.eviction_high_watermark_ratio,
             ),
         ] {
-            if !(0.0..=1.0).contains(&r) {
-                return Err(format!("{name} must be between 0.0 and 1.0, got {r}"));
-            }
+            check_ratio(name, r)?;
         }
         if self.put_start_release_timeout_sec <= self.put_start_discard_timeout_sec {
-            return Err(
-                "put_start_release_timeout_sec must be larger than put_start_discard_timeout_sec"
-                    .into(),
-            );
+            return Err(MasterConfigError::ReleaseNotAfterDiscard);
         }
         Ok(())
     }
@@ -252,9 +342,9 @@ impl MasterConfig {
 
 /// The (name, value) pairs of a master config file: a JSON object with flag names as
 /// keys; string values are taken as they are, others as their JSON text.
-pub fn config_pairs(text: &str) -> Result<Vec<(String, String)>, String> {
-    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
-    let obj = value.as_object().ok_or("not a JSON object")?;
+pub fn config_pairs(text: &str) -> Result<Vec<(String, String)>, MasterConfigError> {
+    let value: serde_json::Value = serde_json::from_str(text)?;
+    let obj = value.as_object().ok_or(MasterConfigError::NotObject)?;
     Ok(obj
         .iter()
         .map(|(k, v)| {
@@ -269,55 +359,73 @@ pub fn config_pairs(text: &str) -> Result<Vec<(String, String)>, String> {
 
 /// Upstream's `ParseDurationMs`: a non-negative integer, optionally followed by `ms`,
 /// `s`, `m` or `h` (case-insensitive, whitespace allowed); a bare number is milliseconds.
-pub fn parse_duration_ms(value: &str) -> Result<Duration, String> {
+pub fn parse_duration_ms(value: &str) -> Result<Duration, DurationError> {
     let t = value.trim();
     let digits = t.bytes().take_while(u8::is_ascii_digit).count();
     if digits == 0 {
-        return Err(format!(
-            "duration {value:?} must start with a non-negative integer (units ms, s, m, h)"
-        ));
+        return Err(DurationError::NoNumber(value.to_string()));
     }
     let n: u64 = t[..digits]
         .parse()
-        .map_err(|_| format!("duration {value:?} is too large"))?;
+        .map_err(|_| DurationError::TooLarge(value.to_string()))?;
     let mult: u64 = match t[digits..].trim().to_ascii_lowercase().as_str() {
         "" | "ms" => 1,
         "s" => 1000,
         "m" => 60 * 1000,
         "h" => 60 * 60 * 1000,
-        other => {
-            return Err(format!(
-                "unsupported duration unit {other:?}; supported units are ms, s, m, and h"
-            ))
-        }
+        other => return Err(DurationError::UnknownUnit(other.to_string())),
     };
     let ms = n
         .checked_mul(mult)
-        .ok_or_else(|| format!("duration {value:?} is too large after unit conversion"))?;
+        .ok_or_else(|| DurationError::TooLargeInMs(value.to_string()))?;
     Ok(Duration::from_millis(ms))
 }
 
-fn parse_bool(v: &str) -> Result<bool, String> {
+fn parse_bool(v: &str) -> Result<bool, MasterConfigError> {
     match v.to_ascii_lowercase().as_str() {
         "true" | "t" | "yes" | "y" | "1" => Ok(true),
         "false" | "f" | "no" | "n" | "0" => Ok(false),
-        _ => Err(format!("not a boolean: {v:?}")),
+        _ => Err(MasterConfigError::NotBool {
+            value: v.to_string(),
+        }),
     }
 }
 
-fn parse_u64(name: &str, v: &str) -> Result<u64, String> {
-    v.parse()
-        .map_err(|_| format!("{name}: not a non-negative integer: {v:?}"))
+fn parse_u64(name: &str, v: &str) -> Result<u64, MasterConfigError> {
+    v.parse().map_err(|_| MasterConfigError::NotNumber {
+        name: name.to_string(),
+        what: "a non-negative integer",
+        value: v.to_string(),
+    })
 }
 
-fn parse_ratio(name: &str, v: &str) -> Result<f64, String> {
-    let r: f64 = v
-        .parse()
-        .map_err(|_| format!("{name}: not a number: {v:?}"))?;
-    if !(0.0..=1.0).contains(&r) {
-        return Err(format!("{name} must be between 0.0 and 1.0, got {r}"));
-    }
+fn parse_ratio(name: &str, v: &str) -> Result<f64, MasterConfigError> {
+    let r: f64 = v.parse().map_err(|_| MasterConfigError::NotNumber {
+        name: name.to_string(),
+        what: "a number",
+        value: v.to_string(),
+    })?;
+    check_ratio(name, r)?;
     Ok(r)
+}
+
+fn check_ratio(name: &str, value: f64) -> Result<(), MasterConfigError> {
+    if (0.0..=1.0).contains(&value) {
+        Ok(())
+    } else {
+        Err(MasterConfigError::RatioOutOfRange {
+            name: name.to_string(),
+            value,
+        })
+    }
+}
+
+fn unknown_choice(name: &str, what: &'static str, v: &str) -> MasterConfigError {
+    MasterConfigError::UnknownChoice {
+        name: name.to_string(),
+        what,
+        value: v.to_string(),
+    }
 }
 
 #[cfg(test)]

@@ -36,31 +36,30 @@ pub trait Connection: Send + Sized + 'static {
     fn peer(&self) -> Peer;
 }
 
-impl Connection for TcpStream {
-    fn duplicate(&self) -> io::Result<Self> {
-        self.try_clone()
-    }
-    fn close(&self) {
-        let _ = self.shutdown(Shutdown::Both);
-    }
-    fn peer(&self) -> Peer {
-        self.peer_addr()
-            .map_or(Peer::Unknown, |a| Peer::Host(a.ip()))
-    }
+/// Implements [`Connection`] for a std stream type (`try_clone`, `shutdown`), with
+/// `$peer` saying who `$stream` is connected to.
+macro_rules! std_connection {
+    ($ty:ty, |$stream:ident| $peer:expr) => {
+        impl Connection for $ty {
+            fn duplicate(&self) -> io::Result<Self> {
+                self.try_clone()
+            }
+            fn close(&self) {
+                let _ = self.shutdown(Shutdown::Both);
+            }
+            fn peer(&self) -> Peer {
+                let $stream = self;
+                $peer
+            }
+        }
+    };
 }
 
-impl Connection for UnixStream {
-    fn duplicate(&self) -> io::Result<Self> {
-        self.try_clone()
-    }
-    fn close(&self) {
-        let _ = self.shutdown(Shutdown::Both);
-    }
-    fn peer(&self) -> Peer {
-        crate::host::fd_passing::peer_credentials(self)
-            .map_or(Peer::Unknown, |c| Peer::Process(c.pid))
-    }
-}
+std_connection!(TcpStream, |s| s
+    .peer_addr()
+    .map_or(Peer::Unknown, |a| Peer::Host(a.ip())));
+std_connection!(UnixStream, |s| crate::host::fd_passing::peer_credentials(s)
+    .map_or(Peer::Unknown, |c| Peer::Process(c.pid)));
 
 /// How many connections one listening socket serves at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

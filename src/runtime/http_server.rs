@@ -16,7 +16,7 @@ use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind::Socket, Result};
 use crate::runtime::conn_threads::ConnLimits;
 use crate::runtime::tcp_acceptor::{StreamTimeouts, TcpAcceptor};
 
@@ -91,7 +91,7 @@ impl HttpServer {
         handler: Arc<dyn HttpHandler>,
     ) -> Result<HttpServer> {
         let listener = TcpListener::bind(bind)
-            .map_err(|e| Error::Socket(format!("{name}: bind {bind} failed: {e}")))?;
+            .map_err(|e| Error::os(Socket, format_args!("{name}: bind {bind} failed"), e))?;
         let timeouts = StreamTimeouts {
             read: Some(READ_TICK),
             write: Some(WRITE_TIMEOUT),
@@ -104,7 +104,13 @@ impl HttpServer {
             move |stream, _| serve_connection(stream, handler.as_ref()),
             reject_busy,
         )
-        .map_err(|e| Error::Socket(format!("{name}: starting the acceptor failed: {e}")))?;
+        .map_err(|e| {
+            Error::os(
+                Socket,
+                format_args!("{name}: starting the acceptor failed"),
+                e,
+            )
+        })?;
         Ok(HttpServer { acceptor })
     }
 
@@ -211,17 +217,10 @@ fn serve_connection(stream: &TcpStream, handler: &dyn HttpHandler) {
             Ok(_) => {}
         }
         reader.get_mut().deadline = Instant::now() + REQUEST_TIMEOUT;
-        let head = match read_head(&mut reader) {
-            Ok(h) => h,
-            Err(ReadFail::Closed) => return,
-            Err(ReadFail::Reply(status, msg)) => {
-                let _ = write_reply(&mut writer, &HttpReply::text(status, msg), false, false);
-                linger_close(reader.into_inner().stream);
-                return;
-            }
-        };
-        let body = match read_body(&mut reader, &mut writer, &head) {
-            Ok(b) => b,
+        let request = read_head(&mut reader)
+            .and_then(|head| Ok((read_body(&mut reader, &mut writer, &head)?, head)));
+        let (body, head) = match request {
+            Ok(r) => r,
             Err(ReadFail::Closed) => return,
             Err(ReadFail::Reply(status, msg)) => {
                 let _ = write_reply(&mut writer, &HttpReply::text(status, msg), false, false);
@@ -530,9 +529,7 @@ mod tests {
 
     #[test]
     fn reads_wait_past_the_socket_tick_until_their_deadline() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        let (server, _) = listener.accept().unwrap();
+        let (mut client, server) = crate::host::net::loopback_pair();
         server.set_read_timeout(Some(READ_TICK)).unwrap();
         let deadline = Instant::now() + READ_TICK + READ_TICK / 2;
         let mut reader = DeadlineReader {

@@ -3,6 +3,7 @@
 //! loads on hosts that have neither.
 
 use std::ffi::{c_void, CStr, CString};
+use std::fmt;
 
 /// An opened shared library. It is never closed: its functions may be called until the
 /// process exits, and the handles it hands out live in process-wide tables.
@@ -10,6 +11,28 @@ pub struct Library {
     handle: *mut c_void,
     name: String,
 }
+
+/// Why no library could be opened. Prints what `dlerror` said for each name, after
+/// the environment variable that named the file when one did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DlError {
+    /// The environment variable that named the file, when one did.
+    pub variable: Option<String>,
+    /// Each name tried and what `dlerror` said about it.
+    pub tried: Vec<(String, String)>,
+}
+
+impl fmt::Display for DlError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(var) = &self.variable {
+            write!(f, "{var}: ")?;
+        }
+        let reasons: Vec<&str> = self.tried.iter().map(|(_, why)| why.as_str()).collect();
+        f.write_str(&reasons.join("; "))
+    }
+}
+
+impl std::error::Error for DlError {}
 
 // SAFETY: a dlopen handle is a process-wide token; dlsym is thread-safe.
 unsafe impl Send for Library {}
@@ -19,8 +42,8 @@ unsafe impl Sync for Library {}
 impl Library {
     /// Opens the first of `names` that loads (`RTLD_NOW | RTLD_LOCAL`); the error
     /// lists what `dlerror` said for each.
-    pub fn open(names: &[&str]) -> Result<Library, String> {
-        let mut why = Vec::new();
+    pub fn open(names: &[&str]) -> Result<Library, DlError> {
+        let mut tried = Vec::new();
         for name in names {
             let Ok(c) = CString::new(*name) else { continue };
             // SAFETY: a valid NUL-terminated name; dlopen has no other precondition.
@@ -31,16 +54,22 @@ impl Library {
                     name: name.to_string(),
                 });
             }
-            why.push(last_dl_error());
+            tried.push((name.to_string(), last_dl_error()));
         }
-        Err(why.join("; "))
+        Err(DlError {
+            variable: None,
+            tried,
+        })
     }
 
     /// Opens the file named by environment variable `var` when it is set (and only
     /// that), else the first of `defaults` that loads.
-    pub fn open_configured(var: &str, defaults: &[&str]) -> Result<Library, String> {
+    pub fn open_configured(var: &str, defaults: &[&str]) -> Result<Library, DlError> {
         match std::env::var(var).ok().filter(|p| !p.trim().is_empty()) {
-            Some(path) => Library::open(&[path.as_str()]).map_err(|e| format!("{var}: {e}")),
+            Some(path) => Library::open(&[path.as_str()]).map_err(|e| DlError {
+                variable: Some(var.to_string()),
+                ..e
+            }),
             None => Library::open(defaults),
         }
     }

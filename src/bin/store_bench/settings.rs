@@ -1,6 +1,6 @@
 //! Command-line flags (gflags-style, via [`Flags`]) and their validated form.
 
-use mooncake::config::flags::{parse_bool, parse_byte_size, FlagKind, Flags};
+use mooncake::config::flags::{parse_bool, parse_byte_size, FlagError, FlagKind, Flags};
 use mooncake::host::net::random_u64;
 use std::time::Duration;
 
@@ -348,7 +348,7 @@ impl Settings {
             .unwrap_or("4096,1048576")
             .split(',')
             .map(|s| parse_byte_size("value_sizes", s))
-            .collect::<Result<Vec<u64>, String>>()?;
+            .collect::<Result<Vec<u64>, FlagError>>()?;
         if value_sizes.iter().any(|&s| s == 0 || s > 1 << 30) {
             return Err("--value_sizes: every size must be in 1..=1GiB".into());
         }

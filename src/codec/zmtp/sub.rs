@@ -7,6 +7,7 @@ use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
 use super::codec::{self, Command};
+use super::endpoint::{bad_port, tcp_host_port, EndpointError};
 use super::session;
 
 /// Largest message frame accepted from a publisher.
@@ -15,24 +16,23 @@ pub const MAX_MESSAGE_FRAME: usize = 64 << 20;
 const MAX_FRAMES: usize = 64;
 
 /// Resolves a `tcp://host:port` connect endpoint.
-pub fn resolve(endpoint: &str) -> Result<SocketAddr, String> {
-    let rest = endpoint
-        .strip_prefix("tcp://")
-        .ok_or_else(|| format!("{endpoint:?} is not a tcp://host:port endpoint"))?;
-    let (host, port) = rest
-        .rsplit_once(':')
-        .ok_or_else(|| format!("{endpoint:?} has no port"))?;
+pub fn resolve(endpoint: &str) -> Result<SocketAddr, EndpointError> {
+    let (host, port) = tcp_host_port(endpoint)?;
     let port: u16 = port
         .parse()
         .ok()
         .filter(|p| *p != 0)
-        .ok_or_else(|| format!("{endpoint:?}: {port:?} is not a port"))?;
+        .ok_or_else(|| bad_port(endpoint, port))?;
     let host = host.trim_start_matches('[').trim_end_matches(']');
+    let owned = || endpoint.to_string();
     (host, port)
         .to_socket_addrs()
-        .map_err(|e| format!("{endpoint:?}: {e}"))?
+        .map_err(|source| EndpointError::Resolve {
+            endpoint: owned(),
+            source,
+        })?
         .next()
-        .ok_or_else(|| format!("{endpoint:?}: no address"))
+        .ok_or_else(|| EndpointError::NoAddress { endpoint: owned() })
 }
 
 /// One connected subscription.

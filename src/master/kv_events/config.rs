@@ -1,6 +1,34 @@
 //! The KV-event flags (spec tiers-events-conductor.md §2.2), upstream's names, types
 //! and defaults; from the command line or the master's config file.
 
+use crate::config::flags::{parse_bool, FlagError};
+
+/// Why a KV-event flag was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KvEventConfigError {
+    /// A boolean flag's value.
+    #[error(transparent)]
+    Flag(#[from] FlagError),
+    /// A value that is not a 32-bit unsigned integer.
+    #[error("flag --{name}: '{value}' is not a 32-bit unsigned integer")]
+    NotU32 {
+        /// The flag.
+        name: String,
+        /// The value as given.
+        value: String,
+    },
+    /// A flag that is not a KV-event flag.
+    #[error("unknown KV-event flag: {0}")]
+    UnknownFlag(String),
+}
+
+/// The binaries keep their errors as text.
+impl From<KvEventConfigError> for String {
+    fn from(e: KvEventConfigError) -> String {
+        e.to_string()
+    }
+}
+
 /// `--kv_events_*` settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KvEventConfig {
@@ -55,12 +83,15 @@ pub const KV_EVENT_FLAGS: &[(&str, bool)] = &[
 impl KvEventConfig {
     /// Applies flag `name` (without dashes) with `value`; unknown names and values of
     /// the wrong type are errors.
-    pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
-        let bool_of = |v: &str| crate::config::flags::parse_bool(name, v);
+    pub fn set(&mut self, name: &str, value: &str) -> Result<(), KvEventConfigError> {
+        let bool_of = |v: &str| parse_bool(name, v);
         let u32_of = |v: &str| {
             v.trim()
                 .parse::<u32>()
-                .map_err(|_| format!("flag --{name}: '{v}' is not a 32-bit unsigned integer"))
+                .map_err(|_| KvEventConfigError::NotU32 {
+                    name: name.to_string(),
+                    value: v.to_string(),
+                })
         };
         match name {
             "enable_kv_events" => self.enabled = bool_of(value)?,
@@ -76,7 +107,7 @@ impl KvEventConfig {
             | "kv_events_lora_name"
             | "kv_events_additional_salt"
             | "kv_events_tenant_id" => {}
-            _ => return Err(format!("unknown KV-event flag: {name}")),
+            _ => return Err(KvEventConfigError::UnknownFlag(name.to_string())),
         }
         Ok(())
     }
@@ -91,12 +122,22 @@ mod tests {
         let mut c = KvEventConfig::default();
         assert!(!c.enabled && c.emit_legacy_compat && c.emit_object_key);
         assert_eq!(c.queue_capacity, 65536);
-        c.set("enable_kv_events", "true").unwrap();
-        c.set("kv_events_bind_endpoint", "tcp://*:5557").unwrap();
-        c.set("kv_events_backend_id", "node0").unwrap();
-        c.set("kv_events_emit_legacy_compat", "false").unwrap();
-        c.set("kv_events_emit_object_key", "0").unwrap();
-        c.set("kv_events_queue_capacity", "0").unwrap();
+        let set_all = |c: &mut KvEventConfig, pairs: &[(&str, &str)]| {
+            for (name, value) in pairs {
+                c.set(name, value).unwrap();
+            }
+        };
+        set_all(
+            &mut c,
+            &[
+                ("enable_kv_events", "true"),
+                ("kv_events_bind_endpoint", "tcp://*:5557"),
+                ("kv_events_backend_id", "node0"),
+                ("kv_events_emit_legacy_compat", "false"),
+                ("kv_events_emit_object_key", "0"),
+                ("kv_events_queue_capacity", "0"),
+            ],
+        );
         assert_eq!(
             c,
             KvEventConfig {
@@ -110,14 +151,22 @@ mod tests {
         );
         // Deprecated: accepted, type-checked, no effect.
         let before = c.clone();
-        c.set("kv_events_model_name", "llama").unwrap();
-        c.set("kv_events_block_size", "16").unwrap();
-        c.set("kv_events_dp_rank", "3").unwrap();
-        c.set("kv_events_tenant_id", "t").unwrap();
-        c.set("kv_events_lora_name", "l").unwrap();
-        c.set("kv_events_additional_salt", "s").unwrap();
+        set_all(
+            &mut c,
+            &[
+                ("kv_events_model_name", "llama"),
+                ("kv_events_block_size", "16"),
+                ("kv_events_dp_rank", "3"),
+                ("kv_events_tenant_id", "t"),
+                ("kv_events_lora_name", "l"),
+                ("kv_events_additional_salt", "s"),
+            ],
+        );
         assert_eq!(c, before);
-        assert!(c.set("kv_events_block_size", "-1").is_err());
+        assert_eq!(
+            c.set("kv_events_block_size", "-1").unwrap_err().to_string(),
+            "flag --kv_events_block_size: '-1' is not a 32-bit unsigned integer"
+        );
         assert!(c.set("kv_events_queue_capacity", "4294967296").is_err());
         assert!(c.set("enable_kv_events", "maybe").is_err());
         assert!(c.set("kv_events_nope", "1").is_err());

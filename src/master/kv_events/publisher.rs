@@ -2,6 +2,7 @@
 //! into batches and sends each as `[empty topic, big-endian u64 sequence, msgpack]`.
 
 use std::fmt;
+use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -12,7 +13,7 @@ use parking_lot::Mutex;
 use super::config::KvEventConfig;
 use super::payload::{EventKind, Medium, PendingEvent, Shape};
 use super::pipeline::{KvEventStats, Pipeline};
-use crate::codec::zmtp::endpoint::BindEndpoint;
+use crate::codec::zmtp::endpoint::{BindEndpoint, EndpointError};
 use crate::codec::zmtp::{PubLimits, PubSocket};
 use crate::runtime::conn_threads::ConnLimits;
 
@@ -29,6 +30,29 @@ pub const MAX_SUBSCRIBERS: usize = 64;
 pub const MAX_SUBSCRIBERS_PER_PEER: usize = 32;
 /// How long a stopping publisher waits for subscribers to take what was sent.
 const LINGER: Duration = Duration::from_secs(1);
+
+/// Why the publisher did not start (logged; the publisher is then disabled).
+#[derive(Debug, thiserror::Error)]
+enum StartError {
+    /// A flag the publisher needs is empty.
+    #[error("enabled but --{0} is empty")]
+    EmptyFlag(&'static str),
+    /// The bind endpoint does not parse.
+    #[error(transparent)]
+    Endpoint(#[from] EndpointError),
+    /// The bind endpoint's interface is not up.
+    #[error("binding {endpoint}: {source}")]
+    Address {
+        endpoint: String,
+        source: EndpointError,
+    },
+    /// The PUB socket did not bind.
+    #[error("binding {endpoint}: {source}")]
+    Bind { endpoint: String, source: io::Error },
+    /// The worker thread did not start.
+    #[error("starting the publisher thread: {0}")]
+    Thread(io::Error),
+}
 
 struct Running {
     pipeline: Arc<Pipeline>,
@@ -80,24 +104,29 @@ impl KvEvents {
     fn try_start(
         config: &KvEventConfig,
         interface_ip: impl Fn(&str) -> Option<IpAddr>,
-    ) -> Result<KvEvents, String> {
+    ) -> Result<KvEvents, StartError> {
         if config.bind_endpoint.is_empty() {
-            return Err("enabled but --kv_events_bind_endpoint is empty".into());
+            return Err(StartError::EmptyFlag("kv_events_bind_endpoint"));
         }
         if config.backend_id.is_empty() {
-            return Err("enabled but --kv_events_backend_id is empty".into());
+            return Err(StartError::EmptyFlag("kv_events_backend_id"));
         }
         let endpoint = &config.bind_endpoint;
         let bind = BindEndpoint::parse(endpoint)?
             .socket_addr(interface_ip)
-            .map_err(|e| format!("binding {endpoint}: {e}"))?;
+            .map_err(|source| StartError::Address {
+                endpoint: endpoint.clone(),
+                source,
+            })?;
         let limits = PubLimits {
             high_water_mark: HIGH_WATER_MARK,
             max_queued_bytes: MAX_QUEUED_BYTES,
             connections: ConnLimits::new(MAX_SUBSCRIBERS, MAX_SUBSCRIBERS_PER_PEER),
         };
-        let socket =
-            PubSocket::bind(bind, limits).map_err(|e| format!("binding {endpoint}: {e}"))?;
+        let socket = PubSocket::bind(bind, limits).map_err(|source| StartError::Bind {
+            endpoint: endpoint.clone(),
+            source,
+        })?;
         let addr = socket.local_addr();
         if !config.emit_object_key {
             log::warn!(
@@ -116,7 +145,7 @@ impl KvEvents {
         let worker = std::thread::Builder::new()
             .name("mc-kv-events".into())
             .spawn(move || publish_loop(&worker_pipeline, socket))
-            .map_err(|e| format!("starting the publisher thread: {e}"))?;
+            .map_err(StartError::Thread)?;
         log::info!(
             "kv_events publisher enabled on {endpoint} ({addr}) backend_id={}",
             config.backend_id

@@ -3,7 +3,7 @@
 //! lets the engine's device-memory paths (location resolution, TCP staging, dma-buf
 //! registration) run on machines without a GPU.
 
-use super::gpu::Gpu;
+use super::gpu::{Gpu, GpuError};
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::os::fd::RawFd;
@@ -63,7 +63,7 @@ impl Gpu for FakeGpu {
         None
     }
 
-    fn copy(&self, dst: u64, src: u64, len: u64) -> Result<(), String> {
+    fn copy(&self, dst: u64, src: u64, len: u64) -> Result<(), GpuError> {
         self.copies.fetch_add(1, Ordering::Relaxed);
         self.bytes.fetch_add(len, Ordering::Relaxed);
         // SAFETY: the caller guarantees both ranges are valid for `len` bytes (device
@@ -78,7 +78,7 @@ impl Gpu for FakeGpu {
         Ok(())
     }
 
-    fn dmabuf_fd(&self, addr: u64, len: u64) -> Result<RawFd, String> {
+    fn dmabuf_fd(&self, addr: u64, len: u64) -> Result<RawFd, GpuError> {
         // The range is page-aligned around the device memory, as the driver wants it.
         let overlaps = self
             .ranges
@@ -86,26 +86,28 @@ impl Gpu for FakeGpu {
             .iter()
             .any(|(&start, &(end, _, _))| start < addr + len && addr < end);
         if !overlaps {
-            return Err("not device memory".into());
+            return Err(GpuError::NotDeviceMemory);
         }
         // SAFETY: plain eventfd creation; the caller closes it.
         let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
         if fd < 0 {
-            return Err(std::io::Error::last_os_error().to_string());
+            return Err(GpuError::Os {
+                call: "eventfd",
+                errno: std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
+            });
         }
         Ok(fd)
     }
 
-    fn alloc(&self, device: u32, len: u64) -> Result<u64, String> {
+    fn alloc(&self, device: u32, len: u64) -> Result<u64, GpuError> {
         if device >= self.devices || len == 0 {
-            return Err(format!("cannot allocate {len} bytes on device {device}"));
+            return Err(GpuError::BadAllocation { device, len });
         }
-        let layout =
-            std::alloc::Layout::from_size_align(len as usize, 4096).map_err(|e| e.to_string())?;
+        let layout = std::alloc::Layout::from_size_align(len as usize, 4096)?;
         // SAFETY: a non-zero size.
         let p = unsafe { std::alloc::alloc_zeroed(layout) } as u64;
         if p == 0 {
-            return Err("out of memory".into());
+            return Err(GpuError::OutOfMemory);
         }
         self.ranges.lock().insert(p, (p + len, device, true));
         Ok(p)

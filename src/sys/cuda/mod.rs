@@ -11,7 +11,7 @@ pub mod fake;
 mod gpu;
 mod real;
 
-pub use gpu::Gpu;
+pub use gpu::{Gpu, GpuError};
 
 use std::sync::{Arc, OnceLock};
 

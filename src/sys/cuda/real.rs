@@ -2,7 +2,7 @@
 //! points [`super::gpu::Gpu`] needs, with the prototypes of `cuda.h` (CUresult is an int,
 //! CUdevice an int, CUdeviceptr a 64-bit integer, CUcontext a pointer).
 
-use super::gpu::Gpu;
+use super::gpu::{Gpu, GpuError};
 use crate::sys::dl::Library;
 use parking_lot::Mutex;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
@@ -62,13 +62,15 @@ unsafe impl Sync for Cuda {}
 impl Cuda {
     /// Loads and initializes the driver; fails when it is absent, fails to
     /// initialize, or sees no device.
-    pub fn load() -> Result<Cuda, String> {
+    pub fn load() -> Result<Cuda, GpuError> {
         let library = Library::open_configured("MC_CUDA_LIBRARY", &["libcuda.so.1", "libcuda.so"])?;
         macro_rules! resolve {
             ($name:literal) => {
                 // SAFETY: the aliases above match cuda.h's prototypes.
-                unsafe { library.function($name) }
-                    .ok_or_else(|| format!("{} lacks {}", library.name(), stringify!($name)))?
+                unsafe { library.function($name) }.ok_or_else(|| GpuError::MissingSymbol {
+                    library: library.name().to_string(),
+                    symbol: stringify!($name),
+                })?
             };
         }
         let init: InitFn = resolve!(c"cuInit");
@@ -91,14 +93,14 @@ impl Cuda {
         // SAFETY: plain calls with valid out-pointers.
         let rc = unsafe { init(0) };
         if rc != CUDA_SUCCESS {
-            return Err(format!("cuInit returned {rc}"));
+            return Err(GpuError::Init { code: rc });
         }
         let (mut version, mut count) = (0, 0);
         // SAFETY: as above.
         unsafe {
             driver_version(&mut version);
             if device_count(&mut count) != CUDA_SUCCESS || count <= 0 {
-                return Err("no CUDA device".into());
+                return Err(GpuError::NoDevice);
             }
         }
         Ok(Cuda {
@@ -111,12 +113,12 @@ impl Cuda {
     }
 
     /// Makes `device`'s primary context current on this thread.
-    fn enter(&self, device: u32) -> Result<(), String> {
+    fn enter(&self, device: u32) -> Result<(), GpuError> {
         let ctx = {
             let mut contexts = self.contexts.lock();
             let slot = contexts
                 .get_mut(device as usize)
-                .ok_or_else(|| format!("no CUDA device {device}"))?;
+                .ok_or(GpuError::UnknownDevice { device })?;
             match slot {
                 Some(c) => *c,
                 None => {
@@ -130,7 +132,7 @@ impl Cuda {
                         }
                     };
                     if rc != CUDA_SUCCESS {
-                        return Err(format!("retaining device {device}'s context: {rc}"));
+                        return Err(GpuError::RetainContext { device, code: rc });
                     }
                     *slot = Some(ctx as usize);
                     ctx as usize
@@ -140,7 +142,10 @@ impl Cuda {
         // SAFETY: a context retained above, never released.
         match unsafe { (self.f.ctx_set_current)(ctx as CuContext) } {
             CUDA_SUCCESS => Ok(()),
-            rc => Err(format!("cuCtxSetCurrent: {rc}")),
+            code => Err(GpuError::Driver {
+                call: "cuCtxSetCurrent",
+                code,
+            }),
         }
     }
 }
@@ -197,7 +202,7 @@ impl Gpu for Cuda {
         })
     }
 
-    fn copy(&self, dst: u64, src: u64, len: u64) -> Result<(), String> {
+    fn copy(&self, dst: u64, src: u64, len: u64) -> Result<(), GpuError> {
         let device = self
             .device_of(dst)
             .or_else(|| self.device_of(src))
@@ -207,16 +212,20 @@ impl Gpu for Cuda {
         // the caller guarantees both are valid for `len` bytes.
         match unsafe { (self.f.memcpy)(dst, src, len as usize) } {
             CUDA_SUCCESS => Ok(()),
-            rc => Err(format!("cuMemcpy of {len} bytes: {rc}")),
+            code => Err(GpuError::DriverSized {
+                call: "cuMemcpy",
+                len,
+                code,
+            }),
         }
     }
 
-    fn dmabuf_fd(&self, addr: u64, len: u64) -> Result<RawFd, String> {
+    fn dmabuf_fd(&self, addr: u64, len: u64) -> Result<RawFd, GpuError> {
         let get = self
             .f
             .get_handle_for_address_range
-            .ok_or("the driver has no cuMemGetHandleForAddressRange (CUDA < 11.7)")?;
-        let device = self.device_of(addr).ok_or("not device memory")?;
+            .ok_or(GpuError::NoDmaBuf)?;
+        let device = self.device_of(addr).ok_or(GpuError::NotDeviceMemory)?;
         self.enter(device)?;
         let mut fd: c_int = -1;
         // SAFETY: the handle for DMA_BUF_FD is an int written to `fd`.
@@ -230,17 +239,24 @@ impl Gpu for Cuda {
             )
         } {
             CUDA_SUCCESS if fd >= 0 => Ok(fd),
-            rc => Err(format!("cuMemGetHandleForAddressRange: {rc}")),
+            code => Err(GpuError::Driver {
+                call: "cuMemGetHandleForAddressRange",
+                code,
+            }),
         }
     }
 
-    fn alloc(&self, device: u32, len: u64) -> Result<u64, String> {
+    fn alloc(&self, device: u32, len: u64) -> Result<u64, GpuError> {
         self.enter(device)?;
         let mut p: u64 = 0;
         // SAFETY: a valid out-pointer; the context is current.
         match unsafe { (self.f.mem_alloc)(&mut p, len as usize) } {
             CUDA_SUCCESS => Ok(p),
-            rc => Err(format!("cuMemAlloc of {len} bytes: {rc}")),
+            code => Err(GpuError::DriverSized {
+                call: "cuMemAlloc",
+                len,
+                code,
+            }),
         }
     }
 

@@ -4,6 +4,7 @@
 
 use crate::error::{Error, Result};
 use crate::metadata::SegmentDesc;
+use crate::sys::cuda::GpuError;
 use crate::te::batch::Task;
 use crate::te::memory::MemoryRegistry;
 use crate::te::transport::request::Op;
@@ -51,7 +52,7 @@ pub fn copy(memory: &MemoryRegistry, op: Op, local: u64, target: u64, len: u64) 
 ///
 /// # Safety
 /// Both ranges must be valid for `len` bytes.
-pub unsafe fn copy_bytes(dst: u64, src: u64, len: u64) -> std::result::Result<(), String> {
+pub unsafe fn copy_bytes(dst: u64, src: u64, len: u64) -> std::result::Result<(), GpuError> {
     if let Some(gpu) = crate::sys::cuda::system() {
         if gpu.device_of(dst).is_some() || gpu.device_of(src).is_some() {
             return gpu.copy(dst, src, len);

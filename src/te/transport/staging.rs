@@ -5,7 +5,7 @@
 
 use super::request::{Op, PeerRequest};
 use super::tcp::{Endpoint, TcpTransport};
-use crate::sys::cuda::Gpu;
+use crate::sys::cuda::{Gpu, GpuError};
 use crate::te::batch::{CompletionSignal, Task, TaskStatus};
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
@@ -107,7 +107,18 @@ fn run(job: Job) {
     job.task.finish_slice(ok.is_ok());
 }
 
-fn stage(job: &Job) -> Result<(), String> {
+/// Why a staged transfer failed.
+#[derive(Debug, thiserror::Error)]
+enum StageError {
+    /// A copy between GPU memory and the host buffer failed.
+    #[error(transparent)]
+    Gpu(#[from] GpuError),
+    /// The TCP transfer of the chunk `start..end` did not complete.
+    #[error("the TCP transfer of bytes {start}..{end}")]
+    Tcp { start: u64, end: u64 },
+}
+
+fn stage(job: &Job) -> Result<(), StageError> {
     let req = &job.req;
     let mut host = vec![0u8; req.len.min(CHUNK) as usize];
     let signal = Arc::new(CompletionSignal::default());
@@ -128,7 +139,10 @@ fn stage(job: &Job) -> Result<(), String> {
             .tcp
             .submit(&job.endpoint, &piece, Some(signal.clone()), false);
         if signal.wait_task(&task) != TaskStatus::Completed {
-            return Err(format!("the TCP transfer of bytes {done}..{}", done + n));
+            return Err(StageError::Tcp {
+                start: done,
+                end: done + n,
+            });
         }
         if req.op == Op::Read {
             job.gpu.copy(req.local + done, buf, n)?;

@@ -113,7 +113,9 @@ fn register_dmabuf(
     let page = (unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).max(4096) as u64;
     let start = addr & !(page - 1);
     let end = (addr + len).div_ceil(page) * page;
-    let fd: RawFd = gpu.dmabuf_fd(start, end - start)?;
+    let fd: RawFd = gpu
+        .dmabuf_fd(start, end - start)
+        .map_err(|e| e.to_string())?;
     let keys = verbs.reg_dmabuf_mr(pd, addr - start, len, addr, fd, access);
     // SAFETY: the fd came from the driver for this call; the MR keeps its own reference.
     unsafe { libc::close(fd) };

@@ -297,7 +297,7 @@ pub unsafe fn copy(region: &MappedRegion, r: &Request) -> Copied {
     // (GPU memory goes through the GPU runtime). The peer may write the same bytes
     // concurrently, as with any transport.
     if let Err(e) = unsafe { copy_bytes(dst, src, r.len) } {
-        return Copied::Failed(e);
+        return Copied::Failed(e.to_string());
     }
     if region.is_live() {
         Copied::Done
