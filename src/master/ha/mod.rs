@@ -22,7 +22,7 @@ pub mod election;
 pub mod mirror;
 pub mod record;
 pub mod snapshot;
-mod state;
+pub(super) mod state;
 pub mod stream;
 
 use crate::master::admin::{self, AdminHandler};
