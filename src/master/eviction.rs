@@ -155,23 +155,17 @@ impl Eviction {
         let floor = (base as f64 * lower).ceil() as i64;
         let mut left =
             (floor - evicted as i64 - released as i64).min((remaining.len() + soft.len()) as i64);
-        if left > 0 {
-            for c in &remaining {
-                if left <= 0 {
-                    break;
-                }
-                let n = self.try_evict(c, false, now);
-                evicted += n;
-                left -= n as i64;
+        let second_pass = remaining
+            .iter()
+            .map(|c| (c, false))
+            .chain(soft.iter().map(|c| (c, true)));
+        for (c, allow_soft) in second_pass {
+            if left <= 0 {
+                break;
             }
-            for c in &soft {
-                if left <= 0 {
-                    break;
-                }
-                let n = self.try_evict(c, true, now);
-                evicted += n;
-                left -= n as i64;
-            }
+            let n = self.try_evict(c, allow_soft, now);
+            evicted += n;
+            left -= n as i64;
         }
 
         log::debug!(

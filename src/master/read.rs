@@ -70,31 +70,15 @@ impl Reads {
         Ok(true)
     }
 
-    /// `GetReplicaList`: -704 unknown, -703 nothing readable yet; grants a lease.
-    pub(super) fn get_replica_list_one(
-        &self,
-        key: &str,
-        tenant: &str,
-    ) -> MasterResult<GetReplicaListResponse> {
-        self.replica_list(key, tenant, false)
-    }
-
-    /// `BatchBeginRead` (an extension of this master): `GetReplicaList` for a client
-    /// that ends its reads with `BatchEndRead`. Instead of a lease of
-    /// `default_kv_lease_ttl`, the object is held only until the read ends (at most for
-    /// that long), so objects read once do not block eviction for seconds. Grouped
-    /// objects get the ordinary lease (a group is held together).
-    pub(super) fn begin_read_one(
-        &self,
-        key: &str,
-        tenant: &str,
-    ) -> MasterResult<GetReplicaListResponse> {
-        self.replica_list(key, tenant, true)
-    }
-
-    /// The readable replicas of `key`, holding the object for a tracked read or with a
-    /// lease.
-    fn replica_list(
+    /// The readable replicas of `key`: -704 unknown, -703 nothing readable yet.
+    ///
+    /// Untracked (`GetReplicaList`), the object gets a read lease. Tracked
+    /// (`BatchBeginRead`, an extension of this master, for a client that ends its
+    /// reads with `BatchEndRead`): instead of a lease of `default_kv_lease_ttl`, the
+    /// object is held only until the read ends (at most for that long), so objects
+    /// read once do not block eviction for seconds. Grouped objects get the ordinary
+    /// lease (a group is held together).
+    pub(super) fn replica_list(
         &self,
         key: &str,
         tenant: &str,

@@ -116,7 +116,7 @@ impl MasterHandlers for MasterService {
     }
 
     fn get_replica_list(&self, key: &str, tenant: &str) -> MasterResult<GetReplicaListResponse> {
-        self.reads.get_replica_list_one(key, tenant)
+        self.reads.replica_list(key, tenant, false)
     }
 
     fn batch_get_replica_list(
@@ -124,7 +124,7 @@ impl MasterHandlers for MasterService {
         keys: &[String],
         tenant: &str,
     ) -> MasterResult<Vec<MasterResult<GetReplicaListResponse>>> {
-        each(keys, |k| self.reads.get_replica_list_one(k, tenant))
+        each(keys, |k| self.reads.replica_list(k, tenant, false))
     }
 
     fn get_replica_list_by_regex(
@@ -140,7 +140,7 @@ impl MasterHandlers for MasterService {
         keys: &[String],
         tenant: &str,
     ) -> MasterResult<Vec<MasterResult<GetReplicaListResponse>>> {
-        each(keys, |k| self.reads.begin_read_one(k, tenant))
+        each(keys, |k| self.reads.replica_list(k, tenant, true))
     }
 
     fn batch_end_read(
@@ -167,7 +167,8 @@ impl MasterHandlers for MasterService {
         config: &ReplicateConfig,
         tenant: &str,
     ) -> MasterResult<Vec<ReplicaDescriptor>> {
-        self.writes.put_start_one(client, key, len, config, tenant)
+        self.writes
+            .start_one(false, client, key, len, config, tenant)
     }
 
     fn put_end(
@@ -200,9 +201,7 @@ impl MasterHandlers for MasterService {
     ) -> MasterResult<Vec<MasterResult<Vec<ReplicaDescriptor>>>> {
         Ok(self
             .writes
-            .batch_start(keys, lens, config, false, |k, l, c| {
-                self.writes.put_start_one(client, k, l, c, tenant)
-            }))
+            .batch_start(false, client, keys, lens, config, tenant))
     }
 
     fn batch_put_end(
@@ -236,7 +235,7 @@ impl MasterHandlers for MasterService {
         tenant: &str,
     ) -> MasterResult<Vec<ReplicaDescriptor>> {
         self.writes
-            .upsert_start_one(client, key, len, config, tenant)
+            .start_one(true, client, key, len, config, tenant)
     }
 
     fn upsert_end(
@@ -269,9 +268,7 @@ impl MasterHandlers for MasterService {
     ) -> MasterResult<Vec<MasterResult<Vec<ReplicaDescriptor>>>> {
         Ok(self
             .writes
-            .batch_start(keys, lens, config, true, |k, l, c| {
-                self.writes.upsert_start_one(client, k, l, c, tenant)
-            }))
+            .batch_start(true, client, keys, lens, config, tenant))
     }
 
     fn batch_upsert_end(

@@ -165,30 +165,26 @@ impl Writes {
         Ok(descs)
     }
 
-    /// `PutStart`: evicts to make room when the pool is full (see `room`).
-    pub(super) fn put_start_one(
+    /// `PutStart`, or `UpsertStart` when `upsert`: checks the request, then evicts to
+    /// make room when the pool is full (see `room`).
+    pub(super) fn start_one(
         &self,
+        upsert: bool,
         client: Uuid,
         key: &str,
         len: u64,
         c: &ReplicateConfig,
         tenant: &str,
     ) -> MasterResult<Vec<ReplicaDescriptor>> {
-        self.start_with_room(key, len, c, |args| {
-            self.put_start_attempt(client, key, len, c, tenant, args)
-        })
-    }
-
-    /// Checks a Start request, then runs `attempt` until it finds room (see `room`).
-    fn start_with_room(
-        &self,
-        key: &str,
-        len: u64,
-        c: &ReplicateConfig,
-        attempt: impl Fn(StartArgs) -> MasterResult<Vec<ReplicaDescriptor>>,
-    ) -> MasterResult<Vec<ReplicaDescriptor>> {
         let args = self.check_start(key, len, c)?;
-        self.room.with_room(len, || attempt(args.clone()))
+        self.room.with_room(len, || {
+            let args = args.clone();
+            if upsert {
+                self.upsert_start_attempt(client, key, len, c, tenant, args)
+            } else {
+                self.put_start_attempt(client, key, len, c, tenant, args)
+            }
+        })
     }
 
     /// One placement attempt of `PutStart`.
@@ -327,23 +323,9 @@ impl Writes {
         Ok(())
     }
 
-    /// `UpsertStart`: insert, or replace (in place when the size is unchanged);
-    /// evicts to make room when the pool is full (see `room`).
-    pub(super) fn upsert_start_one(
-        &self,
-        client: Uuid,
-        key: &str,
-        len: u64,
-        c: &ReplicateConfig,
-        tenant: &str,
-    ) -> MasterResult<Vec<ReplicaDescriptor>> {
-        self.start_with_room(key, len, c, |args| {
-            self.upsert_start_attempt(client, key, len, c, tenant, args)
-        })
-    }
-
-    /// One placement attempt of `UpsertStart`. When the new size does not fit, the
-    /// existing complete value is left as it was.
+    /// One placement attempt of `UpsertStart`: insert, or replace (in place when the
+    /// size is unchanged). When the new size does not fit, the existing complete
+    /// value is left as it was.
     fn upsert_start_attempt(
         &self,
         client: Uuid,
@@ -432,14 +414,16 @@ impl Writes {
         )
     }
 
-    /// Shared shape of `BatchPutStart` / `BatchUpsertStart`.
+    /// `BatchPutStart`, or `BatchUpsertStart` when `upsert`: [`Writes::start_one`] for
+    /// each key.
     pub(super) fn batch_start(
         &self,
+        upsert: bool,
+        client: Uuid,
         keys: &[String],
         lens: &[u64],
         c: &ReplicateConfig,
-        upsert: bool,
-        mut one: impl FnMut(&str, u64, &ReplicateConfig) -> MasterResult<Vec<ReplicaDescriptor>>,
+        tenant: &str,
     ) -> StartResults {
         if keys.len() != lens.len() || c.group_ids.as_ref().is_some_and(|g| g.len() != keys.len()) {
             return keys
@@ -454,7 +438,7 @@ impl Writes {
             if let Some(g) = &c.group_ids {
                 kc.group_ids = Some(vec![g[i].clone()]);
             }
-            let r = one(key, *len, &kc);
+            let r = self.start_one(upsert, client, key, *len, &kc, tenant);
             if !upsert && i == 0 && c.prefer_alloc_in_same_node {
                 if let Ok(descs) = &r {
                     let endpoint = descs.iter().rev().find_map(|d| match &d.location {
