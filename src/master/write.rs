@@ -112,26 +112,6 @@ impl Writes {
         Ok(StartArgs { pin, group })
     }
 
-    /// Allocates and inserts a fresh PROCESSING object; returns its descriptors.
-    #[allow(clippy::too_many_arguments)]
-    fn insert_new(
-        &self,
-        shard: &mut ShardGuard<'_>,
-        client: Uuid,
-        tenant: &str,
-        key: &str,
-        len: u64,
-        c: &ReplicateConfig,
-        args: StartArgs,
-        soft_pin: Option<u64>,
-        now: u64,
-    ) -> MasterResult<Vec<ReplicaDescriptor>> {
-        let replicas = self.t.allocate_replicas(client, key, len, c)?;
-        self.insert_allocated(
-            shard, client, tenant, key, len, c, args, soft_pin, now, replicas,
-        )
-    }
-
     /// Inserts a fresh PROCESSING object on `replicas`; returns its descriptors.
     #[allow(clippy::too_many_arguments)]
     fn insert_allocated(
@@ -221,7 +201,10 @@ impl Writes {
             }
             self.eviction.discard(bufs, release_at);
         }
-        self.insert_new(&mut shard, client, tenant, key, len, c, args, None, now)
+        let replicas = self.t.allocate_replicas(client, key, len, c)?;
+        self.insert_allocated(
+            &mut shard, client, tenant, key, len, c, args, None, now, replicas,
+        )
     }
 
     /// `PutEnd` / `UpsertEnd`. Each end that completes a write is announced as a KV
@@ -375,7 +358,10 @@ impl Writes {
             }
         }
         let Some(o) = shard.get_mut(tenant, key) else {
-            return self.insert_new(&mut shard, client, tenant, key, len, c, args, kept_pin, now);
+            let replicas = self.t.allocate_replicas(client, key, len, c)?;
+            return self.insert_allocated(
+                &mut shard, client, tenant, key, len, c, args, kept_pin, now, replicas,
+            );
         };
         if o.size() == len && !o.replicas.is_empty() {
             // Same size: rewrite in place; unreadable until UpsertEnd. Disk copies
