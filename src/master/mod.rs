@@ -2,12 +2,17 @@
 //! on the data path. [`MasterService`] implements [`MasterApi`] in process; the RPC
 //! server and the admin HTTP service are thin adapters around it.
 //!
-//! Inside: a sharded object table (`objects`), the mounted segments with one range
-//! allocator each (`segments`, [`allocator`]), replica placement (`placement`),
-//! client liveness (`clients`), eviction (`eviction`), and the disk tier: clients'
-//! local disks (`local_disk`), offload (`offload`) and promotion (`promotion`). Two background threads,
-//! holding only a `Weak` handle: eviction every `eviction_interval` (10 ms) and the
-//! client monitor every `client_monitor_interval` (1 s).
+//! Inside: the shared tables (`tables`: configuration, clock, the sharded object table
+//! `objects`, the mounted segments with one range allocator each `segments` and
+//! [`allocator`], the replication log, counters), allocation (`allocate`, `placement`),
+//! and the sub-services over them, each owning its data in its file: client liveness
+//! (`clients`), eviction (`eviction`) and room for writes (`room`), the disk tier
+//! (clients' local disks `local_disk`, offload `offload`, promotion `promotion`), reads
+//! (`read`), writes and removals (`write`, `remove`), and HA state (`ha::state`). This
+//! file composes them; the RPC handlers (`rpc_handlers`, `tier_handlers`) call them.
+//! Two background threads, holding only a `Weak` handle: eviction every
+//! `eviction_interval` (10 ms) and the client monitor every `client_monitor_interval`
+//! (1 s).
 
 pub mod admin;
 mod allocate;

@@ -1,7 +1,7 @@
 //! The master's RPCs as served, before counting: each one's work, mostly handed to
-//! the table that owns it (reads in `read`, writes in `write`, removals in `remove`).
-//! The counting [`MasterApi`] wrappers around them are made from the RPC table in
-//! `mod.rs`.
+//! the sub-service that owns it (reads in `read`, writes in `write`, removals in
+//! `remove`). The counting [`MasterApi`] wrappers around them are made from the RPC
+//! table in `mod.rs`.
 //!
 //! [`MasterApi`]: crate::wire::master_api::MasterApi
 
