@@ -6,7 +6,7 @@
 //! erased.
 //!
 //! Beyond upstream, the RPC server reports which connections carry a client's pings and
-//! mounts ([`MasterService::client_connected`]). When the last of them is closed or
+//! mounts ([`Liveness::client_connected`]). When the last of them is closed or
 //! reset by the peer — the owner process died, its kernel closed its sockets — its
 //! segments become unreachable at once: no new allocations there, and their replicas
 //! are no longer handed to readers (who then see -704, not transfer failures). A ping
@@ -15,11 +15,13 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use super::MasterService;
+use super::offload::DiskTier;
+use super::tables::{dur_ns, Tables};
 use crate::wire::master_api::{ClientStatus, Uuid, DEFAULT_RPC_TIMEOUT};
 
 /// How long a client whose connections are all gone keeps its segments (unreachable)
@@ -150,24 +152,41 @@ impl Clients {
     }
 }
 
-impl MasterService {
+/// Client liveness: the table, and what an expired or lost client takes with it.
+pub(super) struct Liveness {
+    t: Arc<Tables>,
+    disk: Arc<DiskTier>,
+    /// Who is alive, until when.
+    pub(super) clients: Clients,
+}
+
+impl Liveness {
+    /// No client known yet.
+    pub fn new(t: Arc<Tables>, disk: Arc<DiskTier>) -> Liveness {
+        Liveness {
+            t,
+            disk,
+            clients: Clients::new(),
+        }
+    }
+
     /// One pass of the client monitor: expire clients past their deadline or lost for
     /// longer than the grace period. A master not serving (an HA leader past its
     /// lease) expires no one: it cannot hear their pings.
-    pub(super) fn client_monitor_tick(&self) {
-        if !self.is_serving() {
+    pub(super) fn monitor_tick(&self) {
+        if !self.t.is_serving() {
             return;
         }
-        let now = self.now();
-        let grace = super::dur_ns(DISCONNECT_GRACE.min(self.config.client_ttl));
+        let now = self.t.now();
+        let grace = dur_ns(DISCONNECT_GRACE.min(self.t.config.client_ttl));
         let expired = self.clients.take_expired(now, grace);
         if expired.is_empty() {
             return;
         }
         let mut dead = 0;
         for client in &expired {
-            self.unmount_local_disk(*client);
-            let segs = self.segments.unmount_client(*client);
+            self.disk.unmount_local_disk(*client);
+            let segs = self.t.segments.unmount_client(*client);
             for s in &segs {
                 log::info!(
                     "client_id={client}, segment_name={}, action=unmount_expired_mem_segment",
@@ -181,15 +200,15 @@ impl MasterService {
             expired.len()
         );
         if dead > 0 {
-            self.sweep_dead_replicas();
+            self.t.sweep_dead_replicas();
         }
     }
 
     /// A connection of the RPC server carries `client` (it pinged or mounted over it):
     /// a lost client is reachable again.
-    pub fn client_connected(&self, client: Uuid) {
+    pub(super) fn client_connected(&self, client: Uuid) {
         if self.clients.connected(client) {
-            let n = self.segments.set_client_reachable(client, true);
+            let n = self.t.segments.set_client_reachable(client, true);
             log::info!("client_id={client}: reconnected; {n} segment(s) reachable again");
         }
     }
@@ -198,9 +217,9 @@ impl MasterService {
     /// peer, not by this master). When it was the client's last, its segments take no
     /// allocations and serve no reads until it pings again, and it expires after
     /// [`DISCONNECT_GRACE`] unless it does.
-    pub fn client_disconnected(&self, client: Uuid, peer_gone: bool) {
-        if self.clients.disconnected(client, peer_gone, self.now()) {
-            let n = self.segments.set_client_reachable(client, false);
+    pub(super) fn client_disconnected(&self, client: Uuid, peer_gone: bool) {
+        if self.clients.disconnected(client, peer_gone, self.t.now()) {
+            let n = self.t.segments.set_client_reachable(client, false);
             if n > 0 {
                 log::info!(
                     "client_id={client}: every connection closed by the peer; {n} segment(s) \
@@ -208,31 +227,6 @@ impl MasterService {
                 );
             }
         }
-    }
-
-    /// Drops every replica whose segment or disk is no longer mounted; objects left
-    /// without replicas are erased (upstream `ClearInvalidHandles`).
-    pub(super) fn sweep_dead_replicas(&self) {
-        let mut freed = Vec::new();
-        for i in 0..super::objects::NUM_SHARDS {
-            let mut shard = self.objects.lock(i);
-            shard.retain(
-                None,
-                |_, _, obj| {
-                    if obj.replicas.iter().any(|r| !r.seg.is_alive()) {
-                        obj.replicas.retain(|r| r.seg.is_alive());
-                    }
-                    if obj.disk_replicas().iter().any(|r| !r.disk.is_alive()) {
-                        obj.drop_disk_replicas(|r| !r.disk.is_alive());
-                    }
-                    !obj.is_empty()
-                },
-                &mut freed,
-            );
-        }
-        // Replicas of erased objects on live segments (none here by construction, but
-        // keep the accounting exact).
-        self.segments.release(freed);
     }
 
     /// `BatchQueryIp`: for each known client, the distinct hosts of its segments'
@@ -243,7 +237,7 @@ impl MasterService {
             if out.iter().any(|(seen, _)| seen == c) {
                 continue;
             }
-            let segs = self.segments.client_segments(*c);
+            let segs = self.t.segments.client_segments(*c);
             if segs.is_empty() {
                 continue;
             }

@@ -24,12 +24,16 @@
 //! buffers; buffers of preempted puts wait in the discarded list until their release
 //! time.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use super::object::Object;
 use super::objects::{ShardGuard, NUM_SHARDS};
+use super::offload::DiskTier;
 use super::segments::Buffer;
-use super::MasterService;
+use super::tables::{dur_ns, Tables};
 use crate::wire::master_api::ReplicaStatus;
 
 /// An eviction candidate.
@@ -53,27 +57,51 @@ pub(super) struct Census {
     pub soft: Vec<Candidate>,
 }
 
-impl MasterService {
+/// Eviction and zombie cleanup: the buffers parked until their release time and the
+/// pacing of eviction runs.
+pub(super) struct Eviction {
+    pub(super) t: Arc<Tables>,
+    disk: Arc<DiskTier>,
+    /// Buffers of preempted puts, each with the time (ns) it may be freed.
+    discarded: Mutex<Vec<(Vec<Buffer>, u64)>>,
+    /// No eviction run before this time (ns) after a run that freed nothing.
+    evict_backoff_until: AtomicU64,
+    /// When zombies were last cleaned up (ns).
+    last_discard: AtomicU64,
+}
+
+impl Eviction {
+    /// Nothing parked, no run yet.
+    pub fn new(t: Arc<Tables>, disk: Arc<DiskTier>) -> Eviction {
+        Eviction {
+            t,
+            disk,
+            discarded: Mutex::new(Vec::new()),
+            evict_backoff_until: AtomicU64::new(0),
+            last_discard: AtomicU64::new(0),
+        }
+    }
+
     /// One tick of the eviction thread.
-    pub(super) fn eviction_tick(&self) {
-        let now = self.now();
-        let due = self.segments.due_graceful(now);
+    pub(super) fn tick(&self) {
+        let now = self.t.now();
+        let due = self.t.segments.due_graceful(now);
         if !due.is_empty() {
             for id in due {
-                self.segments.unmount(id);
+                self.t.segments.unmount(id);
             }
-            self.sweep_dead_replicas();
+            self.t.sweep_dead_replicas();
         }
 
-        let cap = self.segments.total_capacity();
+        let cap = self.t.segments.total_capacity();
         let used = if cap == 0 {
             0.0
         } else {
-            self.segments.allocated_bytes() as f64 / cap as f64
+            self.t.segments.allocated_bytes() as f64 / cap as f64
         };
-        let hw = self.config.eviction_high_watermark_ratio;
-        let ratio = self.config.eviction_ratio;
-        let need = self.need_eviction.load(Ordering::Acquire);
+        let hw = self.t.config.eviction_high_watermark_ratio;
+        let ratio = self.t.config.eviction_ratio;
+        let need = self.t.need_eviction.load(Ordering::Acquire);
         if used > hw || (need && ratio > 0.0) {
             // After a run that freed nothing (everything leased or pinned), wait ten
             // periods before scanning the whole table again.
@@ -81,15 +109,16 @@ impl MasterService {
                 let target = ratio.max(used - hw + ratio);
                 let lower = (target * 0.5).max(used - hw).min(target);
                 if !self.batch_evict(target, lower, now) {
-                    let pause = super::dur_ns(self.config.eviction_interval).saturating_mul(10);
+                    let pause = dur_ns(self.t.config.eviction_interval).saturating_mul(10);
                     self.evict_backoff_until
                         .store(now.saturating_add(pause), Ordering::Relaxed);
                 }
                 self.last_discard.store(now, Ordering::Relaxed);
             }
-        } else if now.saturating_sub(self.last_discard.load(Ordering::Relaxed)) > self.release_ns {
+        } else if now.saturating_sub(self.last_discard.load(Ordering::Relaxed)) > self.t.release_ns
+        {
             for i in 0..NUM_SHARDS {
-                let mut shard = self.objects.lock(i);
+                let mut shard = self.t.objects.lock(i);
                 self.discard_expired_processing(&mut shard, now);
             }
             self.release_expired_discarded(now);
@@ -100,11 +129,11 @@ impl MasterService {
     /// Runs one eviction with target fraction `target` and lower bound `lower`;
     /// returns whether anything was evicted or released.
     pub(super) fn batch_evict(&self, target: f64, lower: f64, now: u64) -> bool {
-        self.metrics.eviction_runs.fetch_add(1, Ordering::Relaxed);
-        self.refill_offload_budget();
+        self.t.metrics.eviction_runs.fetch_add(1, Ordering::Relaxed);
+        self.disk.refill_offload_budget();
         let Census { base, no_pin, soft } = self.census(now);
         if base == 0 {
-            self.need_eviction.store(false, Ordering::Release);
+            self.t.need_eviction.store(false, Ordering::Release);
             return self.release_expired_discarded(now) > 0;
         }
 
@@ -126,30 +155,24 @@ impl MasterService {
         let floor = (base as f64 * lower).ceil() as i64;
         let mut left =
             (floor - evicted as i64 - released as i64).min((remaining.len() + soft.len()) as i64);
-        if left > 0 {
-            for c in &remaining {
-                if left <= 0 {
-                    break;
-                }
-                let n = self.try_evict(c, false, now);
-                evicted += n;
-                left -= n as i64;
+        let second_pass = remaining
+            .iter()
+            .map(|c| (c, false))
+            .chain(soft.iter().map(|c| (c, true)));
+        for (c, allow_soft) in second_pass {
+            if left <= 0 {
+                break;
             }
-            for c in &soft {
-                if left <= 0 {
-                    break;
-                }
-                let n = self.try_evict(c, true, now);
-                evicted += n;
-                left -= n as i64;
-            }
+            let n = self.try_evict(c, allow_soft, now);
+            evicted += n;
+            left -= n as i64;
         }
 
         log::debug!(
             "action=evict_objects, evicted_count={evicted}, eviction_base={base}, released_discarded={released}, target_evict_ratio={target}"
         );
         if evicted > 0 || released > 0 {
-            self.need_eviction.store(false, Ordering::Release);
+            self.t.need_eviction.store(false, Ordering::Release);
             return true;
         }
         false
@@ -158,21 +181,21 @@ impl MasterService {
     /// Counts the evictable objects (dropping expired PROCESSING buffers on the way);
     /// both candidate lists are sorted oldest lease first.
     pub(super) fn census(&self, now: u64) -> Census {
-        let allow_soft = self.config.allow_evict_soft_pinned_objects;
+        let allow_soft = self.t.config.allow_evict_soft_pinned_objects;
         let mut census = Census {
             base: 0,
             no_pin: Vec::new(),
             soft: Vec::new(),
         };
         for i in 0..NUM_SHARDS {
-            let mut shard = self.objects.lock(i);
+            let mut shard = self.t.objects.lock(i);
             self.discard_expired_processing(&mut shard, now);
             shard.for_each(|t, k, o| {
                 if o.hard_pin() || !o.has_readable_memory() {
                     return;
                 }
                 census.base += 1;
-                if o.held(now, self.lease_ns) || o.offload_pending() {
+                if o.held(now, self.t.lease_ns) || o.offload_pending() {
                     return;
                 }
                 let readable = o.replicas.iter().filter(|r| r.is_readable()).count();
@@ -199,18 +222,19 @@ impl MasterService {
     /// which the metrics count at once (so they never lag the table).
     pub(super) fn try_evict(&self, c: &Candidate, allow_soft: bool, now: u64) -> usize {
         let n = self.evict_candidate(c, allow_soft, now);
-        self.metrics
+        self.t
+            .metrics
             .evicted_objects
             .fetch_add(n as u64, Ordering::Relaxed);
         n
     }
 
     fn evict_candidate(&self, c: &Candidate, allow_soft: bool, now: u64) -> usize {
-        let mut shard = self.objects.lock(c.shard);
+        let mut shard = self.t.objects.lock(c.shard);
         let Some(o) = shard.get_mut(&c.tenant, &c.key) else {
             return 0;
         };
-        if !evictable(o, allow_soft, now, self.lease_ns) {
+        if !evictable(o, allow_soft, now, self.t.lease_ns) {
             return 0;
         }
         if !o.group_id().is_empty() {
@@ -222,7 +246,7 @@ impl MasterService {
             return 0;
         };
         drop(shard);
-        self.segments.release(bufs);
+        self.t.segments.release(bufs);
         1
     }
 
@@ -239,53 +263,56 @@ impl MasterService {
     ) -> Option<Vec<Buffer>> {
         let o = shard.get_mut(tenant, key)?;
         let on_disk = o.disk_replicas().iter().any(|r| r.is_readable());
-        if !on_disk && self.config.enable_offload && self.owner_offloads(o) {
-            if self.take_offload_budget() {
-                if self.queue_offload(tenant, key, o) {
+        if !on_disk && self.t.config.enable_offload && self.disk.owner_offloads(o) {
+            if self.disk.take_offload_budget() {
+                if self.disk.queue_offload(tenant, key, o) {
                     return None;
                 }
-                self.return_offload_budget();
+                self.disk.return_offload_budget();
             }
-            if !self.config.offload_force_evict {
+            if !self.t.config.offload_force_evict {
                 return None;
             }
         }
         let bufs = o.take_replicas(|r| r.is_readable());
         if on_disk {
-            self.metrics.evicted_to_disk.fetch_add(1, Ordering::Relaxed);
+            self.t
+                .metrics
+                .evicted_to_disk
+                .fetch_add(1, Ordering::Relaxed);
         }
         if shard.remove_if_empty(tenant, key) {
-            self.announce_removed(tenant, key, group);
+            self.t.announce_removed(tenant, key, group);
         }
         Some(bufs)
     }
 
     /// Evicts every evictable member of a group, unless one of them is leased.
     fn evict_group(&self, tenant: &str, group: &str, allow_soft: bool, now: u64) -> usize {
-        let members = self.objects.group_members(tenant, group);
+        let members = self.t.objects.group_members(tenant, group);
         for m in &members {
-            let shard = self.objects.lock_key(tenant, m);
+            let shard = self.t.objects.lock_key(tenant, m);
             if shard
                 .get(tenant, m)
-                .is_some_and(|o| o.held(now, self.lease_ns))
+                .is_some_and(|o| o.held(now, self.t.lease_ns))
             {
                 return 0;
             }
         }
         let mut n = 0;
         for m in &members {
-            let mut shard = self.objects.lock_key(tenant, m);
+            let mut shard = self.t.objects.lock_key(tenant, m);
             let Some(o) = shard.get_mut(tenant, m) else {
                 continue;
             };
-            if !evictable(o, allow_soft, now, self.lease_ns) {
+            if !evictable(o, allow_soft, now, self.t.lease_ns) {
                 continue;
             }
             let Some(bufs) = self.evict_memory(&mut shard, tenant, m, group) else {
                 continue;
             };
             drop(shard);
-            self.segments.release(bufs);
+            self.t.segments.release(bufs);
             n += 1;
         }
         n
@@ -294,7 +321,7 @@ impl MasterService {
     /// Moves the PROCESSING buffers of puts older than the release timeout to the
     /// discarded list (due now); objects left without replicas are erased.
     pub(super) fn discard_expired_processing(&self, shard: &mut ShardGuard<'_>, now: u64) {
-        let release_ns = self.release_ns;
+        let release_ns = self.t.release_ns;
         let mut zombies: Vec<(Vec<Buffer>, u64)> = Vec::new();
         let mut freed = Vec::new();
         shard.retain(
@@ -312,7 +339,7 @@ impl MasterService {
             },
             &mut freed,
         );
-        self.segments.release(freed);
+        self.t.segments.release(freed);
         if !zombies.is_empty() {
             self.discarded.lock().extend(zombies);
         }
@@ -338,7 +365,9 @@ impl MasterService {
             due
         };
         let n = due.len();
-        self.segments.release(due.into_iter().flat_map(|(b, _)| b));
+        self.t
+            .segments
+            .release(due.into_iter().flat_map(|(b, _)| b));
         n
     }
 }

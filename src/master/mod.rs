@@ -2,14 +2,20 @@
 //! on the data path. [`MasterService`] implements [`MasterApi`] in process; the RPC
 //! server and the admin HTTP service are thin adapters around it.
 //!
-//! Inside: a sharded object table (`objects`), the mounted segments with one range
-//! allocator each (`segments`, [`allocator`]), replica placement (`placement`),
-//! client liveness (`clients`), eviction (`eviction`), and the disk tier: clients'
-//! local disks (`local_disk`), offload (`offload`) and promotion (`promotion`). Two background threads,
-//! holding only a `Weak` handle: eviction every `eviction_interval` (10 ms) and the
-//! client monitor every `client_monitor_interval` (1 s).
+//! Inside: the shared tables (`tables`: configuration, clock, the sharded object table
+//! `objects`, the mounted segments with one range allocator each `segments` and
+//! [`allocator`], the replication log, counters), allocation (`allocate`, `placement`),
+//! and the sub-services over them, each owning its data in its file: client liveness
+//! (`clients`), eviction (`eviction`) and room for writes (`room`), the disk tier
+//! (clients' local disks `local_disk`, offload `offload`, promotion `promotion`), reads
+//! (`read`), writes and removals (`write`, `remove`), and HA state (`ha::state`). This
+//! file composes them; the RPC handlers (`rpc_handlers`, `tier_handlers`) call them.
+//! Two background threads, holding only a `Weak` handle: eviction every
+//! `eviction_interval` (10 ms) and the client monitor every `client_monitor_interval`
+//! (1 s).
 
 pub mod admin;
+mod allocate;
 pub mod allocator;
 mod clients;
 pub mod config;
@@ -30,9 +36,11 @@ mod room;
 mod rpc_handlers;
 pub mod rpc_server;
 mod segments;
+mod tables;
+mod tier_handlers;
 mod write;
 
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -50,63 +58,43 @@ use crate::wire::disk_tier_api::{
 use crate::wire::master_api::{
     ErrorCode, GetReplicaListResponse, MasterApi, MasterResult, ObjectMeta, PingResponse,
     ReplicaDescriptor, ReplicaType, ReplicateConfig, Segment, StorageConfig, TaskAssignment, Uuid,
-    DEFAULT_TENANT,
 };
 use crate::wire::master_rpcs::{master_rpcs, trait_method};
+use clients::Liveness;
+use eviction::Eviction;
+use ha::changelog::FollowerHandle;
+use ha::mirror::Mirror;
 use kv_events::KvEvents;
-use metrics::{Metrics, Rpc};
-use objects::ObjectTable;
-use segments::{Buffer, Segments};
+use metrics::Rpc;
+use offload::DiskTier;
+use promotion::Promotions;
+use read::Reads;
+use room::Room;
+use tables::Tables;
+use write::Writes;
 
 /// A background job: thread name, period, tick.
 type Job = (&'static str, Duration, fn(&MasterService));
 
-fn dur_ns(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
-
-fn dur_ms(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
 /// The master service: thread-safe, no networking. Create it with
 /// [`MasterService::new`]; the background threads stop on [`MasterService::shutdown`]
-/// or when the last handle is dropped.
+/// or when the last handle is dropped. It composes the sub-services, each of which
+/// owns its data and reads the shared tables.
 pub struct MasterService {
-    config: MasterConfig,
-    start: Instant,
-    objects: ObjectTable,
-    segments: Segments,
-    /// Clients' local disks and the offload tasks queued for them.
-    local_disks: local_disk::LocalDisks,
-    /// Disk-only reads counted towards promotion.
-    promotion_hits: promotion::HitCounts,
-    clients: clients::Clients,
-    discarded: Mutex<Vec<(Vec<Buffer>, u64)>>,
-    need_eviction: AtomicBool,
-    room: Mutex<room::RoomQueue>,
-    evict_backoff_until: AtomicU64,
-    /// Offload tasks the current eviction run may still queue.
-    offload_budget: AtomicU64,
-    last_discard: AtomicU64,
-    next_replica_id: AtomicU64,
-    /// Changes replicated to standbys and the snapshot (see `ha`).
-    log: Arc<ha::changelog::ReplicationLog>,
-    /// The HA view version `Ping` reports (the etcd revision of the leader's election).
-    view_version: AtomicI64,
-    /// Until when (ns on [`MasterService::now`]'s clock) requests are answered:
-    /// `u64::MAX` unless an HA leader's lease bounds it ([`MasterService::serve_until`]).
-    serve_until: AtomicU64,
-    /// Where `stored` / `removed` events go (disabled unless the binary started one).
-    kv_events: Arc<KvEvents>,
-    metrics: Metrics,
-    lease_ns: u64,
-    lease_ms: u64,
-    discard_ns: u64,
-    release_ns: u64,
-    client_ttl_ns: u64,
-    default_pin_ms: u64,
-    max_pin_ms: u64,
+    /// The shared tables: configuration, clock, objects, segments, log, counters.
+    t: Arc<Tables>,
+    /// Clients' local disks, offload tasks and the offload budget.
+    disk: Arc<DiskTier>,
+    /// Disk-only reads counted towards promotion, and promotions.
+    promotions: Arc<Promotions>,
+    /// Client liveness.
+    liveness: Liveness,
+    /// Eviction and zombie cleanup.
+    eviction: Arc<Eviction>,
+    /// The read path.
+    reads: Reads,
+    /// The write path and removals.
+    writes: Writes,
     threads: Mutex<Vec<StoppableThread>>,
 }
 
@@ -122,53 +110,31 @@ impl MasterService {
         if let Err(e) = config.validate() {
             log::warn!("master config: {e}");
         }
-        let start = Instant::now();
-        let log = Arc::new(ha::changelog::ReplicationLog::new(config.ha_sync_timeout));
+        let t = Arc::new(Tables::new(config, kv_events));
+        let disk = Arc::new(DiskTier::new(t.clone()));
+        let promotions = Arc::new(Promotions::new(t.clone(), disk.clone()));
+        let eviction = Arc::new(Eviction::new(t.clone(), disk.clone()));
+        let room = Arc::new(Room::new(eviction.clone()));
         let svc = Arc::new(MasterService {
-            objects: ObjectTable::new(log.clone(), start),
-            segments: Segments::with_log(
-                config.memory_allocator == MemoryAllocator::Cachelib,
-                log.clone(),
-            ),
-            log,
-            local_disks: local_disk::LocalDisks::new(
-                config.offloading_queue_limit,
-                config.promotion_queue_limit,
-            ),
-            promotion_hits: promotion::HitCounts::default(),
-            clients: clients::Clients::new(),
-            discarded: Mutex::new(Vec::new()),
-            need_eviction: AtomicBool::new(false),
-            room: Mutex::new(room::RoomQueue::default()),
-            evict_backoff_until: AtomicU64::new(0),
-            offload_budget: AtomicU64::new(0),
-            last_discard: AtomicU64::new(0),
-            next_replica_id: AtomicU64::new(1),
-            view_version: AtomicI64::new(config.view_version),
-            serve_until: AtomicU64::new(u64::MAX),
-            kv_events,
-            metrics: Metrics::default(),
-            lease_ns: dur_ns(config.default_kv_lease_ttl),
-            lease_ms: dur_ms(config.default_kv_lease_ttl),
-            discard_ns: dur_ns(config.put_start_discard_timeout_sec),
-            release_ns: dur_ns(config.put_start_release_timeout_sec),
-            client_ttl_ns: dur_ns(config.client_ttl),
-            default_pin_ms: dur_ms(config.default_kv_soft_pin_ttl),
-            max_pin_ms: dur_ms(config.max_kv_soft_pin_ttl),
-            start,
+            liveness: Liveness::new(t.clone(), disk.clone()),
+            reads: Reads::new(t.clone(), promotions.clone()),
+            writes: Writes::new(t.clone(), eviction.clone(), room, disk.clone()),
+            t,
+            disk,
+            promotions,
+            eviction,
             threads: Mutex::new(Vec::new()),
-            config,
         });
         let mut threads = Vec::new();
         let jobs: [Job; 2] = [
             (
                 "mc-master-evict",
-                svc.config.eviction_interval,
+                svc.t.config.eviction_interval,
                 MasterService::eviction_tick,
             ),
             (
                 "mc-master-clients",
-                svc.config.client_monitor_interval,
+                svc.t.config.client_monitor_interval,
                 MasterService::client_monitor_tick,
             ),
         ];
@@ -186,7 +152,7 @@ impl MasterService {
                 Err(e) => log::error!("cannot start master thread {name}: {e}"),
             }
         }
-        svc.refill_offload_budget();
+        svc.disk.refill_offload_budget();
         *svc.threads.lock() = threads;
         svc
     }
@@ -200,61 +166,66 @@ impl MasterService {
         }
     }
 
+    /// One tick of the eviction thread.
+    fn eviction_tick(&self) {
+        self.eviction.tick();
+    }
+
+    /// One pass of the client monitor.
+    fn client_monitor_tick(&self) {
+        self.liveness.monitor_tick();
+    }
+
     /// Sets the view version `Ping` reports (a new HA leader's election revision).
     pub fn set_view_version(&self, version: i64) {
-        self.view_version.store(version, Ordering::Relaxed);
+        self.t.view_version.store(version, Ordering::Relaxed);
     }
 
     /// The configuration in use.
     pub fn config(&self) -> &MasterConfig {
-        &self.config
+        &self.t.config
     }
 
     /// The KV-event publisher this service announces to.
     pub fn kv_events(&self) -> &KvEvents {
-        &self.kv_events
+        &self.t.kv_events
     }
 
     /// Every mounted segment: name, base, size and bytes in use.
     pub fn segments_summary(&self) -> Vec<SegmentSummary> {
-        self.segments.summary()
+        self.t.segments.summary()
     }
 
     /// Every mounted local disk, with its offload queue.
     pub fn local_disks_summary(&self) -> Vec<LocalDiskSummary> {
-        self.local_disks.summaries()
+        self.disk.local_disks.summaries()
     }
 
     /// Clients marked OK by a remount and not expired since.
     pub fn active_clients(&self) -> usize {
-        self.clients.ok_count()
+        self.liveness.clients.ok_count()
     }
 
     /// Total bytes of mounted segments.
     pub fn total_capacity(&self) -> u64 {
-        self.segments.total_capacity()
+        self.t.segments.total_capacity()
     }
 
     /// Bytes allocated in mounted segments (including parked zombie buffers).
     pub fn allocated_bytes(&self) -> u64 {
-        self.segments.allocated_bytes()
+        self.t.segments.allocated_bytes()
     }
 
     /// A snapshot of the per-RPC and eviction counters.
     pub fn metrics(&self) -> MasterMetrics {
-        self.metrics.snapshot()
+        self.t.metrics.snapshot()
     }
 
     /// Runs one eviction pass now with target fraction `ratio` (lower bound half of
     /// it), whatever the watermark says. For tests and admin use.
     pub fn evict_now(&self, ratio: f64) {
         let r = ratio.clamp(0.0, 1.0);
-        self.batch_evict(r, r * 0.5, self.now());
-    }
-
-    /// Nanoseconds since the service started (lease 0 = never read).
-    fn now(&self) -> u64 {
-        dur_ns(self.start.elapsed()).max(1)
+        self.eviction.batch_evict(r, r * 0.5, self.t.now());
     }
 
     /// Answers requests only until `until` (on the monotonic clock, which runs on while
@@ -262,26 +233,68 @@ impl MasterService {
     /// so a leader paused past its lease answers nothing once it resumes. A time
     /// already past refuses every request from now on.
     pub fn serve_until(&self, until: Instant) {
-        let ns = dur_ns(until.saturating_duration_since(self.start));
-        self.serve_until.store(ns, Ordering::SeqCst);
+        self.t.serve_until(until);
     }
 
     /// Whether requests are answered now (see [`MasterService::serve_until`]).
     pub fn is_serving(&self) -> bool {
-        self.now() < self.serve_until.load(Ordering::SeqCst)
+        self.t.is_serving()
     }
 
-    /// The tenant a request applies to: `default` unless multi-tenancy is on.
-    fn tenant<'a>(&self, tenant: &'a str) -> &'a str {
-        if !self.config.enable_multi_tenants || tenant.is_empty() {
-            DEFAULT_TENANT
-        } else {
-            tenant
-        }
+    /// Admin `query_key`: the readable replicas of `key` in the default tenant, without
+    /// granting a lease. -704 unknown, -703 nothing readable yet.
+    pub fn query_key(&self, key: &str) -> MasterResult<Vec<ReplicaDescriptor>> {
+        self.reads.query_key(key)
+    }
+
+    /// Admin `get_all_keys`: every key of every tenant, sorted.
+    pub fn all_keys(&self) -> Vec<String> {
+        self.reads.all_keys()
+    }
+
+    /// Number of objects (all states, all tenants).
+    pub fn key_count(&self) -> usize {
+        self.reads.key_count()
+    }
+
+    /// A connection of the RPC server carries `client` (it pinged or mounted over it):
+    /// a lost client is reachable again.
+    pub fn client_connected(&self, client: Uuid) {
+        self.liveness.client_connected(client);
+    }
+
+    /// A connection that carried `client` ended (`peer_gone`: closed or reset by the
+    /// peer, not by this master). When it was the client's last, its segments take no
+    /// allocations and serve no reads until it pings again, and it expires after
+    /// `DISCONNECT_GRACE` (3 s) unless it does.
+    pub fn client_disconnected(&self, client: Uuid, peer_gone: bool) {
+        self.liveness.client_disconnected(client, peer_gone);
+    }
+
+    /// Attaches a follower: it receives a full dump of segments and objects, then
+    /// every change (see `ha::state`).
+    pub(crate) fn attach_follower(&self) -> FollowerHandle {
+        ha::state::attach_follower(&self.t)
+    }
+
+    /// Loads `mirror` into this (empty) service: its segments mounted with the
+    /// replicas' buffers allocated where they were, every object with its replicas
+    /// (disk copies on their clients' disks, mounted again until those clients expire),
+    /// a fresh read lease on each, and the segment owners' liveness clocks started
+    /// with `client_ttl` plus `RESTORED_CLIENT_GRACE` (30 s) to find this master.
+    /// Replicas whose buffer overlaps another or lies outside its segment are dropped
+    /// (an object left with none is not restored). Returns the number of objects.
+    pub fn restore(&self, mirror: &Mirror) -> usize {
+        ha::state::restore(
+            &self.t,
+            &self.liveness.clients,
+            &self.disk.local_disks,
+            mirror,
+        )
     }
 
     fn counted<T>(&self, rpc: Rpc, r: MasterResult<T>) -> MasterResult<T> {
-        self.metrics.record(rpc, r.is_ok());
+        self.t.metrics.record(rpc, r.is_ok());
         r
     }
 
@@ -291,7 +304,7 @@ impl MasterService {
         v: Vec<MasterResult<T>>,
     ) -> MasterResult<Vec<MasterResult<T>>> {
         let failed = v.iter().filter(|r| r.is_err()).count() as u64;
-        self.metrics.record_n(rpc, v.len() as u64, failed);
+        self.t.metrics.record_n(rpc, v.len() as u64, failed);
         Ok(v)
     }
 }
@@ -354,7 +367,7 @@ macro_rules! counted_api {
             /// Waits until what this thread's requests changed is held by every standby
             /// in sync and the snapshot (see `ha::changelog`).
             fn before_reply(&self) {
-                self.log.wait_durable();
+                self.t.log.wait_durable();
             }
 
             fn serving(&self) -> bool {

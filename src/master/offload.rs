@@ -17,22 +17,46 @@
 //! key could otherwise be added to a new value of that key.
 
 use super::kv_events::Medium;
-use super::local_disk::{DiskRef, DiskReplica, ObjectKey};
+use super::local_disk::{DiskRef, DiskReplica, LocalDisks, ObjectKey};
 use super::object::Object;
-use super::{DiskTierHandlers, MasterService};
+use super::tables::Tables;
 use crate::host::addr::parse_host_port;
-use crate::wire::disk_tier_api::*;
+use crate::wire::disk_tier_api::{OffloadTaskItem, StorageObjectMetadata};
 use crate::wire::master_api::{ErrorCode, MasterResult, ReplicaStatus, ReplicaType, Uuid};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// The host part of an offload RPC address.
 fn host_of(endpoint: &str) -> String {
     parse_host_port(endpoint, 0).0
 }
 
-impl MasterService {
-    fn check_offload_enabled(&self) -> MasterResult<()> {
-        if self.config.enable_offload {
+/// The disk tier: clients' local disks, the offload tasks queued for them, and this
+/// eviction run's offload budget.
+pub(super) struct DiskTier {
+    t: Arc<Tables>,
+    /// Clients' local disks and the offload tasks queued for them.
+    pub(super) local_disks: LocalDisks,
+    /// Offload tasks the current eviction run may still queue.
+    offload_budget: AtomicU64,
+}
+
+impl DiskTier {
+    /// No disk mounted yet; the budget is filled by [`DiskTier::refill_offload_budget`].
+    pub fn new(t: Arc<Tables>) -> DiskTier {
+        DiskTier {
+            local_disks: LocalDisks::new(
+                t.config.offloading_queue_limit,
+                t.config.promotion_queue_limit,
+            ),
+            t,
+            offload_budget: AtomicU64::new(0),
+        }
+    }
+
+    /// UNABLE_OFFLOAD unless `--enable_offload`.
+    pub(super) fn check_offload_enabled(&self) -> MasterResult<()> {
+        if self.t.config.enable_offload {
             Ok(())
         } else {
             Err(ErrorCode::UNABLE_OFFLOAD)
@@ -63,18 +87,21 @@ impl MasterService {
             return false;
         }
         o.set_offload_pending(true);
-        self.metrics.offload_queued.fetch_add(1, Ordering::Relaxed);
+        self.t
+            .metrics
+            .offload_queued
+            .fetch_add(1, Ordering::Relaxed);
         true
     }
 
     /// Offload tasks one eviction run may queue: `offload_cap_ratio` of the queue
     /// limit, at least one.
     pub(super) fn offload_cap(&self) -> u64 {
-        let cap = self.config.offload_cap_ratio * self.config.offloading_queue_limit as f64;
+        let cap = self.t.config.offload_cap_ratio * self.t.config.offloading_queue_limit as f64;
         (cap as u64).max(1)
     }
 
-    /// A new eviction run may queue [`MasterService::offload_cap`] tasks.
+    /// A new eviction run may queue [`DiskTier::offload_cap`] tasks.
     pub(super) fn refill_offload_budget(&self) {
         self.offload_budget
             .store(self.offload_cap(), Ordering::Relaxed);
@@ -101,9 +128,9 @@ impl MasterService {
     }
 
     /// The objects in `keys` no longer wait for a disk copy.
-    fn release_offload_pins(&self, keys: Vec<ObjectKey>) {
+    pub(super) fn release_offload_pins(&self, keys: Vec<ObjectKey>) {
         for (tenant, key) in keys {
-            let mut shard = self.objects.lock_key(&tenant, &key);
+            let mut shard = self.t.objects.lock_key(&tenant, &key);
             if let Some(o) = shard.get_for_lease(&tenant, &key) {
                 o.set_offload_pending(false);
             }
@@ -117,23 +144,23 @@ impl MasterService {
             return false;
         };
         self.release_offload_pins(pending);
-        self.sweep_dead_replicas();
+        self.t.sweep_dead_replicas();
         log::info!("client_id={client}: local disk unmounted");
         true
     }
 
     /// Registers one reported copy; whether it became (or updated) a replica.
-    fn register_copy(
+    pub(super) fn register_copy(
         &self,
         client: Uuid,
         task: &OffloadTaskItem,
         meta: &StorageObjectMetadata,
         disk: Option<&DiskRef>,
     ) -> bool {
-        let key: ObjectKey = (self.tenant(&task.tenant_id).to_string(), task.key.clone());
+        let key: ObjectKey = (self.t.tenant(&task.tenant_id).to_string(), task.key.clone());
         let queued_for = self.local_disks.settle(client, &key);
         let (tenant, name) = (&key.0, &key.1);
-        let mut shard = self.objects.lock_key(tenant, name);
+        let mut shard = self.t.objects.lock_key(tenant, name);
         let Some(o) = shard.get_for_lease(tenant, name) else {
             return false;
         };
@@ -173,7 +200,7 @@ impl MasterService {
                 d[i].endpoint = endpoint;
             }),
             (None, None) => o.add_disk_replica(DiskReplica {
-                id: self.next_replica_id.fetch_add(1, Ordering::Relaxed),
+                id: self.t.next_replica_id(),
                 disk: disk.clone(),
                 size,
                 endpoint,
@@ -184,7 +211,7 @@ impl MasterService {
 
     /// Drops `client`'s copy of (tenant, key) of type `kind`; erases the object when it
     /// was its last replica.
-    fn evict_disk_copy(
+    pub(super) fn evict_disk_copy(
         &self,
         client: Uuid,
         key: &str,
@@ -195,8 +222,8 @@ impl MasterService {
             ReplicaType::LocalDisk | ReplicaType::Disk => {}
             _ => return Err(ErrorCode::INVALID_PARAMS),
         }
-        let tenant = self.tenant(tenant);
-        let mut shard = self.objects.lock_key(tenant, key);
+        let tenant = self.t.tenant(tenant);
+        let mut shard = self.t.objects.lock_key(tenant, key);
         let o = shard
             .get_mut(tenant, key)
             .ok_or(ErrorCode::OBJECT_NOT_FOUND)?;
@@ -206,122 +233,8 @@ impl MasterService {
         }
         let group = o.group_id().to_string();
         if shard.remove_if_empty(tenant, key) {
-            self.kv_events.removed(key, Medium::Disk, tenant, &group);
+            self.t.kv_events.removed(key, Medium::Disk, tenant, &group);
         }
         Ok(())
-    }
-}
-
-impl DiskTierHandlers for MasterService {
-    fn mount_local_disk_segment(&self, client: Uuid, enable_offloading: bool) -> MasterResult<()> {
-        self.check_offload_enabled().map(|()| {
-            self.local_disks.mount(client, enable_offloading);
-            self.clients.touch(client, self.now(), self.client_ttl_ns);
-            log::info!("client_id={client}: local disk mounted (offloading {enable_offloading})");
-        })
-    }
-
-    fn unmount_local_disk_segment(&self, client: Uuid) -> MasterResult<()> {
-        self.check_offload_enabled().map(|()| {
-            self.unmount_local_disk(client);
-        })
-    }
-
-    fn offload_object_heartbeat(
-        &self,
-        client: Uuid,
-        enable_offloading: bool,
-    ) -> MasterResult<Vec<OffloadTaskItem>> {
-        self.check_offload_enabled().and_then(|()| {
-            let (tasks, cancelled) = self.local_disks.drain(client, enable_offloading)?;
-            self.release_offload_pins(cancelled);
-            Ok(tasks)
-        })
-    }
-
-    fn poll_remove_all(&self, client: Uuid) -> MasterResult<bool> {
-        self.check_offload_enabled()
-            .and_then(|()| self.local_disks.poll_remove_all(client))
-    }
-
-    fn report_ssd_capacity(&self, client: Uuid, bytes: i64) -> MasterResult<()> {
-        self.check_offload_enabled()
-            .and_then(|()| self.local_disks.set_capacity(client, bytes))
-    }
-
-    fn notify_offload_success(
-        &self,
-        client: Uuid,
-        tasks: &[OffloadTaskItem],
-        metadatas: &[StorageObjectMetadata],
-    ) -> MasterResult<()> {
-        self.check_offload_enabled().and_then(|()| {
-            if tasks.len() != metadatas.len() {
-                return Err(ErrorCode::INVALID_PARAMS);
-            }
-            let disk = self.local_disks.get(client);
-            let mut added = 0u64;
-            for (task, meta) in tasks.iter().zip(metadatas) {
-                if self.register_copy(client, task, meta, disk.as_ref()) {
-                    added += 1;
-                }
-            }
-            self.metrics.offloaded.fetch_add(added, Ordering::Relaxed);
-            disk.map(|_| ()).ok_or(ErrorCode::SEGMENT_NOT_FOUND)
-        })
-    }
-
-    fn promotion_object_heartbeat(&self, client: Uuid) -> MasterResult<Vec<PromotionTaskItem>> {
-        let max = usize::try_from(self.config.promotion_max_per_heartbeat).unwrap_or(usize::MAX);
-        self.check_offload_enabled()
-            .and_then(|()| self.local_disks.drain_promotions(client, max))
-    }
-
-    fn promotion_alloc_start(
-        &self,
-        client: Uuid,
-        key: &str,
-        tenant: &str,
-        size: u64,
-        preferred_segments: &[String],
-    ) -> MasterResult<PromotionAllocation> {
-        self.check_offload_enabled()
-            .and_then(|()| self.promotion_start(client, key, tenant, size, preferred_segments))
-    }
-
-    fn notify_promotion_success(&self, client: Uuid, key: &str, tenant: &str) -> MasterResult<()> {
-        self.check_offload_enabled()
-            .and_then(|()| self.promotion_end(client, key, tenant, true))
-    }
-
-    fn notify_promotion_failure(&self, client: Uuid, key: &str, tenant: &str) -> MasterResult<()> {
-        self.check_offload_enabled()
-            .and_then(|()| self.promotion_end(client, key, tenant, false))
-    }
-
-    fn evict_disk_replica(
-        &self,
-        client: Uuid,
-        key: &str,
-        tenant: &str,
-        kind: ReplicaType,
-    ) -> MasterResult<()> {
-        self.check_offload_enabled()
-            .and_then(|()| self.evict_disk_copy(client, key, tenant, kind))
-    }
-
-    fn batch_evict_disk_replica(
-        &self,
-        client: Uuid,
-        keys: &[String],
-        tenant: &str,
-        kind: ReplicaType,
-    ) -> MasterResult<Vec<MasterResult<()>>> {
-        self.check_offload_enabled()?;
-        let results = keys
-            .iter()
-            .map(|k| self.evict_disk_copy(client, k, tenant, kind))
-            .collect();
-        Ok(results)
     }
 }

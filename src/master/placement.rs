@@ -12,22 +12,10 @@ use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 
 use super::config::AllocationStrategy;
-use super::segments::Buffer;
+use super::segments::{AllocView, Buffer};
 
 const MAX_WALK: usize = 100;
 const CANDIDATE_MULTIPLIER: usize = 6;
-
-/// What placement needs from the segment table (held locked while placing).
-pub(crate) trait AllocView {
-    /// Names of segments that can take allocations.
-    fn names(&self) -> &[String];
-    /// Allocates `size` bytes on segment `name` (trying its mounts from `start`).
-    fn try_alloc(&mut self, name: &str, size: u64, start: usize) -> Option<Buffer>;
-    /// Free bytes / capacity of segment `name`.
-    fn free_ratio(&self, name: &str) -> f64;
-    /// Names of segments whose host id is `host_id`, sorted.
-    fn host_segments(&self, host_id: &str) -> Vec<String>;
-}
 
 thread_local! {
     static RNG: Cell<u64> = Cell::new({

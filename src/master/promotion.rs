@@ -6,13 +6,15 @@
 //! `NotifyPromotionSuccess` / `NotifyPromotionFailure`.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 
 use super::local_disk::ObjectKey;
 use super::object::Object;
+use super::offload::DiskTier;
 use super::replica::Replica;
-use super::MasterService;
+use super::tables::Tables;
 use crate::wire::disk_tier_api::{PromotionAllocation, PromotionTaskItem};
 use crate::wire::master_api::{ErrorCode, MasterResult, ReplicaStatus, ReplicateConfig, Uuid};
 
@@ -21,7 +23,7 @@ const MAX_COUNTED: usize = 100_000;
 
 /// Reads of disk-only objects, counted towards promotion.
 #[derive(Default)]
-pub(crate) struct HitCounts(Mutex<HashMap<ObjectKey, u64>>);
+struct HitCounts(Mutex<HashMap<ObjectKey, u64>>);
 
 impl HitCounts {
     /// Counts one read of `key`; whether it reached `threshold` (the count then
@@ -41,20 +43,36 @@ impl HitCounts {
     }
 }
 
-impl MasterService {
+/// Promotion on hit: the disk-only reads counted, and the promotions in progress.
+pub(super) struct Promotions {
+    t: Arc<Tables>,
+    disk: Arc<DiskTier>,
+    hits: HitCounts,
+}
+
+impl Promotions {
+    /// No read counted yet.
+    pub fn new(t: Arc<Tables>, disk: Arc<DiskTier>) -> Promotions {
+        Promotions {
+            t,
+            disk,
+            hits: HitCounts::default(),
+        }
+    }
+
     /// A read of `o` was served: when only its disk copies could serve it and
     /// promotion is on, counts it and, at the threshold, queues a promotion task for
     /// the holder of its first copy. Called under `o`'s shard lock.
     pub(super) fn note_read_for_promotion(&self, tenant: &str, key: &str, o: &Object) {
-        if !self.config.promotion_on_hit || !o.replicas.is_empty() {
+        if !self.t.config.promotion_on_hit || !o.replicas.is_empty() {
             return;
         }
         let Some(copy) = o.disk_replicas().iter().find(|r| r.is_readable()) else {
             return;
         };
-        let threshold = self.config.promotion_admission_threshold;
+        let threshold = self.t.config.promotion_admission_threshold;
         if self
-            .promotion_hits
+            .hits
             .hit((tenant.to_string(), key.to_string()), threshold)
         {
             let task = PromotionTaskItem {
@@ -62,7 +80,9 @@ impl MasterService {
                 key: key.to_string(),
                 size: i64::try_from(o.size()).unwrap_or(i64::MAX),
             };
-            self.local_disks.enqueue_promotion(copy.disk.client, task);
+            self.disk
+                .local_disks
+                .enqueue_promotion(copy.disk.client, task);
         }
     }
 
@@ -76,9 +96,9 @@ impl MasterService {
         size: u64,
         preferred_segments: &[String],
     ) -> MasterResult<PromotionAllocation> {
-        let tenant = self.tenant(tenant);
-        let now = self.now();
-        let mut shard = self.objects.lock_key(tenant, key);
+        let tenant = self.t.tenant(tenant);
+        let now = self.t.now();
+        let mut shard = self.t.objects.lock_key(tenant, key);
         let o = shard
             .get_mut(tenant, key)
             .ok_or(ErrorCode::OBJECT_NOT_FOUND)?;
@@ -96,7 +116,7 @@ impl MasterService {
             preferred_segments: preferred_segments.to_vec(),
             ..ReplicateConfig::default()
         };
-        let replicas = self.allocate_replicas(client, key, size, &config)?;
+        let replicas = self.t.allocate_replicas(client, key, size, &config)?;
         let Some(descriptor) = replicas.first().map(Replica::descriptor) else {
             return Err(ErrorCode::NO_AVAILABLE_HANDLE);
         };
@@ -119,8 +139,8 @@ impl MasterService {
         tenant: &str,
         done: bool,
     ) -> MasterResult<()> {
-        let tenant = self.tenant(tenant);
-        let mut shard = self.objects.lock_key(tenant, key);
+        let tenant = self.t.tenant(tenant);
+        let mut shard = self.t.objects.lock_key(tenant, key);
         let o = shard
             .get_mut(tenant, key)
             .ok_or(ErrorCode::OBJECT_NOT_FOUND)?;
@@ -137,7 +157,7 @@ impl MasterService {
         }
         let bufs = o.take_replicas(|r: &Replica| r.status == ReplicaStatus::Processing);
         drop(shard);
-        self.segments.release(bufs);
+        self.t.segments.release(bufs);
         Ok(())
     }
 }

@@ -1,9 +1,12 @@
 //! The read path (spec store.md §2.3, §2.5 leases): ExistKey, GetReplicaList (+ batch
 //! and by-regex), which grant read leases, and the lease-free admin queries.
 
+use std::sync::Arc;
+
 use super::object::Object;
 use super::objects::NUM_SHARDS;
-use super::MasterService;
+use super::promotion::Promotions;
+use super::tables::Tables;
 use crate::wire::master_api::{ErrorCode, GetReplicaListResponse, MasterResult, ReplicaDescriptor};
 
 /// Compiles `pattern` for substring search (ECMAScript `regex_search` semantics);
@@ -15,11 +18,23 @@ pub(super) fn compile_regex(pattern: &str) -> MasterResult<regex::Regex> {
         .map_err(|_| ErrorCode::INVALID_PARAMS)
 }
 
-impl MasterService {
+/// The read path: leases and tracked reads over the object table; disk-only reads
+/// are counted towards promotion.
+pub(super) struct Reads {
+    t: Arc<Tables>,
+    promotions: Arc<Promotions>,
+}
+
+impl Reads {
+    /// The read path over `t`.
+    pub fn new(t: Arc<Tables>, promotions: Arc<Promotions>) -> Reads {
+        Reads { t, promotions }
+    }
+
     /// Grants the read lease to `o`; returns the group whose other members must be
     /// refreshed too (when the object's own lease was running low).
     fn lease(&self, o: &mut Object, now: u64) -> Option<String> {
-        let ttl = self.lease_ns;
+        let ttl = self.t.lease_ns;
         let refresh_group =
             !o.group_id().is_empty() && o.lease_timeout <= now.saturating_add(ttl / 2);
         o.grant_lease(now, ttl);
@@ -28,19 +43,19 @@ impl MasterService {
 
     /// Extends the lease of every member of `group` (none of their shard locks held).
     fn lease_group(&self, tenant: &str, group: &str, now: u64) {
-        for m in self.objects.group_members(tenant, group) {
-            let mut shard = self.objects.lock_key(tenant, &m);
+        for m in self.t.objects.group_members(tenant, group) {
+            let mut shard = self.t.objects.lock_key(tenant, &m);
             if let Some(o) = shard.get_for_lease(tenant, &m) {
-                o.grant_lease(now, self.lease_ns);
+                o.grant_lease(now, self.t.lease_ns);
             }
         }
     }
 
     /// `ExistKey`: true only with a readable replica; grants a lease then.
     pub(super) fn exist_one(&self, key: &str, tenant: &str) -> MasterResult<bool> {
-        let tenant = self.tenant(tenant);
-        let now = self.now();
-        let mut shard = self.objects.lock_key(tenant, key);
+        let tenant = self.t.tenant(tenant);
+        let now = self.t.now();
+        let mut shard = self.t.objects.lock_key(tenant, key);
         let Some(o) = shard.get_for_lease(tenant, key) else {
             return Ok(false);
         };
@@ -55,39 +70,23 @@ impl MasterService {
         Ok(true)
     }
 
-    /// `GetReplicaList`: -704 unknown, -703 nothing readable yet; grants a lease.
-    pub(super) fn get_replica_list_one(
-        &self,
-        key: &str,
-        tenant: &str,
-    ) -> MasterResult<GetReplicaListResponse> {
-        self.replica_list(key, tenant, false)
-    }
-
-    /// `BatchBeginRead` (an extension of this master): `GetReplicaList` for a client
-    /// that ends its reads with `BatchEndRead`. Instead of a lease of
-    /// `default_kv_lease_ttl`, the object is held only until the read ends (at most for
-    /// that long), so objects read once do not block eviction for seconds. Grouped
-    /// objects get the ordinary lease (a group is held together).
-    pub(super) fn begin_read_one(
-        &self,
-        key: &str,
-        tenant: &str,
-    ) -> MasterResult<GetReplicaListResponse> {
-        self.replica_list(key, tenant, true)
-    }
-
-    /// The readable replicas of `key`, holding the object for a tracked read or with a
-    /// lease.
-    fn replica_list(
+    /// The readable replicas of `key`: -704 unknown, -703 nothing readable yet.
+    ///
+    /// Untracked (`GetReplicaList`), the object gets a read lease. Tracked
+    /// (`BatchBeginRead`, an extension of this master, for a client that ends its
+    /// reads with `BatchEndRead`): instead of a lease of `default_kv_lease_ttl`, the
+    /// object is held only until the read ends (at most for that long), so objects
+    /// read once do not block eviction for seconds. Grouped objects get the ordinary
+    /// lease (a group is held together).
+    pub(super) fn replica_list(
         &self,
         key: &str,
         tenant: &str,
         tracked: bool,
     ) -> MasterResult<GetReplicaListResponse> {
-        let tenant = self.tenant(tenant);
-        let now = self.now();
-        let mut shard = self.objects.lock_key(tenant, key);
+        let tenant = self.t.tenant(tenant);
+        let now = self.t.now();
+        let mut shard = self.t.objects.lock_key(tenant, key);
         let o = shard
             .get_for_lease(tenant, key)
             .ok_or(ErrorCode::OBJECT_NOT_FOUND)?;
@@ -95,9 +94,9 @@ impl MasterService {
         if replicas.is_empty() {
             return Err(o.unreadable_error());
         }
-        self.note_read_for_promotion(tenant, key, o);
+        self.promotions.note_read_for_promotion(tenant, key, o);
         let checksum = o.checksum();
-        let tracking = tracked && o.group_id().is_empty() && o.begin_read(now, self.lease_ns);
+        let tracking = tracked && o.group_id().is_empty() && o.begin_read(now, self.t.lease_ns);
         let group = if tracking { None } else { self.lease(o, now) };
         drop(shard);
         if let Some(g) = group {
@@ -105,7 +104,7 @@ impl MasterService {
         }
         Ok(GetReplicaListResponse {
             replicas,
-            lease_ttl_ms: self.lease_ms,
+            lease_ttl_ms: self.t.lease_ms,
             checksum,
         })
     }
@@ -114,8 +113,8 @@ impl MasterService {
     /// `replica_id` (any replica the read was given) ties it to that version of the
     /// object: a late end for an object removed and written again is ignored.
     pub(super) fn end_read_one(&self, key: &str, replica_id: u64, tenant: &str) {
-        let tenant = self.tenant(tenant);
-        let mut shard = self.objects.lock_key(tenant, key);
+        let tenant = self.t.tenant(tenant);
+        let mut shard = self.t.objects.lock_key(tenant, key);
         if let Some(o) = shard.get_for_lease(tenant, key) {
             if o.has_replica(replica_id) {
                 o.end_read();
@@ -131,12 +130,12 @@ impl MasterService {
         tenant: &str,
     ) -> MasterResult<Vec<(String, Vec<ReplicaDescriptor>)>> {
         let re = compile_regex(pattern)?;
-        let tenant = self.tenant(tenant);
-        let now = self.now();
+        let tenant = self.t.tenant(tenant);
+        let now = self.t.now();
         let mut out = Vec::new();
         let mut groups = Vec::new();
         for i in 0..NUM_SHARDS {
-            let mut shard = self.objects.lock(i);
+            let mut shard = self.t.objects.lock(i);
             let mut matched = Vec::new();
             shard.for_each(|t, k, o| {
                 if t == tenant && re.is_match(k) && o.has_readable() {
@@ -164,9 +163,9 @@ impl MasterService {
 
     /// Admin `query_key`: the readable replicas of `key` in the default tenant, without
     /// granting a lease. -704 unknown, -703 nothing readable yet.
-    pub fn query_key(&self, key: &str) -> MasterResult<Vec<ReplicaDescriptor>> {
-        let tenant = self.tenant("");
-        let shard = self.objects.lock_key(tenant, key);
+    pub(super) fn query_key(&self, key: &str) -> MasterResult<Vec<ReplicaDescriptor>> {
+        let tenant = self.t.tenant("");
+        let shard = self.t.objects.lock_key(tenant, key);
         let o = shard.get(tenant, key).ok_or(ErrorCode::OBJECT_NOT_FOUND)?;
         let descs = o.readable_descriptors();
         if descs.is_empty() {
@@ -176,10 +175,11 @@ impl MasterService {
     }
 
     /// Admin `get_all_keys`: every key of every tenant, sorted.
-    pub fn all_keys(&self) -> Vec<String> {
-        let mut keys = Vec::with_capacity(self.objects.len());
+    pub(super) fn all_keys(&self) -> Vec<String> {
+        let mut keys = Vec::with_capacity(self.t.objects.len());
         for i in 0..NUM_SHARDS {
-            self.objects
+            self.t
+                .objects
                 .lock(i)
                 .for_each(|_, k, _| keys.push(k.to_string()));
         }
@@ -188,7 +188,7 @@ impl MasterService {
     }
 
     /// Number of objects (all states, all tenants).
-    pub fn key_count(&self) -> usize {
-        self.objects.len()
+    pub(super) fn key_count(&self) -> usize {
+        self.t.objects.len()
     }
 }

@@ -3,14 +3,13 @@
 //! object still being written is never removed, forced or not. Of these, only Remove
 //! announces a KV event (`removed`), as upstream's master does.
 
-use super::kv_events::Medium;
 use super::objects::NUM_SHARDS;
 use super::read::compile_regex;
 use super::replica::Replica;
-use super::MasterService;
+use super::write::Writes;
 use crate::wire::master_api::{ErrorCode, MasterResult, ReplicaStatus, Uuid};
 
-impl MasterService {
+impl Writes {
     /// `Remove`: -704 missing, -706 leased and not forced, -703 still being written.
     /// With `announce`, a removal is published as a KV event.
     pub(super) fn remove_one(
@@ -20,11 +19,11 @@ impl MasterService {
         tenant: &str,
         announce: bool,
     ) -> MasterResult<()> {
-        let tenant = self.tenant(tenant);
-        let now = self.now();
-        let mut shard = self.objects.lock_key(tenant, key);
+        let tenant = self.t.tenant(tenant);
+        let now = self.t.now();
+        let mut shard = self.t.objects.lock_key(tenant, key);
         let o = shard.get(tenant, key).ok_or(ErrorCode::OBJECT_NOT_FOUND)?;
-        if !force && o.held(now, self.lease_ns) {
+        if !force && o.held(now, self.t.lease_ns) {
             return Err(ErrorCode::OBJECT_HAS_LEASE);
         }
         if !o.all_complete() {
@@ -32,33 +31,26 @@ impl MasterService {
         }
         let removed = shard.remove(tenant, key);
         if let (true, Some(o)) = (announce, &removed) {
-            self.announce_removed(tenant, key, o.group_id());
+            self.t.announce_removed(tenant, key, o.group_id());
         }
         drop(shard);
         if let Some(o) = removed {
-            self.segments
+            self.t
+                .segments
                 .release(o.replicas.into_iter().map(Replica::into_buffer));
         }
         Ok(())
     }
 
-    /// Publishes that (tenant, key) is gone; called under its shard lock, so a key's
-    /// events keep the order of its changes. Every replica this master holds is a
-    /// memory replica, so the medium is `cpu` (upstream's `MediumForMetadata`, which
-    /// also says `cpu` for an object left with no replica at all).
-    pub(super) fn announce_removed(&self, tenant: &str, key: &str, group: &str) {
-        self.kv_events.removed(key, Medium::Cpu, tenant, group);
-    }
-
     /// Removes every complete object of `tenant` whose key satisfies `matches` and
     /// whose lease has expired (or `force`); returns the count.
     fn remove_where(&self, tenant: &str, force: bool, matches: impl Fn(&str) -> bool) -> i64 {
-        let now = self.now();
-        let ttl = self.lease_ns;
+        let now = self.t.now();
+        let ttl = self.t.lease_ns;
         let mut count = 0usize;
         let mut freed = Vec::new();
         for i in 0..NUM_SHARDS {
-            let mut shard = self.objects.lock(i);
+            let mut shard = self.t.objects.lock(i);
             count += shard.retain(
                 Some(tenant),
                 |_, k, o| !(matches(k) && (force || !o.held(now, ttl)) && o.all_complete()),
@@ -66,10 +58,10 @@ impl MasterService {
             );
             drop(shard);
             if freed.len() >= 4096 {
-                self.segments.release(std::mem::take(&mut freed));
+                self.t.segments.release(std::mem::take(&mut freed));
             }
         }
-        self.segments.release(freed);
+        self.t.segments.release(freed);
         count as i64
     }
 
@@ -81,7 +73,7 @@ impl MasterService {
         tenant: &str,
     ) -> MasterResult<i64> {
         let re = compile_regex(pattern)?;
-        let tenant = self.tenant(tenant);
+        let tenant = self.t.tenant(tenant);
         Ok(self.remove_where(tenant, force, |k| re.is_match(k)))
     }
 
@@ -89,10 +81,10 @@ impl MasterService {
     /// local disk is told to wipe itself (at its next `PollRemoveAll`); a disk copy of
     /// a leased object that stayed keeps its disk intact.
     pub(super) fn remove_all_impl(&self, force: bool, tenant: &str) -> i64 {
-        let tenant = self.tenant(tenant);
+        let tenant = self.t.tenant(tenant);
         let removed = self.remove_where(tenant, force, |_| true);
-        if self.local_disks.len() > 0 && !self.any_disk_copies() {
-            self.local_disks.request_remove_all();
+        if self.disk.local_disks.len() > 0 && !self.any_disk_copies() {
+            self.disk.local_disks.request_remove_all();
         }
         removed
     }
@@ -101,7 +93,7 @@ impl MasterService {
     fn any_disk_copies(&self) -> bool {
         (0..NUM_SHARDS).any(|i| {
             let mut found = false;
-            self.objects.lock(i).for_each(|_, _, o| {
+            self.t.objects.lock(i).for_each(|_, _, o| {
                 found |= !o.disk_replicas().is_empty();
             });
             found
@@ -117,18 +109,18 @@ impl MasterService {
         client: Uuid,
         segment_name: &str,
     ) -> Vec<String> {
-        let tenant = self.tenant("");
-        let now = self.now();
+        let tenant = self.t.tenant("");
+        let now = self.t.now();
         let mut cleared = Vec::new();
         for key in keys {
             if key.is_empty() {
                 continue;
             }
-            let mut shard = self.objects.lock_key(tenant, key);
+            let mut shard = self.t.objects.lock_key(tenant, key);
             let Some(o) = shard.get_mut(tenant, key) else {
                 continue;
             };
-            if o.client != client || o.held(now, self.lease_ns) {
+            if o.client != client || o.held(now, self.t.lease_ns) {
                 continue;
             }
             let bufs = if segment_name.is_empty() {
@@ -148,7 +140,7 @@ impl MasterService {
             };
             shard.remove_if_empty(tenant, key);
             drop(shard);
-            self.segments.release(bufs);
+            self.t.segments.release(bufs);
             cleared.push(key.clone());
         }
         cleared

@@ -17,9 +17,11 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
-use super::eviction::{Candidate, Census};
-use super::MasterService;
+use parking_lot::Mutex;
+
+use super::eviction::{Candidate, Census, Eviction};
 use crate::wire::master_api::{ErrorCode, MasterResult};
 
 /// Retries of one write; with the doubling goal this covers any pool size.
@@ -30,7 +32,7 @@ const QUEUE_MAX: usize = 16_384;
 
 /// Eviction candidates in order, and whether each may be soft-pinned.
 #[derive(Default)]
-pub(super) struct RoomQueue {
+struct RoomQueue {
     queue: VecDeque<(Candidate, bool)>,
     /// Bumped whenever room was made: a writer that waited for its turn retries its
     /// placement first if room was made meanwhile.
@@ -48,7 +50,21 @@ impl RoomQueue {
     }
 }
 
-impl MasterService {
+/// Making room for writes: evicts through `eviction`, one writer at a time.
+pub(super) struct Room {
+    eviction: Arc<Eviction>,
+    queue: Mutex<RoomQueue>,
+}
+
+impl Room {
+    /// An empty queue (the first writer that needs room counts the table).
+    pub fn new(eviction: Arc<Eviction>) -> Room {
+        Room {
+            eviction,
+            queue: Mutex::new(RoomQueue::default()),
+        }
+    }
+
     /// Runs `attempt` (a write that allocates `len` bytes per replica) and, each time
     /// it fails for want of space, makes room and runs it again. `attempt` must leave
     /// nothing half done when it fails with NO_AVAILABLE_HANDLE.
@@ -59,7 +75,7 @@ impl MasterService {
     ) -> MasterResult<T> {
         let mut goal = len.max(1);
         for _ in 0..MAX_ROUNDS {
-            let epoch = self.room.lock().epoch;
+            let epoch = self.queue.lock().epoch;
             match attempt() {
                 Err(ErrorCode::NO_AVAILABLE_HANDLE) => {}
                 other => return other,
@@ -76,14 +92,14 @@ impl MasterService {
     /// `len` exceeds every segment). Returns true at once if room was made since
     /// `seen_epoch`.
     fn make_room(&self, len: u64, goal: u64, seen_epoch: u64) -> bool {
-        if !self.segments.could_ever_fit(len) {
+        if !self.eviction.t.segments.could_ever_fit(len) {
             return false;
         }
-        let mut room = self.room.lock();
+        let mut room = self.queue.lock();
         if room.epoch != seen_epoch {
             return true;
         }
-        let now = self.now();
+        let now = self.eviction.t.now();
         let mut freed = 0u64;
         let mut evicted = 0u64;
         let mut refilled = false;
@@ -92,21 +108,25 @@ impl MasterService {
                 if refilled {
                     break;
                 }
-                room.refill(self.census(now));
+                room.refill(self.eviction.census(now));
                 refilled = true;
                 continue;
             };
-            let n = self.try_evict(&c, soft, now);
+            let n = self.eviction.try_evict(&c, soft, now);
             if n > 0 {
                 evicted += n as u64;
                 freed = freed.saturating_add(c.bytes);
             }
         }
-        let released = self.release_expired_discarded(now);
+        let released = self.eviction.release_expired_discarded(now);
         if evicted == 0 && released == 0 {
             return false;
         }
-        self.metrics.room_evictions.fetch_add(1, Ordering::Relaxed);
+        self.eviction
+            .t
+            .metrics
+            .room_evictions
+            .fetch_add(1, Ordering::Relaxed);
         room.epoch = room.epoch.wrapping_add(1);
         log::debug!(
             "action=make_room, len={len}, goal={goal}, evicted_count={evicted}, freed={freed}"

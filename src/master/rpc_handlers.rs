@@ -1,7 +1,7 @@
 //! The master's RPCs as served, before counting: each one's work, mostly handed to
-//! the table that owns it (reads in `read`, writes in `write`, removals in `remove`).
-//! The counting [`MasterApi`] wrappers around them are made from the RPC table in
-//! `mod.rs`.
+//! the sub-service that owns it (reads in `read`, writes in `write`, removals in
+//! `remove`). The counting [`MasterApi`] wrappers around them are made from the RPC
+//! table in `mod.rs`.
 //!
 //! [`MasterApi`]: crate::wire::master_api::MasterApi
 
@@ -12,6 +12,14 @@ use crate::wire::master_api::{
     SERVICE_VERSION,
 };
 use std::sync::atomic::Ordering;
+
+/// A batch RPC: `one` applied to each input, the batch itself succeeding.
+pub(super) fn each<T, R>(
+    items: &[T],
+    one: impl FnMut(&T) -> MasterResult<R>,
+) -> MasterResult<Vec<MasterResult<R>>> {
+    Ok(items.iter().map(one).collect())
+}
 
 impl MasterHandlers for MasterService {
     fn service_ready(&self) -> MasterResult<String> {
@@ -32,30 +40,34 @@ impl MasterHandlers for MasterService {
     }
 
     fn mount_segment(&self, segment: &Segment, client: Uuid) -> MasterResult<()> {
-        self.clients.touch(client, self.now(), self.client_ttl_ns);
-        self.segments.mount(segment, client)
+        self.liveness
+            .clients
+            .touch(client, self.t.now(), self.t.client_ttl_ns);
+        self.t.segments.mount(segment, client)
     }
 
     fn remount_segment(&self, segments: &[Segment], client: Uuid) -> MasterResult<()> {
         // Start (or restart) the client's liveness clock, as a mount does: a client
         // that remounts and dies before its next ping must still expire.
-        self.clients.touch(client, self.now(), self.client_ttl_ns);
+        self.liveness
+            .clients
+            .touch(client, self.t.now(), self.t.client_ttl_ns);
         for s in segments {
-            self.segments.validate_remount(s, client)?;
+            self.t.segments.validate_remount(s, client)?;
         }
         for s in segments {
-            match self.segments.mount(s, client) {
+            match self.t.segments.mount(s, client) {
                 Ok(()) | Err(ErrorCode::INVALID_PARAMS) => {}
                 Err(e) => return Err(e),
             }
         }
-        self.clients.mark_ok(client);
+        self.liveness.clients.mark_ok(client);
         Ok(())
     }
 
     fn unmount_segment(&self, segment_id: Uuid, _client: Uuid) -> MasterResult<()> {
-        if self.segments.unmount(segment_id).is_some() {
-            self.sweep_dead_replicas();
+        if self.t.segments.unmount(segment_id).is_some() {
+            self.t.sweep_dead_replicas();
         }
         Ok(())
     }
@@ -67,16 +79,21 @@ impl MasterHandlers for MasterService {
         grace_ms: u64,
     ) -> MasterResult<()> {
         let deadline = self
+            .t
             .now()
             .saturating_add(grace_ms.saturating_mul(1_000_000));
-        self.segments
+        self.t
+            .segments
             .begin_graceful_unmount(segment_id, client, deadline)
     }
 
     fn ping(&self, client: Uuid) -> MasterResult<PingResponse> {
-        let status: ClientStatus = self.clients.ping(client, self.now(), self.client_ttl_ns);
+        let status: ClientStatus =
+            self.liveness
+                .clients
+                .ping(client, self.t.now(), self.t.client_ttl_ns);
         let r = PingResponse {
-            view_version_id: self.view_version.load(Ordering::Relaxed),
+            view_version_id: self.t.view_version.load(Ordering::Relaxed),
             client_status: status,
         };
         Ok(r)
@@ -87,7 +104,7 @@ impl MasterHandlers for MasterService {
     }
 
     fn exist_key(&self, key: &str, tenant: &str) -> MasterResult<bool> {
-        self.exist_one(key, tenant)
+        self.reads.exist_one(key, tenant)
     }
 
     fn batch_exist_key(
@@ -95,12 +112,11 @@ impl MasterHandlers for MasterService {
         keys: &[String],
         tenant: &str,
     ) -> MasterResult<Vec<MasterResult<bool>>> {
-        let v = keys.iter().map(|k| self.exist_one(k, tenant)).collect();
-        Ok(v)
+        each(keys, |k| self.reads.exist_one(k, tenant))
     }
 
     fn get_replica_list(&self, key: &str, tenant: &str) -> MasterResult<GetReplicaListResponse> {
-        self.get_replica_list_one(key, tenant)
+        self.reads.replica_list(key, tenant, false)
     }
 
     fn batch_get_replica_list(
@@ -108,11 +124,7 @@ impl MasterHandlers for MasterService {
         keys: &[String],
         tenant: &str,
     ) -> MasterResult<Vec<MasterResult<GetReplicaListResponse>>> {
-        let v = keys
-            .iter()
-            .map(|k| self.get_replica_list_one(k, tenant))
-            .collect();
-        Ok(v)
+        each(keys, |k| self.reads.replica_list(k, tenant, false))
     }
 
     fn get_replica_list_by_regex(
@@ -120,7 +132,7 @@ impl MasterHandlers for MasterService {
         regex: &str,
         tenant: &str,
     ) -> MasterResult<Vec<(String, Vec<ReplicaDescriptor>)>> {
-        self.get_replica_list_by_regex_impl(regex, tenant)
+        self.reads.get_replica_list_by_regex_impl(regex, tenant)
     }
 
     fn batch_begin_read(
@@ -128,11 +140,7 @@ impl MasterHandlers for MasterService {
         keys: &[String],
         tenant: &str,
     ) -> MasterResult<Vec<MasterResult<GetReplicaListResponse>>> {
-        let v = keys
-            .iter()
-            .map(|k| self.begin_read_one(k, tenant))
-            .collect();
-        Ok(v)
+        each(keys, |k| self.reads.replica_list(k, tenant, true))
     }
 
     fn batch_end_read(
@@ -143,7 +151,7 @@ impl MasterHandlers for MasterService {
     ) -> MasterResult<()> {
         if keys.len() == replica_ids.len() {
             for (k, id) in keys.iter().zip(replica_ids) {
-                self.end_read_one(k, *id, tenant);
+                self.reads.end_read_one(k, *id, tenant);
             }
             Ok(())
         } else {
@@ -159,7 +167,8 @@ impl MasterHandlers for MasterService {
         config: &ReplicateConfig,
         tenant: &str,
     ) -> MasterResult<Vec<ReplicaDescriptor>> {
-        self.put_start_one(client, key, len, config, tenant)
+        self.writes
+            .start_one(false, client, key, len, config, tenant)
     }
 
     fn put_end(
@@ -169,7 +178,7 @@ impl MasterHandlers for MasterService {
         kind: ReplicaType,
         tenant: &str,
     ) -> MasterResult<()> {
-        self.put_end_one(client, meta, kind, tenant)
+        self.writes.put_end_one(client, meta, kind, tenant)
     }
 
     fn put_revoke(
@@ -179,7 +188,7 @@ impl MasterHandlers for MasterService {
         kind: ReplicaType,
         tenant: &str,
     ) -> MasterResult<()> {
-        self.put_revoke_one(client, key, kind, tenant)
+        self.writes.put_revoke_one(client, key, kind, tenant)
     }
 
     fn batch_put_start(
@@ -190,10 +199,9 @@ impl MasterHandlers for MasterService {
         config: &ReplicateConfig,
         tenant: &str,
     ) -> MasterResult<Vec<MasterResult<Vec<ReplicaDescriptor>>>> {
-        let v = self.batch_start(keys, lens, config, false, |k, l, c| {
-            self.put_start_one(client, k, l, c, tenant)
-        });
-        Ok(v)
+        Ok(self
+            .writes
+            .batch_start(false, client, keys, lens, config, tenant))
     }
 
     fn batch_put_end(
@@ -203,11 +211,7 @@ impl MasterHandlers for MasterService {
         kind: ReplicaType,
         tenant: &str,
     ) -> MasterResult<Vec<MasterResult<()>>> {
-        let v = metas
-            .iter()
-            .map(|m| self.put_end_one(client, m, kind, tenant))
-            .collect();
-        Ok(v)
+        each(metas, |m| self.writes.put_end_one(client, m, kind, tenant))
     }
 
     fn batch_put_revoke(
@@ -217,11 +221,9 @@ impl MasterHandlers for MasterService {
         kind: ReplicaType,
         tenant: &str,
     ) -> MasterResult<Vec<MasterResult<()>>> {
-        let v = keys
-            .iter()
-            .map(|k| self.put_revoke_one(client, k, kind, tenant))
-            .collect();
-        Ok(v)
+        each(keys, |k| {
+            self.writes.put_revoke_one(client, k, kind, tenant)
+        })
     }
 
     fn upsert_start(
@@ -232,7 +234,8 @@ impl MasterHandlers for MasterService {
         config: &ReplicateConfig,
         tenant: &str,
     ) -> MasterResult<Vec<ReplicaDescriptor>> {
-        self.upsert_start_one(client, key, len, config, tenant)
+        self.writes
+            .start_one(true, client, key, len, config, tenant)
     }
 
     fn upsert_end(
@@ -242,7 +245,7 @@ impl MasterHandlers for MasterService {
         kind: ReplicaType,
         tenant: &str,
     ) -> MasterResult<()> {
-        self.put_end_one(client, meta, kind, tenant)
+        self.writes.put_end_one(client, meta, kind, tenant)
     }
 
     fn upsert_revoke(
@@ -252,7 +255,7 @@ impl MasterHandlers for MasterService {
         kind: ReplicaType,
         tenant: &str,
     ) -> MasterResult<()> {
-        self.put_revoke_one(client, key, kind, tenant)
+        self.writes.put_revoke_one(client, key, kind, tenant)
     }
 
     fn batch_upsert_start(
@@ -263,10 +266,9 @@ impl MasterHandlers for MasterService {
         config: &ReplicateConfig,
         tenant: &str,
     ) -> MasterResult<Vec<MasterResult<Vec<ReplicaDescriptor>>>> {
-        let v = self.batch_start(keys, lens, config, true, |k, l, c| {
-            self.upsert_start_one(client, k, l, c, tenant)
-        });
-        Ok(v)
+        Ok(self
+            .writes
+            .batch_start(true, client, keys, lens, config, tenant))
     }
 
     fn batch_upsert_end(
@@ -275,11 +277,9 @@ impl MasterHandlers for MasterService {
         metas: &[ObjectMeta],
         tenant: &str,
     ) -> MasterResult<Vec<MasterResult<()>>> {
-        let v = metas
-            .iter()
-            .map(|m| self.put_end_one(client, m, ReplicaType::All, tenant))
-            .collect();
-        Ok(v)
+        each(metas, |m| {
+            self.writes.put_end_one(client, m, ReplicaType::All, tenant)
+        })
     }
 
     fn batch_upsert_revoke(
@@ -288,23 +288,22 @@ impl MasterHandlers for MasterService {
         keys: &[String],
         tenant: &str,
     ) -> MasterResult<Vec<MasterResult<()>>> {
-        let v = keys
-            .iter()
-            .map(|k| self.put_revoke_one(client, k, ReplicaType::All, tenant))
-            .collect();
-        Ok(v)
+        each(keys, |k| {
+            self.writes
+                .put_revoke_one(client, k, ReplicaType::All, tenant)
+        })
     }
 
     fn remove(&self, key: &str, force: bool, tenant: &str) -> MasterResult<()> {
-        self.remove_one(key, force, tenant, true)
+        self.writes.remove_one(key, force, tenant, true)
     }
 
     fn remove_by_regex(&self, regex: &str, force: bool, tenant: &str) -> MasterResult<i64> {
-        self.remove_by_regex_impl(regex, force, tenant)
+        self.writes.remove_by_regex_impl(regex, force, tenant)
     }
 
     fn remove_all(&self, force: bool, tenant: &str) -> MasterResult<i64> {
-        Ok(self.remove_all_impl(force, tenant))
+        Ok(self.writes.remove_all_impl(force, tenant))
     }
 
     fn batch_remove(
@@ -314,15 +313,11 @@ impl MasterHandlers for MasterService {
         tenant: &str,
     ) -> MasterResult<Vec<MasterResult<()>>> {
         // Upstream's BatchRemove announces nothing (spec tiers-events-conductor.md §2.5).
-        let v = keys
-            .iter()
-            .map(|k| self.remove_one(k, force, tenant, false))
-            .collect();
-        Ok(v)
+        each(keys, |k| self.writes.remove_one(k, force, tenant, false))
     }
 
     fn batch_query_ip(&self, clients: &[Uuid]) -> MasterResult<Vec<(Uuid, Vec<String>)>> {
-        Ok(self.batch_query_ip_impl(clients))
+        Ok(self.liveness.batch_query_ip_impl(clients))
     }
 
     fn batch_replica_clear(
@@ -331,6 +326,8 @@ impl MasterHandlers for MasterService {
         client: Uuid,
         segment_name: &str,
     ) -> MasterResult<Vec<String>> {
-        Ok(self.batch_replica_clear_impl(keys, client, segment_name))
+        Ok(self
+            .writes
+            .batch_replica_clear_impl(keys, client, segment_name))
     }
 }

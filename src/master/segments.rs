@@ -14,7 +14,6 @@ use parking_lot::Mutex;
 use super::allocator::RangeAllocator;
 use super::ha::changelog::ReplicationLog;
 use super::ha::record::Record;
-use super::placement::AllocView;
 use crate::wire::master_api::{BufferDescriptor, ErrorCode, MasterResult, Segment, Uuid};
 
 /// Cachelib's slab size: with `--memory_allocator=cachelib` segments must be aligned to it.
@@ -90,6 +89,18 @@ pub(crate) struct Buffer {
     pub size: u64,
     /// The allocator's block index (freeing needs it with `addr`).
     pub block: u32,
+}
+
+/// What placement needs from the segment table (held locked while placing).
+pub(crate) trait AllocView {
+    /// Names of segments that can take allocations.
+    fn names(&self) -> &[String];
+    /// Allocates `size` bytes on segment `name` (trying its mounts from `start`).
+    fn try_alloc(&mut self, name: &str, size: u64, start: usize) -> Option<Buffer>;
+    /// Free bytes / capacity of segment `name`.
+    fn free_ratio(&self, name: &str) -> f64;
+    /// Names of segments whose host id is `host_id`, sorted.
+    fn host_segments(&self, host_id: &str) -> Vec<String>;
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,16 +1,18 @@
 //! The write path (spec store.md §2.2): PutStart/PutEnd/PutRevoke and the Upsert
 //! variants, single and batched.
 
-use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use super::config::{MemoryAllocator, CACHELIB_MAX_OBJECT_SIZE};
+use super::eviction::Eviction;
 use super::kv_events::Medium;
 use super::object::{Object, PendingPin, MAX_OBJECT_SIZE};
 use super::objects::ShardGuard;
-use super::placement::{place, random_index};
+use super::offload::DiskTier;
 use super::replica::{Replica, Replicas};
+use super::room::Room;
 use super::segments::Segments;
-use super::MasterService;
+use super::tables::Tables;
 use crate::wire::master_api::{
     ErrorCode, MasterResult, ObjectMeta, ReplicaDescriptor, ReplicaStatus, ReplicaType,
     ReplicateConfig, SoftPinAction, Uuid,
@@ -29,7 +31,31 @@ struct StartArgs {
 /// Per-key results of a batch Start.
 pub(super) type StartResults = Vec<MasterResult<Vec<ReplicaDescriptor>>>;
 
-impl MasterService {
+/// The write path and removals (`remove`): no data of its own; it makes room through
+/// eviction and asks the disk tier for copies of what it completes.
+pub(super) struct Writes {
+    pub(super) t: Arc<Tables>,
+    eviction: Arc<Eviction>,
+    room: Arc<Room>,
+    pub(super) disk: Arc<DiskTier>,
+}
+
+impl Writes {
+    /// The write path over `t`.
+    pub fn new(
+        t: Arc<Tables>,
+        eviction: Arc<Eviction>,
+        room: Arc<Room>,
+        disk: Arc<DiskTier>,
+    ) -> Writes {
+        Writes {
+            t,
+            eviction,
+            room,
+            disk,
+        }
+    }
+
     /// Upstream's PutStart/UpsertStart argument checks.
     fn check_start(&self, key: &str, len: u64, c: &ReplicateConfig) -> MasterResult<StartArgs> {
         if (c.replica_num == 0 && c.nof_replica_num == 0 && c.dfs_replica_num == 0)
@@ -52,7 +78,7 @@ impl MasterService {
             // Larger than any segment can be.
             return Err(ErrorCode::NO_AVAILABLE_HANDLE);
         }
-        if self.config.memory_allocator == MemoryAllocator::Cachelib
+        if self.t.config.memory_allocator == MemoryAllocator::Cachelib
             && len > CACHELIB_MAX_OBJECT_SIZE
         {
             return Err(ErrorCode::INVALID_PARAMS);
@@ -68,8 +94,8 @@ impl MasterService {
                 }
             }
             SoftPinAction::Enable => {
-                let ttl_ms = c.soft_pin_ttl_ms.unwrap_or(self.default_pin_ms);
-                if ttl_ms > self.max_pin_ms {
+                let ttl_ms = c.soft_pin_ttl_ms.unwrap_or(self.t.default_pin_ms);
+                if ttl_ms > self.t.max_pin_ms {
                     return Err(ErrorCode::INVALID_PARAMS);
                 }
                 PendingPin {
@@ -84,96 +110,6 @@ impl MasterService {
             Some(_) => return Err(ErrorCode::INVALID_PARAMS),
         };
         Ok(StartArgs { pin, group })
-    }
-
-    /// Allocates the replica buffers of a new object; -200 (and the need-eviction flag)
-    /// when nothing fits.
-    pub(super) fn allocate_replicas(
-        &self,
-        client: Uuid,
-        key: &str,
-        len: u64,
-        c: &ReplicateConfig,
-    ) -> MasterResult<Replicas> {
-        let mut preferred: Vec<String> = Vec::new();
-        if !c.preferred_segment.is_empty() {
-            preferred.push(c.preferred_segment.clone());
-        } else {
-            for s in &c.preferred_segments {
-                if !s.is_empty() && !preferred.contains(s) {
-                    preferred.push(s.clone());
-                }
-            }
-        }
-        let host = if c.prefer_alloc_in_same_node && c.replica_num == 1 {
-            if c.host_id.is_empty() {
-                self.segments
-                    .client_segments(client)
-                    .into_iter()
-                    .map(|s| s.host_id)
-                    .find(|h| !h.is_empty())
-                    .unwrap_or_default()
-            } else {
-                c.host_id.clone()
-            }
-        } else {
-            String::new()
-        };
-        let want = usize::try_from(c.replica_num).unwrap_or(usize::MAX);
-        let strategy = self.config.allocation_strategy;
-        let (bufs, names) = self.segments.with_view(|view| {
-            if !host.is_empty() {
-                let mut local = view.host_segments(&host);
-                if !local.is_empty() {
-                    let shift = key.len().wrapping_add(random_index(local.len())) % local.len();
-                    local.rotate_left(shift);
-                }
-                for s in local {
-                    if !preferred.contains(&s) {
-                        preferred.push(s);
-                    }
-                }
-            }
-            let bufs = place(view, strategy, len, want, &preferred);
-            (bufs, view.names().len())
-        });
-        if bufs.is_empty() {
-            self.metrics.alloc_failures.fetch_add(1, Ordering::Relaxed);
-            if names > 0 {
-                self.need_eviction.store(true, Ordering::Release);
-            }
-            return Err(ErrorCode::NO_AVAILABLE_HANDLE);
-        }
-        Ok(bufs
-            .into_iter()
-            .map(|buf| {
-                Replica::new(
-                    self.next_replica_id.fetch_add(1, Ordering::Relaxed),
-                    ReplicaStatus::Processing,
-                    buf,
-                )
-            })
-            .collect())
-    }
-
-    /// Allocates and inserts a fresh PROCESSING object; returns its descriptors.
-    #[allow(clippy::too_many_arguments)]
-    fn insert_new(
-        &self,
-        shard: &mut ShardGuard<'_>,
-        client: Uuid,
-        tenant: &str,
-        key: &str,
-        len: u64,
-        c: &ReplicateConfig,
-        args: StartArgs,
-        soft_pin: Option<u64>,
-        now: u64,
-    ) -> MasterResult<Vec<ReplicaDescriptor>> {
-        let replicas = self.allocate_replicas(client, key, len, c)?;
-        self.insert_allocated(
-            shard, client, tenant, key, len, c, args, soft_pin, now, replicas,
-        )
     }
 
     /// Inserts a fresh PROCESSING object on `replicas`; returns its descriptors.
@@ -209,30 +145,26 @@ impl MasterService {
         Ok(descs)
     }
 
-    /// `PutStart`: evicts to make room when the pool is full (see `room`).
-    pub(super) fn put_start_one(
+    /// `PutStart`, or `UpsertStart` when `upsert`: checks the request, then evicts to
+    /// make room when the pool is full (see `room`).
+    pub(super) fn start_one(
         &self,
+        upsert: bool,
         client: Uuid,
         key: &str,
         len: u64,
         c: &ReplicateConfig,
         tenant: &str,
     ) -> MasterResult<Vec<ReplicaDescriptor>> {
-        self.start_with_room(key, len, c, |args| {
-            self.put_start_attempt(client, key, len, c, tenant, args)
-        })
-    }
-
-    /// Checks a Start request, then runs `attempt` until it finds room (see `room`).
-    fn start_with_room(
-        &self,
-        key: &str,
-        len: u64,
-        c: &ReplicateConfig,
-        attempt: impl Fn(StartArgs) -> MasterResult<Vec<ReplicaDescriptor>>,
-    ) -> MasterResult<Vec<ReplicaDescriptor>> {
         let args = self.check_start(key, len, c)?;
-        self.with_room(len, || attempt(args.clone()))
+        self.room.with_room(len, || {
+            let args = args.clone();
+            if upsert {
+                self.upsert_start_attempt(client, key, len, c, tenant, args)
+            } else {
+                self.put_start_attempt(client, key, len, c, tenant, args)
+            }
+        })
     }
 
     /// One placement attempt of `PutStart`.
@@ -245,24 +177,34 @@ impl MasterService {
         tenant: &str,
         args: StartArgs,
     ) -> MasterResult<Vec<ReplicaDescriptor>> {
-        let tenant = self.tenant(tenant);
-        let now = self.now();
-        let mut shard = self.objects.lock_key(tenant, key);
-        drop_dead_replicas(&self.segments, &mut shard, tenant, key, now, self.lease_ns);
+        let tenant = self.t.tenant(tenant);
+        let now = self.t.now();
+        let mut shard = self.t.objects.lock_key(tenant, key);
+        drop_dead_replicas(
+            &self.t.segments,
+            &mut shard,
+            tenant,
+            key,
+            now,
+            self.t.lease_ns,
+        );
         if let Some(o) = shard.get_mut(tenant, key) {
-            if o.has_complete() || o.put_start.saturating_add(self.discard_ns) >= now {
+            if o.has_complete() || o.put_start.saturating_add(self.t.discard_ns) >= now {
                 return Err(ErrorCode::OBJECT_ALREADY_EXISTS);
             }
             // Preempt the stale put: its buffers may still be written by the dead
             // writer, so they are parked until the release timeout.
-            let release_at = o.put_start.saturating_add(self.release_ns);
+            let release_at = o.put_start.saturating_add(self.t.release_ns);
             let mut bufs = o.take_replicas(|_| true);
             if let Some(old) = shard.remove(tenant, key) {
                 bufs.extend(old.replicas.into_iter().map(Replica::into_buffer));
             }
-            self.discard(bufs, release_at);
+            self.eviction.discard(bufs, release_at);
         }
-        self.insert_new(&mut shard, client, tenant, key, len, c, args, None, now)
+        let replicas = self.t.allocate_replicas(client, key, len, c)?;
+        self.insert_allocated(
+            &mut shard, client, tenant, key, len, c, args, None, now, replicas,
+        )
     }
 
     /// `PutEnd` / `UpsertEnd`. Each end that completes a write is announced as a KV
@@ -274,9 +216,9 @@ impl MasterService {
         kind: ReplicaType,
         tenant: &str,
     ) -> MasterResult<()> {
-        let tenant = self.tenant(tenant);
-        let now = self.now();
-        let mut shard = self.objects.lock_key(tenant, &meta.key);
+        let tenant = self.t.tenant(tenant);
+        let now = self.t.now();
+        let mut shard = self.t.objects.lock_key(tenant, &meta.key);
         let o = shard
             .get_mut(tenant, &meta.key)
             .ok_or(ErrorCode::OBJECT_NOT_FOUND)?;
@@ -318,10 +260,11 @@ impl MasterService {
             o.set_checksum(meta.checksum);
         }
         o.grant_lease(now, 0);
-        self.kv_events
+        self.t
+            .kv_events
             .stored(&meta.key, Medium::for_put_end(kind), tenant, o.group_id());
-        if self.config.enable_offload && !self.config.offload_on_evict && o.all_complete() {
-            self.queue_offload(tenant, &meta.key, o);
+        if self.t.config.enable_offload && !self.t.config.offload_on_evict && o.all_complete() {
+            self.disk.queue_offload(tenant, &meta.key, o);
         }
         Ok(())
     }
@@ -334,8 +277,8 @@ impl MasterService {
         kind: ReplicaType,
         tenant: &str,
     ) -> MasterResult<()> {
-        let tenant = self.tenant(tenant);
-        let mut shard = self.objects.lock_key(tenant, key);
+        let tenant = self.t.tenant(tenant);
+        let mut shard = self.t.objects.lock_key(tenant, key);
         let o = shard
             .get_mut(tenant, key)
             .ok_or(ErrorCode::OBJECT_NOT_FOUND)?;
@@ -359,27 +302,13 @@ impl MasterService {
         }
         shard.remove_if_empty(tenant, key);
         drop(shard);
-        self.segments.release(bufs);
+        self.t.segments.release(bufs);
         Ok(())
     }
 
-    /// `UpsertStart`: insert, or replace (in place when the size is unchanged);
-    /// evicts to make room when the pool is full (see `room`).
-    pub(super) fn upsert_start_one(
-        &self,
-        client: Uuid,
-        key: &str,
-        len: u64,
-        c: &ReplicateConfig,
-        tenant: &str,
-    ) -> MasterResult<Vec<ReplicaDescriptor>> {
-        self.start_with_room(key, len, c, |args| {
-            self.upsert_start_attempt(client, key, len, c, tenant, args)
-        })
-    }
-
-    /// One placement attempt of `UpsertStart`. When the new size does not fit, the
-    /// existing complete value is left as it was.
+    /// One placement attempt of `UpsertStart`: insert, or replace (in place when the
+    /// size is unchanged). When the new size does not fit, the existing complete
+    /// value is left as it was.
     fn upsert_start_attempt(
         &self,
         client: Uuid,
@@ -389,11 +318,18 @@ impl MasterService {
         tenant: &str,
         args: StartArgs,
     ) -> MasterResult<Vec<ReplicaDescriptor>> {
-        let tenant = self.tenant(tenant);
-        let now = self.now();
-        let release_at = now.saturating_add(self.release_ns);
-        let mut shard = self.objects.lock_key(tenant, key);
-        drop_dead_replicas(&self.segments, &mut shard, tenant, key, now, self.lease_ns);
+        let tenant = self.t.tenant(tenant);
+        let now = self.t.now();
+        let release_at = now.saturating_add(self.t.release_ns);
+        let mut shard = self.t.objects.lock_key(tenant, key);
+        drop_dead_replicas(
+            &self.t.segments,
+            &mut shard,
+            tenant,
+            key,
+            now,
+            self.t.lease_ns,
+        );
         let mut kept_pin = None;
         if let Some(o) = shard.get_mut(tenant, key) {
             if c.group_ids.is_some() && o.group_id() != args.group {
@@ -410,10 +346,10 @@ impl MasterService {
                 if !complete {
                     kept_pin = o.soft_pin().filter(|d| *d > now);
                 }
-                self.discard(bufs, release_at);
+                self.eviction.discard(bufs, release_at);
                 if !complete {
                     if let Some(old) = shard.remove(tenant, key) {
-                        self.discard(
+                        self.eviction.discard(
                             old.replicas.into_iter().map(Replica::into_buffer).collect(),
                             release_at,
                         );
@@ -422,7 +358,10 @@ impl MasterService {
             }
         }
         let Some(o) = shard.get_mut(tenant, key) else {
-            return self.insert_new(&mut shard, client, tenant, key, len, c, args, kept_pin, now);
+            let replicas = self.t.allocate_replicas(client, key, len, c)?;
+            return self.insert_allocated(
+                &mut shard, client, tenant, key, len, c, args, kept_pin, now, replicas,
+            );
         };
         if o.size() == len && !o.replicas.is_empty() {
             // Same size: rewrite in place; unreadable until UpsertEnd. Disk copies
@@ -449,9 +388,9 @@ impl MasterService {
             pin: args.pin,
             group: o.group_id().to_string(),
         };
-        let replicas = self.allocate_replicas(client, key, len, &merged)?;
+        let replicas = self.t.allocate_replicas(client, key, len, &merged)?;
         if let Some(old) = shard.remove(tenant, key) {
-            self.discard(
+            self.eviction.discard(
                 old.replicas.into_iter().map(Replica::into_buffer).collect(),
                 release_at,
             );
@@ -461,14 +400,16 @@ impl MasterService {
         )
     }
 
-    /// Shared shape of `BatchPutStart` / `BatchUpsertStart`.
+    /// `BatchPutStart`, or `BatchUpsertStart` when `upsert`: [`Writes::start_one`] for
+    /// each key.
     pub(super) fn batch_start(
         &self,
+        upsert: bool,
+        client: Uuid,
         keys: &[String],
         lens: &[u64],
         c: &ReplicateConfig,
-        upsert: bool,
-        mut one: impl FnMut(&str, u64, &ReplicateConfig) -> MasterResult<Vec<ReplicaDescriptor>>,
+        tenant: &str,
     ) -> StartResults {
         if keys.len() != lens.len() || c.group_ids.as_ref().is_some_and(|g| g.len() != keys.len()) {
             return keys
@@ -483,7 +424,7 @@ impl MasterService {
             if let Some(g) = &c.group_ids {
                 kc.group_ids = Some(vec![g[i].clone()]);
             }
-            let r = one(key, *len, &kc);
+            let r = self.start_one(upsert, client, key, *len, &kc, tenant);
             if !upsert && i == 0 && c.prefer_alloc_in_same_node {
                 if let Ok(descs) = &r {
                     let endpoint = descs.iter().rev().find_map(|d| match &d.location {

@@ -22,7 +22,7 @@ pub mod election;
 pub mod mirror;
 pub mod record;
 pub mod snapshot;
-mod state;
+pub(super) mod state;
 pub mod stream;
 
 use crate::master::admin::{self, AdminHandler};
@@ -35,6 +35,7 @@ use election::{Election, Leader, Term};
 use mirror::Mirror;
 use parking_lot::RwLock;
 use serde_json::json;
+use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -44,6 +45,43 @@ use std::time::{Duration, Instant};
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(3);
 /// How often the view is polled while following or waiting.
 const POLL: Duration = Duration::from_millis(100);
+
+/// Why an HA master stopped: what it could not start, and where.
+#[derive(Debug, thiserror::Error)]
+pub enum HaError {
+    /// The election backend (etcd or redis) could not be set up.
+    #[error("HA backend {backend}: {source}")]
+    Backend {
+        /// The backend as given: etcd endpoints or `redis://host:port`.
+        backend: String,
+        /// What the backend said.
+        source: crate::error::Error,
+    },
+    /// The leader's replication listener could not be bound.
+    #[error("replication listener on {bind}: {source}")]
+    ReplicationListener {
+        /// Where it was to listen.
+        bind: SocketAddr,
+        /// The bind error.
+        source: io::Error,
+    },
+    /// The leader's RPC server could not be started.
+    #[error("master RPC on {bind}: {source}")]
+    Rpc {
+        /// Where it was to listen.
+        bind: SocketAddr,
+        /// The bind error.
+        source: io::Error,
+    },
+    /// The leader's snapshot writer could not be started.
+    #[error("snapshot in {}: {source}", dir.display())]
+    Snapshot {
+        /// `--snapshot_backup_dir`.
+        dir: PathBuf,
+        /// The file-system error.
+        source: io::Error,
+    },
+}
 
 /// What an HA master needs beyond the service configuration.
 #[derive(Debug, Clone)]
@@ -194,7 +232,8 @@ enum TermEnd {
 /// campaigns when there is none, serves while leading. `initial` is the state to lead
 /// with if elected before following anyone (a snapshot, or empty). Only a leading
 /// master announces KV events to `kv_events` (a standby copying the leader's state,
-/// or a promotion restoring it, announces nothing).
+/// or a promotion restoring it, announces nothing). The error is the text of an
+/// [`HaError`].
 pub fn run(
     settings: &HaSettings,
     config: &MasterConfig,
@@ -204,7 +243,13 @@ pub fn run(
     stop: &dyn Fn() -> bool,
 ) -> Result<(), String> {
     let election = Election::new(&settings.backend, &settings.cluster_id, settings.lease_ttl)
-        .map_err(|e| format!("HA backend {}: {e}", settings.backend))?;
+        .map_err(|source| {
+            HaError::Backend {
+                backend: settings.backend.clone(),
+                source,
+            }
+            .to_string()
+        })?;
     let mut mirror = initial;
     // Whether this master may lead with what it holds: it has a whole copy, or it has
     // never seen another leader (a new cluster).
@@ -247,7 +292,9 @@ pub fn run(
                 }
                 match lead(
                     &election, settings, config, kv_events, status, &mirror, stop,
-                )? {
+                )
+                .map_err(|e| e.to_string())?
+                {
                     TermEnd::NotElected => std::thread::sleep(POLL),
                     TermEnd::Lost(state) => {
                         mirror = state;
@@ -314,14 +361,18 @@ fn lead(
     status: &HaStatus,
     state: &Mirror,
     stop: &dyn Fn() -> bool,
-) -> Result<TermEnd, String> {
+) -> Result<TermEnd, HaError> {
     let master = MasterService::with_kv_events(config.clone(), kv_events.clone());
     // Nothing is answered before the lease is held.
     master.serve_until(Instant::now());
     let restored = master.restore(state);
     let repl_bind = SocketAddr::new(settings.rpc_bind.ip(), 0);
-    let replication = stream::ReplicationServer::start(repl_bind, &master)
-        .map_err(|e| format!("replication listener on {repl_bind}: {e}"))?;
+    let replication = stream::ReplicationServer::start(repl_bind, &master).map_err(|source| {
+        HaError::ReplicationListener {
+            bind: repl_bind,
+            source,
+        }
+    })?;
     let repl_addr = format!(
         "{}:{}",
         advertised_host(&settings.rpc_advertised),
@@ -356,8 +407,10 @@ fn lead(
     );
     let _snapshot = match &settings.snapshot_dir {
         Some(dir) => Some(
-            snapshot::SnapshotWriter::start(dir, &master)
-                .map_err(|e| format!("snapshot in {}: {e}", dir.display()))?,
+            snapshot::SnapshotWriter::start(dir, &master).map_err(|source| HaError::Snapshot {
+                dir: dir.clone(),
+                source,
+            })?,
         ),
         None => None,
     };
@@ -383,14 +436,17 @@ fn advertised_host(addr: &str) -> &str {
 }
 
 /// The leader's RPC server.
-fn start_rpc(settings: &HaSettings, master: &Arc<MasterService>) -> Result<RpcServer, String> {
+fn start_rpc(settings: &HaSettings, master: &Arc<MasterService>) -> Result<RpcServer, HaError> {
     RpcServer::start_with_events(
         settings.rpc_bind,
         master.clone(),
         Some(master.clone()),
         settings.rpc_limits,
     )
-    .map_err(|e| format!("master RPC on {}: {e}", settings.rpc_bind))
+    .map_err(|source| HaError::Rpc {
+        bind: settings.rpc_bind,
+        source,
+    })
 }
 
 /// Serves RPCs (on `rpc`) and renews the lease every third of its TTL.
@@ -402,7 +458,7 @@ fn serve_term(
     term: &Term,
     rpc: RpcServer,
     stop: &dyn Fn() -> bool,
-) -> Result<TermEnd, String> {
+) -> Result<TermEnd, HaError> {
     let mut rpc = Some(rpc);
     {
         let mut s = status.0.write();
