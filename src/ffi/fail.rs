@@ -7,7 +7,7 @@
 //! they call `ffi_boundary!`.
 
 use crate::error::Error;
-use crate::store::ErrorCode;
+use crate::store::{ErrorCode, StoreError};
 use std::ffi::c_int;
 
 /// Why a call failed at the boundary.
@@ -43,6 +43,15 @@ impl From<ErrorCode> for FfiError {
         FfiError::Code {
             what: code.to_string(),
             code,
+        }
+    }
+}
+
+impl From<StoreError> for FfiError {
+    fn from(e: StoreError) -> Self {
+        FfiError::Code {
+            what: e.to_string(),
+            code: e.code,
         }
     }
 }

@@ -18,10 +18,10 @@ pub(super) mod results;
 use super::args::{c_slice, c_str, c_str_or};
 use super::boundary::ffi_boundary;
 use super::fail::{invalid, FfiError};
-use crate::store::{ReplicateConfig, SetupConfig, SoftPinAction};
-use args::{items_arg, setup_config};
+use crate::store::{ReplicateConfig, SetupConfig, SoftPinAction, WriteMode};
+use args::{items_arg, SetupArgs};
 use handle::{client, set_up, set_up_client, setup_handle, STORES};
-use keys::{KeyBatch, KeyCall};
+use keys::{write_copy, KeyBatch, KeyCall};
 use results::write_out;
 use std::ffi::{c_char, c_int, c_void};
 
@@ -101,19 +101,17 @@ pub unsafe extern "C" fn mooncake_store_setup(
     master_server_addr: *const c_char,
 ) -> c_int {
     ffi_boundary!({
-        // SAFETY: every string is NULL or NUL-terminated.
-        let cfg = unsafe {
-            setup_config(
-                local_hostname,
-                metadata_server,
-                global_segment_size,
-                local_buffer_size,
-                protocol,
-                device_name,
-                master_server_addr,
-            )
+        let args = SetupArgs {
+            local_hostname,
+            metadata_server,
+            global_segment_size,
+            local_buffer_size,
+            protocol,
+            device_name,
+            master_server_addr,
         };
-        setup_handle(store, &cfg)
+        // SAFETY: every string is NULL or NUL-terminated.
+        setup_handle(store, &unsafe { args.config() })
     })
 }
 
@@ -174,16 +172,10 @@ pub unsafe extern "C" fn mooncake_store_put(
     config: *const mooncake_replicate_config_t,
 ) -> c_int {
     ffi_boundary!({
+        // SAFETY: per the contract; `config` is NULL or valid.
+        let config = || unsafe { replicate_config(config) };
         // SAFETY: per the contract.
-        let (call, value, cfg) = unsafe {
-            (
-                KeyCall::read(store, key)?,
-                c_slice(value.cast::<u8>(), size, "value")?,
-                replicate_config(config)?,
-            )
-        };
-        call.client()?.put(call.key(), value, &cfg)?;
-        Ok(0)
+        unsafe { write_copy(WriteMode::Put, store, key, value, size, config) }
     })
 }
 

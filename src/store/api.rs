@@ -305,18 +305,6 @@ impl StoreApi for Client {
     fn unregister_buffer(&self, addr: *mut u8) -> Result<(), ErrorCode> {
         Client::unregister_buffer(self, addr)
     }
-    unsafe fn get_into_raw(&self, key: &str, addr: u64, cap: u64) -> Result<u64, ErrorCode> {
-        // SAFETY: forwarded contract.
-        unsafe { Client::get_into_raw(self, key, addr, cap) }
-    }
-    unsafe fn batch_get_into_raw(
-        &self,
-        keys: &[&str],
-        items: &[(u64, u64)],
-    ) -> Vec<Result<u64, ErrorCode>> {
-        // SAFETY: forwarded contract.
-        unsafe { Client::batch_get_into_raw(self, keys, items) }
-    }
     fn is_exist(&self, key: &str) -> Result<bool, ErrorCode> {
         Client::is_exist(self, key)
     }

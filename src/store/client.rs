@@ -5,6 +5,7 @@
 use super::config::{split_explicit_port, SetupConfig, StoreEnv};
 use super::disk_tier::config::DiskTierConfig;
 use super::disk_tier::DiskTier;
+use super::error::{StoreError, StoreResult};
 use super::heartbeat::Heartbeat;
 use super::state::{ClientState, SharedState, StateGuard};
 use crate::config::Config;
@@ -72,10 +73,7 @@ impl Client {
     /// `cfg.ssd_offload_path`); setup fails when the disk cannot be used or the master
     /// does not offload.
     pub fn setup(cfg: &SetupConfig) -> Result<Client, ErrorCode> {
-        let disk = cfg
-            .enable_ssd_offload
-            .then(|| DiskTierConfig::from_env(|k| std::env::var(k).ok(), &cfg.ssd_offload_path));
-        Self::setup_with_disk(cfg, disk)
+        Self::setup_with_disk(cfg, cfg.disk_tier_from_env())
     }
 
     /// [`Client::setup`] with the disk tier configured explicitly (`None`: none, whatever
@@ -84,11 +82,7 @@ impl Client {
         cfg: &SetupConfig,
         disk: Option<DiskTierConfig>,
     ) -> Result<Client, ErrorCode> {
-        let cfg = cfg.with_defaults();
-        let env = StoreEnv::from_env();
-        Self::setup_inner(&cfg, &env, disk, None, |addr| {
-            super::connect::connect_master(addr, env.rpc_timeout, env.connect_timeout)
-        })
+        Self::open(cfg, disk, None).map_err(StoreError::logged)
     }
 
     /// [`Client::setup_with_disk`] over an existing Transfer Engine (upstream's
@@ -106,10 +100,20 @@ impl Client {
         disk: Option<DiskTierConfig>,
         engine: Arc<TransferEngine>,
     ) -> Result<Client, ErrorCode> {
+        Self::open(cfg, disk, Some(engine)).map_err(StoreError::logged)
+    }
+
+    /// [`Client::setup_with_disk`] (over `engine` when given: see
+    /// [`Client::setup_on_engine`]), the cause of a failure returned with its code.
+    pub(crate) fn open(
+        cfg: &SetupConfig,
+        disk: Option<DiskTierConfig>,
+        engine: Option<Arc<TransferEngine>>,
+    ) -> StoreResult<Client> {
         let cfg = cfg.with_defaults();
         let env = StoreEnv::from_env();
-        Self::setup_inner(&cfg, &env, disk, Some(engine), |addr| {
-            super::connect::connect_master(addr, env.rpc_timeout, env.connect_timeout)
+        Self::setup_inner(&cfg, &env, disk, engine, |addr| {
+            super::connect::connect(addr, env.rpc_timeout, env.connect_timeout)
         })
     }
 
@@ -123,6 +127,7 @@ impl Client {
         Self::setup_inner(&cfg, &StoreEnv::from_env(), None, None, move |_| {
             Ok(master.clone())
         })
+        .map_err(StoreError::logged)
     }
 
     fn setup_inner(
@@ -130,35 +135,34 @@ impl Client {
         env: &StoreEnv,
         disk: Option<DiskTierConfig>,
         shared: Option<Arc<TransferEngine>>,
-        connect: impl Fn(&str) -> Result<Arc<dyn MasterApi>, ErrorCode>,
-    ) -> Result<Client, ErrorCode> {
+        connect: impl Fn(&str) -> StoreResult<Arc<dyn MasterApi>>,
+    ) -> StoreResult<Client> {
         if cfg.local_hostname.is_empty() {
-            log::error!("store setup: local_hostname is empty");
-            return Err(ErrorCode::INVALID_PARAMS);
+            return Err(StoreError::invalid("setup: local_hostname is empty"));
         }
         if cfg.protocol != "tcp" && cfg.protocol != "rdma" {
-            log::error!(
-                "store setup: protocol '{}' is not supported by this build (tcp, rdma)",
+            return Err(StoreError::invalid(format!(
+                "setup: protocol '{}' is not supported by this build (tcp, rdma)",
                 cfg.protocol
-            );
-            return Err(ErrorCode::INVALID_PARAMS);
+            )));
         }
         let (host, port) = split_explicit_port(&cfg.local_hostname);
         // Upstream's code for a failed client creation: -600 with an explicit port,
         // -1 once the auto-port retries are used up.
-        let create_failed = if port.is_some() {
-            ErrorCode::INVALID_PARAMS
-        } else {
-            ErrorCode::INTERNAL_ERROR
+        let create_failed = |cause: String| {
+            let code = match port {
+                Some(_) => ErrorCode::INVALID_PARAMS,
+                None => ErrorCode::INTERNAL_ERROR,
+            };
+            StoreError::new(code, format!("setup: {cause}"))
         };
         if let (None, Err(e)) = (&shared, MetadataSource::parse(&cfg.metadata_server)) {
-            log::error!(
-                "store setup: metadata server '{}': {e}",
+            return Err(create_failed(format!(
+                "metadata server '{}': {e}",
                 cfg.metadata_server
-            );
-            return Err(create_failed);
+            )));
         }
-        let master = connect_checked(&cfg.master_server_addr, connect).ok_or(create_failed)?;
+        let master = connect_checked(&cfg.master_server_addr, connect).map_err(create_failed)?;
         let reuse = shared.is_some();
         let (engine, hostname, reserved) = match (shared, port) {
             (Some(engine), _) => {
@@ -175,15 +179,12 @@ impl Client {
                     &cfg.local_hostname,
                     false,
                 )
-                .map_err(|e| {
-                    log::error!("store setup: starting the transfer engine: {e}");
-                    create_failed
-                })?;
+                .map_err(|e| create_failed(format!("starting the transfer engine: {e}")))?;
                 (Arc::new(engine), cfg.local_hostname.clone(), None)
             }
             (None, None) => {
                 let (engine, name, reserved) =
-                    start_engine_on_free_port(cfg, &host, env).ok_or(create_failed)?;
+                    start_engine_on_free_port(cfg, &host, env).map_err(create_failed)?;
                 (Arc::new(engine), name, reserved)
             }
         };
@@ -219,8 +220,7 @@ impl Client {
                 HEARTBEAT_PERIOD,
             )
             .map_err(|e| {
-                log::error!("store setup: starting the heartbeat thread: {e}");
-                ErrorCode::INTERNAL_ERROR
+                StoreError::internal(format!("setup: starting the heartbeat thread: {e}"))
             })?;
             Some(hb)
         };
@@ -303,43 +303,37 @@ impl Drop for Client {
     }
 }
 
-/// Connects and checks `ServiceReady`; logs and returns `None` on any failure.
+/// Connects and checks `ServiceReady`; what failed, if anything.
 fn connect_checked(
     addr: &str,
-    connect: impl Fn(&str) -> Result<Arc<dyn MasterApi>, ErrorCode>,
-) -> Option<Arc<dyn MasterApi>> {
-    let master = connect(addr)
-        .map_err(|e| log::error!("store setup: connecting to the master at {addr}: {e}"))
-        .ok()?;
+    connect: impl Fn(&str) -> StoreResult<Arc<dyn MasterApi>>,
+) -> Result<Arc<dyn MasterApi>, String> {
+    let master = connect(addr).map_err(|e| e.to_string())?;
     match master.service_ready() {
-        Ok(v) if v == SERVICE_VERSION => Some(master),
-        Ok(v) => {
-            log::error!(
-                "store setup: master at {addr} reports version '{v}', expected \
-                 '{SERVICE_VERSION}' ({})",
-                ErrorCode::INVALID_VERSION
-            );
-            None
-        }
-        Err(e) => {
-            log::error!("store setup: master at {addr} is not ready: {e}");
-            None
-        }
+        Ok(v) if v == SERVICE_VERSION => Ok(master),
+        Ok(v) => Err(format!(
+            "master at {addr} reports version '{v}', expected '{SERVICE_VERSION}' ({})",
+            ErrorCode::INVALID_VERSION
+        )),
+        Err(e) => Err(format!("master at {addr} is not ready: {e}")),
     }
 }
 
 /// Reserves a port in the configured range and starts the TE as `host:port`,
-/// retrying on a new port (upstream's auto-port loop).
+/// retrying on a new port (upstream's auto-port loop); the last failure once the
+/// attempts are used up.
 fn start_engine_on_free_port(
     cfg: &SetupConfig,
     host: &str,
     env: &StoreEnv,
-) -> Option<(TransferEngine, String, Option<TcpListener>)> {
+) -> Result<(TransferEngine, String, Option<TcpListener>), String> {
+    let mut last = String::from("no attempt");
     for attempt in 1..=env.setup_retries {
         let listener = match crate::host::net::bind_in_range(env.min_port, env.max_port, false) {
             Ok(l) => l,
             Err(e) => {
                 log::warn!("store setup: no free port (attempt {attempt}): {e}");
+                last = format!("no free port: {e}");
                 std::thread::sleep(RETRY_PAUSE);
                 continue;
             }
@@ -354,23 +348,23 @@ fn start_engine_on_free_port(
             &name,
             false,
         ) {
-            Ok(engine) => return Some((engine, name, Some(listener))),
+            Ok(engine) => return Ok((engine, name, Some(listener))),
             Err(e) => {
                 log::warn!(
                     "store setup: starting the transfer engine as '{name}' failed \
                      (attempt {attempt}/{}): {e}",
                     env.setup_retries
                 );
+                last = format!("starting the transfer engine as '{name}': {e}");
                 drop(listener);
                 std::thread::sleep(RETRY_PAUSE);
             }
         }
     }
-    log::error!(
-        "store setup: giving up after {} attempts",
+    Err(format!(
+        "giving up after {} attempts ({last})",
         env.setup_retries
-    );
-    None
+    ))
 }
 
 /// Installs the transport setup asked for, as upstream's `InitTransferEngine`; returns
@@ -379,7 +373,7 @@ fn install_transport(
     engine: &TransferEngine,
     cfg: &SetupConfig,
     env: &StoreEnv,
-) -> Result<&'static str, ErrorCode> {
+) -> StoreResult<&'static str> {
     let devices = match cfg.device_name.trim() {
         "" | "auto-discovery" => Vec::new(),
         list => crate::config::comma_list(list),
@@ -393,31 +387,34 @@ fn install_transport(
         } else {
             &devices
         };
-        engine.auto_install_with(filters).map_err(|e| {
-            log::error!("store setup: transport discovery: {e}");
-            ErrorCode::INTERNAL_ERROR
-        })?;
+        engine
+            .auto_install_with(filters)
+            .map_err(|e| transport_failed(format!("transport discovery: {e}")))?;
     } else if cfg.protocol == "rdma" {
         if devices.is_empty() {
-            log::error!("store setup: rdma without auto-discovery needs device names");
-            return Err(ErrorCode::INVALID_PARAMS);
+            return Err(StoreError::invalid(
+                "setup: rdma without auto-discovery needs device names",
+            ));
         }
         engine.install_rdma(None, None, &devices).map_err(|e| {
-            log::error!("store setup: installing rdma on {}: {e}", devices.join(","));
-            ErrorCode::INTERNAL_ERROR
+            transport_failed(format!("installing rdma on {}: {e}", devices.join(",")))
         })?;
     } else {
         if !devices.is_empty() {
             log::warn!("store setup: device names are ignored for tcp");
         }
-        engine.install("tcp", None).map_err(|e| {
-            log::error!("store setup: installing tcp: {e}");
-            ErrorCode::INTERNAL_ERROR
-        })?;
+        engine
+            .install("tcp", None)
+            .map_err(|e| transport_failed(format!("installing tcp: {e}")))?;
     }
     Ok(if engine.has_transport("rdma") {
         "rdma"
     } else {
         "tcp"
     })
+}
+
+/// A transport that did not start (-1, upstream's code).
+fn transport_failed(cause: String) -> StoreError {
+    StoreError::internal(format!("setup: {cause}"))
 }

@@ -1,6 +1,7 @@
 //! What `setup` takes ([`SetupConfig`]) and the `MC_STORE_*` / `MC_RPC_*` environment
 //! knobs it reads ([`StoreEnv`]).
 
+use super::disk_tier::config::DiskTierConfig;
 use crate::wire::master_api::DEFAULT_RPC_TIMEOUT;
 use std::time::Duration;
 
@@ -47,6 +48,13 @@ impl SetupConfig {
             c.master_server_addr = DEFAULT_MASTER_ADDR.into();
         }
         c
+    }
+
+    /// The disk tier `enable_ssd_offload` asks for, configured from
+    /// `MOONCAKE_OFFLOAD_*` and `ssd_offload_path`; `None` when it is off.
+    pub fn disk_tier_from_env(&self) -> Option<DiskTierConfig> {
+        self.enable_ssd_offload
+            .then(|| DiskTierConfig::from_env(|k| std::env::var(k).ok(), &self.ssd_offload_path))
     }
 }
 

@@ -1,6 +1,7 @@
 //! Connecting to a remote master over coro_rpc: directly (`host:port`), or to the
 //! leader named in etcd (`etcd://ep1;ep2`, [`super::leader`]).
 
+use super::error::{Doing, StoreError, StoreResult};
 use crate::wire::master_api::{ErrorCode, MasterApi};
 use crate::wire::rpc_client::MasterRpcClient;
 use std::sync::Arc;
@@ -16,6 +17,15 @@ pub fn connect_master(
     rpc_timeout: Duration,
     connect_timeout: Duration,
 ) -> Result<Arc<dyn MasterApi>, ErrorCode> {
+    connect(addr, rpc_timeout, connect_timeout).map_err(StoreError::logged)
+}
+
+/// [`connect_master`], the cause of a failure returned with its code.
+pub(crate) fn connect(
+    addr: &str,
+    rpc_timeout: Duration,
+    connect_timeout: Duration,
+) -> StoreResult<Arc<dyn MasterApi>> {
     if addr.starts_with("etcd://") || addr.starts_with("redis://") {
         let cluster = std::env::var("MC_STORE_CLUSTER_ID")
             .ok()
@@ -26,15 +36,16 @@ pub fn connect_master(
             cluster.trim(),
             rpc_timeout,
             connect_timeout,
-        )?;
+        )
+        .doing(format_args!("following the master leader in {addr}"))?;
         return Ok(master);
     }
     if let Some((scheme, _)) = addr.split_once("://") {
-        log::error!(
-            "store: master address '{addr}': '{scheme}://' is not supported (etcd://, redis://)"
-        );
-        return Err(ErrorCode::INVALID_PARAMS);
+        return Err(StoreError::invalid(format!(
+            "master address '{addr}': '{scheme}://' is not supported (etcd://, redis://)"
+        )));
     }
-    let client = MasterRpcClient::connect(addr, rpc_timeout, connect_timeout)?;
+    let client = MasterRpcClient::connect(addr, rpc_timeout, connect_timeout)
+        .doing(format_args!("connecting to the master at {addr}"))?;
     Ok(Arc::new(client))
 }

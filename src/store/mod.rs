@@ -5,7 +5,8 @@
 //!
 //! A [`Client`] is set up with [`Client::setup`] (master over coro_rpc) or
 //! [`Client::setup_with_master`] (any [`MasterApi`], e.g. the in-process master).
-//! Errors are upstream's numeric codes ([`ErrorCode`]).
+//! Errors are upstream's numeric codes ([`ErrorCode`]); setup and the C layer's
+//! calls carry the cause with the code ([`StoreError`]).
 //!
 //! [`MasterApi`]: crate::wire::master_api::MasterApi
 
@@ -15,6 +16,7 @@ pub mod config;
 mod connect;
 pub mod disk_tier;
 pub mod dummy;
+pub mod error;
 mod heartbeat;
 pub mod host_memory;
 pub mod leader;
@@ -33,5 +35,6 @@ pub use config::SetupConfig;
 pub use connect::connect_master;
 pub use disk_tier::config::DiskTierConfig;
 pub use dummy::{DummyClient, DummyServer};
+pub use error::{StoreError, StoreResult};
 pub use transfer::MAX_SLICE;
 pub use vocab::{Pieces, Range, RangedRead, RangedResults, ReadTarget, WriteMode};

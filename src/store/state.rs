@@ -5,6 +5,7 @@
 //!
 //! [`Client`]: super::Client
 
+use super::error::{StoreError, StoreResult};
 use super::memory::{Mapping, StagingBuffer};
 use super::read::lease::ReadLeases;
 use crate::host::net::random_u64;
@@ -87,15 +88,9 @@ impl Drop for ClientState {
     }
 }
 
-fn te_error(what: &str, e: crate::error::Error) -> ErrorCode {
-    log::error!("store: {what}: {e}");
-    ErrorCode::INVALID_PARAMS
-}
-
-/// Memory that could not be mapped: logged, -600 (upstream's code).
-pub(crate) fn map_error(what: &str, len: u64, e: std::io::Error) -> ErrorCode {
-    log::error!("store: mapping {len} bytes for {what}: {e}");
-    ErrorCode::INVALID_PARAMS
+/// Memory that could not be mapped: -600 (upstream's code).
+pub(crate) fn map_error(what: &str, len: u64, e: std::io::Error) -> StoreError {
+    StoreError::invalid(format!("mapping {len} bytes for {what}: {e}"))
 }
 
 /// A new random 128-bit id.
@@ -250,14 +245,11 @@ impl ClientState {
     }
 
     /// Maps and registers the local buffer (`size` 0: none).
-    pub(crate) fn add_staging(&mut self, size: u64) -> Result<(), ErrorCode> {
+    pub(crate) fn add_staging(&mut self, size: u64) -> StoreResult<()> {
         if size == 0 {
             return Ok(());
         }
-        let memory = Mapping::zeroed(size).map_err(|e| map_error("the local buffer", size, e))?;
-        self.engine()
-            .register_memory(memory.addr(), memory.len(), "*", false)
-            .map_err(|e| te_error("registering the local buffer", e))?;
+        let memory = self.registered_new(Mapping::zeroed(size), "the local buffer", size, false)?;
         self.staging = Some(StagingBuffer::new(memory));
         Ok(())
     }
@@ -270,14 +262,12 @@ impl ClientState {
         hostname: &str,
         host: &str,
         protocol: &str,
-    ) -> Result<(), ErrorCode> {
+    ) -> StoreResult<()> {
         if size == 0 {
             return Ok(());
         }
-        let memory = Mapping::shared(size).map_err(|e| map_error("the global segment", size, e))?;
-        self.engine()
-            .register_memory(memory.addr(), memory.len(), "*", true)
-            .map_err(|e| te_error("registering the global segment", e))?;
+        let memory =
+            self.registered_new(Mapping::shared(size), "the global segment", size, true)?;
         // Same-host peers map the segment once instead of asking per transfer.
         let shared = memory.shared_file().map(|f| f.try_clone());
         if let Some(Ok(file)) = shared {
@@ -295,27 +285,36 @@ impl ClientState {
             host_id: host.to_string(),
         };
         if let Err(e) = self.master.mount_segment(&segment, self.client_id) {
-            log::error!("store setup: MountSegment: {e}");
             let _ = self.engine().unregister_memory(memory.addr());
-            return Err(e);
+            return Err(StoreError::from(e).context("setup: MountSegment"));
         }
         self.segments.push(OwnSegment { segment, memory });
         Ok(())
     }
 
     /// Maps and registers (remotely readable) the arena disk reads are staged in.
-    pub(crate) fn add_offload_arena(&mut self, size: u64) -> Result<Arc<StagingBuffer>, ErrorCode> {
-        let memory = Mapping::zeroed(size.max(1))
-            .map_err(|e| map_error("the offload staging buffer", size, e))?;
-        self.engine()
-            .register_memory(memory.addr(), memory.len(), "*", true)
-            .map_err(|e| {
-                log::error!("store setup: registering the offload staging buffer: {e}");
-                ErrorCode::INVALID_PARAMS
-            })?;
+    pub(crate) fn add_offload_arena(&mut self, size: u64) -> StoreResult<Arc<StagingBuffer>> {
+        let what = "the offload staging buffer";
+        let memory = self.registered_new(Mapping::zeroed(size.max(1)), what, size, true)?;
         let arena = Arc::new(StagingBuffer::new(memory));
         self.offload_arena = Some(arena.clone());
         Ok(arena)
+    }
+
+    /// `memory` (just mapped for `what`, `size` bytes asked) registered with the
+    /// engine, remotely accessible when `remote`; -600 when either failed.
+    fn registered_new(
+        &self,
+        memory: std::io::Result<Mapping>,
+        what: &str,
+        size: u64,
+        remote: bool,
+    ) -> StoreResult<Mapping> {
+        let memory = memory.map_err(|e| map_error(what, size, e))?;
+        self.engine()
+            .register_memory(memory.addr(), memory.len(), "*", remote)
+            .map_err(|e| StoreError::invalid(format!("setup: registering {what}: {e}")))?;
+        Ok(memory)
     }
 }
 

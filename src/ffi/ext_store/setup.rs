@@ -4,7 +4,7 @@
 use crate::ffi::args::c_str_or;
 use crate::ffi::boundary::ffi_boundary;
 use crate::ffi::engines::ENGINES;
-use crate::ffi::store::args::setup_config;
+use crate::ffi::store::args::SetupArgs;
 use crate::ffi::store::handle::{setup_engine_handle, setup_handle};
 use crate::ffi::store::mooncake_store_t;
 use crate::ffi::te_types::transfer_engine_t;
@@ -37,20 +37,17 @@ pub unsafe extern "C" fn mooncake_store_setup_with_offload(
     ssd_offload_path: *const c_char,
 ) -> c_int {
     ffi_boundary!({
-        // SAFETY: every string is NULL or NUL-terminated.
-        let cfg = unsafe {
-            offload_setup_config(
-                local_hostname,
-                metadata_server,
-                global_segment_size,
-                local_buffer_size,
-                protocol,
-                device_name,
-                master_server_addr,
-                enable_ssd_offload,
-                ssd_offload_path,
-            )
+        let args = SetupArgs {
+            local_hostname,
+            metadata_server,
+            global_segment_size,
+            local_buffer_size,
+            protocol,
+            device_name,
+            master_server_addr,
         };
+        // SAFETY: every string is NULL or NUL-terminated.
+        let cfg = unsafe { offload_config(&args, enable_ssd_offload, ssd_offload_path) };
         setup_handle(store, &cfg)
     })
 }
@@ -59,15 +56,8 @@ pub unsafe extern "C" fn mooncake_store_setup_with_offload(
 ///
 /// # Safety
 /// The strings must be NULL or NUL-terminated.
-#[allow(clippy::too_many_arguments)]
-unsafe fn offload_setup_config(
-    local_hostname: *const c_char,
-    metadata_server: *const c_char,
-    global_segment_size: u64,
-    local_buffer_size: u64,
-    protocol: *const c_char,
-    device_name: *const c_char,
-    master_server_addr: *const c_char,
+unsafe fn offload_config(
+    args: &SetupArgs,
     enable_ssd_offload: bool,
     ssd_offload_path: *const c_char,
 ) -> SetupConfig {
@@ -76,15 +66,7 @@ unsafe fn offload_setup_config(
         SetupConfig {
             enable_ssd_offload,
             ssd_offload_path: c_str_or(ssd_offload_path, "").into_owned(),
-            ..setup_config(
-                local_hostname,
-                metadata_server,
-                global_segment_size,
-                local_buffer_size,
-                protocol,
-                device_name,
-                master_server_addr,
-            )
+            ..args.config()
         }
     }
 }
@@ -121,20 +103,17 @@ pub unsafe extern "C" fn mooncake_store_setup_on_engine(
 ) -> c_int {
     ffi_boundary!({
         let engine = ENGINES.get(engine)?;
-        // SAFETY: every string is NULL or NUL-terminated.
-        let cfg = unsafe {
-            offload_setup_config(
-                local_hostname,
-                metadata_server,
-                global_segment_size,
-                local_buffer_size,
-                protocol,
-                device_name,
-                master_server_addr,
-                enable_ssd_offload,
-                ssd_offload_path,
-            )
+        let args = SetupArgs {
+            local_hostname,
+            metadata_server,
+            global_segment_size,
+            local_buffer_size,
+            protocol,
+            device_name,
+            master_server_addr,
         };
+        // SAFETY: every string is NULL or NUL-terminated.
+        let cfg = unsafe { offload_config(&args, enable_ssd_offload, ssd_offload_path) };
         setup_engine_handle(store, &cfg, engine)
     })
 }

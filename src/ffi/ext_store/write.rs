@@ -3,11 +3,10 @@
 //! buffers.
 
 use super::support::{config_arg, multi_items_arg};
-use crate::ffi::args::c_slice;
 use crate::ffi::boundary::{ffi_boundary, FnName};
 use crate::ffi::fail::{invalid, FfiError};
 use crate::ffi::store::args::items_arg;
-use crate::ffi::store::keys::{KeyBatch, KeyCall};
+use crate::ffi::store::keys::{write_copy, KeyBatch, KeyCall};
 use crate::ffi::store::mooncake_store_t;
 use crate::ffi::store::results::{code_of, write_out};
 use crate::store::{ErrorCode, Pieces, ReplicateConfig, StoreApi, WriteMode};
@@ -53,16 +52,10 @@ pub unsafe extern "C" fn mooncake_store_put_with_config(
     config_json: *const c_char,
 ) -> c_int {
     ffi_boundary!({
+        // SAFETY: `config_json` is NULL or NUL-terminated per the contract.
+        let config = || unsafe { config_arg(config_json) };
         // SAFETY: per the contract.
-        let (call, value, cfg) = unsafe {
-            (
-                KeyCall::read(store, key)?,
-                c_slice(value.cast::<u8>(), size, "value")?,
-                config_arg(config_json)?,
-            )
-        };
-        call.client()?.put(call.key(), value, &cfg)?;
-        Ok(0)
+        unsafe { write_copy(WriteMode::Put, store, key, value, size, config) }
     })
 }
 
@@ -82,16 +75,10 @@ pub unsafe extern "C" fn mooncake_store_upsert(
     config_json: *const c_char,
 ) -> c_int {
     ffi_boundary!({
+        // SAFETY: `config_json` is NULL or NUL-terminated per the contract.
+        let config = || unsafe { config_arg(config_json) };
         // SAFETY: per the contract.
-        let (call, value, cfg) = unsafe {
-            (
-                KeyCall::read(store, key)?,
-                c_slice(value.cast::<u8>(), size, "value")?,
-                config_arg(config_json)?,
-            )
-        };
-        call.client()?.upsert(call.key(), value, &cfg)?;
-        Ok(0)
+        unsafe { write_copy(WriteMode::Upsert, store, key, value, size, config) }
     })
 }
 

@@ -66,31 +66,45 @@ pub(in crate::ffi) unsafe fn items_arg(
         .collect()
 }
 
-/// The [`SetupConfig`] of `mooncake_store_setup`'s arguments, NULL strings replaced
-/// by upstream's defaults.
-///
-/// # Safety
-/// The strings must be NULL or NUL-terminated.
-pub(in crate::ffi) unsafe fn setup_config(
-    local_hostname: *const c_char,
-    metadata_server: *const c_char,
-    global_segment_size: u64,
-    local_buffer_size: u64,
-    protocol: *const c_char,
-    device_name: *const c_char,
-    master_server_addr: *const c_char,
-) -> SetupConfig {
-    // SAFETY: forwarded contract.
-    unsafe {
-        SetupConfig {
-            local_hostname: c_str_or(local_hostname, "").into_owned(),
-            metadata_server: c_str_or(metadata_server, "").into_owned(),
-            global_segment_size,
-            local_buffer_size,
-            protocol: c_str_or(protocol, "tcp").into_owned(),
-            device_name: c_str_or(device_name, "").into_owned(),
-            master_server_addr: c_str_or(master_server_addr, "127.0.0.1:50051").into_owned(),
-            ..SetupConfig::default()
+/// `mooncake_store_setup`'s arguments as the C caller passed them (the setup
+/// extensions take the same ones first).
+pub(in crate::ffi) struct SetupArgs {
+    /// The client's `host[:port]`; NULL means `""`.
+    pub(in crate::ffi) local_hostname: *const c_char,
+    /// The metadata server; NULL means `""`.
+    pub(in crate::ffi) metadata_server: *const c_char,
+    /// Bytes of segment the client mounts.
+    pub(in crate::ffi) global_segment_size: u64,
+    /// Bytes of local staging buffer.
+    pub(in crate::ffi) local_buffer_size: u64,
+    /// The transport; NULL means `"tcp"`.
+    pub(in crate::ffi) protocol: *const c_char,
+    /// The RDMA devices; NULL means `""`.
+    pub(in crate::ffi) device_name: *const c_char,
+    /// The master; NULL means `"127.0.0.1:50051"`.
+    pub(in crate::ffi) master_server_addr: *const c_char,
+}
+
+impl SetupArgs {
+    /// The [`SetupConfig`] of the arguments, NULL strings replaced by upstream's
+    /// defaults.
+    ///
+    /// # Safety
+    /// The strings must be NULL or NUL-terminated.
+    pub(in crate::ffi) unsafe fn config(&self) -> SetupConfig {
+        // SAFETY: forwarded contract.
+        unsafe {
+            SetupConfig {
+                local_hostname: c_str_or(self.local_hostname, "").into_owned(),
+                metadata_server: c_str_or(self.metadata_server, "").into_owned(),
+                global_segment_size: self.global_segment_size,
+                local_buffer_size: self.local_buffer_size,
+                protocol: c_str_or(self.protocol, "tcp").into_owned(),
+                device_name: c_str_or(self.device_name, "").into_owned(),
+                master_server_addr: c_str_or(self.master_server_addr, "127.0.0.1:50051")
+                    .into_owned(),
+                ..SetupConfig::default()
+            }
         }
     }
 }

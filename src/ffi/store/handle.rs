@@ -3,7 +3,7 @@
 
 use crate::ffi::fail::FfiError;
 use crate::ffi::handles::HandleTable;
-use crate::store::{Client, DiskTierConfig, DummyClient, ErrorCode, SetupConfig, StoreApi};
+use crate::store::{Client, DummyClient, ErrorCode, SetupConfig, StoreApi, StoreResult};
 use crate::te::TransferEngine;
 use parking_lot::{Mutex, RwLock};
 use std::ffi::c_void;
@@ -51,7 +51,7 @@ pub(in crate::ffi) fn set_up_client(store: *mut c_void) -> Result<Arc<dyn StoreA
 /// Sets up the handle's client unless it already has one (-600).
 pub(in crate::ffi) fn setup_handle(store: *mut c_void, cfg: &SetupConfig) -> Result<i32, FfiError> {
     install(store, &tried(cfg), || {
-        Client::setup(cfg).map(|c| Arc::new(c) as Arc<dyn StoreApi>)
+        Client::open(cfg, cfg.disk_tier_from_env(), None).map(|c| Arc::new(c) as Arc<dyn StoreApi>)
     })
 }
 
@@ -70,12 +70,10 @@ pub(in crate::ffi) fn setup_engine_handle(
     cfg: &SetupConfig,
     engine: Arc<TransferEngine>,
 ) -> Result<i32, FfiError> {
-    let disk = cfg
-        .enable_ssd_offload
-        .then(|| DiskTierConfig::from_env(|k| std::env::var(k).ok(), &cfg.ssd_offload_path));
     let what = format!("{} over the given engine", tried(cfg));
     install(store, &what, || {
-        Client::setup_on_engine(cfg, disk, engine).map(|c| Arc::new(c) as Arc<dyn StoreApi>)
+        Client::open(cfg, cfg.disk_tier_from_env(), Some(engine))
+            .map(|c| Arc::new(c) as Arc<dyn StoreApi>)
     })
 }
 
@@ -98,7 +96,7 @@ pub(in crate::ffi) fn setup_dummy_handle(
 fn install(
     store: *mut c_void,
     what: &str,
-    create: impl FnOnce() -> Result<Arc<dyn StoreApi>, ErrorCode>,
+    create: impl FnOnce() -> StoreResult<Arc<dyn StoreApi>>,
 ) -> Result<i32, FfiError> {
     let h = STORES.get(store)?;
     let _serial = h.setup.lock();
@@ -110,9 +108,6 @@ fn install(
             *h.client.write() = Some(c);
             Ok(0)
         }
-        Err(code) => Err(FfiError::Code {
-            code,
-            what: format!("{what}: {code}"),
-        }),
+        Err(e) => Err(FfiError::from(e.context(what))),
     }
 }

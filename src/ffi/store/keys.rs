@@ -5,10 +5,11 @@
 use super::args::{key_arg, keys_arg};
 use super::handle::client;
 use super::results::not_set_up;
+use crate::ffi::args::c_slice;
 use crate::ffi::boundary::FnName;
 use crate::ffi::fail::{invalid, FfiError};
-use crate::store::{ErrorCode, StoreApi};
-use std::ffi::c_char;
+use crate::store::{ErrorCode, ReplicateConfig, StoreApi, WriteMode};
+use std::ffi::{c_char, c_int, c_void};
 use std::sync::Arc;
 
 /// A one-key call's handle and key, checked.
@@ -43,6 +44,36 @@ impl KeyCall {
             .as_deref()
             .ok_or_else(|| ErrorCode::INVALID_PARAMS.into())
     }
+}
+
+/// The body of the writes of a copy of `size` bytes at `value` under `key`: checks in
+/// upstream's order (the handle, the key, the value, then the config `config` reads),
+/// then puts or upserts; 0 or the store's code.
+///
+/// # Safety
+/// `key` must be NULL or NUL-terminated, `value` NULL or readable for `size` bytes.
+pub(in crate::ffi) unsafe fn write_copy(
+    mode: WriteMode,
+    store: *mut c_void,
+    key: *const c_char,
+    value: *const c_void,
+    size: usize,
+    config: impl FnOnce() -> Result<ReplicateConfig, FfiError>,
+) -> Result<c_int, FfiError> {
+    // SAFETY: forwarded contract.
+    let (call, value) = unsafe {
+        (
+            KeyCall::read(store, key)?,
+            c_slice(value.cast::<u8>(), size, "value")?,
+        )
+    };
+    let cfg = config()?;
+    let c = call.client()?;
+    match mode {
+        WriteMode::Put => c.put(call.key(), value, &cfg),
+        WriteMode::Upsert => c.upsert(call.key(), value, &cfg),
+    }?;
+    Ok(0)
 }
 
 /// A batch call's handle and keys, checked.

@@ -2,6 +2,7 @@
 //! tiers-events-conductor.md §1.7; each also read without `OFFLOAD_`), and the
 //! directory given to `setup`, which wins over the environment's.
 
+use crate::store::error::{StoreError, StoreResult};
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
@@ -106,22 +107,24 @@ impl DiskTierConfig {
         }
     }
 
-    /// Upstream's path checks: absolute, an existing directory, not a symlink, no `..`.
-    pub fn check_path(&self) -> Result<(), String> {
+    /// Upstream's path checks: absolute, an existing directory, not a symlink, no `..`
+    /// (-600 otherwise).
+    pub fn check_path(&self) -> StoreResult<()> {
         let p: &Path = &self.path;
+        let refused = |why: &dyn std::fmt::Display| {
+            Err(StoreError::invalid(format!("{}: {why}", p.display())))
+        };
         if !p.is_absolute() {
-            return Err(format!("{}: not an absolute path", p.display()));
+            return refused(&"not an absolute path");
         }
         if p.components().any(|c| c == Component::ParentDir) {
-            return Err(format!("{}: contains '..'", p.display()));
+            return refused(&"contains '..'");
         }
         match std::fs::symlink_metadata(p) {
-            Ok(m) if m.file_type().is_symlink() => {
-                Err(format!("{}: is a symbolic link", p.display()))
-            }
+            Ok(m) if m.file_type().is_symlink() => refused(&"is a symbolic link"),
             Ok(m) if m.is_dir() => Ok(()),
-            Ok(_) => Err(format!("{}: not a directory", p.display())),
-            Err(e) => Err(format!("{}: {e}", p.display())),
+            Ok(_) => refused(&"not a directory"),
+            Err(e) => refused(&e),
         }
     }
 }
@@ -129,6 +132,7 @@ impl DiskTierConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::master_api::ErrorCode;
     use std::collections::HashMap;
 
     #[test]
@@ -164,7 +168,7 @@ mod tests {
             path: "relative".into(),
             ..DiskTierConfig::default()
         };
-        assert!(c.check_path().is_err());
+        assert_eq!(c.check_path().unwrap_err(), ErrorCode::INVALID_PARAMS);
         c.path = "/tmp/../tmp".into();
         assert!(c.check_path().is_err());
         c.path = std::env::temp_dir();

@@ -9,6 +9,7 @@ pub mod config;
 pub(crate) mod server;
 pub(crate) mod worker;
 
+use super::error::{Doing, StoreError, StoreResult};
 use super::state::SharedState;
 use crate::host::addr::join_host_port;
 use crate::runtime::stoppable::StoppableThread;
@@ -45,19 +46,16 @@ impl DiskTier {
     /// Transfer Engine, starts the offload port (any port, all interfaces; readers are
     /// told `host:port`), mounts the disk at the master (which must run with
     /// `--enable_offload`), registers what the disk already holds, and starts the
-    /// thread. Errors are logged; the code is the master's, or -600 for a bad path.
-    pub fn start(
-        state: &SharedState,
-        cfg: DiskTierConfig,
-        host: &str,
-    ) -> Result<DiskTier, ErrorCode> {
-        let invalid = |what: String| {
-            log::error!("store setup: SSD offload: {what}");
-            ErrorCode::INVALID_PARAMS
-        };
-        cfg.check_path().map_err(invalid)?;
+    /// thread. The code of a failure is the master's, or -600 for a bad path.
+    pub fn start(state: &SharedState, cfg: DiskTierConfig, host: &str) -> StoreResult<DiskTier> {
+        Self::start_in(state, cfg, host).map_err(|e| e.context("setup: SSD offload"))
+    }
+
+    /// [`DiskTier::start`], the cause of a failure not yet saying where it was.
+    fn start_in(state: &SharedState, cfg: DiskTierConfig, host: &str) -> StoreResult<DiskTier> {
+        cfg.check_path()?;
         let store = DiskStore::open(&cfg.path)
-            .map_err(|e| invalid(format!("opening {}: {e}", cfg.path.display())))?;
+            .map_err(|e| StoreError::invalid(format!("opening {}: {e}", cfg.path.display())))?;
         let store = Arc::new(RwLock::new(store));
         let arena = {
             let mut guard = state.write();
@@ -72,11 +70,8 @@ impl DiskTier {
             inner.te_name().to_string(),
             cfg.gc_ttl,
         ));
-        let server =
-            OffloadServer::start(([0, 0, 0, 0], 0).into(), service.clone()).map_err(|e| {
-                log::error!("store setup: SSD offload: starting the offload RPC server: {e}");
-                ErrorCode::INTERNAL_ERROR
-            })?;
+        let server = OffloadServer::start(([0, 0, 0, 0], 0).into(), service.clone())
+            .map_err(|e| StoreError::internal(format!("starting the offload RPC server: {e}")))?;
         let endpoint = join_host_port(host, server.port());
         log::info!(
             "offload: RPC server on {endpoint}; disk {}",
@@ -89,12 +84,10 @@ impl DiskTier {
             service,
             endpoint,
         };
-        worker::mount(inner, &ctx).inspect_err(|e| {
-            log::error!(
-                "store setup: SSD offload: mounting the local disk at the master failed: {e} \
-                 (is the master running with --enable_offload?)"
-            );
-        })?;
+        worker::mount(inner, &ctx).doing(
+            "mounting the local disk at the master (is the master running with \
+             --enable_offload?)",
+        )?;
         drop(guard);
         let state = state.clone();
         let thread = StoppableThread::spawn("mc-disk-tier", move |signal| {
@@ -119,10 +112,7 @@ impl DiskTier {
                 }
             }
         })
-        .map_err(|e| {
-            log::error!("store setup: SSD offload: starting its thread: {e}");
-            ErrorCode::INTERNAL_ERROR
-        })?;
+        .map_err(|e| StoreError::internal(format!("starting its thread: {e}")))?;
         Ok(DiskTier {
             server: Some(server),
             thread,

@@ -16,6 +16,7 @@ use super::shared_memory::SharedMemory;
 use super::wire::{Op, WireRangedRead};
 use crate::host::net::random_u64;
 use crate::store::api::StoreApi;
+use crate::store::error::{Doing, StoreError, StoreResult};
 use crate::store::host_memory;
 use crate::store::memory::{Mapping, StagingBuffer};
 use crate::store::state::map_error;
@@ -59,11 +60,12 @@ impl DummyClient {
         mem_pool_size: u64,
         local_buffer_size: u64,
         server_address: &str,
-    ) -> Result<DummyClient, ErrorCode> {
+    ) -> StoreResult<DummyClient> {
         let _ = mem_pool_size;
         let Some(port) = address::port_of(server_address) else {
-            log::error!("dummy client: '{server_address}' names no port of a real client");
-            return Err(ErrorCode::INVALID_PARAMS);
+            return Err(StoreError::invalid(format!(
+                "dummy client: '{server_address}' names no port of a real client"
+            )));
         };
         let env = crate::store::config::StoreEnv::from_env();
         let staging = match local_buffer_size {
@@ -79,16 +81,16 @@ impl DummyClient {
             SharedMemory::new(staging),
         );
         let (conn, hostname) = link.connect().map_err(|e| {
-            log::error!(
+            StoreError::internal(format!(
                 "dummy client: connecting to the real client at @{} ({server_address}): {e}",
                 link.socket()
-            );
-            ErrorCode::INTERNAL_ERROR
+            ))
         })?;
         link.keep(conn);
         if let Some(s) = link.memory().staging() {
             let m = s.memory();
-            link.map(m.addr(), m.len(), m)?;
+            link.map(m.addr(), m.len(), m)
+                .doing("dummy client: sharing the local buffer with the real client")?;
         }
         log::info!(
             "dummy client: forwarding to real client '{hostname}' (@{})",
@@ -366,8 +368,8 @@ impl StoreApi for DummyClient {
         self.with(
             || Err(ErrorCode::INVALID_PARAMS),
             |i| {
-                let m =
-                    Mapping::shared(size).map_err(|e| map_error("alloc_from_mem_pool", size, e))?;
+                let m = Mapping::shared(size)
+                    .map_err(|e| map_error("alloc_from_mem_pool", size, e).logged())?;
                 let addr = m.addr();
                 i.link.memory().add_to_pool(m);
                 Ok(addr)

@@ -143,24 +143,14 @@ impl Client {
 #[cfg(test)]
 mod tests {
     use crate::master::{MasterConfig, MasterService};
-    use crate::store::{Client, ErrorCode, ReplicateConfig, SetupConfig};
+    use crate::store::ops::tests::{client, on};
+    use crate::store::ErrorCode;
 
     #[test]
     fn clears_only_own_unleased_objects() {
         let m = MasterService::new(MasterConfig::default());
-        let cfg = SetupConfig {
-            local_hostname: "127.0.0.1".into(),
-            metadata_server: "P2PHANDSHAKE".into(),
-            global_segment_size: 16 << 20,
-            local_buffer_size: 1 << 20,
-            ..SetupConfig::default()
-        };
-        let a = Client::setup_with_master(&cfg, m.clone()).unwrap();
-        let b = Client::setup_with_master(&cfg, m.clone()).unwrap();
-        let own = ReplicateConfig {
-            preferred_segments: vec![a.hostname().to_string()],
-            ..ReplicateConfig::default()
-        };
+        let (a, b) = (client(&m), client(&m));
+        let own = on(a.hostname());
         for k in ["a1", "a2", "a3"] {
             a.put(k, b"value", &own).unwrap();
         }

@@ -2,29 +2,8 @@
 //! TCP transfers for the remote side).
 
 use crate::master::{MasterConfig, MasterService};
-use crate::store::{Client, ErrorCode, Range, RangedRead};
-use crate::store::{ReplicateConfig, SetupConfig};
-use std::sync::Arc;
-
-const MIB: u64 = 1 << 20;
-
-fn client(master: &Arc<MasterService>) -> Client {
-    let cfg = SetupConfig {
-        local_hostname: "127.0.0.1".into(),
-        metadata_server: "P2PHANDSHAKE".into(),
-        global_segment_size: 32 * MIB,
-        local_buffer_size: 8 * MIB,
-        ..SetupConfig::default()
-    };
-    Client::setup_with_master(&cfg, master.clone()).expect("setup")
-}
-
-fn on(segment: &str) -> ReplicateConfig {
-    ReplicateConfig {
-        preferred_segments: vec![segment.to_string()],
-        ..ReplicateConfig::default()
-    }
-}
+use crate::store::ops::tests::{client, on};
+use crate::store::{ErrorCode, Range, RangedRead};
 
 fn range(dst: u64, src: u64, len: u64) -> Range {
     Range { dst, src, len }

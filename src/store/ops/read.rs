@@ -6,7 +6,7 @@ use super::whole::Located;
 use crate::store::read::batch::ReadBatch;
 use crate::store::transfer::{Move, MovePlan};
 use crate::store::vocab::{spread, total_len, Pieces, ReadTarget};
-use crate::store::Client;
+use crate::store::{Client, StoreApi};
 use crate::wire::master_api::ErrorCode;
 
 impl Client {
@@ -15,23 +15,7 @@ impl Client {
     /// expired during the read (the bytes may be torn).
     pub fn get_into(&self, key: &str, buf: &mut [u8]) -> Result<u64, ErrorCode> {
         // SAFETY: the slice is writable for the duration of the call.
-        unsafe { self.get_into_raw(key, buf.as_mut_ptr() as u64, buf.len() as u64) }
-    }
-
-    /// [`Client::get_into`] on raw memory.
-    ///
-    /// # Safety
-    /// `[addr, addr + cap)` must be writable, and not otherwise accessed, until this
-    /// returns.
-    pub(crate) unsafe fn get_into_raw(
-        &self,
-        key: &str,
-        addr: u64,
-        cap: u64,
-    ) -> Result<u64, ErrorCode> {
-        // SAFETY: forwarded contract.
-        let mut r = unsafe { self.batch_get_into_raw(&[key], &[(addr, cap)]) };
-        r.pop().unwrap_or(Err(ErrorCode::INTERNAL_ERROR))
+        unsafe { StoreApi::get_into_raw(self, key, buf.as_mut_ptr() as u64, buf.len() as u64) }
     }
 
     /// Reads several objects (one master call, one transfer batch); one result per
@@ -46,21 +30,7 @@ impl Client {
             .map(|b| (b.as_mut_ptr() as u64, b.len() as u64))
             .collect();
         // SAFETY: the slices are distinct, writable, and borrowed for the call.
-        unsafe { self.batch_get_into_raw(keys, &items) }
-    }
-
-    /// [`Client::batch_get_into`] on raw `(address, capacity)` items.
-    ///
-    /// # Safety
-    /// Every item must be writable, and not otherwise accessed, until this returns.
-    pub(crate) unsafe fn batch_get_into_raw(
-        &self,
-        keys: &[&str],
-        items: &[(u64, u64)],
-    ) -> Vec<Result<u64, ErrorCode>> {
-        let pieces: Vec<Pieces> = items.iter().map(|&item| vec![item]).collect();
-        // SAFETY: forwarded contract.
-        unsafe { self.batch_get_into_multi_raw(keys, &pieces) }
+        unsafe { StoreApi::batch_get_into_raw(self, keys, &items) }
     }
 
     /// Reads several objects, each scattered over its pieces in order (one master

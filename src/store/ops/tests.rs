@@ -9,7 +9,9 @@ use std::sync::Arc;
 
 const MIB: u64 = 1 << 20;
 
-fn client(master: &Arc<MasterService>) -> Client {
+/// A client of `master` with a 32 MiB segment and an 8 MiB local buffer (the
+/// fixture of the operations' tests).
+pub(super) fn client(master: &Arc<MasterService>) -> Client {
     let cfg = SetupConfig {
         local_hostname: "127.0.0.1".into(),
         metadata_server: "P2PHANDSHAKE".into(),
@@ -20,7 +22,8 @@ fn client(master: &Arc<MasterService>) -> Client {
     Client::setup_with_master(&cfg, master.clone()).expect("setup")
 }
 
-fn on(segment: &str) -> ReplicateConfig {
+/// One replica, on `segment`.
+pub(super) fn on(segment: &str) -> ReplicateConfig {
     ReplicateConfig {
         preferred_segments: vec![segment.to_string()],
         ..ReplicateConfig::default()
