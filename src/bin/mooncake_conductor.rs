@@ -113,7 +113,7 @@ fn settings(flags: &Flags) -> Result<Settings, String> {
     }
     let config = ConductorConfig {
         policy: match flags.get("policy") {
-            Some(p) => Policy::parse(p)?,
+            Some(p) => Policy::parse(p).map_err(|e| e.to_string())?,
             None => defaults.policy,
         },
         block_tokens,

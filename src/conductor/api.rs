@@ -107,7 +107,7 @@ fn register(c: &Conductor, body: &[u8]) -> HttpReply {
             if created { 201 } else { 200 },
             &json!({"id": b.id, "role": role.name(), "created": created}),
         ),
-        Err(e) => error(409, &e),
+        Err(e) => error(409, &e.to_string()),
     }
 }
 

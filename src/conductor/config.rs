@@ -30,13 +30,12 @@ impl Policy {
     ];
 
     /// Reads a `--policy` value.
-    pub fn parse(s: &str) -> Result<Policy, String> {
+    pub fn parse(s: &str) -> Result<Policy, UnknownPolicy> {
         Policy::ALL
             .into_iter()
             .find(|p| p.name() == s)
-            .ok_or_else(|| {
-                let names: Vec<&str> = Policy::ALL.iter().map(|p| p.name()).collect();
-                format!("unknown policy {s:?} (one of {})", names.join(", "))
+            .ok_or_else(|| UnknownPolicy {
+                value: s.to_string(),
             })
     }
 
@@ -50,6 +49,42 @@ impl Policy {
             Policy::GlobalCacheAware => "global_cache_aware",
         }
     }
+}
+
+/// A `--policy` value that names no policy.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown policy {value:?} (one of {})", policy_names())]
+pub struct UnknownPolicy {
+    /// The value given.
+    pub value: String,
+}
+
+/// Every policy's name, comma-separated.
+fn policy_names() -> String {
+    let names: Vec<&str> = Policy::ALL.iter().map(|p| p.name()).collect();
+    names.join(", ")
+}
+
+/// Why a cost model was not read.
+#[derive(Debug, thiserror::Error)]
+pub enum CostModelError {
+    /// The JSON is malformed or has unknown fields.
+    #[error("cost model: {0}")]
+    Json(#[from] serde_json::Error),
+    /// A figure is negative, infinite or not a number.
+    #[error("cost model: every figure must be a finite number >= 0")]
+    NotFinite,
+    /// `transfer.bandwidth_gbps` is zero.
+    #[error("cost model: transfer.bandwidth_gbps must be > 0")]
+    NoBandwidth,
+    /// The file named by the flag cannot be read.
+    #[error("reading {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// What failed.
+        source: std::io::Error,
+    },
 }
 
 /// Prefill time: `base_ms + ms_per_1k_tokens * n / 1000 + ms_per_1m_token_pairs * n *
@@ -149,9 +184,8 @@ pub struct CostModel {
 
 impl CostModel {
     /// Reads a cost model from JSON; fields left out keep their defaults.
-    pub fn from_json(text: &str) -> Result<CostModel, String> {
-        let model: CostModel =
-            serde_json::from_str(text).map_err(|e| format!("cost model: {e}"))?;
+    pub fn from_json(text: &str) -> Result<CostModel, CostModelError> {
+        let model: CostModel = serde_json::from_str(text)?;
         let all = [
             model.prefill.base_ms,
             model.prefill.ms_per_1k_tokens,
@@ -164,23 +198,26 @@ impl CostModel {
             model.decode.ms_per_1k_context,
         ];
         if all.iter().any(|v| !v.is_finite() || *v < 0.0) {
-            return Err("cost model: every figure must be a finite number >= 0".into());
+            return Err(CostModelError::NotFinite);
         }
         if model.transfer.bandwidth_gbps == 0.0 {
-            return Err("cost model: transfer.bandwidth_gbps must be > 0".into());
+            return Err(CostModelError::NoBandwidth);
         }
         Ok(model)
     }
 
     /// Reads a flag's value: inline JSON (starting with `{`) or a file holding it;
     /// empty for the defaults.
-    pub fn from_flag(value: &str) -> Result<CostModel, String> {
+    pub fn from_flag(value: &str) -> Result<CostModel, CostModelError> {
         match value.trim() {
             "" => Ok(CostModel::default()),
             text if text.starts_with('{') => CostModel::from_json(text),
-            path => CostModel::from_json(
-                &std::fs::read_to_string(path).map_err(|e| format!("reading {path}: {e}"))?,
-            ),
+            path => CostModel::from_json(&std::fs::read_to_string(path).map_err(|source| {
+                CostModelError::Read {
+                    path: path.to_string(),
+                    source,
+                }
+            })?),
         }
     }
 
@@ -271,6 +308,7 @@ mod tests {
         }
         assert!(Policy::parse("fastest")
             .unwrap_err()
+            .to_string()
             .contains("round_robin"));
     }
 

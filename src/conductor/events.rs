@@ -6,7 +6,7 @@
 use regex::Regex;
 
 use super::index::medium;
-use crate::codec::msgpack_decode::{decode, Value};
+use crate::codec::msgpack_decode::{decode, DecodeError, Value};
 use crate::wire::kv_key_hash::seq_hash;
 
 /// What a KV event says.
@@ -59,16 +59,28 @@ pub struct Batch {
     pub skipped: u64,
 }
 
+/// Why a payload frame is not an event batch.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BatchError {
+    /// The frame is not msgpack.
+    #[error(transparent)]
+    Msgpack(#[from] DecodeError),
+    /// The frame is not the `[timestamp, events, dp_rank]` envelope.
+    #[error("the payload is not a [timestamp, events, dp_rank] array")]
+    NotEnvelope,
+    /// The envelope's second element is not a list of events.
+    #[error("the payload's second element is not an array of events")]
+    NoEvents,
+}
+
 /// Decodes one payload frame; `Err` when it is not an event batch at all.
-pub fn decode_batch(payload: &[u8], keys: &KeyReader) -> Result<Batch, String> {
-    let value = decode(payload).map_err(|e| e.to_string())?;
+pub fn decode_batch(payload: &[u8], keys: &KeyReader) -> Result<Batch, BatchError> {
+    let value = decode(payload)?;
     let envelope = value
         .as_array()
         .filter(|a| a.len() >= 2)
-        .ok_or("the payload is not a [timestamp, events, dp_rank] array")?;
-    let events = envelope[1]
-        .as_array()
-        .ok_or("the payload's second element is not an array of events")?;
+        .ok_or(BatchError::NotEnvelope)?;
+    let events = envelope[1].as_array().ok_or(BatchError::NoEvents)?;
     let mut batch = Batch::default();
     for e in events {
         match read_event(e, keys) {

@@ -10,12 +10,12 @@ use serde_json::{json, Map, Value};
 use super::events::KeyReader;
 use super::index::{medium, Slot};
 use super::json_reply::{error, json_reply, parse, MAX_HASHES};
-use super::sources::SourceSpec;
+use super::sources::{SourceError, SourceSpec};
 use super::Conductor;
 use crate::runtime::http_server::HttpReply;
 
 /// Serves one indexer endpoint (the caller checked the method).
-pub fn handle(c: &std::sync::Arc<Conductor>, path: &str, body: &[u8]) -> HttpReply {
+pub fn handle(c: &Conductor, path: &str, body: &[u8]) -> HttpReply {
     match path {
         "/register" => register(c, body),
         "/unregister" => unregister(c, body),
@@ -45,7 +45,7 @@ struct RegisterBody {
     additionalsalt: Option<String>,
 }
 
-fn register(c: &std::sync::Arc<Conductor>, body: &[u8]) -> HttpReply {
+fn register(c: &Conductor, body: &[u8]) -> HttpReply {
     let b: RegisterBody = match parse(body) {
         Ok(b) => b,
         Err(r) => return r,
@@ -77,8 +77,8 @@ fn register(c: &std::sync::Arc<Conductor>, body: &[u8]) -> HttpReply {
             200,
             &json!({"status": "registered successfully", "instance_id": b.instance_id}),
         ),
-        Err(e) if e.contains("already registered") => error(409, &e),
-        Err(e) => error(400, &e),
+        Err(e @ SourceError::Taken { .. }) => error(409, &e.to_string()),
+        Err(e) => error(400, &e.to_string()),
     }
 }
 

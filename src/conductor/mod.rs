@@ -9,7 +9,8 @@
 //! [`scheduler`] decides, [`index`] and [`instances`] hold the state, [`predict`]
 //! learns, [`api`] is the HTTP contract (with [`report`] and [`json_reply`]),
 //! [`indexer`] the indexer API of upstream's design documents, [`events`] reads
-//! KV-event payloads and [`sources`] subscribes to their publishers.
+//! KV-event payloads and [`sources`] subscribes to their publishers, feeding the
+//! [`shared`] scheduler.
 
 pub mod api;
 pub mod config;
@@ -21,12 +22,10 @@ pub mod json_reply;
 pub mod predict;
 pub mod report;
 pub mod scheduler;
+pub mod shared;
 pub mod sources;
 
 use std::sync::Arc;
-use std::time::Instant;
-
-use parking_lot::Mutex;
 
 pub use config::{ConductorConfig, CostModel, Policy};
 pub use instances::{InstanceSpec, Role};
@@ -35,8 +34,7 @@ pub use scheduler::{Completion, Placement, Refusal, ScheduleRequest, Scheduler};
 /// A running conductor's state, shared by its HTTP threads and event subscribers.
 #[derive(Debug)]
 pub struct Conductor {
-    scheduler: Mutex<Scheduler>,
-    started: Instant,
+    shared: Arc<shared::SharedScheduler>,
     /// The KV-event subscriptions.
     pub sources: sources::Sources,
 }
@@ -45,20 +43,19 @@ impl Conductor {
     /// A conductor with no instances.
     pub fn new(config: ConductorConfig) -> Arc<Conductor> {
         Arc::new(Conductor {
-            scheduler: Mutex::new(Scheduler::new(config)),
-            started: Instant::now(),
+            shared: Arc::new(shared::SharedScheduler::new(Scheduler::new(config))),
             sources: sources::Sources::default(),
         })
     }
 
     /// The clock: `given` (virtual time) or milliseconds since start.
     pub fn now(&self, given: Option<f64>) -> f64 {
-        given.unwrap_or_else(|| self.started.elapsed().as_secs_f64() * 1e3)
+        self.shared.now(given)
     }
 
     /// Runs `f` with the scheduler locked.
     pub fn with<R>(&self, f: impl FnOnce(&mut Scheduler) -> R) -> R {
-        f(&mut self.scheduler.lock())
+        self.shared.with(f)
     }
 
     /// Places a request (see [`Scheduler::schedule`]).
@@ -76,5 +73,11 @@ impl Conductor {
     /// Stops every KV-event subscription.
     pub fn shutdown(&self) {
         self.sources.stop_all();
+    }
+}
+
+impl shared::SchedulerOwner for Conductor {
+    fn shared_scheduler(&self) -> &Arc<shared::SharedScheduler> {
+        &self.shared
     }
 }

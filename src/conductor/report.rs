@@ -121,54 +121,58 @@ pub fn metrics(c: &Conductor) -> String {
                 ),
             ],
         );
-        metric(
-            "conductor_completed_total",
-            "counter",
-            "Completions learned from.",
-            &one(k.completed),
-        );
-        metric(
-            "conductor_request_blocks_total",
-            "counter",
-            "Prompt blocks of placed requests.",
-            &one(k.request_blocks),
-        );
-        metric(
-            "conductor_prefix_blocks_total",
-            "counter",
-            "Prompt blocks not recomputed (cached or pulled).",
-            &one(k.prefix_blocks),
-        );
-        metric(
-            "conductor_transfer_blocks_total",
-            "counter",
-            "Prompt blocks pulled from another instance.",
-            &one(k.transfer_blocks),
-        );
-        metric(
-            "conductor_index_blocks",
-            "gauge",
-            "Distinct blocks in the prefix index.",
-            &one(s.index.distinct_blocks() as u64),
-        );
-        metric(
-            "conductor_pending_requests",
-            "gauge",
-            "Placed requests not yet completed.",
-            &one(s.pending() as u64),
-        );
-        metric(
-            "conductor_kv_events_total",
-            "counter",
-            "KV events received from subscriptions.",
-            &one(sources.0),
-        );
-        metric(
-            "conductor_kv_events_lost_total",
-            "counter",
-            "KV event batches missed (sequence gaps).",
-            &one(sources.1),
-        );
+        for (name, kind, help, value) in [
+            (
+                "conductor_completed_total",
+                "counter",
+                "Completions learned from.",
+                k.completed,
+            ),
+            (
+                "conductor_request_blocks_total",
+                "counter",
+                "Prompt blocks of placed requests.",
+                k.request_blocks,
+            ),
+            (
+                "conductor_prefix_blocks_total",
+                "counter",
+                "Prompt blocks not recomputed (cached or pulled).",
+                k.prefix_blocks,
+            ),
+            (
+                "conductor_transfer_blocks_total",
+                "counter",
+                "Prompt blocks pulled from another instance.",
+                k.transfer_blocks,
+            ),
+            (
+                "conductor_index_blocks",
+                "gauge",
+                "Distinct blocks in the prefix index.",
+                s.index.distinct_blocks() as u64,
+            ),
+            (
+                "conductor_pending_requests",
+                "gauge",
+                "Placed requests not yet completed.",
+                s.pending() as u64,
+            ),
+            (
+                "conductor_kv_events_total",
+                "counter",
+                "KV events received from subscriptions.",
+                sources.0,
+            ),
+            (
+                "conductor_kv_events_lost_total",
+                "counter",
+                "KV event batches missed (sequence gaps).",
+                sources.1,
+            ),
+        ] {
+            metric(name, kind, help, &one(value));
+        }
         let ttft = s.ttft_errors.steady_quantile(0.5).unwrap_or(0.0);
         metric(
             "conductor_ttft_prediction_error_median",

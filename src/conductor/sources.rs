@@ -13,13 +13,52 @@ use serde_json::{json, Value};
 
 use super::events::{decode_batch, BlockEvent, KeyReader};
 use super::instances::{InstanceSpec, Role};
-use super::Conductor;
+use super::shared::{SchedulerOwner, SharedScheduler};
 use crate::codec::zmtp::sub::{resolve, SubConnection};
 
 /// Pause between connection attempts.
 const RECONNECT_DELAY: Duration = Duration::from_secs(1);
 /// Bound on connecting and on the handshake.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Why a subscription could not be added.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// The endpoint is not a `tcp://host:port` one that resolves.
+    #[error("{0}")]
+    Endpoint(String),
+    /// A subscription with the same key exists.
+    #[error("a source {key:?} is already registered")]
+    Taken {
+        /// The key, `instance|tenant|dp_rank`.
+        key: String,
+    },
+    /// The subscriber thread could not be started.
+    #[error("spawning a subscriber thread: {0}")]
+    Spawn(#[source] std::io::Error),
+}
+
+/// Why one connection attempt of a subscriber failed.
+#[derive(Debug, thiserror::Error)]
+enum ConnectError {
+    /// The endpoint does not resolve.
+    #[error("{0}")]
+    Endpoint(String),
+    /// Connecting or the handshake failed.
+    #[error("connecting to {endpoint}: {source}")]
+    Connect {
+        /// The publisher.
+        endpoint: String,
+        /// What failed.
+        source: std::io::Error,
+    },
+    /// The socket could not be cloned for shutting it down.
+    #[error("{0}")]
+    Handle(#[source] std::io::Error),
+    /// The subscription was stopped meanwhile.
+    #[error("stopped")]
+    Stopped,
+}
 
 /// What a subscription is for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,18 +137,19 @@ impl Sources {
     /// or the endpoint is not one.
     pub fn add(
         &self,
-        conductor: &Arc<Conductor>,
+        owner: &impl SchedulerOwner,
         spec: SourceSpec,
         keys: KeyReader,
-    ) -> Result<String, String> {
-        resolve(&spec.endpoint)?;
+    ) -> Result<String, SourceError> {
+        resolve(&spec.endpoint).map_err(SourceError::Endpoint)?;
         let key = spec.key();
         let mut list = self.list.lock();
         if list.iter().any(|s| s.spec.key() == key) {
-            return Err(format!("a source {key:?} is already registered"));
+            return Err(SourceError::Taken { key });
         }
-        let now = conductor.now(None);
-        conductor.with(|s| {
+        let shared = owner.shared_scheduler();
+        let now = shared.now(None);
+        shared.with(|s| {
             if s.instances.slot_of(&spec.instance).is_none() {
                 let store = InstanceSpec {
                     id: spec.instance.clone(),
@@ -124,7 +164,7 @@ impl Sources {
         let stop = Arc::new(AtomicBool::new(false));
         let stream = Arc::new(Mutex::new(None));
         let worker = Worker {
-            conductor: Arc::downgrade(conductor),
+            conductor: Arc::downgrade(shared),
             spec: spec.clone(),
             keys,
             stats: Arc::clone(&stats),
@@ -134,7 +174,7 @@ impl Sources {
         let thread = std::thread::Builder::new()
             .name("mc-kv-sub".into())
             .spawn(move || worker.run())
-            .map_err(|e| format!("spawning a subscriber thread: {e}"))?;
+            .map_err(SourceError::Spawn)?;
         list.push(Source {
             spec,
             stats,
@@ -221,7 +261,7 @@ impl Drop for Sources {
 
 /// A subscription's thread.
 struct Worker {
-    conductor: Weak<Conductor>,
+    conductor: Weak<SharedScheduler>,
     spec: SourceSpec,
     keys: KeyReader,
     stats: Arc<SourceStats>,
@@ -253,20 +293,24 @@ impl Worker {
                         *self.stats.last_error.lock() = error;
                     }
                 }
-                Err(e) => *self.stats.last_error.lock() = e,
+                Err(e) => *self.stats.last_error.lock() = e.to_string(),
             }
             self.pause();
         }
     }
 
-    fn connect(&self) -> Result<SubConnection, String> {
-        let addr = resolve(&self.spec.endpoint)?;
-        let conn = SubConnection::connect(addr, b"", CONNECT_TIMEOUT)
-            .map_err(|e| format!("connecting to {}: {e}", self.spec.endpoint))?;
-        let handle = conn.shutdown_handle().map_err(|e| e.to_string())?;
+    fn connect(&self) -> Result<SubConnection, ConnectError> {
+        let addr = resolve(&self.spec.endpoint).map_err(ConnectError::Endpoint)?;
+        let conn = SubConnection::connect(addr, b"", CONNECT_TIMEOUT).map_err(|source| {
+            ConnectError::Connect {
+                endpoint: self.spec.endpoint.clone(),
+                source,
+            }
+        })?;
+        let handle = conn.shutdown_handle().map_err(ConnectError::Handle)?;
         let mut slot = self.stream.lock();
         if self.stop.load(Ordering::SeqCst) {
-            return Err("stopped".into());
+            return Err(ConnectError::Stopped);
         }
         *slot = Some(handle);
         Ok(conn)
@@ -302,7 +346,7 @@ impl Worker {
             Ok(b) => b,
             Err(e) => {
                 st.undecodable.fetch_add(1, Ordering::Relaxed);
-                *st.last_error.lock() = e;
+                *st.last_error.lock() = e.to_string();
                 return true;
             }
         };

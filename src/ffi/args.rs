@@ -17,6 +17,14 @@ pub(crate) unsafe fn c_str<'a>(ptr: *const c_char, what: &str) -> Result<Cow<'a,
     Ok(unsafe { CStr::from_ptr(ptr) }.to_string_lossy())
 }
 
+/// Refuses a NULL output pointer: an invalid argument named `what`.
+pub(crate) fn require_out<T>(ptr: *mut T, what: &str) -> Result<(), FfiError> {
+    if ptr.is_null() {
+        return Err(invalid(format!("{what} is NULL")));
+    }
+    Ok(())
+}
+
 /// Reads an optional NUL-terminated string; NULL reads as `default`.
 ///
 /// # Safety

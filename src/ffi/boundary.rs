@@ -181,16 +181,17 @@ mod tests {
         FnName(name)
     }
 
+    /// Runs `body` as `name` with failure value -1 and every error mapped to -2.
+    fn run_as(
+        name: &'static str,
+        body: impl FnOnce() -> Result<i32, FfiError> + std::panic::UnwindSafe,
+    ) -> i32 {
+        run(named(name), true, -1, |c| c.0, |_| -2, body)
+    }
+
     #[test]
     fn panics_become_the_failure_value() {
-        let r: i32 = run(
-            named("m::f::here"),
-            true,
-            -1,
-            |c| c.0,
-            |_| -2,
-            || -> Result<i32, FfiError> { panic!("boom") },
-        );
+        let r = run_as("m::f::here", || panic!("boom"));
         assert_eq!(r, -1);
         assert_eq!(message(), "f: internal panic: boom");
         let r = run(
@@ -203,17 +204,10 @@ mod tests {
         );
         assert_eq!(r, -7);
         assert!(message().starts_with("g: address overlapped"));
-        let r = run(
-            named("m::c::here"),
-            true,
-            -1,
-            |c| c.0,
-            |_| -2,
-            || Err(ErrorCode::OBJECT_NOT_FOUND.into()),
-        );
+        let r = run_as("m::c::here", || Err(ErrorCode::OBJECT_NOT_FOUND.into()));
         assert_eq!(r, ErrorCode::OBJECT_NOT_FOUND.0);
         assert_eq!(message(), format!("c: {}", ErrorCode::OBJECT_NOT_FOUND));
-        let r = run(named("m::h::here"), true, -1, |c| c.0, |_| -2, || Ok(5));
+        let r = run_as("m::h::here", || Ok(5));
         assert_eq!(r, 5);
         assert_eq!(message(), "");
         assert_eq!(last_error_errno(), 0);
@@ -241,14 +235,7 @@ mod tests {
     // The second payload is leaked on purpose, which Miri's leak check reports.
     #[cfg_attr(miri, ignore)]
     fn a_payload_whose_drop_panics_stays_inside() {
-        let r: i32 = run(
-            named("m::f::here"),
-            true,
-            -1,
-            |c| c.0,
-            |_| -2,
-            || -> Result<i32, FfiError> { std::panic::panic_any(PanicsOnDrop) },
-        );
+        let r = run_as("m::f::here", || std::panic::panic_any(PanicsOnDrop));
         assert_eq!(r, -1);
         assert_eq!(message(), "f: internal panic: unknown panic payload");
     }

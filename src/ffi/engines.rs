@@ -1,7 +1,13 @@
 //! The table of live Transfer Engines behind `transfer_engine_t` handles.
 
+use super::args::c_str;
+use super::fail::FfiError;
 use super::handles::HandleTable;
+use super::te_types::transfer_engine_t;
 use crate::te::TransferEngine;
+use std::borrow::Cow;
+use std::ffi::c_char;
+use std::sync::Arc;
 
 /// Every engine `createTransferEngine` or `mooncake_te_create` made and nobody
 /// destroyed yet; tokens start with "MCTE".
@@ -10,3 +16,19 @@ pub(crate) static ENGINES: HandleTable<TransferEngine> = HandleTable::new(
     "engine handle",
     "is not a live engine (already destroyed, or not returned by createTransferEngine)",
 );
+
+/// The engine behind `engine` and the name argument `name` (called `what` in errors),
+/// checked in that order.
+///
+/// # Safety
+/// `name` must be NULL or NUL-terminated, outliving the call.
+pub(crate) unsafe fn engine_and_name<'a>(
+    engine: transfer_engine_t,
+    name: *const c_char,
+    what: &str,
+) -> Result<(Arc<TransferEngine>, Cow<'a, str>), FfiError> {
+    let e = ENGINES.get(engine)?;
+    // SAFETY: NULL or NUL-terminated, per the contract.
+    let name = unsafe { c_str(name, what) }?;
+    Ok((e, name))
+}

@@ -6,9 +6,9 @@
 //! negative `ERR_*` codes for engine-level calls, positive status codes for the batch
 //! status call.
 
-use super::args::c_str;
+use super::args::{c_str, require_out};
 use super::boundary::ffi_boundary;
-use super::engines::ENGINES;
+use super::engines::{engine_and_name, ENGINES};
 use super::fail::invalid;
 use super::te_types::*;
 use crate::error::Error;
@@ -110,9 +110,8 @@ pub unsafe extern "C" fn mooncake_te_send_probe(
     peer_server_name: *const c_char,
 ) -> c_int {
     ffi_boundary!(map = Error::err_code, {
-        let e = ENGINES.get(engine)?;
         // SAFETY: NULL or NUL-terminated, per the contract.
-        let name = unsafe { c_str(peer_server_name, "peer_server_name") }?;
+        let (e, name) = unsafe { engine_and_name(engine, peer_server_name, "peer_server_name") }?;
         if name.is_empty() {
             return Err(invalid("peer_server_name is empty"));
         }
@@ -178,9 +177,7 @@ pub unsafe extern "C" fn mooncake_te_batch_status(
 ) -> c_int {
     ffi_boundary!(fail = 1, map = Error::status_code, {
         let e = ENGINES.get(engine)?;
-        if status.is_null() {
-            return Err(invalid("status is NULL"));
-        }
+        require_out(status, "status")?;
         // Validates the batch id without blocking.
         e.wait_batch(batch_id, Duration::ZERO)?;
         let (mut completed, mut failed, mut bytes) = (true, false, 0u64);
@@ -220,14 +217,26 @@ mod tests {
     use crate::te::TransferEngine;
     use std::ffi::CString;
 
-    fn engine() -> transfer_engine_t {
-        let e = TransferEngine::new("P2PHANDSHAKE", "127.0.0.1", true).expect("engine");
-        ENGINES.insert(e)
+    /// A live engine handle for one test, destroyed when it goes out of scope.
+    struct TestEngine(transfer_engine_t);
+
+    impl TestEngine {
+        fn new() -> TestEngine {
+            let e = TransferEngine::new("P2PHANDSHAKE", "127.0.0.1", true).expect("engine");
+            TestEngine(ENGINES.insert(e))
+        }
+    }
+
+    impl Drop for TestEngine {
+        fn drop(&mut self) {
+            drop(ENGINES.remove(self.0));
+        }
     }
 
     #[test]
     fn segment_buffers_of_the_local_segment() {
-        let h = engine();
+        let engine = TestEngine::new();
+        let h = engine.0;
         let mut region = vec![0u8; 4096];
         let addr = region.as_mut_ptr() as u64;
         let e = ENGINES.get(h).unwrap();
@@ -257,13 +266,12 @@ mod tests {
             );
         }
         e.unregister_memory(addr).unwrap();
-        drop(e);
-        drop(ENGINES.remove(h));
     }
 
     #[test]
     fn wait_and_status_of_batches() {
-        let h = engine();
+        let engine = TestEngine::new();
+        let h = engine.0;
         let e = ENGINES.get(h).unwrap();
         let batch = e.allocate_batch(4);
         let mut st = transfer_status {
@@ -284,13 +292,12 @@ mod tests {
             assert_eq!(mooncake_te_batch_status(h, batch ^ 0xFFFF, &mut st), 1);
         }
         e.free_batch(batch).unwrap();
-        drop(e);
-        drop(ENGINES.remove(h));
     }
 
     #[test]
     fn probe_by_segment_name() {
-        let h = engine();
+        let engine = TestEngine::new();
+        let h = engine.0;
         let own = CString::new(ENGINES.get(h).unwrap().segment_name()).unwrap();
         // SAFETY: NUL-terminated strings; the handle is validated.
         unsafe {
@@ -299,6 +306,5 @@ mod tests {
             assert_eq!(mooncake_te_send_probe(h, std::ptr::null()), -1);
             assert_eq!(mooncake_te_send_probe(h, c"127.0.0.1:1".as_ptr()), -102);
         }
-        drop(ENGINES.remove(h));
     }
 }

@@ -43,17 +43,18 @@ pub(crate) fn clear_last_error() {
 /// Pointer to the last error message (`""` when none); valid until the thread's next
 /// call into the library, other than the `mooncake_last_error_*` getters.
 pub(crate) fn last_error_message() -> *const c_char {
-    LAST_ERROR
-        .try_with(|slot| slot.borrow().as_ref().map(|e| e.message.as_ptr()))
-        .ok()
-        .flatten()
-        .unwrap_or(c"".as_ptr())
+    last_error_text(|e| &e.message)
 }
 
 /// Pointer to the name of the function that failed last (`""` when none).
 pub(crate) fn last_error_function() -> *const c_char {
+    last_error_text(|e| &e.function)
+}
+
+/// Pointer to one string of the last error (`""` when none).
+fn last_error_text(field: impl Fn(&LastError) -> &CString) -> *const c_char {
     LAST_ERROR
-        .try_with(|slot| slot.borrow().as_ref().map(|e| e.function.as_ptr()))
+        .try_with(|slot| slot.borrow().as_ref().map(|e| field(e).as_ptr()))
         .ok()
         .flatten()
         .unwrap_or(c"".as_ptr())

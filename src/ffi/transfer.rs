@@ -4,7 +4,7 @@
 
 #![allow(non_snake_case)]
 
-use super::args::{c_slice, c_str_or, write_truncated};
+use super::args::{c_slice, c_str_or, require_out, write_truncated};
 use super::boundary::ffi_boundary;
 use super::engines::ENGINES;
 use super::fail::{invalid, FfiError};
@@ -147,9 +147,7 @@ pub unsafe extern "C" fn getNotifsFromEngine(
     size: *mut c_int,
 ) -> *mut notify_msg_t {
     ffi_boundary!({
-        if size.is_null() {
-            return Err(invalid("size is NULL"));
-        }
+        require_out(size, "size")?;
         // SAFETY: size is a writable int, per the contract.
         unsafe { *size = 0 };
         let e = ENGINES.get(engine)?;
@@ -246,9 +244,7 @@ pub unsafe extern "C" fn getTransferStatus(
 ) -> c_int {
     ffi_boundary!(fail = 1, map = Error::status_code, {
         let e = ENGINES.get(engine)?;
-        if status.is_null() {
-            return Err(invalid("status is NULL"));
-        }
+        require_out(status, "status")?;
         let (state, bytes) = e.transfer_status(batch_id, task_id)?;
         let out = transfer_status {
             status: state as c_int,

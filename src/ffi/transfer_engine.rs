@@ -12,10 +12,9 @@
 
 #![allow(non_snake_case)]
 
-use super::args::{c_slice, c_str, c_str_or, write_truncated};
+use super::args::{c_slice, c_str, c_str_or, require_out, write_truncated};
 use super::boundary::ffi_boundary;
-use super::engines::ENGINES;
-use super::fail::invalid;
+use super::engines::{engine_and_name, ENGINES};
 use super::te_types::*;
 use crate::error::Error;
 use crate::te::{Range, TransferEngine};
@@ -81,9 +80,7 @@ pub unsafe extern "C" fn getLocalIpAndPort(
 ) -> c_int {
     ffi_boundary!({
         let e = ENGINES.get(engine)?;
-        if buf_out.is_null() {
-            return Err(invalid("buf_out is NULL"));
-        }
+        require_out(buf_out, "buf_out")?;
         // SAFETY: the caller guarantees buf_len writable bytes at buf_out.
         unsafe { write_truncated(buf_out, buf_len, &e.local_ip_and_port()) };
         Ok(0)
@@ -158,9 +155,8 @@ pub unsafe extern "C" fn openSegment(
     segment_name: *const c_char,
 ) -> segment_id_t {
     ffi_boundary!({
-        let e = ENGINES.get(engine)?;
         // SAFETY: NULL or NUL-terminated, per the contract.
-        let name = unsafe { c_str(segment_name, "segment_name") }?;
+        let (e, name) = unsafe { engine_and_name(engine, segment_name, "segment_name") }?;
         Ok(e.open_segment(&name)?)
     })
 }
@@ -176,9 +172,8 @@ pub unsafe extern "C" fn openSegmentNoCache(
     segment_name: *const c_char,
 ) -> segment_id_t {
     ffi_boundary!({
-        let e = ENGINES.get(engine)?;
         // SAFETY: NULL or NUL-terminated, per the contract.
-        let name = unsafe { c_str(segment_name, "segment_name") }?;
+        let (e, name) = unsafe { engine_and_name(engine, segment_name, "segment_name") }?;
         Ok(e.open_segment_no_cache(&name)?)
     })
 }
@@ -228,9 +223,8 @@ pub unsafe extern "C" fn removeLocalSegment(
     segment_name: *const c_char,
 ) -> c_int {
     ffi_boundary!(map = Error::err_code, {
-        let e = ENGINES.get(engine)?;
         // SAFETY: NULL or NUL-terminated, per the contract.
-        let name = unsafe { c_str(segment_name, "segment_name") }?;
+        let (e, name) = unsafe { engine_and_name(engine, segment_name, "segment_name") }?;
         e.remove_local_segment(&name)?;
         Ok(0)
     })

@@ -27,13 +27,7 @@ pub struct EtcdMetadataStore {
     agent: ureq::Agent,
 }
 
-impl std::fmt::Debug for EtcdMetadataStore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EtcdMetadataStore")
-            .field("endpoints", &self.endpoints)
-            .finish_non_exhaustive()
-    }
-}
+debug_by_field!(EtcdMetadataStore, endpoints);
 
 /// Splits an etcd endpoint list (`h1:2379,h2:2379`, `;` also separates; an optional
 /// `etcd://` prefix, and `http://` per endpoint) into `http://host:port` base URLs.

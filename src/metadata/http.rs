@@ -42,13 +42,7 @@ pub struct HttpMetadataStore {
     agent: ureq::Agent,
 }
 
-impl std::fmt::Debug for HttpMetadataStore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HttpMetadataStore")
-            .field("prefix", &self.prefix)
-            .finish_non_exhaustive()
-    }
-}
+debug_by_field!(HttpMetadataStore, prefix);
 
 impl HttpMetadataStore {
     /// Creates a client for the URL prefix `url_prefix` (the whole connection string, e.g.

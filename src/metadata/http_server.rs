@@ -272,27 +272,20 @@ mod tests {
     #[test]
     fn errors() {
         let tb = t();
-        assert_eq!(handle_request(&tb, "GET", "/metadata", b"").status, 400);
-        assert_eq!(
-            handle_request(&tb, "GET", "/metadata?key=", b"").status,
-            400
-        );
-        assert_eq!(handle_request(&tb, "GET", "/metadata?x=1", b"").status, 400);
-        assert_eq!(
-            handle_request(&tb, "GET", "/metadata?key=%FF", b"").status,
-            400
-        );
-        assert_eq!(
-            handle_request(&tb, "POST", "/metadata?key=a", b"").status,
-            405
-        );
-        assert_eq!(handle_request(&tb, "GET", "/other?key=a", b"").status, 404);
-        assert_eq!(
-            handle_request(&tb, "GET", "/metadata/?key=a", b"").status,
-            404
-        );
-        assert_eq!(handle_request(&tb, "GET", "/health", b"").status, 200);
-        assert_eq!(handle_request(&tb, "GET", "*", b"").status, 404);
+        for (method, target, status) in [
+            ("GET", "/metadata", 400),
+            ("GET", "/metadata?key=", 400),
+            ("GET", "/metadata?x=1", 400),
+            ("GET", "/metadata?key=%FF", 400),
+            ("POST", "/metadata?key=a", 405),
+            ("GET", "/other?key=a", 404),
+            ("GET", "/metadata/?key=a", 404),
+            ("GET", "/health", 200),
+            ("GET", "*", 404),
+        ] {
+            let got = handle_request(&tb, method, target, b"").status;
+            assert_eq!(got, status, "{method} {target}");
+        }
     }
 
     #[test]

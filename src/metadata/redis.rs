@@ -63,13 +63,7 @@ pub struct RedisMetadataStore {
     conn: Mutex<Option<BufReader<TcpStream>>>,
 }
 
-impl std::fmt::Debug for RedisMetadataStore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisMetadataStore")
-            .field("address", &self.address)
-            .finish_non_exhaustive()
-    }
-}
+debug_by_field!(RedisMetadataStore, address);
 
 impl RedisMetadataStore {
     /// A client of `redis://host[:port]` (port 12001 when missing, as upstream); it

@@ -124,7 +124,7 @@ pub(crate) fn bench(s: &Settings, trace: &[TraceRequest]) -> Result<(), String> 
                     kv_capacity_blocks: sim.prefill_kv_blocks,
                     max_batch: 0,
                 };
-                sch.register(spec, 0.0).map(|_| ())?;
+                sch.register(spec, 0.0).map_err(|e| e.to_string())?;
             }
             for i in 0..sim.decode {
                 let spec = InstanceSpec {
@@ -133,7 +133,7 @@ pub(crate) fn bench(s: &Settings, trace: &[TraceRequest]) -> Result<(), String> 
                     kv_capacity_blocks: 0,
                     max_batch: 0,
                 };
-                sch.register(spec, 0.0).map(|_| ())?;
+                sch.register(spec, 0.0).map_err(|e| e.to_string())?;
             }
             Ok::<(), String>(())
         })

@@ -115,7 +115,7 @@ pub(crate) fn settings(flags: &Flags) -> Result<Settings, String> {
         "all" => Policy::ALL.to_vec(),
         list => comma_list(list)
             .iter()
-            .map(|p| Policy::parse(p))
+            .map(|p| Policy::parse(p).map_err(|e| e.to_string()))
             .collect::<Result<_, _>>()?,
     };
     let sim = SimConfig {

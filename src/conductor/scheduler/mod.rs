@@ -80,6 +80,16 @@ pub enum Refusal {
     Invalid(String),
 }
 
+/// Why an instance was not registered: its id is taken by another role (HTTP 409).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("instance {id:?} is registered as {role}")]
+pub struct RoleTaken {
+    /// The instance id.
+    pub id: String,
+    /// The role it is registered with.
+    pub role: &'static str,
+}
+
 /// What really happened to a placed request.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Completion {
@@ -152,7 +162,7 @@ pub struct Counters {
     pub evicted: u64,
 }
 
-/// The scheduler's whole state (behind one lock in [`super::Conductor`]).
+/// The scheduler's whole state (behind one lock in [`super::shared::SharedScheduler`]).
 #[derive(Debug)]
 pub struct Scheduler {
     config: ConductorConfig,
@@ -219,16 +229,15 @@ impl Scheduler {
 
     /// Registers `spec` (an existing instance of the same role is updated in place);
     /// `Err` when the id is taken by another role.
-    pub fn register(&mut self, spec: InstanceSpec, now: f64) -> Result<bool, String> {
+    pub fn register(&mut self, spec: InstanceSpec, now: f64) -> Result<bool, RoleTaken> {
         self.tick(now);
         if let Some(slot) = self.instances.slot_of(&spec.id) {
             let instance = self.instances.get_mut(slot).expect("indexed slot is live");
             if instance.spec.role != spec.role {
-                return Err(format!(
-                    "instance {:?} is registered as {}",
-                    spec.id,
-                    instance.spec.role.name()
-                ));
+                return Err(RoleTaken {
+                    id: spec.id,
+                    role: instance.spec.role.name(),
+                });
             }
             instance.spec = spec.clone();
             self.index.add_instance(slot, index_capacity(&spec));
