@@ -81,26 +81,25 @@ impl RequestHeader {
 
     /// The 20 wire bytes.
     pub fn to_bytes(&self) -> [u8; REQ_HEADER_LEN] {
-        let mut b = [0u8; REQ_HEADER_LEN];
-        b[..4].copy_from_slice(&[self.magic, self.version, self.serialize_type, self.msg_type]);
-        b[4..8].copy_from_slice(&self.seq.to_le_bytes());
-        b[8..12].copy_from_slice(&self.function_id.to_le_bytes());
-        b[12..16].copy_from_slice(&self.body_len.to_le_bytes());
-        b[16..20].copy_from_slice(&self.attach_len.to_le_bytes());
-        b
+        header_bytes(
+            [self.magic, self.version, self.serialize_type, self.msg_type],
+            [self.seq, self.function_id, self.body_len, self.attach_len],
+        )
     }
 
     /// Parses 20 wire bytes; `None` for a bad magic, version or serialize type.
     pub fn parse(b: &[u8; REQ_HEADER_LEN]) -> Option<RequestHeader> {
+        let ([magic, version, serialize_type, msg_type], [seq, function_id, body_len, attach_len]) =
+            header_fields(b);
         let h = RequestHeader {
-            magic: b[0],
-            version: b[1],
-            serialize_type: b[2],
-            msg_type: b[3],
-            seq: le32(&b[4..8]),
-            function_id: le32(&b[8..12]),
-            body_len: le32(&b[12..16]),
-            attach_len: le32(&b[16..20]),
+            magic,
+            version,
+            serialize_type,
+            msg_type,
+            seq,
+            function_id,
+            body_len,
+            attach_len,
         };
         (h.magic == MAGIC && h.version == VERSION && h.serialize_type == SERIALIZE_STRUCT_PACK)
             .then_some(h)
@@ -142,33 +141,48 @@ impl ResponseHeader {
 
     /// The 16 wire bytes.
     pub fn to_bytes(&self) -> [u8; RESP_HEADER_LEN] {
-        let mut b = [0u8; RESP_HEADER_LEN];
-        b[..4].copy_from_slice(&[self.magic, self.version, self.err_code, self.msg_type]);
-        b[4..8].copy_from_slice(&self.seq.to_le_bytes());
-        b[8..12].copy_from_slice(&self.body_len.to_le_bytes());
-        b[12..16].copy_from_slice(&self.attach_len.to_le_bytes());
-        b
+        header_bytes(
+            [self.magic, self.version, self.err_code, self.msg_type],
+            [self.seq, self.body_len, self.attach_len],
+        )
     }
 
     /// Parses 16 wire bytes; `None` for a bad magic.
     pub fn parse(b: &[u8; RESP_HEADER_LEN]) -> Option<ResponseHeader> {
+        let ([magic, version, err_code, msg_type], [seq, body_len, attach_len]) = header_fields(b);
         let h = ResponseHeader {
-            magic: b[0],
-            version: b[1],
-            err_code: b[2],
-            msg_type: b[3],
-            seq: le32(&b[4..8]),
-            body_len: le32(&b[8..12]),
-            attach_len: le32(&b[12..16]),
+            magic,
+            version,
+            err_code,
+            msg_type,
+            seq,
+            body_len,
+            attach_len,
         };
         (h.magic == MAGIC).then_some(h)
     }
 }
 
-fn le32(b: &[u8]) -> u32 {
-    let mut a = [0u8; 4];
-    a.copy_from_slice(&b[..4]);
-    u32::from_le_bytes(a)
+/// A header's wire bytes: four single bytes, then `W` little-endian u32 words
+/// (`N` = 4 + 4 `W`), the layout of both headers.
+fn header_bytes<const N: usize, const W: usize>(bytes: [u8; 4], words: [u32; W]) -> [u8; N] {
+    debug_assert_eq!(N, 4 + 4 * W);
+    let mut b = [0u8; N];
+    b[..4].copy_from_slice(&bytes);
+    for (at, w) in b[4..].chunks_exact_mut(4).zip(words) {
+        at.copy_from_slice(&w.to_le_bytes());
+    }
+    b
+}
+
+/// The four single bytes and `W` little-endian u32 words of a header's wire bytes.
+fn header_fields<const N: usize, const W: usize>(b: &[u8; N]) -> ([u8; 4], [u32; W]) {
+    debug_assert_eq!(N, 4 + 4 * W);
+    let mut words = [0u32; W];
+    for (w, at) in words.iter_mut().zip(b[4..].chunks_exact(4)) {
+        *w = u32::from_le_bytes([at[0], at[1], at[2], at[3]]);
+    }
+    ([b[0], b[1], b[2], b[3]], words)
 }
 
 /// Function id of a fully qualified name: MD5's first four bytes, big-endian.

@@ -5,11 +5,12 @@
 //! A separate trait from [`MasterApi`]: only masters that have a disk tier serve it
 //! ([`MasterApi::disk_tier`]); others answer "function not registered", as a master
 //! without these handlers does.
+//!
+//! [`MasterApi`]: super::master_api::MasterApi
+//! [`MasterApi::disk_tier`]: super::master_api::MasterApi::disk_tier
 
-#[cfg(doc)]
-use super::master_api::MasterApi;
-use super::master_api::{MasterResult, ReplicaDescriptor, ReplicaType, Uuid};
 use super::master_rpcs::{master_rpcs, trait_method};
+use super::master_types::{MasterResult, ReplicaDescriptor, ReplicaType, Uuid};
 
 /// `OffloadTaskItem`: an object the master asks its owner to copy to disk (also the
 /// wire type of `PromotionTaskItem`, which has the same fields).

@@ -6,6 +6,8 @@
 //! * [`master_rpcs`]: the RPC table, each master RPC declared once; the traits, the
 //!   codec's markers, the client stubs, the dispatch arms and the forwarders are made
 //!   from it ([`wire_arg`] converts the arguments).
+//! * [`master_types`]: the RPCs' argument and result types ([`master_api`] re-exports
+//!   them with the [`master_api::MasterApi`] trait).
 //! * [`codec`]: encodings of the [`master_api`] types and every RPC's signature.
 //! * [`disk_tier_api`]: the disk-tier RPCs ([`disk_tier_api::DiskTierApi`]).
 //! * [`dispatch`]: the server side (decode, call a [`master_api::MasterApi`], encode).
@@ -21,6 +23,7 @@ pub mod dispatch;
 pub mod kv_key_hash;
 pub mod master_api;
 pub(crate) mod master_rpcs;
+pub mod master_types;
 pub mod master_view;
 pub mod offload_rpc;
 pub mod rpc_client;

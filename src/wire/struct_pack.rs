@@ -282,21 +282,12 @@ impl<K: Pack, V: Pack> Pack for Map<K, V> {
         K::type_literal(out);
         V::type_literal(out);
     }
+    /// The entries as a vector of (key, value) pairs: what a map is on the wire.
     fn pack(&self, w: &mut Writer) {
-        w.put_len(self.0.len());
-        for (k, v) in &self.0 {
-            k.pack(w);
-            v.pack(w);
-        }
+        self.0.pack(w);
     }
     fn unpack(r: &mut Reader<'_>) -> DecodeResult<Self> {
-        let n = r.seq_len(K::MIN_SIZE + V::MIN_SIZE)?;
-        let mut v = Vec::with_capacity(n.min(r.remaining()));
-        for _ in 0..n {
-            let k = K::unpack(r)?;
-            v.push((k, V::unpack(r)?));
-        }
-        Ok(Map(v))
+        Vec::<(K, V)>::unpack(r).map(Map)
     }
 }
 

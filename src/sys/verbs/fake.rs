@@ -15,6 +15,7 @@ use super::fake_state::{
 use super::*;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The network the fake devices share.

@@ -4,12 +4,18 @@
 //! header's inline functions do.
 
 use super::abi::*;
+use super::error::{LoadError, VResult, VerbsError};
 use super::real_functions::Functions;
+use super::seam::Verbs;
 use super::sysfs::{parse_sysfs_gid, sysfs};
-use super::*;
+use super::types::{
+    Access, Completion, Cq, Ctx, DeviceAttr, GidEntry, GidKind, Mr, MrKeys, Pd, PortAttr, Qp,
+    QpCaps, QpInfo, QpTransition, RdmaOp, WorkRequest,
+};
 use crate::sys::dl::Library;
 use std::cell::RefCell;
 use std::ffi::{c_int, c_uint, c_void, CStr};
+use std::os::fd::RawFd;
 use std::path::Path;
 
 /// libibverbs, loaded.
@@ -31,13 +37,46 @@ fn errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
 
+/// The `ibv_reg_mr` access flags for `access`: local write always, remote read and
+/// write when asked.
+fn access_flags(access: Access) -> c_int {
+    let mut flags = IBV_ACCESS_LOCAL_WRITE;
+    if access.remote {
+        flags |= IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
+    }
+    flags
+}
+
+/// The keys of a region `call` registered (`len` bytes at `addr`), or its error when
+/// it returned NULL.
+///
+/// # Safety
+///
+/// `mr` is NULL or a memory region the library returned.
+unsafe fn registered(mr: *mut ibv_mr, call: &'static str, len: u64, addr: u64) -> VResult<MrKeys> {
+    if mr.is_null() {
+        return Err(VerbsError::new(
+            call,
+            errno(),
+            format!("{len} bytes at {addr:#x}"),
+        ));
+    }
+    // SAFETY: a valid MR returned by the library (the caller's promise).
+    let (lkey, rkey) = unsafe { ((*mr).lkey, (*mr).rkey) };
+    Ok(MrKeys {
+        mr: Mr(mr as usize as u64),
+        lkey,
+        rkey,
+    })
+}
+
 impl RealVerbs {
     /// Opens libibverbs (`MC_IBVERBS_LIBRARY`, a path or name, else the loader's
     /// `libibverbs.so.1`) and resolves every function; says which is missing otherwise.
-    pub(super) fn load() -> Result<RealVerbs, String> {
+    pub(super) fn load() -> Result<RealVerbs, LoadError> {
         let library =
             Library::open_configured("MC_IBVERBS_LIBRARY", &["libibverbs.so.1", "libibverbs.so"])
-                .map_err(|e| format!("libibverbs is not available ({e}); install rdma-core"))?;
+                .map_err(LoadError::NotInstalled)?;
         let f = Functions::resolve(&library)?;
         Ok(RealVerbs { library, f })
     }
@@ -216,10 +255,7 @@ impl Verbs for RealVerbs {
     }
 
     fn reg_mr(&self, pd: Pd, addr: u64, len: u64, access: Access) -> VResult<MrKeys> {
-        let mut flags = IBV_ACCESS_LOCAL_WRITE;
-        if access.remote {
-            flags |= IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
-        }
+        let flags = access_flags(access);
         let pd = pd.0 as usize as *mut ibv_pd;
         let ptr = addr as usize as *mut c_void;
         let mr = match (self.f.reg_mr_iova2, access.relaxed_ordering) {
@@ -238,20 +274,8 @@ impl Verbs for RealVerbs {
             // SAFETY: as above.
             _ => unsafe { (self.f.reg_mr)(pd, ptr, len as usize, flags) },
         };
-        if mr.is_null() {
-            return Err(VerbsError::new(
-                "ibv_reg_mr",
-                errno(),
-                format!("{len} bytes at {addr:#x}"),
-            ));
-        }
-        // SAFETY: a valid MR returned by the library.
-        let (lkey, rkey) = unsafe { ((*mr).lkey, (*mr).rkey) };
-        Ok(MrKeys {
-            mr: Mr(mr as usize as u64),
-            lkey,
-            rkey,
-        })
+        // SAFETY: `mr` is what the registration just returned.
+        unsafe { registered(mr, "ibv_reg_mr", len, addr) }
     }
 
     fn reg_dmabuf_mr(
@@ -270,10 +294,7 @@ impl Verbs for RealVerbs {
                 "this libibverbs predates dma-buf registration",
             ));
         };
-        let mut flags = IBV_ACCESS_LOCAL_WRITE;
-        if access.remote {
-            flags |= IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
-        }
+        let flags = access_flags(access);
         // SAFETY: a live PD and an open dma-buf fd; the caller keeps the memory
         // allocated while registered.
         let mr = unsafe {
@@ -286,20 +307,8 @@ impl Verbs for RealVerbs {
                 flags,
             )
         };
-        if mr.is_null() {
-            return Err(VerbsError::new(
-                "ibv_reg_dmabuf_mr",
-                errno(),
-                format!("{len} bytes at {iova:#x}"),
-            ));
-        }
-        // SAFETY: a valid MR returned by the library.
-        let (lkey, rkey) = unsafe { ((*mr).lkey, (*mr).rkey) };
-        Ok(MrKeys {
-            mr: Mr(mr as usize as u64),
-            lkey,
-            rkey,
-        })
+        // SAFETY: `mr` is what the registration just returned.
+        unsafe { registered(mr, "ibv_reg_dmabuf_mr", len, iova) }
     }
 
     fn dereg_mr(&self, mr: Mr) {

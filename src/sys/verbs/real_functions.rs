@@ -2,6 +2,7 @@
 //! pointers resolved from the loaded library.
 
 use super::abi::*;
+use super::error::LoadError;
 use crate::sys::dl::Library;
 use std::ffi::{c_char, c_int, c_uint, c_void};
 
@@ -68,16 +69,13 @@ pub(super) struct Functions {
 impl Functions {
     /// Resolves every function from `library`; says which is missing otherwise
     /// (`ibv_reg_mr_iova2` and `ibv_reg_dmabuf_mr` are optional).
-    pub(super) fn resolve(library: &Library) -> Result<Functions, String> {
+    pub(super) fn resolve(library: &Library) -> Result<Functions, LoadError> {
         macro_rules! resolve {
             ($name:literal) => {
                 // SAFETY: the type aliases above match rdma-core's prototypes.
-                unsafe { library.function($name) }.ok_or_else(|| {
-                    format!(
-                        "{} does not export {}",
-                        library.name(),
-                        $name.to_string_lossy()
-                    )
+                unsafe { library.function($name) }.ok_or_else(|| LoadError::MissingFunction {
+                    library: library.name().to_string(),
+                    function: $name.to_string_lossy().into_owned(),
                 })?
             };
         }

@@ -9,11 +9,13 @@
 //! lock and agree on one set of QPs, as upstream's do. The RPC itself never runs
 //! under the endpoint lock.
 
+use super::connectors::{ConnectJob, ConnectService, Connectors};
 use super::endpoint::{Endpoint, State};
 use super::gid;
 use super::handshake::{split_nic_path, HandShake};
 use super::nic::Nic;
 use super::shared::Shared;
+use super::worker_handle::Msg;
 use std::time::Instant;
 
 /// Our handshake message for `ep`.
@@ -34,6 +36,7 @@ fn describe(nic: &Nic, ep: &Endpoint, qp_num: Vec<u32>) -> HandShake {
 pub fn connect_active(shared: &Shared, nic: &Nic, ep: &Endpoint) -> Result<(), String> {
     let cq = shared.cq_of(nic, ep);
     let verbs = shared.verbs.as_ref();
+    let setup = nic.qp_setup(&shared.cfg);
     let (server, device) = split_nic_path(&ep.peer_path)
         .ok_or_else(|| format!("malformed peer NIC path '{}'", ep.peer_path))?;
     let request = {
@@ -46,14 +49,7 @@ pub fn connect_active(shared: &Shared, nic: &Nic, ep: &Endpoint) -> Result<(), S
         if ep.peer_path == nic.path {
             // Loopback: our own QPs are the peer's.
             let qpns = conn.qp_nums();
-            conn.connect(
-                verbs,
-                &shared.cfg,
-                nic,
-                nic.gid.gid,
-                nic.port_attr.lid,
-                &qpns,
-            )?;
+            conn.connect(verbs, &setup, nic.gid.gid, nic.port_attr.lid, &qpns)?;
             conn.state = State::Connected;
             return Ok(());
         }
@@ -69,7 +65,7 @@ pub fn connect_active(shared: &Shared, nic: &Nic, ep: &Endpoint) -> Result<(), S
             if conn.state == State::Connected && conn.qp_nums() == request.qp_num {
                 return Ok(()); // the peer's simultaneous open connected us meanwhile
             }
-            let _ = conn.reset(verbs, &shared.cfg, nic, cq);
+            let _ = conn.reset(verbs, &setup, cq);
             return Err(format!("handshake with {server}: {e}"));
         }
     };
@@ -84,21 +80,20 @@ pub fn connect_active(shared: &Shared, nic: &Nic, ep: &Endpoint) -> Result<(), S
         return Ok(());
     }
     if connected_meanwhile {
-        conn.reset(verbs, &shared.cfg, nic, cq)
-            .map_err(|e| e.to_string())?;
+        conn.reset(verbs, &setup, cq).map_err(|e| e.to_string())?;
         return Err(format!(
             "{server} answered with other QPs than it connected; retrying"
         ));
     }
     if !reply.reply_msg.is_empty() {
-        let _ = conn.reset(verbs, &shared.cfg, nic, cq);
+        let _ = conn.reset(verbs, &setup, cq);
         return Err(format!(
             "{server} rejected the handshake: {}",
             reply.reply_msg
         ));
     }
     if reply.local_nic_path != ep.peer_path || reply.peer_nic_path != nic.path {
-        let _ = conn.reset(verbs, &shared.cfg, nic, cq);
+        let _ = conn.reset(verbs, &setup, cq);
         return Err(format!(
             "{server} answered for {} -> {} instead of {} -> {} (a TCP-only peer, or an \
              RDMA device it does not have)",
@@ -111,15 +106,15 @@ pub fn connect_active(shared: &Shared, nic: &Nic, ep: &Endpoint) -> Result<(), S
         Some((reply.local_gid.clone(), reply.local_lid))
     };
     let Some((gid_text, lid)) = peer else {
-        let _ = conn.reset(verbs, &shared.cfg, nic, cq);
+        let _ = conn.reset(verbs, &setup, cq);
         return Err(format!("{server} published no device {device}"));
     };
     let Some(peer_gid) = gid::from_text(&gid_text) else {
-        let _ = conn.reset(verbs, &shared.cfg, nic, cq);
+        let _ = conn.reset(verbs, &setup, cq);
         return Err(format!("{server} sent an invalid GID '{gid_text}'"));
     };
-    if let Err(e) = conn.connect(verbs, &shared.cfg, nic, peer_gid, lid, &reply.qp_num) {
-        let _ = conn.reset(verbs, &shared.cfg, nic, cq);
+    if let Err(e) = conn.connect(verbs, &setup, peer_gid, lid, &reply.qp_num) {
+        let _ = conn.reset(verbs, &setup, cq);
         return Err(format!("connecting QPs to {}: {e}", ep.peer_path));
     }
     if reply.ready_ack_supported {
@@ -129,6 +124,20 @@ pub fn connect_active(shared: &Shared, nic: &Nic, ep: &Endpoint) -> Result<(), S
     }
     conn.state = State::Connected;
     Ok(())
+}
+
+/// Connector threads run active handshakes for the transport and tell the worker
+/// owning the endpoint how they went.
+impl ConnectService for Shared {
+    fn connectors(&self) -> &Connectors {
+        &self.connectors
+    }
+
+    fn run(&self, job: ConnectJob) {
+        let result = connect_active(self, &job.nic, &job.ep);
+        self.worker(&job.nic, &job.ep)
+            .send(Msg::Connected(job.ep.peer_path.clone(), result.err()));
+    }
 }
 
 /// Sends the ready ACK and marks the endpoint connected.
@@ -154,7 +163,7 @@ fn send_ready_ack(
     };
     if let Some(why) = failure {
         let cq = shared.cq_of(nic, ep);
-        let _ = conn.reset(shared.verbs.as_ref(), &shared.cfg, nic, cq);
+        let _ = conn.reset(shared.verbs.as_ref(), &nic.qp_setup(&shared.cfg), cq);
         return Err(why);
     }
     if conn.qp_nums() != request.qp_num {
@@ -200,6 +209,7 @@ pub fn accept(shared: &Shared, msg: &HandShake) -> HandShake {
     };
     let verbs = shared.verbs.as_ref();
     let cq = shared.cq_of(nic, &ep);
+    let setup = nic.qp_setup(&shared.cfg);
     let mut conn = ep.conn.lock();
     if msg.ready_ack {
         let connected = matches!(conn.state, State::Connected | State::WaitAck(_));
@@ -224,7 +234,7 @@ pub fn accept(shared: &Shared, msg: &HandShake) -> HandShake {
             return describe(nic, &ep, conn.qp_nums());
         }
         // The peer rebuilt its side (restarted, or failed the old connection).
-        if let Err(e) = conn.reset(verbs, &shared.cfg, nic, cq) {
+        if let Err(e) = conn.reset(verbs, &setup, cq) {
             return HandShake::rejection(format!("re-establishing connection: {e}"));
         }
     }
@@ -245,8 +255,8 @@ pub fn accept(shared: &Shared, msg: &HandShake) -> HandShake {
         ));
     };
     let lid = peer.map_or(0, |(_, l)| l);
-    if let Err(e) = conn.connect(verbs, &shared.cfg, nic, peer_gid, lid, &msg.qp_num) {
-        let _ = conn.reset(verbs, &shared.cfg, nic, cq);
+    if let Err(e) = conn.connect(verbs, &setup, peer_gid, lid, &msg.qp_num) {
+        let _ = conn.reset(verbs, &setup, cq);
         return HandShake::rejection(format!("failed connection setup (passive): {e}"));
     }
     conn.state = if msg.ready_ack_supported {

@@ -3,11 +3,8 @@
 //! that never answers holds up only the handshakes waiting on it, not those to
 //! everyone else.
 
-use super::connect;
 use super::endpoint::Endpoint;
 use super::nic::Nic;
-use super::shared::Shared;
-use super::worker_handle::Msg;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
@@ -29,6 +26,14 @@ pub struct ConnectJob {
     pub ep: Arc<Endpoint>,
 }
 
+/// What connector threads serve: the pool they take jobs from and how a job runs.
+pub trait ConnectService: Send + Sync + 'static {
+    /// The pool.
+    fn connectors(&self) -> &Connectors;
+    /// Runs one handshake and reports how it went.
+    fn run(&self, job: ConnectJob);
+}
+
 #[derive(Default)]
 struct State {
     jobs: VecDeque<ConnectJob>,
@@ -46,7 +51,11 @@ pub struct Connectors {
 impl Connectors {
     /// Queues `job`, starting a thread for it when fewer than [`MAX_CONNECTORS`] run.
     /// Gives the job back once the pool is closed.
-    pub fn submit(&self, shared: &Arc<Shared>, job: ConnectJob) -> Result<(), ConnectJob> {
+    pub fn submit<S: ConnectService>(
+        &self,
+        service: &Arc<S>,
+        job: ConnectJob,
+    ) -> Result<(), ConnectJob> {
         let mut st = self.state.lock();
         if st.closed {
             return Err(job);
@@ -56,7 +65,7 @@ impl Connectors {
             return Ok(());
         }
         st.threads.retain(|t| !t.is_finished());
-        let weak = Arc::downgrade(shared);
+        let weak = Arc::downgrade(service);
         let spawned = std::thread::Builder::new()
             .name("mc-rdma-connect".into())
             .spawn(move || serve(weak));
@@ -107,14 +116,12 @@ impl Connectors {
 }
 
 /// A connector thread: runs jobs until none is left.
-fn serve(shared: Weak<Shared>) {
+fn serve<S: ConnectService>(service: Weak<S>) {
     loop {
-        let Some(s) = shared.upgrade() else { return };
-        let Some(job) = s.connectors.next() else {
+        let Some(s) = service.upgrade() else { return };
+        let Some(job) = s.connectors().next() else {
             return;
         };
-        let result = connect::connect_active(&s, &job.nic, &job.ep);
-        s.worker(&job.nic, &job.ep)
-            .send(Msg::Connected(job.ep.peer_path.clone(), result.err()));
+        s.run(job);
     }
 }

@@ -3,9 +3,7 @@
 //! endpoint. Its connection state is behind one lock, which posting also takes, so a
 //! queue pair is never destroyed while a worker posts to it.
 
-use super::nic::Nic;
-use crate::config::RdmaConfig;
-use crate::sys::verbs::{QpCaps, QpInfo, QpTransition, RemotePath, Verbs, VerbsError};
+use crate::sys::verbs::{Cq, Pd, QpCaps, QpInfo, QpTransition, RemotePath, Verbs, VerbsError};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -54,6 +52,32 @@ pub struct Endpoint {
     pub last_used: AtomicU64,
 }
 
+/// What an endpoint's queue pairs are made and connected with: their NIC's protection
+/// domain, port and path, and the tunables that size them (`Nic::qp_setup`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpSetup {
+    /// The NIC's protection domain.
+    pub pd: Pd,
+    /// Port used (`MC_IB_PORT`).
+    pub port: u8,
+    /// P_Key index (`MC_IB_PKEY_INDEX`).
+    pub pkey_index: u16,
+    /// Queue pairs per endpoint (`MC_NUM_QP_PER_EP`).
+    pub count: usize,
+    /// Queue sizes, within the device's limits.
+    pub caps: QpCaps,
+    /// Path MTU as the verbs enum.
+    pub path_mtu: u32,
+    /// Local GID index.
+    pub sgid_index: u8,
+    /// Traffic class (`MC_IB_TC`), when set.
+    pub traffic_class: Option<u8>,
+    /// Service level (`MC_IB_SL`).
+    pub service_level: u8,
+    /// Outstanding RDMA reads each QP may issue and take (`max_rd_atomic`).
+    pub max_rd_atomic: u8,
+}
+
 /// A fresh generation number, unique in the process.
 fn next_generation() -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(1);
@@ -64,13 +88,12 @@ impl Endpoint {
     /// An unconnected endpoint to `peer_path` with its QPs created and in INIT.
     pub fn create(
         verbs: &dyn Verbs,
-        cfg: &RdmaConfig,
-        nic: &Nic,
-        cq: crate::sys::verbs::Cq,
+        setup: &QpSetup,
+        cq: Cq,
         worker: usize,
         peer_path: &str,
     ) -> Result<Arc<Endpoint>, VerbsError> {
-        let qps = create_qps(verbs, cfg, nic, cq)?;
+        let qps = create_qps(verbs, setup, cq)?;
         Ok(Arc::new(Endpoint {
             peer_path: peer_path.to_string(),
             worker,
@@ -92,24 +115,13 @@ impl Endpoint {
 }
 
 /// Creates `MC_NUM_QP_PER_EP` RC QPs on `cq` and moves them to INIT.
-pub fn create_qps(
-    verbs: &dyn Verbs,
-    cfg: &RdmaConfig,
-    nic: &Nic,
-    cq: crate::sys::verbs::Cq,
-) -> Result<Vec<QpInfo>, VerbsError> {
-    let caps = QpCaps {
-        max_send_wr: cfg.max_wr.min(nic.attr.max_qp_wr.max(1)),
-        max_recv_wr: cfg.max_wr.min(nic.attr.max_qp_wr.max(1)),
-        max_sge: cfg.max_sge.min(nic.attr.max_sge.max(1)),
-        max_inline: cfg.max_inline,
-    };
-    let mut qps: Vec<QpInfo> = Vec::with_capacity(cfg.qp_per_endpoint);
-    for _ in 0..cfg.qp_per_endpoint {
-        let made = verbs.create_qp(nic.pd, cq, caps).and_then(|qp| {
+pub fn create_qps(verbs: &dyn Verbs, setup: &QpSetup, cq: Cq) -> Result<Vec<QpInfo>, VerbsError> {
+    let mut qps: Vec<QpInfo> = Vec::with_capacity(setup.count);
+    for _ in 0..setup.count {
+        let made = verbs.create_qp(setup.pd, cq, setup.caps).and_then(|qp| {
             let init = QpTransition::Init {
-                port: nic.port,
-                pkey_index: cfg.pkey_index,
+                port: setup.port,
+                pkey_index: setup.pkey_index,
             };
             match verbs.modify_qp(qp.qp, &init) {
                 Ok(()) => Ok(qp),
@@ -135,20 +147,14 @@ pub fn create_qps(
 impl Conn {
     /// Replaces the QPs with fresh ones in INIT (the old ones are destroyed, and work
     /// posted on them is void) and forgets the peer.
-    pub fn reset(
-        &mut self,
-        verbs: &dyn Verbs,
-        cfg: &RdmaConfig,
-        nic: &Nic,
-        cq: crate::sys::verbs::Cq,
-    ) -> Result<(), VerbsError> {
+    pub fn reset(&mut self, verbs: &dyn Verbs, setup: &QpSetup, cq: Cq) -> Result<(), VerbsError> {
         for qp in self.qps.drain(..) {
             verbs.destroy_qp(qp.qp);
         }
         self.peer_qpns.clear();
         self.generation = next_generation();
         self.state = State::Unconnected;
-        self.qps = create_qps(verbs, cfg, nic, cq)?;
+        self.qps = create_qps(verbs, setup, cq)?;
         Ok(())
     }
 
@@ -156,8 +162,7 @@ impl Conn {
     pub fn connect(
         &mut self,
         verbs: &dyn Verbs,
-        cfg: &RdmaConfig,
-        nic: &Nic,
+        setup: &QpSetup,
         peer_gid: [u8; 16],
         peer_lid: u16,
         peer_qpns: &[u32],
@@ -171,19 +176,19 @@ impl Conn {
         }
         for (qp, &dest) in self.qps.iter().zip(peer_qpns) {
             let rtr = QpTransition::Rtr(RemotePath {
-                path_mtu: nic.path_mtu,
+                path_mtu: setup.path_mtu,
                 dest_qp_num: dest,
                 gid: peer_gid,
                 lid: peer_lid,
-                sgid_index: nic.gid.index as u8,
-                port: nic.port,
-                traffic_class: cfg.traffic_class,
-                service_level: cfg.service_level,
-                max_dest_rd_atomic: nic.max_rd_atomic(),
+                sgid_index: setup.sgid_index,
+                port: setup.port,
+                traffic_class: setup.traffic_class,
+                service_level: setup.service_level,
+                max_dest_rd_atomic: setup.max_rd_atomic,
             });
             verbs.modify_qp(qp.qp, &rtr).map_err(|e| e.to_string())?;
             let rts = QpTransition::Rts {
-                max_rd_atomic: nic.max_rd_atomic(),
+                max_rd_atomic: setup.max_rd_atomic,
             };
             verbs.modify_qp(qp.qp, &rts).map_err(|e| e.to_string())?;
         }

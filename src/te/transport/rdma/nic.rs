@@ -2,10 +2,10 @@
 //! port, chosen GID, its endpoints (one per peer NIC) and counters. Its worker threads
 //! are in `worker`.
 
-use super::endpoint::Endpoint;
+use super::endpoint::{Endpoint, QpSetup};
 use super::gid;
 use crate::config::RdmaConfig;
-use crate::sys::verbs::{mtu_code, Ctx, DeviceAttr, Pd, PortAttr, Verbs, VerbsError};
+use crate::sys::verbs::{mtu_code, Ctx, DeviceAttr, Pd, PortAttr, QpCaps, Verbs, VerbsError};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -141,8 +141,25 @@ impl Nic {
         })
     }
 
-    /// Outstanding RDMA reads each QP may issue (`max_rd_atomic`).
-    pub fn max_rd_atomic(&self) -> u8 {
-        self.attr.max_qp_rd_atom.clamp(1, 16) as u8
+    /// What this NIC's endpoints make their queue pairs with, sized by `cfg` within
+    /// the device's limits.
+    pub fn qp_setup(&self, cfg: &RdmaConfig) -> QpSetup {
+        QpSetup {
+            pd: self.pd,
+            port: self.port,
+            pkey_index: cfg.pkey_index,
+            count: cfg.qp_per_endpoint,
+            caps: QpCaps {
+                max_send_wr: cfg.max_wr.min(self.attr.max_qp_wr.max(1)),
+                max_recv_wr: cfg.max_wr.min(self.attr.max_qp_wr.max(1)),
+                max_sge: cfg.max_sge.min(self.attr.max_sge.max(1)),
+                max_inline: cfg.max_inline,
+            },
+            path_mtu: self.path_mtu,
+            sgid_index: self.gid.index as u8,
+            traffic_class: cfg.traffic_class,
+            service_level: cfg.service_level,
+            max_rd_atomic: self.attr.max_qp_rd_atom.clamp(1, 16) as u8,
+        }
     }
 }

@@ -119,7 +119,8 @@ impl Shared {
         }
         let w = self.worker_index(peer_path);
         let cq = self.workers.get().ok_or("workers not started")?[nic.index][w].cq;
-        let ep = Endpoint::create(self.verbs.as_ref(), &self.cfg, nic, cq, w, peer_path)
+        let setup = nic.qp_setup(&self.cfg);
+        let ep = Endpoint::create(self.verbs.as_ref(), &setup, cq, w, peer_path)
             .map_err(|e| e.to_string())?;
         ep.last_used.store(now, Ordering::Relaxed);
         eps.insert(peer_path.to_string(), ep.clone());
