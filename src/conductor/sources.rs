@@ -141,7 +141,7 @@ impl Sources {
         spec: SourceSpec,
         keys: KeyReader,
     ) -> Result<String, SourceError> {
-        resolve(&spec.endpoint).map_err(SourceError::Endpoint)?;
+        resolve(&spec.endpoint).map_err(|e| SourceError::Endpoint(e.to_string()))?;
         let key = spec.key();
         let mut list = self.list.lock();
         if list.iter().any(|s| s.spec.key() == key) {
@@ -300,7 +300,7 @@ impl Worker {
     }
 
     fn connect(&self) -> Result<SubConnection, ConnectError> {
-        let addr = resolve(&self.spec.endpoint).map_err(ConnectError::Endpoint)?;
+        let addr = resolve(&self.spec.endpoint).map_err(|e| ConnectError::Endpoint(e.to_string()))?;
         let conn = SubConnection::connect(addr, b"", CONNECT_TIMEOUT).map_err(|source| {
             ConnectError::Connect {
                 endpoint: self.spec.endpoint.clone(),

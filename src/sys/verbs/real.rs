@@ -76,7 +76,7 @@ impl RealVerbs {
     pub(super) fn load() -> Result<RealVerbs, LoadError> {
         let library =
             Library::open_configured("MC_IBVERBS_LIBRARY", &["libibverbs.so.1", "libibverbs.so"])
-                .map_err(LoadError::NotInstalled)?;
+                .map_err(|e| LoadError::NotInstalled(e.to_string()))?;
         let f = Functions::resolve(&library)?;
         Ok(RealVerbs { library, f })
     }
