@@ -300,7 +300,8 @@ impl Worker {
     }
 
     fn connect(&self) -> Result<SubConnection, ConnectError> {
-        let addr = resolve(&self.spec.endpoint).map_err(|e| ConnectError::Endpoint(e.to_string()))?;
+        let addr =
+            resolve(&self.spec.endpoint).map_err(|e| ConnectError::Endpoint(e.to_string()))?;
         let conn = SubConnection::connect(addr, b"", CONNECT_TIMEOUT).map_err(|source| {
             ConnectError::Connect {
                 endpoint: self.spec.endpoint.clone(),

@@ -643,7 +643,6 @@ fn imports_point_downward() {
 }
 
 #[test]
-#[ignore = "enabled once #25's last cycles are gone (ARCHITECTURE.md, Not yet in shape)"]
 fn files_do_not_import_each_other() {
     let (report, _) = report_on_this_tree();
     for (n, cycle) in report.cycles.iter().enumerate() {
