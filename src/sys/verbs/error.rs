@@ -46,7 +46,7 @@ pub type VResult<T> = std::result::Result<T, VerbsError>;
 pub enum LoadError {
     /// The library could not be opened (the loader's message).
     #[error("libibverbs is not available ({0}); install rdma-core")]
-    NotInstalled(String),
+    NotInstalled(crate::sys::dl::DlError),
     /// The library lacks a function this crate calls.
     #[error("{library} does not export {function}")]
     MissingFunction {

@@ -12,6 +12,7 @@ pub mod fake;
 pub mod fake_state;
 mod real;
 mod real_functions;
+mod real_mr;
 mod seam;
 mod sysfs;
 mod types;

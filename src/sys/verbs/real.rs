@@ -6,6 +6,7 @@
 use super::abi::*;
 use super::error::{LoadError, VResult, VerbsError};
 use super::real_functions::Functions;
+use super::real_mr::{access_flags, errno, registered};
 use super::seam::Verbs;
 use super::sysfs::{parse_sysfs_gid, sysfs};
 use super::types::{
@@ -33,50 +34,13 @@ thread_local! {
         const { RefCell::new((Vec::new(), Vec::new())) };
 }
 
-fn errno() -> i32 {
-    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
-}
-
-/// The `ibv_reg_mr` access flags for `access`: local write always, remote read and
-/// write when asked.
-fn access_flags(access: Access) -> c_int {
-    let mut flags = IBV_ACCESS_LOCAL_WRITE;
-    if access.remote {
-        flags |= IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
-    }
-    flags
-}
-
-/// The keys of a region `call` registered (`len` bytes at `addr`), or its error when
-/// it returned NULL.
-///
-/// # Safety
-///
-/// `mr` is NULL or a memory region the library returned.
-unsafe fn registered(mr: *mut ibv_mr, call: &'static str, len: u64, addr: u64) -> VResult<MrKeys> {
-    if mr.is_null() {
-        return Err(VerbsError::new(
-            call,
-            errno(),
-            format!("{len} bytes at {addr:#x}"),
-        ));
-    }
-    // SAFETY: a valid MR returned by the library (the caller's promise).
-    let (lkey, rkey) = unsafe { ((*mr).lkey, (*mr).rkey) };
-    Ok(MrKeys {
-        mr: Mr(mr as usize as u64),
-        lkey,
-        rkey,
-    })
-}
-
 impl RealVerbs {
     /// Opens libibverbs (`MC_IBVERBS_LIBRARY`, a path or name, else the loader's
     /// `libibverbs.so.1`) and resolves every function; says which is missing otherwise.
     pub(super) fn load() -> Result<RealVerbs, LoadError> {
         let library =
             Library::open_configured("MC_IBVERBS_LIBRARY", &["libibverbs.so.1", "libibverbs.so"])
-                .map_err(|e| LoadError::NotInstalled(e.to_string()))?;
+                .map_err(LoadError::NotInstalled)?;
         let f = Functions::resolve(&library)?;
         Ok(RealVerbs { library, f })
     }
