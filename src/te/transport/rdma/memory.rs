@@ -7,7 +7,7 @@
 
 use super::error::RdmaError;
 use crate::error::{Error, Result};
-use crate::sys::verbs::{Access, MrKeys, Pd, Verbs};
+use crate::sys::verbs::{Access, Dmabuf, MrKeys, Pd, Verbs};
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::BTreeMap;
 use std::os::fd::RawFd;
@@ -121,7 +121,13 @@ fn register_dmabuf(
     let fd: RawFd = gpu
         .dmabuf_fd(start, end - start)
         .map_err(RdmaError::Dmabuf)?;
-    let keys = verbs.reg_dmabuf_mr(pd, addr - start, len, addr, fd, access);
+    let buf = Dmabuf {
+        fd,
+        offset: addr - start,
+        len,
+        iova: addr,
+    };
+    let keys = verbs.reg_dmabuf_mr(pd, buf, access);
     // SAFETY: the fd came from the driver for this call; the MR keeps its own reference.
     unsafe { libc::close(fd) };
     keys.map_err(RdmaError::from)
