@@ -38,6 +38,8 @@ impl fmt::Display for VerbsError {
     }
 }
 
+impl std::error::Error for VerbsError {}
+
 /// Verbs results.
 pub type VResult<T> = std::result::Result<T, VerbsError>;
 

@@ -14,7 +14,7 @@ use super::fake_state::{
 };
 use super::*;
 use parking_lot::Mutex;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -124,6 +124,20 @@ impl FakeVerbs {
 
     fn err(call: &'static str, errno: i32, detail: impl Into<String>) -> VerbsError {
         VerbsError::new(call, errno, detail)
+    }
+
+    /// The device behind handle `id` of `table`, or `EINVAL` from `call` saying
+    /// `missing`.
+    fn device_of(
+        table: &HashMap<u64, String>,
+        id: u64,
+        call: &'static str,
+        missing: &str,
+    ) -> VResult<String> {
+        table
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| Self::err(call, libc::EINVAL, missing))
     }
 
     /// Registers `[addr, addr + len)` in `pd` (both registration verbs end here).
@@ -237,11 +251,7 @@ impl Verbs for FakeVerbs {
     fn alloc_pd(&self, ctx: Ctx) -> VResult<Pd> {
         let id = self.fabric.id();
         let mut s = self.fabric.state.lock();
-        let device = s
-            .contexts
-            .get(&ctx.0)
-            .cloned()
-            .ok_or_else(|| Self::err("ibv_alloc_pd", libc::EINVAL, "closed context"))?;
+        let device = Self::device_of(&s.contexts, ctx.0, "ibv_alloc_pd", "closed context")?;
         s.pds.insert(id, device);
         Ok(Pd(id))
     }
@@ -264,19 +274,11 @@ impl Verbs for FakeVerbs {
         self.register(pd, addr, len, access)
     }
 
-    fn reg_dmabuf_mr(
-        &self,
-        pd: Pd,
-        _offset: u64,
-        len: u64,
-        iova: u64,
-        fd: RawFd,
-        access: Access,
-    ) -> VResult<MrKeys> {
-        if fd < 0 {
+    fn reg_dmabuf_mr(&self, pd: Pd, buf: Dmabuf, access: Access) -> VResult<MrKeys> {
+        if buf.fd < 0 {
             return Err(Self::err("ibv_reg_dmabuf_mr", libc::EBADF, "no dma-buf"));
         }
-        self.register(pd, iova, len, access)
+        self.register(pd, buf.iova, buf.len, access)
     }
 
     fn dereg_mr(&self, mr: Mr) {
@@ -367,11 +369,7 @@ impl Verbs for FakeVerbs {
     fn create_qp(&self, pd: Pd, cq: Cq, _caps: QpCaps) -> VResult<QpInfo> {
         let id = self.fabric.id();
         let mut s = self.fabric.state.lock();
-        let device = s
-            .pds
-            .get(&pd.0)
-            .cloned()
-            .ok_or_else(|| Self::err("ibv_create_qp", libc::EINVAL, "no such PD"))?;
+        let device = Self::device_of(&s.pds, pd.0, "ibv_create_qp", "no such PD")?;
         if !s.cqs.contains_key(&cq.0) {
             return Err(Self::err("ibv_create_qp", libc::EINVAL, "no such CQ"));
         }

@@ -19,9 +19,10 @@ mod types;
 
 pub use error::{LoadError, VResult, VerbsError};
 pub use seam::Verbs;
+pub use sysfs::parse_gid;
 pub use types::{
-    mtu_bytes, mtu_code, wc, Access, Completion, Cq, Ctx, DeviceAttr, GidEntry, GidKind, Mr,
-    MrKeys, Pd, PortAttr, Qp, QpCaps, QpInfo, QpTransition, RdmaOp, RemotePath, WorkRequest,
+    mtu_bytes, mtu_code, wc, Access, Completion, Cq, Ctx, DeviceAttr, Dmabuf, GidEntry, GidKind,
+    Mr, MrKeys, Pd, PortAttr, Qp, QpCaps, QpInfo, QpTransition, RdmaOp, RemotePath, WorkRequest,
 };
 
 use std::sync::{Arc, OnceLock};

@@ -8,10 +8,10 @@ use super::error::{LoadError, VResult, VerbsError};
 use super::real_functions::Functions;
 use super::real_mr::{access_flags, errno, registered};
 use super::seam::Verbs;
-use super::sysfs::{parse_sysfs_gid, sysfs};
+use super::sysfs::{parse_gid, sysfs};
 use super::types::{
-    Access, Completion, Cq, Ctx, DeviceAttr, GidEntry, GidKind, Mr, MrKeys, Pd, PortAttr, Qp,
-    QpCaps, QpInfo, QpTransition, RdmaOp, WorkRequest,
+    Access, Completion, Cq, Ctx, DeviceAttr, Dmabuf, GidEntry, GidKind, Mr, MrKeys, Pd, PortAttr,
+    Qp, QpCaps, QpInfo, QpTransition, RdmaOp, WorkRequest,
 };
 use crate::sys::dl::Library;
 use std::cell::RefCell;
@@ -175,7 +175,7 @@ impl Verbs for RealVerbs {
         let mut out = Vec::new();
         for index in 0..table_len.min(4096) {
             let gid = match sysfs(&dir.join("gids").join(index.to_string())) {
-                Some(text) => parse_sysfs_gid(&text),
+                Some(text) => parse_gid(&text),
                 None => {
                     let mut g = ibv_gid::default();
                     // SAFETY: a live context and a 16-byte out-parameter.
@@ -242,15 +242,7 @@ impl Verbs for RealVerbs {
         unsafe { registered(mr, "ibv_reg_mr", len, addr) }
     }
 
-    fn reg_dmabuf_mr(
-        &self,
-        pd: Pd,
-        offset: u64,
-        len: u64,
-        iova: u64,
-        fd: RawFd,
-        access: Access,
-    ) -> VResult<MrKeys> {
+    fn reg_dmabuf_mr(&self, pd: Pd, buf: Dmabuf, access: Access) -> VResult<MrKeys> {
         let Some(reg) = self.f.reg_dmabuf_mr else {
             return Err(VerbsError::new(
                 "ibv_reg_dmabuf_mr",
@@ -264,15 +256,15 @@ impl Verbs for RealVerbs {
         let mr = unsafe {
             reg(
                 pd.0 as usize as *mut ibv_pd,
-                offset,
-                len as usize,
-                iova,
-                fd,
+                buf.offset,
+                buf.len as usize,
+                buf.iova,
+                buf.fd,
                 flags,
             )
         };
         // SAFETY: `mr` is what the registration just returned.
-        unsafe { registered(mr, "ibv_reg_dmabuf_mr", len, iova) }
+        unsafe { registered(mr, "ibv_reg_dmabuf_mr", buf.len, buf.iova) }
     }
 
     fn dereg_mr(&self, mr: Mr) {

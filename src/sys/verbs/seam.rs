@@ -2,8 +2,8 @@
 
 use super::error::{VResult, VerbsError};
 use super::types::{
-    Access, Completion, Cq, Ctx, DeviceAttr, GidEntry, Mr, MrKeys, Pd, PortAttr, Qp, QpCaps,
-    QpInfo, QpTransition, WorkRequest,
+    Access, Completion, Cq, Ctx, DeviceAttr, Dmabuf, GidEntry, Mr, MrKeys, Pd, PortAttr, Qp,
+    QpCaps, QpInfo, QpTransition, WorkRequest,
 };
 use std::os::fd::RawFd;
 
@@ -31,19 +31,10 @@ pub trait Verbs: Send + Sync {
     /// Registers `[addr, addr + len)`: local write always, remote read/write when
     /// `access.remote`.
     fn reg_mr(&self, pd: Pd, addr: u64, len: u64, access: Access) -> VResult<MrKeys>;
-    /// Registers device memory exported as dma-buf `fd` (`ibv_reg_dmabuf_mr`):
-    /// `len` bytes at `offset` into the buffer, addressed by peers as `iova`. Providers
+    /// Registers device memory exported as a dma-buf (`ibv_reg_dmabuf_mr`). Providers
     /// without it fail with `ENOSYS`.
-    fn reg_dmabuf_mr(
-        &self,
-        pd: Pd,
-        offset: u64,
-        len: u64,
-        iova: u64,
-        fd: RawFd,
-        access: Access,
-    ) -> VResult<MrKeys> {
-        let _ = (pd, offset, len, iova, fd, access);
+    fn reg_dmabuf_mr(&self, pd: Pd, buf: Dmabuf, access: Access) -> VResult<MrKeys> {
+        let _ = (pd, buf, access);
         Err(VerbsError::new(
             "ibv_reg_dmabuf_mr",
             libc::ENOSYS,

@@ -1,4 +1,5 @@
-//! Reading RDMA port details from sysfs: text files and the GIDs written there.
+//! Reading RDMA port details from sysfs: text files and the GIDs written there (the
+//! same text form the transport publishes).
 
 use std::path::Path;
 
@@ -9,15 +10,16 @@ pub(super) fn sysfs(path: &Path) -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
-/// A GID written by sysfs ("fe80:0000:...", 8 groups of 4 hex digits).
-pub(super) fn parse_sysfs_gid(text: &str) -> Option<[u8; 16]> {
+/// A GID as text: 32 hex digits with any `:` between them (sysfs writes 8 groups of
+/// 4, "fe80:0000:..."; the transport publishes 16 groups of 2); `None` when invalid.
+pub fn parse_gid(text: &str) -> Option<[u8; 16]> {
     let hex: String = text.chars().filter(|c| *c != ':').collect();
-    if hex.len() != 32 {
+    if hex.len() != 32 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
         return None;
     }
     let mut gid = [0u8; 16];
     for (i, b) in gid.iter_mut().enumerate() {
-        *b = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+        *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
     }
     Some(gid)
 }
@@ -28,9 +30,9 @@ mod tests {
 
     #[test]
     fn sysfs_gids_parse() {
-        let g = parse_sysfs_gid("0000:0000:0000:0000:0000:ffff:7f00:0001").unwrap();
+        let g = parse_gid("0000:0000:0000:0000:0000:ffff:7f00:0001").unwrap();
         assert_eq!(&g[10..], &[0xff, 0xff, 127, 0, 0, 1]);
-        assert!(parse_sysfs_gid("zz").is_none());
-        assert!(parse_sysfs_gid("0000:0000").is_none());
+        assert!(parse_gid("zz").is_none());
+        assert!(parse_gid("0000:0000").is_none());
     }
 }

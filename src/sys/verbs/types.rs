@@ -1,6 +1,8 @@
 //! The verbs vocabulary: opaque handles, device and port attributes, queue pair
 //! sizes and transitions, work requests and completions, and the MTU codes.
 
+use std::os::fd::RawFd;
+
 macro_rules! handle {
     ($($(#[$doc:meta])* $name:ident;)*) => {$(
         $(#[$doc])*
@@ -98,6 +100,20 @@ pub struct Access {
     pub remote: bool,
     /// Ask for PCIe relaxed ordering where the library supports it.
     pub relaxed_ordering: bool,
+}
+
+/// Device memory exported as a dma-buf, as `ibv_reg_dmabuf_mr` registers it: `len`
+/// bytes at `offset` into the buffer behind `fd`, addressed by peers as `iova`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dmabuf {
+    /// The dma-buf's file descriptor.
+    pub fd: RawFd,
+    /// Where the region starts in the buffer.
+    pub offset: u64,
+    /// Its length in bytes.
+    pub len: u64,
+    /// The address peers name it by.
+    pub iova: u64,
 }
 
 /// Queue pair sizes.

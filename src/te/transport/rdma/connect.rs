@@ -11,6 +11,7 @@
 
 use super::connectors::{ConnectJob, ConnectService, Connectors};
 use super::endpoint::{Endpoint, State};
+use super::error::RdmaError;
 use super::gid;
 use super::handshake::{split_nic_path, HandShake};
 use super::nic::Nic;
@@ -33,17 +34,17 @@ fn describe(nic: &Nic, ep: &Endpoint, qp_num: Vec<u32>) -> HandShake {
 
 /// Connects `ep` actively; on failure the endpoint is left with fresh QPs (or
 /// retired) and the error says why.
-pub fn connect_active(shared: &Shared, nic: &Nic, ep: &Endpoint) -> Result<(), String> {
+pub fn connect_active(shared: &Shared, nic: &Nic, ep: &Endpoint) -> Result<(), RdmaError> {
     let cq = shared.cq_of(nic, ep);
     let verbs = shared.verbs.as_ref();
     let setup = nic.qp_setup(&shared.cfg);
     let (server, device) = split_nic_path(&ep.peer_path)
-        .ok_or_else(|| format!("malformed peer NIC path '{}'", ep.peer_path))?;
+        .ok_or_else(|| RdmaError::MalformedPeerPath(ep.peer_path.clone()))?;
     let request = {
         let mut conn = ep.conn.lock();
         match conn.state {
             State::Connected => return Ok(()),
-            State::Retired => return Err("the endpoint was retired".into()),
+            State::Retired => return Err(RdmaError::Retired),
             _ => {}
         }
         if ep.peer_path == nic.path {
@@ -66,7 +67,10 @@ pub fn connect_active(shared: &Shared, nic: &Nic, ep: &Endpoint) -> Result<(), S
                 return Ok(()); // the peer's simultaneous open connected us meanwhile
             }
             let _ = conn.reset(verbs, &setup, cq);
-            return Err(format!("handshake with {server}: {e}"));
+            return Err(RdmaError::Exchange {
+                server: server.to_string(),
+                source: e,
+            });
         }
     };
     let connected_meanwhile = matches!(conn.state, State::Connected | State::WaitAck(_));
@@ -80,25 +84,27 @@ pub fn connect_active(shared: &Shared, nic: &Nic, ep: &Endpoint) -> Result<(), S
         return Ok(());
     }
     if connected_meanwhile {
-        conn.reset(verbs, &setup, cq).map_err(|e| e.to_string())?;
-        return Err(format!(
-            "{server} answered with other QPs than it connected; retrying"
-        ));
+        conn.reset(verbs, &setup, cq)?;
+        return Err(RdmaError::OtherQps {
+            server: server.to_string(),
+        });
     }
     if !reply.reply_msg.is_empty() {
         let _ = conn.reset(verbs, &setup, cq);
-        return Err(format!(
-            "{server} rejected the handshake: {}",
-            reply.reply_msg
-        ));
+        return Err(RdmaError::Rejected {
+            server: server.to_string(),
+            reason: reply.reply_msg,
+        });
     }
     if reply.local_nic_path != ep.peer_path || reply.peer_nic_path != nic.path {
         let _ = conn.reset(verbs, &setup, cq);
-        return Err(format!(
-            "{server} answered for {} -> {} instead of {} -> {} (a TCP-only peer, or an \
-             RDMA device it does not have)",
-            reply.local_nic_path, reply.peer_nic_path, ep.peer_path, nic.path
-        ));
+        return Err(RdmaError::OtherPaths {
+            server: server.to_string(),
+            answered_local: reply.local_nic_path,
+            answered_peer: reply.peer_nic_path,
+            peer_path: ep.peer_path.clone(),
+            nic_path: nic.path.clone(),
+        });
     }
     let peer = if reply.local_gid.is_empty() {
         shared.channel.peer_device(&segment, device)
@@ -107,15 +113,24 @@ pub fn connect_active(shared: &Shared, nic: &Nic, ep: &Endpoint) -> Result<(), S
     };
     let Some((gid_text, lid)) = peer else {
         let _ = conn.reset(verbs, &setup, cq);
-        return Err(format!("{server} published no device {device}"));
+        return Err(RdmaError::NoPeerDevice {
+            server: server.to_string(),
+            device: device.to_string(),
+        });
     };
     let Some(peer_gid) = gid::from_text(&gid_text) else {
         let _ = conn.reset(verbs, &setup, cq);
-        return Err(format!("{server} sent an invalid GID '{gid_text}'"));
+        return Err(RdmaError::InvalidGid {
+            server: server.to_string(),
+            gid: gid_text,
+        });
     };
     if let Err(e) = conn.connect(verbs, &setup, peer_gid, lid, &reply.qp_num) {
         let _ = conn.reset(verbs, &setup, cq);
-        return Err(format!("connecting QPs to {}: {e}", ep.peer_path));
+        return Err(RdmaError::ConnectQps {
+            peer_path: ep.peer_path.clone(),
+            source: Box::new(e),
+        });
     }
     if reply.ready_ack_supported {
         conn.state = State::WaitAck(Instant::now());
@@ -147,7 +162,7 @@ fn send_ready_ack(
     ep: &Endpoint,
     server: &str,
     mut request: HandShake,
-) -> Result<(), String> {
+) -> Result<(), RdmaError> {
     request.ready_ack = true;
     let sent = shared
         .channel
@@ -156,10 +171,15 @@ fn send_ready_ack(
     let failure = match sent {
         Ok(v) => {
             let reply = HandShake::from_value(&v);
-            (!reply.reply_msg.is_empty())
-                .then(|| format!("{server} refused the ready ACK: {}", reply.reply_msg))
+            (!reply.reply_msg.is_empty()).then(|| RdmaError::AckRefused {
+                server: server.to_string(),
+                reason: reply.reply_msg,
+            })
         }
-        Err(e) => Some(format!("sending the ready ACK to {server}: {e}")),
+        Err(e) => Some(RdmaError::AckNotSent {
+            server: server.to_string(),
+            source: e,
+        }),
     };
     if let Some(why) = failure {
         let cq = shared.cq_of(nic, ep);
@@ -167,7 +187,7 @@ fn send_ready_ack(
         return Err(why);
     }
     if conn.qp_nums() != request.qp_num {
-        return Err("the endpoint was rebuilt during the handshake".into());
+        return Err(RdmaError::Rebuilt);
     }
     conn.state = State::Connected;
     Ok(())

@@ -3,6 +3,7 @@
 //! endpoint. Its connection state is behind one lock, which posting also takes, so a
 //! queue pair is never destroyed while a worker posts to it.
 
+use super::error::RdmaError;
 use crate::sys::verbs::{Cq, Pd, QpCaps, QpInfo, QpTransition, RemotePath, Verbs, VerbsError};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -166,13 +167,12 @@ impl Conn {
         peer_gid: [u8; 16],
         peer_lid: u16,
         peer_qpns: &[u32],
-    ) -> Result<(), String> {
+    ) -> Result<(), RdmaError> {
         if peer_qpns.len() != self.qps.len() {
-            return Err(format!(
-                "the peer has {} QPs per endpoint and this side {} (MC_NUM_QP_PER_EP must match)",
-                peer_qpns.len(),
-                self.qps.len()
-            ));
+            return Err(RdmaError::QpCountMismatch {
+                peer: peer_qpns.len(),
+                ours: self.qps.len(),
+            });
         }
         for (qp, &dest) in self.qps.iter().zip(peer_qpns) {
             let rtr = QpTransition::Rtr(RemotePath {
@@ -186,11 +186,11 @@ impl Conn {
                 service_level: setup.service_level,
                 max_dest_rd_atomic: setup.max_rd_atomic,
             });
-            verbs.modify_qp(qp.qp, &rtr).map_err(|e| e.to_string())?;
+            verbs.modify_qp(qp.qp, &rtr)?;
             let rts = QpTransition::Rts {
                 max_rd_atomic: setup.max_rd_atomic,
             };
-            verbs.modify_qp(qp.qp, &rts).map_err(|e| e.to_string())?;
+            verbs.modify_qp(qp.qp, &rts)?;
         }
         self.peer_qpns = peer_qpns.to_vec();
         Ok(())

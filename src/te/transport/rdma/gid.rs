@@ -102,15 +102,7 @@ pub fn to_text(gid: &[u8; 16]) -> String {
 
 /// Parses [`to_text`]'s format (also accepts the 8-group form); `None` when invalid.
 pub fn from_text(text: &str) -> Option<[u8; 16]> {
-    let hex: String = text.chars().filter(|c| *c != ':').collect();
-    if hex.len() != 32 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
-        return None;
-    }
-    let mut gid = [0u8; 16];
-    for (i, b) in gid.iter_mut().enumerate() {
-        *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
-    }
-    Some(gid)
+    crate::sys::verbs::parse_gid(text)
 }
 
 #[cfg(test)]

@@ -5,8 +5,9 @@
 //! dma-buf exported by the CUDA driver. A region counts the slices in flight that
 //! touch it; unregistering waits until none does.
 
+use super::error::RdmaError;
 use crate::error::{Error, Result};
-use crate::sys::verbs::{Access, MrKeys, Pd, Verbs};
+use crate::sys::verbs::{Access, Dmabuf, MrKeys, Pd, Verbs};
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::BTreeMap;
 use std::os::fd::RawFd;
@@ -91,12 +92,16 @@ fn register_chunk(
     len: u64,
     access: Access,
     device: Option<u32>,
-) -> std::result::Result<MrKeys, String> {
+) -> std::result::Result<MrKeys, RdmaError> {
     match verbs.reg_mr(pd, addr, len, access) {
         Ok(keys) => Ok(keys),
-        Err(e) if device.is_some() => register_dmabuf(verbs, pd, addr, len, access)
-            .map_err(|d| format!("{e}; as dma-buf: {d}")),
-        Err(e) => Err(e.to_string()),
+        Err(direct) if device.is_some() => {
+            register_dmabuf(verbs, pd, addr, len, access).map_err(|d| RdmaError::DeviceMemory {
+                direct,
+                dmabuf: Box::new(d),
+            })
+        }
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -107,19 +112,25 @@ fn register_dmabuf(
     addr: u64,
     len: u64,
     access: Access,
-) -> std::result::Result<MrKeys, String> {
-    let gpu = crate::sys::cuda::system().ok_or("no GPU runtime")?;
+) -> std::result::Result<MrKeys, RdmaError> {
+    let gpu = crate::sys::cuda::system().ok_or(RdmaError::NoGpuRuntime)?;
     // SAFETY: sysconf has no preconditions.
     let page = (unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).max(4096) as u64;
     let start = addr & !(page - 1);
     let end = (addr + len).div_ceil(page) * page;
     let fd: RawFd = gpu
         .dmabuf_fd(start, end - start)
-        .map_err(|e| e.to_string())?;
-    let keys = verbs.reg_dmabuf_mr(pd, addr - start, len, addr, fd, access);
+        .map_err(RdmaError::Dmabuf)?;
+    let buf = Dmabuf {
+        fd,
+        offset: addr - start,
+        len,
+        iova: addr,
+    };
+    let keys = verbs.reg_dmabuf_mr(pd, buf, access);
     // SAFETY: the fd came from the driver for this call; the MR keeps its own reference.
     unsafe { libc::close(fd) };
-    keys.map_err(|e| e.to_string())
+    keys.map_err(RdmaError::from)
 }
 
 /// The regions registered with the NICs.
@@ -151,7 +162,7 @@ impl Memory {
             chunks.push((at, n));
             at += n;
         }
-        let results: Vec<Vec<std::result::Result<MrKeys, String>>> = std::thread::scope(|s| {
+        let results: Vec<Vec<std::result::Result<MrKeys, RdmaError>>> = std::thread::scope(|s| {
             let handles: Vec<_> = pds
                 .iter()
                 .map(|&pd| {
@@ -168,7 +179,7 @@ impl Memory {
                 .into_iter()
                 .map(|h| {
                     h.join()
-                        .unwrap_or_else(|_| vec![Err("registration panicked".into())])
+                        .unwrap_or_else(|_| vec![Err(RdmaError::RegistrationPanicked)])
                 })
                 .collect()
         });

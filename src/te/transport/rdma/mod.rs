@@ -12,6 +12,7 @@ mod channel;
 pub mod connect;
 mod connectors;
 pub mod endpoint;
+pub mod error;
 pub mod gid;
 pub mod handshake;
 pub mod location;

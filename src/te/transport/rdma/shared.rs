@@ -5,6 +5,7 @@
 use super::channel::HandshakeChannel;
 use super::connectors::{ConnectJob, Connectors};
 use super::endpoint::Endpoint;
+use super::error::{RdmaError, RouteError};
 use super::nic::Nic;
 use super::slice::{Slice, Target};
 use super::topology::Topology;
@@ -95,7 +96,7 @@ impl Shared {
         &self,
         nic: &Nic,
         peer_path: &str,
-    ) -> std::result::Result<Arc<Endpoint>, String> {
+    ) -> std::result::Result<Arc<Endpoint>, RdmaError> {
         let now = self.started.elapsed().as_millis() as u64;
         let mut eps = nic.endpoints.lock();
         if let Some(ep) = eps.get(peer_path) {
@@ -114,14 +115,18 @@ impl Shared {
                         old.conn.lock().retire(self.verbs.as_ref());
                     }
                 }
-                None => return Err(format!("{} has {} busy endpoints", nic.name, eps.len())),
+                None => {
+                    return Err(RdmaError::BusyEndpoints {
+                        nic: nic.name.clone(),
+                        count: eps.len(),
+                    })
+                }
             }
         }
         let w = self.worker_index(peer_path);
-        let cq = self.workers.get().ok_or("workers not started")?[nic.index][w].cq;
+        let cq = self.workers.get().ok_or(RdmaError::WorkersNotStarted)?[nic.index][w].cq;
         let setup = nic.qp_setup(&self.cfg);
-        let ep = Endpoint::create(self.verbs.as_ref(), &setup, cq, w, peer_path)
-            .map_err(|e| e.to_string())?;
+        let ep = Endpoint::create(self.verbs.as_ref(), &setup, cq, w, peer_path)?;
         ep.last_used.store(now, Ordering::Relaxed);
         eps.insert(peer_path.to_string(), ep.clone());
         Ok(ep)
@@ -146,7 +151,7 @@ impl Shared {
         if self.connectors.submit(self, job).is_err() {
             self.worker(nic, ep).send(Msg::Connected(
                 ep.peer_path.clone(),
-                Some("the transport is shutting down".into()),
+                Some(RdmaError::ShuttingDown),
             ));
         }
     }
@@ -299,7 +304,7 @@ impl Shared {
     }
 
     /// Routes one slice (a retry); gives it back when there is no path.
-    pub fn route(&self, mut s: Slice) -> std::result::Result<(), (Slice, String)> {
+    pub fn route(&self, mut s: Slice) -> std::result::Result<(), (Slice, RouteError)> {
         match self.resolve(&mut s) {
             Ok((nic, w)) => {
                 self.workers.get().expect("workers started")[nic][w].send(Msg::Slices(vec![s]));
@@ -311,41 +316,36 @@ impl Shared {
 
     /// Picks this attempt's local NIC and peer device and fills in the keys; returns
     /// (NIC, worker).
-    fn resolve(&self, s: &mut Slice) -> std::result::Result<(usize, usize), String> {
+    fn resolve(&self, s: &mut Slice) -> std::result::Result<(usize, usize), RouteError> {
         if self.stopping.load(Ordering::Relaxed) {
-            return Err("the transport is stopping".into());
+            return Err(RouteError::Stopping);
         }
         let region = s.hold.region();
         let local_name = self
             .topology
             .select(&region.location, s.attempt, self.random())
-            .ok_or("no local NIC for the buffer's location")?;
+            .ok_or(RouteError::NoLocalNic)?;
         let nic = self
             .nics
             .iter()
             .find(|n| n.name == local_name)
-            .ok_or_else(|| format!("local NIC {local_name} is not open"))?;
-        let chunk = region
-            .chunk(s.local)
-            .ok_or("the local buffer has no chunk")?;
+            .ok_or_else(|| RouteError::LocalNicNotOpen(local_name.as_str().into()))?;
+        let chunk = region.chunk(s.local).ok_or(RouteError::NoLocalChunk)?;
         s.lkey = chunk.keys[nic.index].lkey;
         let t = &s.target;
         let buf = t
             .rdma
             .buffer_for(s.remote, u64::from(s.len))
-            .ok_or("no remote buffer")?;
+            .ok_or(RouteError::NoRemoteBuffer)?;
         let peer_name = t
             .topology
             .select(&buf.location, s.attempt, self.random())
-            .ok_or("the peer's topology has no NIC for the buffer")?;
+            .ok_or(RouteError::NoPeerNic)?;
         let dev = t
             .rdma
             .device_index(&peer_name)
-            .ok_or_else(|| format!("the peer publishes no device {peer_name}"))?;
-        s.rkey = *buf
-            .rkey
-            .get(dev)
-            .ok_or("the peer buffer has no key for that device")?;
+            .ok_or_else(|| RouteError::PeerDeviceUnknown(peer_name.as_str().into()))?;
+        s.rkey = *buf.rkey.get(dev).ok_or(RouteError::NoRemoteKey)?;
         s.peer_dev = dev;
         s.nic = nic.index;
         Ok((nic.index, self.worker_index(&t.paths[dev])))

@@ -3,6 +3,7 @@
 //! form (`{"cpu:0": [["mlx5_0"], ["mlx5_1"]], ...}`), discovery from `/sys`, the NIC
 //! numbering an upstream reader derives from it, and NIC selection with retries.
 
+use super::error::RdmaError;
 use super::stl_order;
 use crate::config::RdmaConfig;
 use crate::error::{Error, Result};
@@ -346,17 +347,17 @@ pub fn usable_nics(
 }
 
 /// Opens `name` and checks its port is active with GIDs.
-fn probe(verbs: &dyn Verbs, name: &str, port: u8) -> std::result::Result<(), String> {
-    let ctx = verbs.open_device(name).map_err(|e| e.to_string())?;
+fn probe(verbs: &dyn Verbs, name: &str, port: u8) -> std::result::Result<(), RdmaError> {
+    let ctx = verbs.open_device(name)?;
     let r = verbs
         .query_port(ctx, port)
-        .map_err(|e| e.to_string())
+        .map_err(RdmaError::from)
         .and_then(|p| {
             if !p.active {
-                return Err(format!("port {port} is not active"));
+                return Err(RdmaError::PortInactive(port));
             }
             if p.gid_table_len == 0 {
-                return Err(format!("port {port} has no GID table"));
+                return Err(RdmaError::NoGidTable(port));
             }
             Ok(())
         });

@@ -8,6 +8,7 @@
 //! and peer NIC in topology order) and the endpoint is rebuilt with fresh QPs.
 
 use super::endpoint::State;
+use super::error::{RdmaError, RdmaResult};
 use super::nic::Nic;
 use super::shared::Shared;
 use super::slice::Slice;
@@ -33,16 +34,16 @@ const IDLE_WAIT: Duration = Duration::from_millis(200);
 pub const READY_ACK_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Starts worker `index` of `nic` with its own CQ.
-pub fn spawn(shared: &Arc<Shared>, nic: &Arc<Nic>, index: usize) -> Result<WorkerHandle, String> {
+pub fn spawn(shared: &Arc<Shared>, nic: &Arc<Nic>, index: usize) -> RdmaResult<WorkerHandle> {
     let cq = shared
         .verbs
-        .create_cq(nic.ctx, shared.cfg.max_cqe.min(nic.attr.max_cqe.max(1)))
-        .map_err(|e| e.to_string())?;
+        .create_cq(nic.ctx, shared.cfg.max_cqe.min(nic.attr.max_cqe.max(1)))?;
     // SAFETY: plain eventfd creation.
     let wake_fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
     if wake_fd < 0 {
         shared.verbs.destroy_cq(cq);
-        return Err(format!("eventfd: {}", std::io::Error::last_os_error()));
+        let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+        return Err(RdmaError::EventFd { errno });
     }
     let (tx, rx) = crossbeam_channel::unbounded();
     let sleeping = Arc::new(AtomicBool::new(false));
@@ -67,7 +68,7 @@ pub fn spawn(shared: &Arc<Shared>, nic: &Arc<Nic>, index: usize) -> Result<Worke
             shared.verbs.destroy_cq(cq);
             // SAFETY: closing the fd created above; the thread never started.
             unsafe { libc::close(wake_fd) };
-            format!("starting a worker thread: {e}")
+            RdmaError::WorkerThread(e.to_string())
         })?;
     Ok(WorkerHandle {
         cq,
@@ -150,7 +151,7 @@ impl Worker {
                 if let Some(why) = failure {
                     log::warn!("rdma {}: connecting to {path}: {why}", self.nic.name);
                     let failed: Vec<Slice> = run.pending.drain(..).collect();
-                    self.retry_all(failed, &why);
+                    self.retry_all(failed, &why.to_string());
                     self.eps.remove(&path);
                     self.shared.forget_endpoint(&self.nic, &path);
                 }
@@ -178,7 +179,7 @@ impl Worker {
                     );
                 }
                 Err(e) => {
-                    self.retry_all(vec![slice], &e);
+                    self.retry_all(vec![slice], &e.to_string());
                     return;
                 }
             }

@@ -1,6 +1,7 @@
 //! How the rest of the RDMA transport talks to a worker thread: the messages it
 //! takes and the handle that sends them, wakes it and stops it.
 
+use super::error::RdmaError;
 use super::slice::Slice;
 use crate::sys::verbs::Cq;
 use crossbeam_channel::Sender;
@@ -13,7 +14,7 @@ pub enum Msg {
     /// Slices to post.
     Slices(Vec<Slice>),
     /// The endpoint to this peer NIC path is now connected (or failed to: `Some`).
-    Connected(String, Option<String>),
+    Connected(String, Option<RdmaError>),
     /// Stop after failing what is left.
     Stop,
 }
