@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::index::medium;
 use super::instances::{InstanceSpec, Role};
-use super::json_reply::{error, json_reply, parse, MAX_HASHES};
+use super::json_reply::{error, json_reply, parse, send, Answer, MAX_HASHES};
 use super::scheduler::{Completion, Refusal, ScheduleRequest};
 use super::{indexer, report, Conductor};
 use crate::runtime::http_server::{HttpHandler, HttpReply};
@@ -37,11 +37,11 @@ impl HttpHandler for Api {
         }
         match (method, path) {
             ("GET", "/v1/instances") => json_reply(200, &report::instances(c)),
-            ("POST", "/v1/instances") => register(c, body),
+            ("POST", "/v1/instances") => send(register(c, body)),
             ("DELETE", p) => unregister(c, &p["/v1/instances/".len()..]),
-            (_, "/v1/events") => events(c, body),
-            (_, "/v1/schedule") => schedule(c, body),
-            (_, "/v1/complete") => complete(c, body),
+            (_, "/v1/events") => send(events(c, body)),
+            (_, "/v1/schedule") => send(schedule(c, body)),
+            (_, "/v1/complete") => send(complete(c, body)),
             (_, "/v1/stats") => json_reply(200, &report::stats(c)),
             (_, "/metrics") => HttpReply {
                 status: 200,
@@ -84,16 +84,13 @@ struct InstanceBody {
     max_batch: u64,
 }
 
-fn register(c: &Conductor, body: &[u8]) -> HttpReply {
-    let b: InstanceBody = match parse(body) {
-        Ok(b) => b,
-        Err(r) => return r,
-    };
+fn register(c: &Conductor, body: &[u8]) -> Answer {
+    let b: InstanceBody = parse(body)?;
     if b.id.is_empty() || b.id.len() > 256 || b.id.contains('/') {
-        return error(400, "id must be 1-256 characters without '/'");
+        return Err(error(400, "id must be 1-256 characters without '/'"));
     }
     let Some(role) = Role::parse(&b.role) else {
-        return error(400, "role must be \"prefill\" or \"decode\"");
+        return Err(error(400, "role must be \"prefill\" or \"decode\""));
     };
     let spec = InstanceSpec {
         id: b.id.clone(),
@@ -102,13 +99,13 @@ fn register(c: &Conductor, body: &[u8]) -> HttpReply {
         max_batch: b.max_batch,
     };
     let now = c.now(None);
-    match c.with(|s| s.register(spec, now)) {
+    Ok(match c.with(|s| s.register(spec, now)) {
         Ok(created) => json_reply(
             if created { 201 } else { 200 },
             &json!({"id": b.id, "role": role.name(), "created": created}),
         ),
         Err(e) => error(409, &e.to_string()),
-    }
+    })
 }
 
 fn unregister(c: &Conductor, id: &str) -> HttpReply {
@@ -134,37 +131,36 @@ struct EventsBody {
     medium: Option<String>,
 }
 
-fn events(c: &Conductor, body: &[u8]) -> HttpReply {
-    let b: EventsBody = match parse(body) {
-        Ok(b) => b,
-        Err(r) => return r,
-    };
+fn events(c: &Conductor, body: &[u8]) -> Answer {
+    let b: EventsBody = parse(body)?;
     if b.stored.len() + b.removed.len() > MAX_HASHES {
-        return error(
+        return Err(error(
             400,
             &format!("at most {MAX_HASHES} block hashes per report"),
-        );
+        ));
     }
     let (stored_in, removed_from) = match b.medium.as_deref() {
         None => (medium::GPU, medium::ALL),
         Some(m) => match medium::parse(m) {
             Some(m) => (m, m),
-            None => return error(400, "medium must be gpu, cpu or disk"),
+            None => return Err(error(400, "medium must be gpu, cpu or disk")),
         },
     };
-    match c.with(|s| {
-        s.apply_events(
-            &b.instance,
-            (&b.stored, stored_in),
-            (&b.removed, removed_from),
-        )
-    }) {
-        Some(()) => json_reply(
-            200,
-            &json!({"stored": b.stored.len(), "removed": b.removed.len()}),
-        ),
-        None => error(404, &format!("no instance {:?}", b.instance)),
-    }
+    Ok(
+        match c.with(|s| {
+            s.apply_events(
+                &b.instance,
+                (&b.stored, stored_in),
+                (&b.removed, removed_from),
+            )
+        }) {
+            Some(()) => json_reply(
+                200,
+                &json!({"stored": b.stored.len(), "removed": b.removed.len()}),
+            ),
+            None => error(404, &format!("no instance {:?}", b.instance)),
+        },
+    )
 }
 
 #[derive(Deserialize)]
@@ -183,22 +179,17 @@ struct ScheduleBody {
     now_ms: Option<f64>,
 }
 
-fn schedule(c: &Conductor, body: &[u8]) -> HttpReply {
-    let b: ScheduleBody = match parse(body) {
-        Ok(b) => b,
-        Err(r) => return r,
-    };
+fn schedule(c: &Conductor, body: &[u8]) -> Answer {
+    let b: ScheduleBody = parse(body)?;
     for (name, v) in [
         ("ttft_slo_ms", b.ttft_slo_ms),
         ("tbt_slo_ms", b.tbt_slo_ms),
         ("now_ms", b.now_ms),
     ] {
-        if let Err(r) = check_ms(name, v) {
-            return r;
-        }
+        check_ms(name, v)?;
     }
     if b.hash_ids.len() > MAX_HASHES {
-        return error(400, &format!("at most {MAX_HASHES} hash_ids"));
+        return Err(error(400, &format!("at most {MAX_HASHES} hash_ids")));
     }
     let req = ScheduleRequest {
         request_id: b.request_id,
@@ -209,7 +200,7 @@ fn schedule(c: &Conductor, body: &[u8]) -> HttpReply {
         tbt_slo_ms: b.tbt_slo_ms,
         now_ms: b.now_ms,
     };
-    match c.schedule(&req) {
+    Ok(match c.schedule(&req) {
         Ok(p) => json_reply(200, &p),
         Err(Refusal::Rejected {
             reason,
@@ -222,7 +213,7 @@ fn schedule(c: &Conductor, body: &[u8]) -> HttpReply {
         Err(Refusal::NoInstance(why)) => error(503, &why),
         Err(Refusal::Duplicate(why)) => error(409, &why),
         Err(Refusal::Invalid(why)) => error(400, &why),
-    }
+    })
 }
 
 #[derive(Deserialize)]
@@ -239,11 +230,8 @@ struct CompleteBody {
     now_ms: Option<f64>,
 }
 
-fn complete(c: &Conductor, body: &[u8]) -> HttpReply {
-    let b: CompleteBody = match parse(body) {
-        Ok(b) => b,
-        Err(r) => return r,
-    };
+fn complete(c: &Conductor, body: &[u8]) -> Answer {
+    let b: CompleteBody = parse(body)?;
     for (name, v) in [
         ("prefill_ms", b.prefill_ms),
         ("queue_ms", b.queue_ms),
@@ -251,13 +239,9 @@ fn complete(c: &Conductor, body: &[u8]) -> HttpReply {
         ("ttft_ms", b.ttft_ms),
         ("tbt_ms", b.tbt_ms),
     ] {
-        if let Err(r) = check_ms(name, Some(v)) {
-            return r;
-        }
+        check_ms(name, Some(v))?;
     }
-    if let Err(r) = check_ms("now_ms", b.now_ms) {
-        return r;
-    }
+    check_ms("now_ms", b.now_ms)?;
     let done = Completion {
         request_id: b.request_id,
         prefill_ms: b.prefill_ms,
@@ -268,7 +252,7 @@ fn complete(c: &Conductor, body: &[u8]) -> HttpReply {
         output_length: b.output_length,
         now_ms: b.now_ms,
     };
-    if c.complete(&done) {
+    Ok(if c.complete(&done) {
         json_reply(
             200,
             &json!({"request_id": done.request_id, "learned": true}),
@@ -281,7 +265,7 @@ fn complete(c: &Conductor, body: &[u8]) -> HttpReply {
                 done.request_id
             ),
         )
-    }
+    })
 }
 
 #[cfg(test)]

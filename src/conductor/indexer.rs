@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 
 use super::events::KeyReader;
 use super::index::{medium, Slot};
-use super::json_reply::{error, json_reply, parse, MAX_HASHES};
+use super::json_reply::{error, json_reply, parse, send, Answer, MAX_HASHES};
 use super::sources::{SourceError, SourceSpec};
 use super::Conductor;
 use crate::runtime::http_server::HttpReply;
@@ -17,10 +17,10 @@ use crate::runtime::http_server::HttpReply;
 /// Serves one indexer endpoint (the caller checked the method).
 pub fn handle(c: &Conductor, path: &str, body: &[u8]) -> HttpReply {
     match path {
-        "/register" => register(c, body),
-        "/unregister" => unregister(c, body),
-        "/query" => query(c, body, true),
-        "/query_by_hash" => query(c, body, false),
+        "/register" => send(register(c, body)),
+        "/unregister" => send(unregister(c, body)),
+        "/query" => send(query(c, body, true)),
+        "/query_by_hash" => send(query(c, body, false)),
         "/services" => services(c),
         _ => error(404, &format!("no such endpoint: {path}")),
     }
@@ -45,11 +45,8 @@ struct RegisterBody {
     additionalsalt: Option<String>,
 }
 
-fn register(c: &Conductor, body: &[u8]) -> HttpReply {
-    let b: RegisterBody = match parse(body) {
-        Ok(b) => b,
-        Err(r) => return r,
-    };
+fn register(c: &Conductor, body: &[u8]) -> Answer {
+    let b: RegisterBody = parse(body)?;
     let _ = (
         &b.replay_endpoint,
         &b.modelname,
@@ -57,13 +54,13 @@ fn register(c: &Conductor, body: &[u8]) -> HttpReply {
         &b.additionalsalt,
     );
     if !["vLLM", "SGLang", "Mooncake"].contains(&b.kind.as_str()) {
-        return error(400, "type must be vLLM, SGLang or Mooncake");
+        return Err(error(400, "type must be vLLM, SGLang or Mooncake"));
     }
     if b.instance_id.is_empty() || b.block_size == 0 {
-        return error(
+        return Err(error(
             400,
             "instance_id must not be empty and block_size must be > 0",
-        );
+        ));
     }
     let spec = SourceSpec {
         endpoint: b.endpoint,
@@ -72,14 +69,14 @@ fn register(c: &Conductor, body: &[u8]) -> HttpReply {
         dp_rank: b.dp_rank,
         kind: b.kind,
     };
-    match c.sources.add(c, spec, KeyReader::default()) {
+    Ok(match c.sources.add(c, spec, KeyReader::default()) {
         Ok(_) => json_reply(
             200,
             &json!({"status": "registered successfully", "instance_id": b.instance_id}),
         ),
         Err(e @ SourceError::Taken { .. }) => error(409, &e.to_string()),
         Err(e) => error(400, &e.to_string()),
-    }
+    })
 }
 
 #[derive(Deserialize)]
@@ -90,15 +87,12 @@ struct UnregisterBody {
     dp_rank: i64,
 }
 
-fn unregister(c: &Conductor, body: &[u8]) -> HttpReply {
-    let b: UnregisterBody = match parse(body) {
-        Ok(b) => b,
-        Err(r) => return r,
-    };
+fn unregister(c: &Conductor, body: &[u8]) -> Answer {
+    let b: UnregisterBody = parse(body)?;
     let tenant = b.tenant_id.unwrap_or_else(|| "default".into());
     let key = format!("{}|{tenant}|{}", b.instance_id, b.dp_rank);
     let Some(spec) = c.sources.remove(&key) else {
-        return error(404, &format!("no source {key:?}"));
+        return Err(error(404, &format!("no source {key:?}")));
     };
     // A store-only instance exists for its sources: it leaves with the last one.
     let still_fed = c
@@ -118,10 +112,10 @@ fn unregister(c: &Conductor, body: &[u8]) -> HttpReply {
             }
         });
     }
-    json_reply(
+    Ok(json_reply(
         200,
         &json!({"status": "unregistered successfully", "removed_instances": [key]}),
-    )
+    ))
 }
 
 #[derive(Deserialize)]
@@ -145,29 +139,29 @@ struct QueryBody {
     cache_salt: Option<String>,
 }
 
-fn query(c: &Conductor, body: &[u8], by_tokens: bool) -> HttpReply {
-    let b: QueryBody = match parse(body) {
-        Ok(b) => b,
-        Err(r) => return r,
-    };
+fn query(c: &Conductor, body: &[u8], by_tokens: bool) -> Answer {
+    let b: QueryBody = parse(body)?;
     let _ = (&b.model, &b.lora_name, &b.lora_id, &b.cache_salt);
     if b.block_size == 0 {
-        return error(400, "block_size must be > 0");
+        return Err(error(400, "block_size must be > 0"));
     }
     let hashes = if by_tokens {
         let Some(tokens) = b.token_ids else {
-            return error(400, "token_ids is required");
+            return Err(error(400, "token_ids is required"));
         };
         let seed = c.with(|s| s.config().hash_seed);
         block_hashes(&tokens, b.block_size as usize, seed)
     } else {
         match b.seq_hashes {
             Some(h) => h,
-            None => return error(400, "seq_hashes is required"),
+            None => return Err(error(400, "seq_hashes is required")),
         }
     };
     if hashes.len() > MAX_HASHES {
-        return error(400, &format!("at most {MAX_HASHES} blocks per query"));
+        return Err(error(
+            400,
+            &format!("at most {MAX_HASHES} blocks per query"),
+        ));
     }
     let tenant = b.tenant_id.unwrap_or_else(|| "default".into());
     let specs = c.sources.specs();
@@ -210,7 +204,7 @@ fn query(c: &Conductor, body: &[u8], by_tokens: bool) -> HttpReply {
         }
         out
     });
-    json_reply(200, &json!({ tenant: per_instance }))
+    Ok(json_reply(200, &json!({ tenant: per_instance })))
 }
 
 fn services(c: &Conductor) -> HttpReply {

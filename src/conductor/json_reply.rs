@@ -1,6 +1,6 @@
 //! JSON bodies and replies shared by the conductor's HTTP API ([`super::api`]) and its
-//! indexer API ([`super::indexer`]): the reply shapes, body parsing and the request
-//! size bound.
+//! indexer API ([`super::indexer`]): the reply shapes, body parsing, the handlers'
+//! early-refusal result and the request size bound.
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -27,4 +27,13 @@ pub fn error(status: u16, message: &str) -> HttpReply {
 /// Parses a JSON body, or the 400 that says why it cannot be.
 pub fn parse<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, HttpReply> {
     serde_json::from_slice(body).map_err(|e| error(400, &format!("bad request body: {e}")))
+}
+
+/// What a handler answers: `Err` is a refusal that ended it early (a bad body, a value
+/// out of range), `Ok` what it did; either is sent as it is.
+pub type Answer = Result<HttpReply, HttpReply>;
+
+/// The reply an [`Answer`] sends.
+pub fn send(answer: Answer) -> HttpReply {
+    answer.unwrap_or_else(|refusal| refusal)
 }
