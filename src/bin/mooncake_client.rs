@@ -5,14 +5,15 @@
 //! Runs until SIGINT or SIGTERM.
 
 use mooncake::config::flags::{kind_in, parse_byte_size, run_main, FlagKind, Flags};
-use mooncake::host::logger;
 use mooncake::runtime::http_server::{HttpHandler, HttpReply, HttpServer};
 use mooncake::runtime::signals;
 use mooncake::store::{Client, DummyServer, SetupConfig, StoreApi};
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
+
+#[path = "common/stop.rs"]
+mod stop;
 
 const USAGE: &str = "\
 Usage: mooncake_client [flags]
@@ -176,9 +177,7 @@ fn run(s: Settings) -> Result<(), String> {
         server.socket_name()
     );
     signals::install_stop_handlers();
-    while !signals::stop_requested() {
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    stop::wait_for_stop();
     eprintln!("mooncake_client shutting down");
     drop(_http);
     drop(server);
@@ -187,7 +186,6 @@ fn run(s: Settings) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
-    logger::install();
     run_main("mooncake_client", USAGE, kind_of, settings, run)
 }
 
@@ -195,8 +193,10 @@ fn main() -> ExitCode {
 mod tests {
     use super::*;
 
+    use mooncake::config::flags::settings_from;
+
     fn parse(args: &[&str]) -> Result<Settings, String> {
-        settings(&Flags::parse(args.iter().map(|s| s.to_string()), kind_of)?)
+        settings_from(args, kind_of, settings)
     }
 
     #[test]

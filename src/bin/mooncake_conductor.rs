@@ -9,13 +9,14 @@ use mooncake::conductor::sources::SourceSpec;
 use mooncake::conductor::{Conductor, ConductorConfig, CostModel, Policy};
 use mooncake::config::comma_list;
 use mooncake::config::flags::{kind_in, parse_bool, run_main, FlagKind, Flags};
-use mooncake::host::logger;
 use mooncake::runtime::http_server::HttpServer;
 use mooncake::runtime::signals;
 use std::net::{IpAddr, SocketAddr};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
+
+#[path = "common/stop.rs"]
+mod stop;
 
 const USAGE: &str = "\
 Usage: mooncake_conductor [flags]
@@ -192,9 +193,7 @@ fn run(s: Settings) -> Result<(), String> {
         server.local_addr()
     );
     signals::install_stop_handlers();
-    while !signals::stop_requested() {
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    stop::wait_for_stop();
     eprintln!("mooncake_conductor shutting down");
     server.stop();
     conductor.shutdown();
@@ -202,7 +201,6 @@ fn run(s: Settings) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
-    logger::install();
     run_main("mooncake_conductor", USAGE, kind_of, settings, run)
 }
 
@@ -210,9 +208,10 @@ fn main() -> ExitCode {
 mod tests {
     use super::*;
 
+    use mooncake::config::flags::settings_from;
+
     fn parse(args: &[&str]) -> Result<Settings, String> {
-        let flags = Flags::parse(args.iter().map(|a| a.to_string()), kind_of)?;
-        settings(&flags)
+        settings_from(args, kind_of, settings)
     }
 
     #[test]
@@ -239,11 +238,15 @@ mod tests {
 
     #[test]
     fn refuses_bad_values() {
-        assert!(parse(&["--policy=best"]).is_err());
-        assert!(parse(&["--block_tokens=0"]).is_err());
-        assert!(parse(&["--tbt_slo_ms=-1"]).is_err());
-        assert!(parse(&["--cost_model=/nonexistent.json"]).is_err());
-        assert!(parse(&["--kv_events_key_regex=("]).is_err());
-        assert!(parse(&["--host=somewhere"]).is_err());
+        for bad in [
+            "--policy=best",
+            "--block_tokens=0",
+            "--tbt_slo_ms=-1",
+            "--cost_model=/nonexistent.json",
+            "--kv_events_key_regex=(",
+            "--host=somewhere",
+        ] {
+            assert!(parse(&[bad]).is_err(), "{bad}");
+        }
     }
 }

@@ -6,10 +6,13 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::process::ExitCode;
-use std::time::Duration;
 
+use mooncake::config::flags::{run_or_exit, Parsed};
 use mooncake::metadata::http_server::HttpMetadataServer;
 use mooncake::runtime::signals;
+
+#[path = "common/stop.rs"]
+mod stop;
 
 const USAGE: &str = "\
 Usage: mooncake_http_metadata_server [--host ADDR] [--port PORT]
@@ -27,12 +30,7 @@ struct Args {
     port: u16,
 }
 
-enum Parsed {
-    Run(Args),
-    Help,
-}
-
-fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Parsed, String> {
+fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Parsed<Args>, String> {
     let mut args = Args {
         host: "0.0.0.0".to_string(),
         port: 8080,
@@ -82,16 +80,10 @@ fn resolve(host: &str, port: u16) -> Result<SocketAddr, String> {
 }
 
 fn main() -> ExitCode {
-    let args = match parse_args(std::env::args().skip(1)) {
-        Ok(Parsed::Run(a)) => a,
-        Ok(Parsed::Help) => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            eprintln!("error: {e}\n\n{USAGE}");
-            return ExitCode::from(2);
-        }
+    let refusal = |e: &str| format!("error: {e}\n\n{USAGE}");
+    let args = match run_or_exit(parse_args(std::env::args().skip(1)), USAGE, refusal) {
+        Ok(a) => a,
+        Err(code) => return code,
     };
     let bind = match resolve(&args.host, args.port) {
         Ok(a) => a,
@@ -109,9 +101,7 @@ fn main() -> ExitCode {
         }
     };
     eprintln!("listening on {}", server.local_addr());
-    while !signals::stop_requested() {
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    stop::wait_for_stop();
     eprintln!("shutting down");
     server.stop();
     ExitCode::SUCCESS
@@ -121,30 +111,29 @@ fn main() -> ExitCode {
 mod tests {
     use super::*;
 
-    fn parse(v: &[&str]) -> Result<Parsed, String> {
+    fn parse(v: &[&str]) -> Result<Parsed<Args>, String> {
         parse_args(v.iter().map(|s| s.to_string()))
+    }
+
+    /// The run `v` asks for (it must ask for one).
+    fn run_args(v: &[&str]) -> Args {
+        match parse(v) {
+            Ok(Parsed::Run(a)) => a,
+            _ => panic!("{v:?} does not ask for a run"),
+        }
     }
 
     #[test]
     fn parses_flags() {
-        let Ok(Parsed::Run(a)) = parse(&[]) else {
-            panic!()
-        };
+        let a = run_args(&[]);
         assert_eq!((a.host.as_str(), a.port), ("0.0.0.0", 8080));
-        let Ok(Parsed::Run(a)) = parse(&["--port=9000", "--host", "127.0.0.1"]) else {
-            panic!()
-        };
+        let a = run_args(&["--port=9000", "--host", "127.0.0.1"]);
         assert_eq!((a.host.as_str(), a.port), ("127.0.0.1", 9000));
-        let Ok(Parsed::Run(a)) = parse(&["-port", "1"]) else {
-            panic!()
-        };
-        assert_eq!(a.port, 1);
+        assert_eq!(run_args(&["-port", "1"]).port, 1);
         assert!(matches!(parse(&["--help"]), Ok(Parsed::Help)));
-        assert!(parse(&["--port"]).is_err());
-        assert!(parse(&["--port=x"]).is_err());
-        assert!(parse(&["--port=70000"]).is_err());
-        assert!(parse(&["--bogus=1"]).is_err());
-        assert!(parse(&["port"]).is_err());
+        for bad in ["--port", "--port=x", "--port=70000", "--bogus=1", "port"] {
+            assert!(parse(&[bad]).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -45,7 +45,10 @@ mod pressure;
 mod settings;
 #[path = "store_bench/stats.rs"]
 mod stats;
+#[path = "common/stop.rs"]
+mod stop;
 
+use mooncake::config::flags::run_or_exit;
 use mooncake::host::logger;
 use mooncake::runtime::signals;
 use settings::{Mode, Settings};
@@ -53,16 +56,15 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     logger::install();
-    let settings = match Settings::from_args(std::env::args().skip(1)) {
-        Ok(Some(s)) => s,
-        Ok(None) => {
-            println!("{}", settings::USAGE);
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            eprintln!("store_bench: {e}\n\n{}", settings::USAGE);
-            return ExitCode::from(2);
-        }
+    let usage = settings::USAGE;
+    let refusal = |e: &str| format!("store_bench: {e}\n\n{usage}");
+    let settings = match run_or_exit(
+        Settings::from_args(std::env::args().skip(1)),
+        usage,
+        refusal,
+    ) {
+        Ok(s) => s,
+        Err(code) => return code,
     };
     signals::install_stop_handlers();
     let result = match settings.mode {

@@ -177,7 +177,39 @@ impl Flags {
     }
 }
 
-/// The `main` of a gflags-style binary: parses the command line against `kind_of`,
+/// What a command line asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Parsed<T> {
+    /// A run with these settings.
+    Run(T),
+    /// The usage text (`--help`).
+    Help,
+}
+
+/// What a binary's `main` takes from its parsed command line: the run's settings, or
+/// else the exit status after printing `usage` on stdout (`--help`: 0) or
+/// `refusal(error)` on stderr (a command line that is wrong: 2).
+pub fn run_or_exit<T>(
+    parsed: Result<Parsed<T>, String>,
+    usage: &str,
+    refusal: impl FnOnce(&str) -> String,
+) -> Result<T, std::process::ExitCode> {
+    use std::process::ExitCode;
+    match parsed {
+        Ok(Parsed::Run(settings)) => Ok(settings),
+        Ok(Parsed::Help) => {
+            println!("{usage}");
+            Err(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            eprintln!("{}", refusal(&e));
+            Err(ExitCode::from(2))
+        }
+    }
+}
+
+/// The `main` of a gflags-style binary: installs the stderr logger
+/// ([`crate::host::logger`]), parses the command line against `kind_of`,
 /// prints `usage` for `--help` (or `-h` when it is a known flag), warns about unknown
 /// flags, builds the settings (exit status 2 with the usage when they are wrong) and
 /// runs (exit status 1 with `name: error` when that fails).
@@ -189,26 +221,21 @@ pub fn run_main<S, E: fmt::Display, F: fmt::Display>(
     run: impl FnOnce(S) -> Result<(), F>,
 ) -> std::process::ExitCode {
     use std::process::ExitCode;
-    let flags = match Flags::parse(std::env::args().skip(1), kind_of) {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("{e}\n{usage}");
-            return ExitCode::from(2);
-        }
-    };
-    if flags.get("help") == Some("true") || flags.get("h") == Some("true") {
-        println!("{usage}");
-        return ExitCode::SUCCESS;
-    }
-    for flag in &flags.unknown {
-        log::warn!("unknown flag --{flag}; ignored");
-    }
-    let settings = match settings(&flags) {
+    crate::host::logger::install();
+    let parsed = Flags::parse(std::env::args().skip(1), kind_of)
+        .map_err(|e| e.to_string())
+        .and_then(|flags| {
+            if flags.get("help") == Some("true") || flags.get("h") == Some("true") {
+                return Ok(Parsed::Help);
+            }
+            for flag in &flags.unknown {
+                log::warn!("unknown flag --{flag}; ignored");
+            }
+            settings(&flags).map(Parsed::Run).map_err(|e| e.to_string())
+        });
+    let settings = match run_or_exit(parsed, usage, |e| format!("{e}\n{usage}")) {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("{e}\n{usage}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     match run(settings) {
         Ok(()) => ExitCode::SUCCESS,
@@ -217,6 +244,18 @@ pub fn run_main<S, E: fmt::Display, F: fmt::Display>(
             ExitCode::from(1)
         }
     }
+}
+
+/// The settings a binary builds from literal arguments (without the program name), as
+/// [`run_main`] builds them from the command line but without its `--help` and
+/// unknown-flag handling: how the binaries' tests read their flags.
+pub fn settings_from<S, E: Into<String>>(
+    args: &[&str],
+    kind_of: impl Fn(&str) -> Option<FlagKind>,
+    settings: impl FnOnce(&Flags) -> Result<S, E>,
+) -> Result<S, String> {
+    let flags = Flags::parse(args.iter().map(|a| a.to_string()), kind_of)?;
+    settings(&flags).map_err(Into::into)
 }
 
 /// Parses a gflags boolean value.

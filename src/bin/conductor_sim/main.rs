@@ -17,7 +17,6 @@ use std::process::ExitCode;
 
 use mooncake::conductor::Policy;
 use mooncake::config::flags::run_main;
-use mooncake::host::logger;
 use serde_json::json;
 
 use backend::{start_conductor, Http};
@@ -189,6 +188,5 @@ fn run(s: Settings) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
-    logger::install();
     run_main("conductor_sim", USAGE, kind_of, settings, run)
 }

@@ -7,9 +7,10 @@
 
 mod flags;
 mod settings;
+#[path = "../common/stop.rs"]
+mod stop;
 
 use mooncake::config::flags::run_main;
-use mooncake::host::logger;
 use mooncake::host::net;
 use mooncake::master::admin::AdminHandler;
 use mooncake::master::ha::{self, snapshot, HaAdminHandler, HaSettings, HaStatus};
@@ -23,7 +24,6 @@ use settings::Settings;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// Starts the KV-event publisher (disabled when off, or when it cannot bind).
 fn start_kv_events(config: &KvEventConfig) -> Arc<KvEvents> {
@@ -122,9 +122,7 @@ fn run(mut s: Settings) -> Result<(), String> {
         s.metrics
     );
     signals::install_stop_handlers();
-    while !signals::stop_requested() {
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    stop::wait_for_stop();
     eprintln!("mooncake_master shutting down");
     drop(rpc);
     master.shutdown();
@@ -133,7 +131,6 @@ fn run(mut s: Settings) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
-    logger::install();
     run_main(
         "mooncake_master",
         flags::USAGE,

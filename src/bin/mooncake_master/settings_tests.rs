@@ -3,10 +3,15 @@
 
 use super::*;
 use crate::flags::kind_of;
+use mooncake::config::flags::settings_from;
 
 fn parse(args: &[&str]) -> Result<Settings, String> {
-    let flags = Flags::parse(args.iter().map(|s| s.to_string()), kind_of)?;
-    settings(&flags)
+    settings_from(args, kind_of, settings)
+}
+
+/// The HA settings `args` give (they must turn HA on).
+fn ha_of(args: &[&str]) -> HaSettings {
+    parse(args).unwrap().ha.unwrap()
 }
 
 #[test]
@@ -167,7 +172,7 @@ fn ha_and_snapshot_flags() {
     assert!(parse(&["--enable_snapshot=1"])
         .unwrap_err()
         .contains("--snapshot_backup_dir"));
-    let s = parse(&[
+    let ha = ha_of(&[
         "--enable_ha=true",
         "--etcd_endpoints=127.0.0.1:2379;127.0.0.1:2381",
         "--rpc_address=127.0.0.1",
@@ -176,34 +181,29 @@ fn ha_and_snapshot_flags() {
         "--enable_oplog=true",
         "--enable_snapshot=true",
         "--snapshot_backup_dir=/var/lib/mc",
-    ])
-    .unwrap();
-    let ha = s.ha.unwrap();
+    ]);
     assert_eq!(ha.rpc_advertised, "127.0.0.1:6000");
     assert_eq!(ha.cluster_id, "c1");
     assert_eq!(ha.lease_ttl, Duration::from_secs(3));
     assert_eq!(ha.snapshot_dir, Some(PathBuf::from("/var/lib/mc")));
     // The connection string is upstream's other spelling of the endpoints; the
     // loopback interface names its own address.
-    let s = parse(&[
+    let ha = ha_of(&[
         "--enable_ha",
         "--ha_backend_connstring=127.0.0.1:2379",
         "--rpc_interface=lo",
         "--ha_lease_ttl_sec=5",
-    ])
-    .unwrap();
-    let ha = s.ha.unwrap();
+    ]);
     assert_eq!(ha.backend, "127.0.0.1:2379");
     assert_eq!(ha.rpc_advertised, "127.0.0.1:50051");
     assert_eq!(ha.lease_ttl, Duration::from_secs(5));
     assert_eq!(ha.cluster_id, "mooncake_cluster");
-    let s = parse(&[
+    let ha = ha_of(&[
         "--enable_ha",
         "--ha_backend_type=redis",
         "--ha_backend_connstring=10.0.0.1:6379",
-    ])
-    .unwrap();
-    assert_eq!(s.ha.unwrap().backend, "redis://10.0.0.1:6379");
+    ]);
+    assert_eq!(ha.backend, "redis://10.0.0.1:6379");
     assert!(parse(&["--enable_ha", "--ha_backend_type=redis"])
         .unwrap_err()
         .contains("redis://"));

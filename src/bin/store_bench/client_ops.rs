@@ -13,7 +13,7 @@ use crate::settings::{ClientOp, Settings};
 use crate::stats::{median, report, Row, Samples};
 use mooncake::runtime::signals;
 use mooncake::store::{Client, ErrorCode, ReplicateConfig, SetupConfig};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Minimum number of buffer slots per direction (sources and destinations).
 const MIN_SLOTS: usize = 16;
@@ -45,9 +45,7 @@ pub fn serve(s: &Settings) -> Result<(), String> {
     }
     let client = setup(s, s.global_segment_size)?;
     eprintln!("store_bench serving segment {}", client.hostname());
-    while !signals::stop_requested() {
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    crate::stop::wait_for_stop();
     client.close();
     eprintln!("store_bench: segment {} closed", client.hostname());
     Ok(())
@@ -81,6 +79,21 @@ impl Acc {
         if self.first_error.is_none() {
             self.first_error = Some(what());
         }
+    }
+
+    /// One round: `body`'s calls, then the round's rate of `n` items per second.
+    fn round(&mut self, n: usize, body: impl FnOnce(&mut Acc)) {
+        let start = Instant::now();
+        body(self);
+        self.rates.push(n as f64 / start.elapsed().as_secs_f64());
+    }
+
+    /// One call, timed as one latency sample.
+    fn timed<R>(&mut self, call: impl FnOnce() -> R) -> R {
+        let t = Instant::now();
+        let r = call();
+        self.samples.push(t.elapsed());
+        r
     }
 
     fn into_row(mut self, op: ClientOp, size: u64) -> Row {
@@ -135,34 +148,27 @@ impl SizeBench<'_> {
     fn bytes_family(&self, rows: &mut Vec<Row>) {
         let (mut put, mut get) = (Acc::default(), Acc::default());
         for round in 0..self.s.rounds {
-            let start = Instant::now();
-            for i in 0..self.n {
-                let key = self.key("pb", round, i);
-                let t = Instant::now();
-                let r = self.client.put(&key, &self.payload, &self.config);
-                put.samples.push(t.elapsed());
-                if let Err(e) = r {
-                    put.error(|| format!("put {key}: {e}"));
-                }
-            }
-            put.rates
-                .push(self.n as f64 / start.elapsed().as_secs_f64());
-            if self.wants(ClientOp::Get) {
-                let mut last = None;
-                let start = Instant::now();
+            put.round(self.n, |put| {
                 for i in 0..self.n {
                     let key = self.key("pb", round, i);
-                    let t = Instant::now();
-                    let r = get_owned(self.client, &key);
-                    get.samples.push(t.elapsed());
-                    match r {
-                        Ok(v) if v.len() == self.size => last = Some(v),
-                        Ok(v) => get.error(|| format!("get {key}: {} bytes", v.len())),
-                        Err(e) => get.error(|| format!("get {key}: {e}")),
+                    if let Err(e) = put.timed(|| self.client.put(&key, &self.payload, &self.config))
+                    {
+                        put.error(|| format!("put {key}: {e}"));
                     }
                 }
-                get.rates
-                    .push(self.n as f64 / start.elapsed().as_secs_f64());
+            });
+            if self.wants(ClientOp::Get) {
+                let mut last = None;
+                get.round(self.n, |get| {
+                    for i in 0..self.n {
+                        let key = self.key("pb", round, i);
+                        match get.timed(|| get_owned(self.client, &key)) {
+                            Ok(v) if v.len() == self.size => last = Some(v),
+                            Ok(v) => get.error(|| format!("get {key}: {} bytes", v.len())),
+                            Err(e) => get.error(|| format!("get {key}: {e}")),
+                        }
+                    }
+                });
                 if last.is_some_and(|v| v != self.payload) {
                     get.error(|| "get: data differs from what was put".into());
                 }
@@ -194,35 +200,27 @@ impl SizeBench<'_> {
         let (mut put, mut get) = (Acc::default(), Acc::default());
         let value = &src[..size];
         for round in 0..self.s.rounds {
-            let start = Instant::now();
-            for i in 0..self.n {
-                let key = self.key("pf", round, i);
-                let t = Instant::now();
-                let r = self.client.put_from(&key, value, &self.config);
-                put.samples.push(t.elapsed());
-                if let Err(e) = r {
-                    put.error(|| format!("put_from {key}: {e}"));
-                }
-            }
-            put.rates
-                .push(self.n as f64 / start.elapsed().as_secs_f64());
-            if self.wants(ClientOp::GetInto) {
-                dst.fill(0);
-                let start = Instant::now();
+            put.round(self.n, |put| {
                 for i in 0..self.n {
                     let key = self.key("pf", round, i);
-                    let slot = &mut dst[(i % self.slots) * size..][..size];
-                    let t = Instant::now();
-                    let r = self.client.get_into(&key, slot);
-                    get.samples.push(t.elapsed());
-                    match r {
-                        Ok(n) if n == size as u64 => {}
-                        Ok(n) => get.error(|| format!("get_into {key}: {n} bytes")),
-                        Err(e) => get.error(|| format!("get_into {key}: {e}")),
+                    if let Err(e) = put.timed(|| self.client.put_from(&key, value, &self.config)) {
+                        put.error(|| format!("put_from {key}: {e}"));
                     }
                 }
-                get.rates
-                    .push(self.n as f64 / start.elapsed().as_secs_f64());
+            });
+            if self.wants(ClientOp::GetInto) {
+                dst.fill(0);
+                get.round(self.n, |get| {
+                    for i in 0..self.n {
+                        let key = self.key("pf", round, i);
+                        let slot = &mut dst[(i % self.slots) * size..][..size];
+                        match get.timed(|| self.client.get_into(&key, slot)) {
+                            Ok(n) if n == size as u64 => {}
+                            Ok(n) => get.error(|| format!("get_into {key}: {n} bytes")),
+                            Err(e) => get.error(|| format!("get_into {key}: {e}")),
+                        }
+                    }
+                });
                 self.verify(dst, self.n.min(self.slots), &mut get, "get_into");
             }
             self.cleanup("pf", round);
@@ -242,40 +240,35 @@ impl SizeBench<'_> {
         let (mut put, mut get) = (Acc::default(), Acc::default());
         for round in 0..self.s.rounds {
             let keys: Vec<String> = (0..self.n).map(|i| self.key("bp", round, i)).collect();
-            let start = Instant::now();
-            for chunk in keys.chunks(batch) {
-                let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
-                let bufs: Vec<&[u8]> = src.chunks(size).take(chunk.len()).collect();
-                let t = Instant::now();
-                let r = self.client.batch_put_from(&refs, &bufs, &self.config);
-                put.samples.push(t.elapsed());
-                for (k, res) in chunk.iter().zip(r) {
-                    if let Err(e) = res {
-                        put.error(|| format!("batch_put_from {k}: {e}"));
-                    }
-                }
-            }
-            put.rates
-                .push(self.n as f64 / start.elapsed().as_secs_f64());
-            if self.wants(ClientOp::BatchGetInto) {
-                dst.fill(0);
-                let start = Instant::now();
+            put.round(self.n, |put| {
                 for chunk in keys.chunks(batch) {
                     let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
-                    let mut bufs: Vec<&mut [u8]> = dst.chunks_mut(size).take(chunk.len()).collect();
-                    let t = Instant::now();
-                    let r = self.client.batch_get_into(&refs, &mut bufs);
-                    get.samples.push(t.elapsed());
+                    let bufs: Vec<&[u8]> = src.chunks(size).take(chunk.len()).collect();
+                    let r = put.timed(|| self.client.batch_put_from(&refs, &bufs, &self.config));
                     for (k, res) in chunk.iter().zip(r) {
-                        match res {
-                            Ok(n) if n == size as u64 => {}
-                            Ok(n) => get.error(|| format!("batch_get_into {k}: {n} bytes")),
-                            Err(e) => get.error(|| format!("batch_get_into {k}: {e}")),
+                        if let Err(e) = res {
+                            put.error(|| format!("batch_put_from {k}: {e}"));
                         }
                     }
                 }
-                get.rates
-                    .push(self.n as f64 / start.elapsed().as_secs_f64());
+            });
+            if self.wants(ClientOp::BatchGetInto) {
+                dst.fill(0);
+                get.round(self.n, |get| {
+                    for chunk in keys.chunks(batch) {
+                        let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
+                        let mut bufs: Vec<&mut [u8]> =
+                            dst.chunks_mut(size).take(chunk.len()).collect();
+                        let r = get.timed(|| self.client.batch_get_into(&refs, &mut bufs));
+                        for (k, res) in chunk.iter().zip(r) {
+                            match res {
+                                Ok(n) if n == size as u64 => {}
+                                Ok(n) => get.error(|| format!("batch_get_into {k}: {n} bytes")),
+                                Err(e) => get.error(|| format!("batch_get_into {k}: {e}")),
+                            }
+                        }
+                    }
+                });
                 self.verify(dst, self.n.min(batch), &mut get, "batch_get_into");
             }
             self.cleanup("bp", round);

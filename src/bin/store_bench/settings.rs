@@ -1,6 +1,8 @@
 //! Command-line flags (gflags-style, via [`Flags`]) and their validated form.
 
-use mooncake::config::flags::{parse_bool, parse_byte_size, FlagError, FlagKind, Flags};
+use mooncake::config::flags::{
+    kind_in, parse_bool, parse_byte_size, FlagError, FlagKind, Flags, Parsed,
+};
 use mooncake::host::net::random_u64;
 use std::time::Duration;
 
@@ -262,23 +264,15 @@ fn parse_num(name: &str, v: &str, lo: u64, hi: u64) -> Result<u64, String> {
 }
 
 fn kind_of(name: &str) -> Option<FlagKind> {
-    FLAGS.iter().find(|(n, _)| *n == name).map(
-        |(_, b)| {
-            if *b {
-                FlagKind::Bool
-            } else {
-                FlagKind::Value
-            }
-        },
-    )
+    kind_in(FLAGS, name)
 }
 
 impl Settings {
-    /// Parses the command line (without the program name). `Ok(None)` for `--help`.
-    pub fn from_args(args: impl IntoIterator<Item = String>) -> Result<Option<Settings>, String> {
+    /// Parses the command line (without the program name).
+    pub fn from_args(args: impl IntoIterator<Item = String>) -> Result<Parsed<Settings>, String> {
         let flags = Flags::parse(args, kind_of)?;
         if flags.get("help") == Some("true") {
-            return Ok(None);
+            return Ok(Parsed::Help);
         }
         if let Some(name) = flags.unknown.first() {
             return Err(format!("unknown flag --{name}"));
@@ -286,7 +280,7 @@ impl Settings {
         if let Some(arg) = flags.positional.first() {
             return Err(format!("unexpected argument '{arg}'"));
         }
-        Self::from_flags(&flags).map(Some)
+        Self::from_flags(&flags).map(Parsed::Run)
     }
 
     fn from_flags(f: &Flags) -> Result<Settings, String> {
@@ -472,8 +466,14 @@ impl Settings {
 mod tests {
     use super::*;
 
+    /// The settings `args` ask for, `None` for `--help`.
     fn parse(args: &[&str]) -> Result<Option<Settings>, String> {
-        Settings::from_args(args.iter().map(|s| s.to_string()))
+        Ok(
+            match Settings::from_args(args.iter().map(|s| s.to_string()))? {
+                Parsed::Run(s) => Some(s),
+                Parsed::Help => None,
+            },
+        )
     }
 
     #[test]

@@ -19,23 +19,23 @@
 
 mod run;
 mod settings;
+#[path = "../common/stop.rs"]
+mod stop;
 #[cfg(test)]
 mod tests;
 
 use std::process::ExitCode;
-use std::time::Duration;
 
+use mooncake::config::flags::run_or_exit;
 use mooncake::host::logger;
 use mooncake::runtime::signals;
 use run::{drive, Node};
-use settings::{check_protocol, parse_flags, Fatal, Mode, Parsed, Settings, USAGE};
+use settings::{check_protocol, parse_flags, Fatal, Mode, Settings, USAGE};
 
 fn run_target(s: &Settings) -> Result<(), String> {
     let node = Node::start(s, &s.local_server_name)?;
     node.announce(s);
-    while !signals::stop_requested() {
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    stop::wait_for_stop();
     log::info!("target stopping");
     node.stop();
     Ok(())
@@ -69,17 +69,12 @@ fn run_loopback(s: &Settings) -> Result<(), String> {
 
 fn main() -> ExitCode {
     logger::install();
-    let (raw, mut warnings) = match parse_flags(std::env::args().skip(1)) {
-        Ok(Parsed::Run(raw, warnings)) => (raw, warnings),
-        Ok(Parsed::Help) => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            eprintln!("error: {e}\nRun with --help for the list of flags.");
-            return ExitCode::from(2);
-        }
-    };
+    let refusal = |e: &str| format!("error: {e}\nRun with --help for the list of flags.");
+    let (raw, mut warnings) =
+        match run_or_exit(parse_flags(std::env::args().skip(1)), USAGE, refusal) {
+            Ok(run) => run,
+            Err(code) => return code,
+        };
     let settings = raw
         .validate(&mut warnings)
         .and_then(|s| check_protocol(&s).map(|()| s));

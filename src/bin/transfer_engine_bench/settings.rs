@@ -3,6 +3,7 @@
 
 use std::collections::HashSet;
 
+use mooncake::config::flags;
 use mooncake::te::Op;
 
 /// Rate units accepted by `--report_unit` and their size in bytes (upstream's table).
@@ -165,14 +166,9 @@ impl Default for RawFlags {
     }
 }
 
-/// The outcome of parsing the command line.
-#[derive(Debug)]
-pub(crate) enum Parsed {
-    /// Run with these flags; the strings are warnings to print first.
-    Run(Box<RawFlags>, Vec<String>),
-    /// `--help` was given.
-    Help,
-}
+/// The outcome of parsing the command line: a run with these flags and the warnings to
+/// print first, or `--help`.
+pub(crate) type Parsed = flags::Parsed<(Box<RawFlags>, Vec<String>)>;
 
 /// A gflags boolean literal.
 pub(crate) fn parse_bool(name: &str, v: &str) -> Result<bool, String> {
@@ -297,7 +293,7 @@ pub(crate) fn parse_flags(args: impl IntoIterator<Item = String>) -> Result<Pars
             _ => warnings.push(format!("unknown command line flag '{arg}' (ignored)")),
         }
     }
-    Ok(Parsed::Run(Box::new(flags), warnings))
+    Ok(Parsed::Run((Box::new(flags), warnings)))
 }
 
 /// A run that cannot start: the message and the process exit code.

@@ -10,7 +10,7 @@ fn parse(v: &[&str]) -> Result<Parsed, String> {
 
 fn raw(v: &[&str]) -> (RawFlags, Vec<String>) {
     match parse(v).expect("parses") {
-        Parsed::Run(r, w) => (*r, w),
+        Parsed::Run((r, w)) => (*r, w),
         Parsed::Help => panic!("unexpected help"),
     }
 }
