@@ -65,13 +65,14 @@ fn origin_path(target: &str) -> &str {
     target.split(['?', '#']).next().unwrap_or("/")
 }
 
-/// Refuses non-finite or negative times.
-fn check_ms(name: &str, v: Option<f64>) -> Result<(), HttpReply> {
-    match v {
-        Some(x) if !x.is_finite() || x < 0.0 => {
-            Err(error(400, &format!("{name} must be a finite number >= 0")))
-        }
-        _ => Ok(()),
+/// Refuses the first non-finite or negative time of `times` (name, value if given).
+fn check_ms(times: &[(&str, Option<f64>)]) -> Result<(), HttpReply> {
+    match times
+        .iter()
+        .find(|(_, v)| v.is_some_and(|x| !x.is_finite() || x < 0.0))
+    {
+        Some((name, _)) => Err(error(400, &format!("{name} must be a finite number >= 0"))),
+        None => Ok(()),
     }
 }
 
@@ -181,13 +182,11 @@ struct ScheduleBody {
 
 fn schedule(c: &Conductor, body: &[u8]) -> Answer {
     let b: ScheduleBody = parse(body)?;
-    for (name, v) in [
+    check_ms(&[
         ("ttft_slo_ms", b.ttft_slo_ms),
         ("tbt_slo_ms", b.tbt_slo_ms),
         ("now_ms", b.now_ms),
-    ] {
-        check_ms(name, v)?;
-    }
+    ])?;
     if b.hash_ids.len() > MAX_HASHES {
         return Err(error(400, &format!("at most {MAX_HASHES} hash_ids")));
     }
@@ -232,16 +231,14 @@ struct CompleteBody {
 
 fn complete(c: &Conductor, body: &[u8]) -> Answer {
     let b: CompleteBody = parse(body)?;
-    for (name, v) in [
-        ("prefill_ms", b.prefill_ms),
-        ("queue_ms", b.queue_ms),
-        ("transfer_ms", b.transfer_ms),
-        ("ttft_ms", b.ttft_ms),
-        ("tbt_ms", b.tbt_ms),
-    ] {
-        check_ms(name, Some(v))?;
-    }
-    check_ms("now_ms", b.now_ms)?;
+    check_ms(&[
+        ("prefill_ms", Some(b.prefill_ms)),
+        ("queue_ms", Some(b.queue_ms)),
+        ("transfer_ms", Some(b.transfer_ms)),
+        ("ttft_ms", Some(b.ttft_ms)),
+        ("tbt_ms", Some(b.tbt_ms)),
+        ("now_ms", b.now_ms),
+    ])?;
     let done = Completion {
         request_id: b.request_id,
         prefill_ms: b.prefill_ms,
