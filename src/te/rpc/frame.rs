@@ -90,7 +90,8 @@ impl Frame {
     }
 
     /// Reads one frame. The length is validated (`1 ..= max_len`) before anything is
-    /// allocated; a bad length, a short read or a read error is an [`Error::Socket`].
+    /// allocated; a bad length, a short read or a read error is a socket error
+    /// ([`ErrorKind::Socket`](crate::error::ErrorKind::Socket)).
     pub fn read_from<R: Read>(reader: &mut R, max_len: u64) -> Result<Frame> {
         let mut len_buf = [0u8; LEN_BYTES];
         reader
@@ -209,6 +210,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use serde_json::json;
+    use crate::error::ErrorKind;
 
     #[test]
     fn probe_request_is_byte_exact() {
@@ -247,10 +249,8 @@ mod tests {
     #[test]
     fn rejects_bad_lengths_and_truncation() {
         let zero = 0u64.to_le_bytes();
-        assert!(matches!(
-            Frame::read_from(&mut &zero[..], 16),
-            Err(Error::Socket(_))
-        ));
+        let err = Frame::read_from(&mut &zero[..], 16).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Socket);
         let mut big = 17u64.to_le_bytes().to_vec();
         big.extend_from_slice(&[3; 17]);
         assert!(Frame::read_from(&mut &big[..], 16).is_err());
