@@ -77,7 +77,7 @@ impl Frame {
         let mut out = Vec::with_capacity(LEN_BYTES + 1 + self.json.len());
         out.extend_from_slice(&self.length_field().to_le_bytes());
         if !self.legacy {
-            out.push(self.msg_type.as_u8());
+            out.push(self.msg_type.code());
         }
         out.extend_from_slice(&self.json);
         out
@@ -107,7 +107,7 @@ impl Frame {
         reader
             .read_exact(&mut first)
             .map_err(|e| Error::socket("reading RPC frame body", e))?;
-        let (msg_type, legacy, rest) = match MsgType::from_u8(first[0]) {
+        let (msg_type, legacy, rest) = match MsgType::from_code(first[0]) {
             Some(t) => (t, false, len - 1),
             None => (MsgType::Connection, true, len - 1),
         };
@@ -302,7 +302,7 @@ mod tests {
 
         #[test]
         fn typed_frames_round_trip(ty in 0u8..4, json in proptest::collection::vec(any::<u8>(), 0..200)) {
-            let f = Frame::typed(MsgType::from_u8(ty).unwrap(), json);
+            let f = Frame::typed(MsgType::from_code(ty).unwrap(), json);
             let bytes = f.encode();
             prop_assert_eq!(Frame::read_from(&mut &bytes[..], DEFAULT_MAX_FRAME_LEN).unwrap(), f);
         }
