@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use mooncake::error::ErrorKind as TeErrorKind;
 use mooncake::runtime::conn_threads::ConnLimits;
 use mooncake::te::rpc::{Frame, MsgType, RpcClient, RpcHandler, RpcServer};
-use mooncake::error::ErrorKind as TeErrorKind;
 use mooncake::Error;
 use parking_lot::Mutex;
 use serde_json::{json, Value};

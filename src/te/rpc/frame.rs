@@ -208,9 +208,9 @@ impl Read for DeadlineReader<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorKind;
     use proptest::prelude::*;
     use serde_json::json;
-    use crate::error::ErrorKind;
 
     #[test]
     fn probe_request_is_byte_exact() {
