@@ -3,8 +3,9 @@
 
 /// Declares a `#[repr(int)]` enum whose variants carry explicit codes, and gives it
 /// `from_code` (the variant a code names, `None` for any other code) and `code` (the
-/// variant's value). Attributes and doc comments on the enum and its variants pass
-/// through unchanged.
+/// variant's value). Every variant names its code and ends with a comma; attributes
+/// and doc comments on the enum and its variants (`#[default]` too) pass through
+/// unchanged.
 ///
 /// ```ignore
 /// code_enum! {
