@@ -4,51 +4,10 @@
 mod te_support;
 
 use mooncake::te::{Op, TaskStatus, TransferEngine};
-use te_support::{in_two, pattern, req, run, wait};
+use te_support::{failing, in_two, pattern, req, run, served, wait, Served};
 
 fn engine() -> TransferEngine {
     TransferEngine::new("P2PHANDSHAKE", "127.0.0.1:0", true).expect("engine")
-}
-
-/// A target engine serving `len` registered zero bytes, and an initiator that opened
-/// its segment.
-struct Served {
-    target: TransferEngine,
-    initiator: TransferEngine,
-    remote: Vec<u8>,
-    raddr: u64,
-    id: i32,
-}
-
-fn served(len: usize) -> Served {
-    let target = engine();
-    let initiator = engine();
-    let mut remote = vec![0u8; len];
-    let raddr = remote.as_mut_ptr() as u64;
-    target
-        .register_memory(raddr, remote.len() as u64, "cpu:0", true)
-        .unwrap();
-    let id = initiator.open_segment(target.segment_name()).unwrap();
-    Served {
-        target,
-        initiator,
-        remote,
-        raddr,
-        id,
-    }
-}
-
-/// The expected status of each of `tasks` tasks: those `bad` picks fail.
-fn failing(tasks: u64, bad: impl Fn(u64) -> bool) -> Vec<TaskStatus> {
-    (0..tasks)
-        .map(|i| {
-            if bad(i) {
-                TaskStatus::Failed
-            } else {
-                TaskStatus::Completed
-            }
-        })
-        .collect()
 }
 
 #[test]
@@ -59,7 +18,7 @@ fn write_then_read_between_two_engines() {
         mut remote,
         raddr,
         id,
-    } = served(4 << 20);
+    } = served(4 << 20, engine);
     let mut local = pattern(4 << 20, 7);
     let laddr = local.as_mut_ptr() as u64;
     initiator
@@ -99,7 +58,7 @@ fn write_then_read_between_two_engines() {
 
 #[test]
 fn out_of_range_fails_only_its_own_request() {
-    let peer = served(1 << 20);
+    let peer = served(1 << 20, engine);
     let (raddr, id) = (peer.raddr, peer.id);
     let local = pattern(1 << 20, 3);
     let laddr = local.as_ptr() as u64;
@@ -156,7 +115,7 @@ fn notify_reaches_the_peer() {
 
 #[test]
 fn many_rejections_in_one_pipelined_batch_fail_only_themselves() {
-    let peer = served(1 << 20);
+    let peer = served(1 << 20, engine);
     let (raddr, id) = (peer.raddr, peer.id);
     let local = pattern(1 << 20, 11);
     let bad = |i: u64| i % 3 == 1;
