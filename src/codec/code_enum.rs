@@ -54,12 +54,13 @@ pub(crate) use code_enum;
 #[cfg(test)]
 mod tests {
     code_enum! {
-        /// A test enum with a gap and a negative code.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        /// A test enum with a gap, a negative code and a default.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
         enum Sample: i32 {
             /// Below zero.
             Negative = -1,
             /// The first.
+            #[default]
             One = 1,
             /// After a gap.
             Five = 5,
@@ -72,6 +73,7 @@ mod tests {
             assert_eq!(Sample::from_code(v.code()), Some(v));
         }
         assert_eq!(Sample::Five.code(), 5);
+        assert_eq!(Sample::default(), Sample::One);
         for code in [-2, 0, 2, 4, 6] {
             assert_eq!(Sample::from_code(code), None);
         }
