@@ -123,8 +123,8 @@ impl Error {
     }
 
     /// The OS errno behind this error, when it came from a system call: the one stored
-    /// by [`Error::os`], else the one an I/O error printed into the message
-    /// ([`Error::socket`]), else 0.
+    /// by [`Error::os`] (and [`Error::socket`]), else the one an I/O error's text
+    /// printed into the message (a socket error rewrapped with more context), else 0.
     pub fn errno(&self) -> i32 {
         if let Error::Os(e) = self {
             return e.errno;
@@ -157,15 +157,15 @@ impl Error {
         }
     }
 
-    /// Wraps an I/O error as a socket error with context (an [`Error::Socket`], the
-    /// variant its callers match on).
+    /// Wraps an I/O error as a socket error with context: an [`Error::os`] of family
+    /// [`ErrorKind::Socket`], so it keeps the errno (match on [`Error::kind`]).
     pub fn socket(context: impl fmt::Display, err: std::io::Error) -> Error {
-        Error::Socket(format!("{context}: {err}"))
+        Error::os(ErrorKind::Socket, context, err)
     }
 
     /// Wraps a failed system call's I/O error as an [`Error::Os`] of family `kind`,
     /// keeping its errno (0 when the error did not come from the OS); it prints as
-    /// [`Error::socket`] does.
+    /// `"{context}: {err}"`.
     pub fn os(kind: ErrorKind, context: impl fmt::Display, err: std::io::Error) -> Error {
         Error::Os(OsError {
             kind,
@@ -207,6 +207,9 @@ mod tests {
         assert_eq!(os.to_string(), socket.to_string());
         assert_eq!(os.errno(), libc::EADDRINUSE);
         assert_eq!(socket.errno(), libc::EADDRINUSE);
+        assert_eq!(socket, os);
+        let rewrapped = Error::Socket(format!("reply: {}", socket.message()));
+        assert_eq!(rewrapped.errno(), libc::EADDRINUSE);
         assert_eq!((os.err_code(), os.status_code()), (-102, 102));
         assert_eq!(os.kind(), ErrorKind::Socket);
         let custom = Error::os(ErrorKind::Dns, "x", std::io::Error::other("(os error 5)"));

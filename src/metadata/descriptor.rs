@@ -6,6 +6,7 @@
 
 use super::buffer_desc::BufferDesc;
 use super::descriptor_rdma::RdmaPart;
+use super::json;
 use crate::error::{Error, Result};
 use serde_json::{json, Map, Value};
 
@@ -96,16 +97,12 @@ impl SegmentDesc {
 
     /// Decodes a descriptor from raw bytes; never panics.
     pub fn from_slice(bytes: &[u8]) -> Result<SegmentDesc> {
-        let value: Value = serde_json::from_slice(bytes)
-            .map_err(|e| Error::MalformedJson(format!("segment descriptor: {e}")))?;
-        SegmentDesc::from_json(&value)
+        SegmentDesc::from_json(&json::parse(bytes, "segment descriptor")?)
     }
 
     /// Decodes a descriptor from a parsed JSON value.
     pub fn from_json(value: &Value) -> Result<SegmentDesc> {
-        let obj = value
-            .as_object()
-            .ok_or_else(|| Error::MalformedJson("segment descriptor is not an object".into()))?;
+        let obj = json::object(value, "segment descriptor")?;
         let name = str_field(obj, "name")
             .ok_or_else(|| Error::MalformedJson("segment descriptor has no name".into()))?;
         let protocol = match obj.get("protocol") {

@@ -20,6 +20,7 @@ pub mod descriptor_rdma;
 pub mod etcd;
 pub mod http;
 pub mod http_server;
+pub(crate) mod json;
 pub mod keys;
 pub mod redis;
 mod store;

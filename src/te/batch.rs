@@ -1,5 +1,6 @@
 //! Batches and tasks: validated batch ids, per-task atomics, upstream's status rules.
 
+use crate::codec::code_enum::code_enum;
 use crate::error::{Error, Result};
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::HashMap;
@@ -7,36 +8,28 @@ use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, Atomi
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Upstream's task status values (`STATUS_*`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum TaskStatus {
-    /// Still moving.
-    Waiting = 0,
-    /// Never produced by the classic engine.
-    Pending = 1,
-    /// Never produced by the classic engine.
-    Invalid = 2,
-    /// Never produced by the classic engine.
-    Canceled = 3,
-    /// Every byte is visible at the destination.
-    Completed = 4,
-    /// A slice passed its deadline (not terminal).
-    Timeout = 5,
-    /// At least one slice failed.
-    Failed = 6,
+code_enum! {
+    /// Upstream's task status values (`STATUS_*`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum TaskStatus: u8 {
+        /// Still moving.
+        Waiting = 0,
+        /// Never produced by the classic engine.
+        Pending = 1,
+        /// Never produced by the classic engine.
+        Invalid = 2,
+        /// Never produced by the classic engine.
+        Canceled = 3,
+        /// Every byte is visible at the destination.
+        Completed = 4,
+        /// A slice passed its deadline (not terminal).
+        Timeout = 5,
+        /// At least one slice failed.
+        Failed = 6,
+    }
 }
 
 impl TaskStatus {
-    fn from_u8(v: u8) -> TaskStatus {
-        match v {
-            4 => TaskStatus::Completed,
-            5 => TaskStatus::Timeout,
-            6 => TaskStatus::Failed,
-            _ => TaskStatus::Waiting,
-        }
-    }
-
     /// Whether the task can no longer change.
     pub fn is_terminal(self) -> bool {
         matches!(self, TaskStatus::Completed | TaskStatus::Failed)
@@ -98,7 +91,7 @@ impl Task {
         let task = Arc::new(Task {
             length,
             signal,
-            status: AtomicU8::new(TaskStatus::Waiting as u8),
+            status: AtomicU8::new(TaskStatus::Waiting.code()),
             transferred: AtomicU64::new(0),
             slices_left: AtomicU32::new(slices),
             failed: AtomicBool::new(false),
@@ -106,7 +99,7 @@ impl Task {
         });
         if slices == 0 {
             task.status
-                .store(TaskStatus::Completed as u8, Ordering::Release);
+                .store(TaskStatus::Completed.code(), Ordering::Release);
         }
         task
     }
@@ -136,11 +129,11 @@ impl Task {
         if self.slices_left.fetch_sub(1, Ordering::AcqRel) == 1 {
             if self.failed.load(Ordering::Relaxed) {
                 self.status
-                    .store(TaskStatus::Failed as u8, Ordering::Release);
+                    .store(TaskStatus::Failed.code(), Ordering::Release);
             } else {
                 self.transferred.store(self.length, Ordering::Relaxed);
                 self.status
-                    .store(TaskStatus::Completed as u8, Ordering::Release);
+                    .store(TaskStatus::Completed.code(), Ordering::Release);
             }
             if let Some(signal) = &self.signal {
                 signal.notify();
@@ -152,8 +145,8 @@ impl Task {
     /// slice still decides the final status.
     pub fn mark_timed_out(&self) {
         let _ = self.status.compare_exchange(
-            TaskStatus::Waiting as u8,
-            TaskStatus::Timeout as u8,
+            TaskStatus::Waiting.code(),
+            TaskStatus::Timeout.code(),
             Ordering::AcqRel,
             Ordering::Acquire,
         );
@@ -161,7 +154,9 @@ impl Task {
 
     /// Current status and transferred bytes.
     pub fn status(&self) -> (TaskStatus, u64) {
-        let status = TaskStatus::from_u8(self.status.load(Ordering::Acquire));
+        // Only Waiting, Completed, Timeout and Failed are ever stored.
+        let status = TaskStatus::from_code(self.status.load(Ordering::Acquire))
+            .unwrap_or(TaskStatus::Waiting);
         (status, self.transferred.load(Ordering::Relaxed))
     }
 }

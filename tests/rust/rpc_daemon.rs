@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use mooncake::error::ErrorKind as TeErrorKind;
 use mooncake::runtime::conn_threads::ConnLimits;
 use mooncake::te::rpc::{Frame, MsgType, RpcClient, RpcHandler, RpcServer};
 use mooncake::Error;
@@ -393,7 +394,7 @@ fn stop_is_prompt_idempotent_and_refuses_new_connections() {
     assert!(read_all(&mut idle).is_empty());
     wait_until("listener to close", || client().probe(HOST, port).is_err());
     let err = client().probe(HOST, port).unwrap_err();
-    assert!(matches!(err, Error::Socket(_)), "{err:?}");
+    assert_eq!(err.kind(), TeErrorKind::Socket, "{err:?}");
 }
 
 #[test]
@@ -408,18 +409,18 @@ fn client_errors_map_to_upstream_kinds() {
         l.local_addr().unwrap().port()
     };
     let err = client().probe(HOST, port).unwrap_err();
-    assert!(matches!(err, Error::Socket(_)), "{err:?}");
+    assert_eq!(err.kind(), TeErrorKind::Socket, "{err:?}");
 
     // Wrong reply type.
     let (port, peer) = fake_peer(typed(1, b"{\"status\":\"success\"}\n"));
     let err = client().probe(HOST, port).unwrap_err();
-    assert!(matches!(err, Error::Socket(_)), "{err:?}");
+    assert_eq!(err.kind(), TeErrorKind::Socket, "{err:?}");
     peer.join().unwrap();
 
     // Untyped (legacy) reply to a typed request of another type.
     let (port, peer) = fake_peer(untyped(b"{\"status\":\"success\"}\n"));
     let err = client().probe(HOST, port).unwrap_err();
-    assert!(matches!(err, Error::Socket(_)), "{err:?}");
+    assert_eq!(err.kind(), TeErrorKind::Socket, "{err:?}");
     peer.join().unwrap();
 
     // Short reply.
@@ -427,7 +428,7 @@ fn client_errors_map_to_upstream_kinds() {
     short.extend_from_slice(&[3, b'{']);
     let (port, peer) = fake_peer(short);
     let err = client().probe(HOST, port).unwrap_err();
-    assert!(matches!(err, Error::Socket(_)), "{err:?}");
+    assert_eq!(err.kind(), TeErrorKind::Socket, "{err:?}");
     peer.join().unwrap();
 
     // Malformed reply JSON.
@@ -455,7 +456,7 @@ fn client_errors_map_to_upstream_kinds() {
     let err = RpcClient::new(Duration::from_secs(5), 64)
         .probe(HOST, port)
         .unwrap_err();
-    assert!(matches!(err, Error::Socket(_)), "{err:?}");
+    assert_eq!(err.kind(), TeErrorKind::Socket, "{err:?}");
     peer.join().unwrap();
 }
 

@@ -7,7 +7,7 @@
 
 mod interop_common;
 
-use interop_common::te_support::{pattern, req, run};
+use interop_common::te_support::{pattern, req, run, served, Served};
 use interop_common::ChildGuard;
 use mooncake::config::Config;
 use mooncake::te::{Op, TaskStatus, TransferEngine, TransferRequest};
@@ -82,14 +82,13 @@ fn round_trip(e: &TransferEngine, target: i32, remote: u64, data: &[u8]) -> Vec<
 
 #[test]
 fn two_engines_on_one_host_copy_directly() {
-    let target = engine();
-    let initiator = engine();
-    let mut remote = vec![0u8; 8 * MIB as usize];
-    let raddr = remote.as_mut_ptr() as u64;
-    target
-        .register_memory(raddr, remote.len() as u64, "cpu:0", true)
-        .unwrap();
-    let id = initiator.open_segment(target.segment_name()).unwrap();
+    let Served {
+        target: _target,
+        initiator,
+        remote,
+        raddr,
+        id,
+    } = served(8 * MIB as usize, engine);
     let desc = initiator.segment_descriptor(id).unwrap();
     assert!(
         desc.same_host.is_some(),
@@ -314,14 +313,8 @@ fn a_target_killed_mid_transfer_fails_the_transfer_only() {
 
 #[test]
 fn one_submission_of_many_requests_fails_only_the_refused_ones() {
-    let target = engine();
-    let initiator = engine();
-    let mut remote = vec![0u8; 4 * MIB as usize];
-    let raddr = remote.as_mut_ptr() as u64;
-    target
-        .register_memory(raddr, remote.len() as u64, "cpu:0", true)
-        .unwrap();
-    let id = initiator.open_segment(target.segment_name()).unwrap();
+    let peer = served(4 * MIB as usize, engine);
+    let (initiator, raddr, id) = (&peer.initiator, peer.raddr, peer.id);
     let mut local = pattern(4 * MIB as usize, 11);
     let laddr = local.as_mut_ptr() as u64;
     initiator
@@ -353,7 +346,7 @@ fn one_submission_of_many_requests_fails_only_the_refused_ones() {
     initiator.free_batch(batch).unwrap();
     for i in (0..64usize).filter(|i| i % 10 != 9) {
         let r = i * block as usize..(i + 1) * block as usize;
-        assert_eq!(remote[r.clone()], local[r], "block {i}");
+        assert_eq!(peer.remote[r.clone()], local[r], "block {i}");
     }
     local.clear();
 }

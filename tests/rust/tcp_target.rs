@@ -51,6 +51,15 @@ fn connect(port: u16) -> TcpStream {
     s
 }
 
+/// Sends a v2 write of `data` to `addr` and reads the 8-byte answer.
+fn write(s: &mut TcpStream, addr: u64, data: &[u8]) -> [u8; 8] {
+    s.write_all(&header(data.len() as u64, addr, 0x81)).unwrap();
+    s.write_all(data).unwrap();
+    let mut answer = [0u8; 8];
+    s.read_exact(&mut answer).unwrap();
+    answer
+}
+
 /// Whether the peer closed the connection (after whatever it still had to say).
 fn closed(s: &mut TcpStream) -> bool {
     let mut rest = Vec::new();
@@ -62,11 +71,7 @@ fn v2_write_ack_and_read_reply_are_byte_exact() {
     let t = target();
     let base = t.mem.as_ptr() as u64;
     let mut s = connect(t.port);
-    s.write_all(&header(4, base + 8, 0x81)).unwrap();
-    s.write_all(b"abcd").unwrap();
-    let mut ack = [0u8; 8];
-    s.read_exact(&mut ack).unwrap();
-    assert_eq!(ack, OK);
+    assert_eq!(write(&mut s, base + 8, b"abcd"), OK);
     assert_eq!(&t.mem[8..12], b"abcd");
     s.write_all(&header(4, base + 8, 0x80)).unwrap();
     let mut reply = [0u8; 12];
@@ -129,11 +134,7 @@ fn hostile_peers_fail_only_their_connection() {
     partial_header.write_all(&[1, 2, 3]).unwrap();
 
     let mut good = connect(t.port);
-    good.write_all(&header(3, base + 100, 0x81)).unwrap();
-    good.write_all(b"xyz").unwrap();
-    let mut ack = [0u8; 8];
-    good.read_exact(&mut ack).unwrap();
-    assert_eq!(ack, OK);
+    assert_eq!(write(&mut good, base + 100, b"xyz"), OK);
     assert_eq!(&t.mem[100..103], b"xyz");
     assert!(closed(&mut garbage));
 }

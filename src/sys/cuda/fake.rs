@@ -4,6 +4,7 @@
 //! registration) run on machines without a GPU.
 
 use super::gpu::{Gpu, GpuError};
+use crate::sys::memmove::memmove;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::os::fd::RawFd;
@@ -68,13 +69,7 @@ impl Gpu for FakeGpu {
         self.bytes.fetch_add(len, Ordering::Relaxed);
         // SAFETY: the caller guarantees both ranges are valid for `len` bytes (device
         // ranges here are host memory).
-        unsafe {
-            std::ptr::copy(
-                src as usize as *const u8,
-                dst as usize as *mut u8,
-                len as usize,
-            )
-        };
+        unsafe { memmove(dst, src, len) };
         Ok(())
     }
 

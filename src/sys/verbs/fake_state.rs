@@ -3,6 +3,7 @@
 //! finding the region a key covers, carrying out one RDMA request.
 
 use super::{wc, Completion, RdmaOp, WorkRequest};
+use crate::sys::memmove::memmove;
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::RawFd;
 
@@ -140,12 +141,6 @@ pub(super) fn execute(
     };
     // SAFETY: both ranges are inside registered regions of this process, which the
     // registrants keep mapped while registered (the same contract as real verbs).
-    unsafe {
-        std::ptr::copy(
-            src as usize as *const u8,
-            dst as usize as *mut u8,
-            len as usize,
-        )
-    };
+    unsafe { memmove(dst, src, len) };
     wc::SUCCESS
 }

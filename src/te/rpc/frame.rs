@@ -77,7 +77,7 @@ impl Frame {
         let mut out = Vec::with_capacity(LEN_BYTES + 1 + self.json.len());
         out.extend_from_slice(&self.length_field().to_le_bytes());
         if !self.legacy {
-            out.push(self.msg_type.as_u8());
+            out.push(self.msg_type.code());
         }
         out.extend_from_slice(&self.json);
         out
@@ -90,7 +90,8 @@ impl Frame {
     }
 
     /// Reads one frame. The length is validated (`1 ..= max_len`) before anything is
-    /// allocated; a bad length, a short read or a read error is an [`Error::Socket`].
+    /// allocated; a bad length, a short read or a read error is a socket error
+    /// ([`ErrorKind::Socket`](crate::error::ErrorKind::Socket)).
     pub fn read_from<R: Read>(reader: &mut R, max_len: u64) -> Result<Frame> {
         let mut len_buf = [0u8; LEN_BYTES];
         reader
@@ -106,7 +107,7 @@ impl Frame {
         reader
             .read_exact(&mut first)
             .map_err(|e| Error::socket("reading RPC frame body", e))?;
-        let (msg_type, legacy, rest) = match MsgType::from_u8(first[0]) {
+        let (msg_type, legacy, rest) = match MsgType::from_code(first[0]) {
             Some(t) => (t, false, len - 1),
             None => (MsgType::Connection, true, len - 1),
         };
@@ -207,6 +208,7 @@ impl Read for DeadlineReader<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorKind;
     use proptest::prelude::*;
     use serde_json::json;
 
@@ -247,10 +249,8 @@ mod tests {
     #[test]
     fn rejects_bad_lengths_and_truncation() {
         let zero = 0u64.to_le_bytes();
-        assert!(matches!(
-            Frame::read_from(&mut &zero[..], 16),
-            Err(Error::Socket(_))
-        ));
+        let err = Frame::read_from(&mut &zero[..], 16).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Socket);
         let mut big = 17u64.to_le_bytes().to_vec();
         big.extend_from_slice(&[3; 17]);
         assert!(Frame::read_from(&mut &big[..], 16).is_err());
@@ -302,7 +302,7 @@ mod tests {
 
         #[test]
         fn typed_frames_round_trip(ty in 0u8..4, json in proptest::collection::vec(any::<u8>(), 0..200)) {
-            let f = Frame::typed(MsgType::from_u8(ty).unwrap(), json);
+            let f = Frame::typed(MsgType::from_code(ty).unwrap(), json);
             let bytes = f.encode();
             prop_assert_eq!(Frame::read_from(&mut &bytes[..], DEFAULT_MAX_FRAME_LEN).unwrap(), f);
         }

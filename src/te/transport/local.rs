@@ -5,6 +5,7 @@
 use crate::error::{Error, Result};
 use crate::metadata::SegmentDesc;
 use crate::sys::cuda::GpuError;
+use crate::sys::memmove::memmove;
 use crate::te::batch::Task;
 use crate::te::memory::MemoryRegistry;
 use crate::te::transport::request::Op;
@@ -43,7 +44,7 @@ pub fn copy(memory: &MemoryRegistry, op: Op, local: u64, target: u64, len: u64) 
     }
     // SAFETY: the target range is inside a pinned registered region; the local
     // range is the caller's buffer (upstream contract). `copy` tolerates overlap.
-    unsafe { std::ptr::copy(src as usize as *const u8, dst as usize as *mut u8, len) };
+    unsafe { memmove(dst, src, len as u64) };
     Ok(())
 }
 
@@ -58,14 +59,8 @@ pub unsafe fn copy_bytes(dst: u64, src: u64, len: u64) -> std::result::Result<()
             return gpu.copy(dst, src, len);
         }
     }
-    // SAFETY: valid ranges per the contract; `copy` tolerates overlap.
-    unsafe {
-        std::ptr::copy(
-            src as usize as *const u8,
-            dst as usize as *mut u8,
-            len as usize,
-        )
-    };
+    // SAFETY: valid ranges per the contract; `memmove` tolerates overlap.
+    unsafe { memmove(dst, src, len) };
     Ok(())
 }
 

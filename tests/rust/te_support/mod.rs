@@ -69,3 +69,50 @@ pub fn run(e: &TransferEngine, reqs: &[TransferRequest]) -> Vec<TaskStatus> {
     e.free_batch(batch).unwrap();
     st
 }
+
+/// A target engine serving registered zero bytes, and an initiator that opened its
+/// segment.
+pub struct Served {
+    /// The engine whose memory is written and read.
+    pub target: TransferEngine,
+    /// The engine that moves data, with the target's segment open.
+    pub initiator: TransferEngine,
+    /// The target's registered buffer.
+    pub remote: Vec<u8>,
+    /// `remote`'s address.
+    pub raddr: u64,
+    /// The target's segment id at the initiator.
+    pub id: i32,
+}
+
+/// Two engines from `engine`, the target serving `len` bytes.
+pub fn served(len: usize, engine: impl Fn() -> TransferEngine) -> Served {
+    let target = engine();
+    let initiator = engine();
+    let mut remote = vec![0u8; len];
+    let raddr = remote.as_mut_ptr() as u64;
+    target
+        .register_memory(raddr, remote.len() as u64, "cpu:0", true)
+        .unwrap();
+    let id = initiator.open_segment(target.segment_name()).unwrap();
+    Served {
+        target,
+        initiator,
+        remote,
+        raddr,
+        id,
+    }
+}
+
+/// The expected status of each of `tasks` tasks: those `bad` picks fail.
+pub fn failing(tasks: u64, bad: impl Fn(u64) -> bool) -> Vec<TaskStatus> {
+    (0..tasks)
+        .map(|i| {
+            if bad(i) {
+                TaskStatus::Failed
+            } else {
+                TaskStatus::Completed
+            }
+        })
+        .collect()
+}

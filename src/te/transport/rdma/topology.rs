@@ -7,6 +7,7 @@ use super::error::RdmaError;
 use super::stl_order;
 use crate::config::RdmaConfig;
 use crate::error::{Error, Result};
+use crate::metadata::json;
 use crate::sys::verbs::Verbs;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -63,16 +64,12 @@ impl Topology {
     /// Parses upstream's JSON; every value must be an array of exactly two arrays of
     /// names (otherwise `-103`, as upstream).
     pub fn parse(json: &str) -> Result<Topology> {
-        let value: Value = serde_json::from_str(json)
-            .map_err(|e| Error::MalformedJson(format!("topology: {e}")))?;
-        Topology::from_value(&value)
+        Topology::from_value(&json::parse(json.as_bytes(), "topology")?)
     }
 
     /// [`Topology::parse`] on a parsed value.
     pub fn from_value(value: &Value) -> Result<Topology> {
-        let obj = value
-            .as_object()
-            .ok_or_else(|| Error::MalformedJson("topology is not an object".into()))?;
+        let obj = json::object(value, "topology")?;
         let mut entries = BTreeMap::new();
         for (location, v) in obj {
             let lists = v.as_array().filter(|a| a.len() == 2).ok_or_else(|| {
