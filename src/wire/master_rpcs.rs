@@ -6,7 +6,9 @@
 //! one result per element of argument `k`; `[long]`: a bare `long`; `[map]`: an
 //! `unordered_map` returned as pairs; `, default` when the trait answers
 //! `NOT_SUPPORTED` unless a master implements it), and its Rust signature on
-//! [`MasterApi`] or [`DiskTierApi`]. [`master_rpcs!`] hands the whole table to a
+//! [`MasterApi`] or [`DiskTierApi`]. A `writes` group names the four rows (start,
+//! end, revoke, batch start) that the `Put*` and `Upsert*` families share but for
+//! their names. [`master_rpcs!`] hands the whole table to a
 //! macro of the caller's, which turns it into the `Method` enum, the codec's marker
 //! types, the two traits, the client stubs, the dispatch arms, the leader-following
 //! forwarder and the master's counting wrappers.
@@ -109,49 +111,15 @@ macro_rules! master_rpcs {
                 tenant: &str
             ) -> MasterResult<Vec<(String, Vec<ReplicaDescriptor>)>>;
         }
-        master {
+        writes {
             /// `PutStart`: allocates replicas (PROCESSING).
-            PutStart: (Uuid, String, u64, ReplicateConfig, String)
-                => Expected<Vec<ReplicaDescriptor>>;
-            [one] fn put_start(
-                client: Uuid,
-                key: &str,
-                len: u64,
-                config: &ReplicateConfig,
-                tenant: &str
-            ) -> MasterResult<Vec<ReplicaDescriptor>>;
-        }
-        master {
+            PutStart put_start;
             /// `PutEnd`: replicas become COMPLETE.
-            PutEnd: (Uuid, ObjectMeta, ReplicaType, String) => Expected<()>;
-            [one] fn put_end(
-                client: Uuid,
-                meta: &ObjectMeta,
-                kind: ReplicaType,
-                tenant: &str
-            ) -> MasterResult<()>;
-        }
-        master {
+            PutEnd put_end;
             /// `PutRevoke`: drops PROCESSING replicas.
-            PutRevoke: (Uuid, String, ReplicaType, String) => Expected<()>;
-            [one] fn put_revoke(
-                client: Uuid,
-                key: &str,
-                kind: ReplicaType,
-                tenant: &str
-            ) -> MasterResult<()>;
-        }
-        master {
+            PutRevoke put_revoke;
             /// `BatchPutStart`.
-            BatchPutStart: (Uuid, Vec<String>, Vec<u64>, ReplicateConfig, String)
-                => Vec<Expected<Vec<ReplicaDescriptor>>>;
-            [batch keys] fn batch_put_start(
-                client: Uuid,
-                keys: &[String],
-                lens: &[u64],
-                config: &ReplicateConfig,
-                tenant: &str
-            ) -> MasterResult<Vec<MasterResult<Vec<ReplicaDescriptor>>>>;
+            BatchPutStart batch_put_start;
         }
         master {
             /// `BatchPutEnd`.
@@ -173,49 +141,15 @@ macro_rules! master_rpcs {
                 tenant: &str
             ) -> MasterResult<Vec<MasterResult<()>>>;
         }
-        master {
+        writes {
             /// `UpsertStart`: insert or replace (in place when the size is unchanged).
-            UpsertStart: (Uuid, String, u64, ReplicateConfig, String)
-                => Expected<Vec<ReplicaDescriptor>>;
-            [one] fn upsert_start(
-                client: Uuid,
-                key: &str,
-                len: u64,
-                config: &ReplicateConfig,
-                tenant: &str
-            ) -> MasterResult<Vec<ReplicaDescriptor>>;
-        }
-        master {
+            UpsertStart upsert_start;
             /// `UpsertEnd`.
-            UpsertEnd: (Uuid, ObjectMeta, ReplicaType, String) => Expected<()>;
-            [one] fn upsert_end(
-                client: Uuid,
-                meta: &ObjectMeta,
-                kind: ReplicaType,
-                tenant: &str
-            ) -> MasterResult<()>;
-        }
-        master {
+            UpsertEnd upsert_end;
             /// `UpsertRevoke`.
-            UpsertRevoke: (Uuid, String, ReplicaType, String) => Expected<()>;
-            [one] fn upsert_revoke(
-                client: Uuid,
-                key: &str,
-                kind: ReplicaType,
-                tenant: &str
-            ) -> MasterResult<()>;
-        }
-        master {
+            UpsertRevoke upsert_revoke;
             /// `BatchUpsertStart`.
-            BatchUpsertStart: (Uuid, Vec<String>, Vec<u64>, ReplicateConfig, String)
-                => Vec<Expected<Vec<ReplicaDescriptor>>>;
-            [batch keys] fn batch_upsert_start(
-                client: Uuid,
-                keys: &[String],
-                lens: &[u64],
-                config: &ReplicateConfig,
-                tenant: &str
-            ) -> MasterResult<Vec<MasterResult<Vec<ReplicaDescriptor>>>>;
+            BatchUpsertStart batch_upsert_start;
         }
         master {
             /// `BatchUpsertEnd` (upstream's takes no replica type; it means every kind).
@@ -403,6 +337,63 @@ macro_rules! master_rpcs {
         tier $row:tt $($rest:tt)*) => {
         $crate::wire::master_rpcs::master_rpcs! { @split $callback;
             all [$($a)* $row] master [$($m)*] tier [$($t)* $row]; $($rest)* }
+    };
+    // A `writes` group: the four master rows that `Put*` and `Upsert*` share, by name.
+    (@split $callback:ident; all [$($a:tt)*] master [$($m:tt)*] tier [$($t:tt)*];
+        writes {
+            $(#[$start_doc:meta])* $Start:ident $start:ident;
+            $(#[$end_doc:meta])* $End:ident $end:ident;
+            $(#[$revoke_doc:meta])* $Revoke:ident $revoke:ident;
+            $(#[$batch_doc:meta])* $BatchStart:ident $batch_start:ident;
+        } $($rest:tt)*) => {
+        $crate::wire::master_rpcs::master_rpcs! { @split $callback;
+            all [$($a)*] master [$($m)*] tier [$($t)*];
+            master {
+                $(#[$start_doc])*
+                $Start: (Uuid, String, u64, ReplicateConfig, String)
+                    => Expected<Vec<ReplicaDescriptor>>;
+                [one] fn $start(
+                    client: Uuid,
+                    key: &str,
+                    len: u64,
+                    config: &ReplicateConfig,
+                    tenant: &str
+                ) -> MasterResult<Vec<ReplicaDescriptor>>;
+            }
+            master {
+                $(#[$end_doc])*
+                $End: (Uuid, ObjectMeta, ReplicaType, String) => Expected<()>;
+                [one] fn $end(
+                    client: Uuid,
+                    meta: &ObjectMeta,
+                    kind: ReplicaType,
+                    tenant: &str
+                ) -> MasterResult<()>;
+            }
+            master {
+                $(#[$revoke_doc])*
+                $Revoke: (Uuid, String, ReplicaType, String) => Expected<()>;
+                [one] fn $revoke(
+                    client: Uuid,
+                    key: &str,
+                    kind: ReplicaType,
+                    tenant: &str
+                ) -> MasterResult<()>;
+            }
+            master {
+                $(#[$batch_doc])*
+                $BatchStart: (Uuid, Vec<String>, Vec<u64>, ReplicateConfig, String)
+                    => Vec<Expected<Vec<ReplicaDescriptor>>>;
+                [batch keys] fn $batch_start(
+                    client: Uuid,
+                    keys: &[String],
+                    lens: &[u64],
+                    config: &ReplicateConfig,
+                    tenant: &str
+                ) -> MasterResult<Vec<MasterResult<Vec<ReplicaDescriptor>>>>;
+            }
+            $($rest)*
+        }
     };
     (@split $callback:ident; all [$($a:tt)*] master [$($m:tt)*] tier [$($t:tt)*];) => {
         $callback! { all [$($a)*] master [$($m)*] tier [$($t)*] }
