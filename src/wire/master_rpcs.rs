@@ -21,12 +21,14 @@
 /// `all [rows] master [rows] tier [rows]` (every RPC; the [`MasterApi`] ones; the
 /// [`DiskTierApi`] ones), each row a braced group:
 /// `{ #[doc] Name: (wire args) => wire result; [kind] fn name(args) -> result; }`.
+/// Tokens after `$callback` go before the table (`master_rpcs!(both_apis Type, ...)`).
 ///
 /// [`MasterApi`]: super::master_api::MasterApi
 /// [`DiskTierApi`]: super::disk_tier_api::DiskTierApi
 macro_rules! master_rpcs {
-    ($callback:ident) => {
-        $crate::wire::master_rpcs::master_rpcs! { @split $callback; all [] master [] tier [];
+    ($callback:ident $($pre:tt)*) => {
+        $crate::wire::master_rpcs::master_rpcs! { @split $callback [$($pre)*];
+            all [] master [] tier [];
         master {
             /// `ServiceReady`: the service version ("2.0.0").
             ServiceReady: () => Expected<String>;
@@ -328,25 +330,25 @@ macro_rules! master_rpcs {
         }
         }
     };
-    (@split $callback:ident; all [$($a:tt)*] master [$($m:tt)*] tier [$($t:tt)*];
+    (@split $callback:ident $pre:tt; all [$($a:tt)*] master [$($m:tt)*] tier [$($t:tt)*];
         master $row:tt $($rest:tt)*) => {
-        $crate::wire::master_rpcs::master_rpcs! { @split $callback;
+        $crate::wire::master_rpcs::master_rpcs! { @split $callback $pre;
             all [$($a)* $row] master [$($m)* $row] tier [$($t)*]; $($rest)* }
     };
-    (@split $callback:ident; all [$($a:tt)*] master [$($m:tt)*] tier [$($t:tt)*];
+    (@split $callback:ident $pre:tt; all [$($a:tt)*] master [$($m:tt)*] tier [$($t:tt)*];
         tier $row:tt $($rest:tt)*) => {
-        $crate::wire::master_rpcs::master_rpcs! { @split $callback;
+        $crate::wire::master_rpcs::master_rpcs! { @split $callback $pre;
             all [$($a)* $row] master [$($m)*] tier [$($t)* $row]; $($rest)* }
     };
     // A `writes` group: the four master rows that `Put*` and `Upsert*` share, by name.
-    (@split $callback:ident; all [$($a:tt)*] master [$($m:tt)*] tier [$($t:tt)*];
+    (@split $callback:ident $pre:tt; all [$($a:tt)*] master [$($m:tt)*] tier [$($t:tt)*];
         writes {
             $(#[$start_doc:meta])* $Start:ident $start:ident;
             $(#[$end_doc:meta])* $End:ident $end:ident;
             $(#[$revoke_doc:meta])* $Revoke:ident $revoke:ident;
             $(#[$batch_doc:meta])* $BatchStart:ident $batch_start:ident;
         } $($rest:tt)*) => {
-        $crate::wire::master_rpcs::master_rpcs! { @split $callback;
+        $crate::wire::master_rpcs::master_rpcs! { @split $callback $pre;
             all [$($a)*] master [$($m)*] tier [$($t)*];
             master {
                 $(#[$start_doc])*
@@ -395,8 +397,9 @@ macro_rules! master_rpcs {
             $($rest)*
         }
     };
-    (@split $callback:ident; all [$($a:tt)*] master [$($m:tt)*] tier [$($t:tt)*];) => {
-        $callback! { all [$($a)*] master [$($m)*] tier [$($t)*] }
+    (@split $callback:ident [$($pre:tt)*];
+        all [$($a:tt)*] master [$($m:tt)*] tier [$($t:tt)*];) => {
+        $callback! { $($pre)* all [$($a)*] master [$($m)*] tier [$($t)*] }
     };
 }
 
@@ -420,5 +423,30 @@ macro_rules! trait_method {
     };
 }
 
+/// Implements [`MasterApi`] and [`DiskTierApi`] for `$ty` from the table, as a
+/// [`master_rpcs!`] callback: every row through `$row!`, `disk_tier` answering
+/// `Some(self)`, and the other [`MasterApi`] methods in `$extra` (the caller imports
+/// both traits).
+///
+/// [`MasterApi`]: super::master_api::MasterApi
+/// [`DiskTierApi`]: super::disk_tier_api::DiskTierApi
+macro_rules! both_apis {
+    ($ty:ty, $row:ident, { $($extra:tt)* }
+        all [$($all:tt)*] master [$($master:tt)*] tier [$($tier:tt)*]) => {
+        impl MasterApi for $ty {
+            fn disk_tier(&self) -> Option<&dyn DiskTierApi> {
+                Some(self)
+            }
+            $($extra)*
+            $($row!($master);)*
+        }
+
+        impl DiskTierApi for $ty {
+            $($row!($tier);)*
+        }
+    };
+}
+
+pub(crate) use both_apis;
 pub(crate) use master_rpcs;
 pub(crate) use trait_method;
