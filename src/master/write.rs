@@ -22,7 +22,6 @@ use crate::wire::master_api::{
 const DFS_SERVICE_UNAVAILABLE: ErrorCode = ErrorCode(-1601);
 
 /// What a validated Start request carries into allocation.
-#[derive(Clone)]
 struct StartArgs {
     pin: PendingPin,
     group: String,
@@ -38,6 +37,8 @@ struct Start<'a> {
     c: &'a ReplicateConfig,
     /// When the attempt began.
     now: u64,
+    /// What the request's checks made of it.
+    args: &'a StartArgs,
 }
 
 /// Per-key results of a batch Start.
@@ -130,7 +131,7 @@ impl Writes {
         shard: &mut ShardGuard<'_>,
         s: &Start<'_>,
         hard_pin: bool,
-        args: StartArgs,
+        args: &StartArgs,
         soft_pin: Option<u64>,
         replicas: Replicas,
     ) -> MasterResult<Vec<ReplicaDescriptor>> {
@@ -172,6 +173,7 @@ impl Writes {
                 len,
                 c,
                 now: self.t.now(),
+                args: &args,
             };
             let mut shard = self.t.objects.lock_key(s.tenant, key);
             drop_dead_replicas(
@@ -182,11 +184,10 @@ impl Writes {
                 s.now,
                 self.t.lease_ns,
             );
-            let args = args.clone();
             if upsert {
-                self.upsert_start_attempt(&s, shard, args)
+                self.upsert_start_attempt(&s, shard)
             } else {
-                self.put_start_attempt(&s, shard, args)
+                self.put_start_attempt(&s, shard)
             }
         })
     }
@@ -196,7 +197,6 @@ impl Writes {
         &self,
         s: &Start<'_>,
         mut shard: ShardGuard<'_>,
-        args: StartArgs,
     ) -> MasterResult<Vec<ReplicaDescriptor>> {
         if let Some(o) = shard.get_mut(s.tenant, s.key) {
             if o.has_complete() || o.put_start.saturating_add(self.t.discard_ns) >= s.now {
@@ -212,7 +212,7 @@ impl Writes {
             self.eviction.discard(bufs, release_at);
         }
         let replicas = self.t.allocate_replicas(s.client, s.key, s.len, s.c)?;
-        Self::insert_allocated(&mut shard, s, s.c.with_hard_pin, args, None, replicas)
+        Self::insert_allocated(&mut shard, s, s.c.with_hard_pin, s.args, None, replicas)
     }
 
     /// `PutEnd` / `UpsertEnd`. Each end that completes a write is announced as a KV
@@ -317,12 +317,11 @@ impl Writes {
         &self,
         s: &Start<'_>,
         mut shard: ShardGuard<'_>,
-        args: StartArgs,
     ) -> MasterResult<Vec<ReplicaDescriptor>> {
         let release_at = s.now.saturating_add(self.t.release_ns);
         let mut kept_pin = None;
         if let Some(o) = shard.get_mut(s.tenant, s.key) {
-            if s.c.group_ids.is_some() && o.group_id() != args.group {
+            if s.c.group_ids.is_some() && o.group_id() != s.args.group {
                 return Err(ErrorCode::INVALID_PARAMS);
             }
             if o.any_processing() {
@@ -353,7 +352,7 @@ impl Writes {
                 &mut shard,
                 s,
                 s.c.with_hard_pin,
-                args,
+                s.args,
                 kept_pin,
                 replicas,
             );
@@ -371,7 +370,7 @@ impl Writes {
                     r.status = ReplicaStatus::Processing;
                 }
             }
-            o.set_pending_pin(Some(args.pin));
+            o.set_pending_pin(Some(s.args.pin));
             return Ok(o.replicas.iter().map(Replica::descriptor).collect());
         }
         // Different size: allocate afresh, keeping the pins and the group, then park
@@ -380,7 +379,7 @@ impl Writes {
         merged.with_hard_pin = s.c.with_hard_pin || o.hard_pin();
         let pin = o.soft_pin().filter(|d| *d > s.now);
         let args = StartArgs {
-            pin: args.pin,
+            pin: s.args.pin,
             group: o.group_id().to_string(),
         };
         let replicas = self.t.allocate_replicas(s.client, s.key, s.len, &merged)?;
@@ -390,7 +389,7 @@ impl Writes {
                 release_at,
             );
         }
-        Self::insert_allocated(&mut shard, s, merged.with_hard_pin, args, pin, replicas)
+        Self::insert_allocated(&mut shard, s, merged.with_hard_pin, &args, pin, replicas)
     }
 
     /// `BatchPutStart`, or `BatchUpsertStart` when `upsert`: [`Writes::start_one`] for
