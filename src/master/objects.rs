@@ -24,6 +24,7 @@ use super::ha::record::Record;
 use super::object::Object;
 use super::replica::Replica;
 use super::segments::Buffer;
+use crate::wire::master_api::{ErrorCode, MasterResult};
 
 /// Number of shards.
 pub(crate) const NUM_SHARDS: usize = 1024;
@@ -187,6 +188,11 @@ impl ShardGuard<'_> {
     pub fn get_mut(&mut self, tenant: &str, key: &str) -> Option<&mut Object> {
         self.mark_changed(tenant, key);
         self.get_for_lease(tenant, key)
+    }
+
+    /// [`ShardGuard::get_mut`], a missing object being `OBJECT_NOT_FOUND`.
+    pub fn existing_mut(&mut self, tenant: &str, key: &str) -> MasterResult<&mut Object> {
+        self.get_mut(tenant, key).ok_or(ErrorCode::OBJECT_NOT_FOUND)
     }
 
     /// The object at (tenant, key), mutably, for changes that are not replicated:

@@ -224,9 +224,7 @@ impl DiskTier {
         }
         let tenant = self.t.tenant(tenant);
         let mut shard = self.t.objects.lock_key(tenant, key);
-        let o = shard
-            .get_mut(tenant, key)
-            .ok_or(ErrorCode::OBJECT_NOT_FOUND)?;
+        let o = shard.existing_mut(tenant, key)?;
         // No shared-file-system (DISK) replicas here.
         if kind == ReplicaType::Disk || o.drop_disk_replicas(|r| r.disk.client == client) == 0 {
             return Err(ErrorCode::REPLICA_NOT_FOUND);

@@ -99,9 +99,7 @@ impl Promotions {
         let tenant = self.t.tenant(tenant);
         let now = self.t.now();
         let mut shard = self.t.objects.lock_key(tenant, key);
-        let o = shard
-            .get_mut(tenant, key)
-            .ok_or(ErrorCode::OBJECT_NOT_FOUND)?;
+        let o = shard.existing_mut(tenant, key)?;
         if !o.replicas.is_empty() {
             return Err(ErrorCode::OBJECT_ALREADY_EXISTS);
         }
@@ -141,9 +139,7 @@ impl Promotions {
     ) -> MasterResult<()> {
         let tenant = self.t.tenant(tenant);
         let mut shard = self.t.objects.lock_key(tenant, key);
-        let o = shard
-            .get_mut(tenant, key)
-            .ok_or(ErrorCode::OBJECT_NOT_FOUND)?;
+        let o = shard.existing_mut(tenant, key)?;
         if o.client != client || !o.any_processing() {
             return Err(ErrorCode::INVALID_WRITE);
         }

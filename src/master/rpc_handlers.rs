@@ -21,6 +21,57 @@ pub(super) fn each<T, R>(
     Ok(items.iter().map(one).collect())
 }
 
+/// The `Put*` and `Upsert*` handlers that differ only in whether a start may
+/// replace the object (`upsert`): start, end, revoke and batch start.
+macro_rules! write_handlers {
+    ($upsert:literal: $start:ident, $end:ident, $revoke:ident, $batch_start:ident) => {
+        fn $start(
+            &self,
+            client: Uuid,
+            key: &str,
+            len: u64,
+            config: &ReplicateConfig,
+            tenant: &str,
+        ) -> MasterResult<Vec<ReplicaDescriptor>> {
+            self.writes
+                .start_one($upsert, client, key, len, config, tenant)
+        }
+
+        fn $end(
+            &self,
+            client: Uuid,
+            meta: &ObjectMeta,
+            kind: ReplicaType,
+            tenant: &str,
+        ) -> MasterResult<()> {
+            self.writes.put_end_one(client, meta, kind, tenant)
+        }
+
+        fn $revoke(
+            &self,
+            client: Uuid,
+            key: &str,
+            kind: ReplicaType,
+            tenant: &str,
+        ) -> MasterResult<()> {
+            self.writes.put_revoke_one(client, key, kind, tenant)
+        }
+
+        fn $batch_start(
+            &self,
+            client: Uuid,
+            keys: &[String],
+            lens: &[u64],
+            config: &ReplicateConfig,
+            tenant: &str,
+        ) -> MasterResult<Vec<MasterResult<Vec<ReplicaDescriptor>>>> {
+            Ok(self
+                .writes
+                .batch_start($upsert, client, keys, lens, config, tenant))
+        }
+    };
+}
+
 impl MasterHandlers for MasterService {
     fn service_ready(&self) -> MasterResult<String> {
         Ok(SERVICE_VERSION.to_string())
@@ -159,50 +210,7 @@ impl MasterHandlers for MasterService {
         }
     }
 
-    fn put_start(
-        &self,
-        client: Uuid,
-        key: &str,
-        len: u64,
-        config: &ReplicateConfig,
-        tenant: &str,
-    ) -> MasterResult<Vec<ReplicaDescriptor>> {
-        self.writes
-            .start_one(false, client, key, len, config, tenant)
-    }
-
-    fn put_end(
-        &self,
-        client: Uuid,
-        meta: &ObjectMeta,
-        kind: ReplicaType,
-        tenant: &str,
-    ) -> MasterResult<()> {
-        self.writes.put_end_one(client, meta, kind, tenant)
-    }
-
-    fn put_revoke(
-        &self,
-        client: Uuid,
-        key: &str,
-        kind: ReplicaType,
-        tenant: &str,
-    ) -> MasterResult<()> {
-        self.writes.put_revoke_one(client, key, kind, tenant)
-    }
-
-    fn batch_put_start(
-        &self,
-        client: Uuid,
-        keys: &[String],
-        lens: &[u64],
-        config: &ReplicateConfig,
-        tenant: &str,
-    ) -> MasterResult<Vec<MasterResult<Vec<ReplicaDescriptor>>>> {
-        Ok(self
-            .writes
-            .batch_start(false, client, keys, lens, config, tenant))
-    }
+    write_handlers!(false: put_start, put_end, put_revoke, batch_put_start);
 
     fn batch_put_end(
         &self,
@@ -226,50 +234,7 @@ impl MasterHandlers for MasterService {
         })
     }
 
-    fn upsert_start(
-        &self,
-        client: Uuid,
-        key: &str,
-        len: u64,
-        config: &ReplicateConfig,
-        tenant: &str,
-    ) -> MasterResult<Vec<ReplicaDescriptor>> {
-        self.writes
-            .start_one(true, client, key, len, config, tenant)
-    }
-
-    fn upsert_end(
-        &self,
-        client: Uuid,
-        meta: &ObjectMeta,
-        kind: ReplicaType,
-        tenant: &str,
-    ) -> MasterResult<()> {
-        self.writes.put_end_one(client, meta, kind, tenant)
-    }
-
-    fn upsert_revoke(
-        &self,
-        client: Uuid,
-        key: &str,
-        kind: ReplicaType,
-        tenant: &str,
-    ) -> MasterResult<()> {
-        self.writes.put_revoke_one(client, key, kind, tenant)
-    }
-
-    fn batch_upsert_start(
-        &self,
-        client: Uuid,
-        keys: &[String],
-        lens: &[u64],
-        config: &ReplicateConfig,
-        tenant: &str,
-    ) -> MasterResult<Vec<MasterResult<Vec<ReplicaDescriptor>>>> {
-        Ok(self
-            .writes
-            .batch_start(true, client, keys, lens, config, tenant))
-    }
+    write_handlers!(true: upsert_start, upsert_end, upsert_revoke, batch_upsert_start);
 
     fn batch_upsert_end(
         &self,

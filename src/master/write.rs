@@ -22,10 +22,23 @@ use crate::wire::master_api::{
 const DFS_SERVICE_UNAVAILABLE: ErrorCode = ErrorCode(-1601);
 
 /// What a validated Start request carries into allocation.
-#[derive(Clone)]
 struct StartArgs {
     pin: PendingPin,
     group: String,
+}
+
+/// One attempt of a Start request, as its placement sees it.
+struct Start<'a> {
+    client: Uuid,
+    /// The tenant as the tables name it.
+    tenant: &'a str,
+    key: &'a str,
+    len: u64,
+    c: &'a ReplicateConfig,
+    /// When the attempt began.
+    now: u64,
+    /// What the request's checks made of it.
+    args: &'a StartArgs,
 }
 
 /// Per-key results of a batch Start.
@@ -112,31 +125,26 @@ impl Writes {
         Ok(StartArgs { pin, group })
     }
 
-    /// Inserts a fresh PROCESSING object on `replicas`; returns its descriptors.
-    #[allow(clippy::too_many_arguments)]
+    /// Inserts a fresh PROCESSING object for `s` on `replicas`; returns its
+    /// descriptors.
     fn insert_allocated(
-        &self,
         shard: &mut ShardGuard<'_>,
-        client: Uuid,
-        tenant: &str,
-        key: &str,
-        len: u64,
-        c: &ReplicateConfig,
-        args: StartArgs,
+        s: &Start<'_>,
+        hard_pin: bool,
+        args: &StartArgs,
         soft_pin: Option<u64>,
-        now: u64,
         replicas: Replicas,
     ) -> MasterResult<Vec<ReplicaDescriptor>> {
         let descs = replicas.iter().map(Replica::descriptor).collect();
         shard.insert(
-            tenant,
-            key,
+            s.tenant,
+            s.key,
             Object::new(
-                client,
-                now,
-                len,
+                s.client,
+                s.now,
+                s.len,
                 replicas,
-                c.with_hard_pin,
+                hard_pin,
                 soft_pin,
                 args.pin,
                 &args.group,
@@ -158,53 +166,53 @@ impl Writes {
     ) -> MasterResult<Vec<ReplicaDescriptor>> {
         let args = self.check_start(key, len, c)?;
         self.room.with_room(len, || {
-            let args = args.clone();
+            let s = Start {
+                client,
+                tenant: self.t.tenant(tenant),
+                key,
+                len,
+                c,
+                now: self.t.now(),
+                args: &args,
+            };
+            let mut shard = self.t.objects.lock_key(s.tenant, key);
+            drop_dead_replicas(
+                &self.t.segments,
+                &mut shard,
+                s.tenant,
+                key,
+                s.now,
+                self.t.lease_ns,
+            );
             if upsert {
-                self.upsert_start_attempt(client, key, len, c, tenant, args)
+                self.upsert_start_attempt(&s, shard)
             } else {
-                self.put_start_attempt(client, key, len, c, tenant, args)
+                self.put_start_attempt(&s, shard)
             }
         })
     }
 
-    /// One placement attempt of `PutStart`.
+    /// One placement attempt of `PutStart`, on the key's locked `shard`.
     fn put_start_attempt(
         &self,
-        client: Uuid,
-        key: &str,
-        len: u64,
-        c: &ReplicateConfig,
-        tenant: &str,
-        args: StartArgs,
+        s: &Start<'_>,
+        mut shard: ShardGuard<'_>,
     ) -> MasterResult<Vec<ReplicaDescriptor>> {
-        let tenant = self.t.tenant(tenant);
-        let now = self.t.now();
-        let mut shard = self.t.objects.lock_key(tenant, key);
-        drop_dead_replicas(
-            &self.t.segments,
-            &mut shard,
-            tenant,
-            key,
-            now,
-            self.t.lease_ns,
-        );
-        if let Some(o) = shard.get_mut(tenant, key) {
-            if o.has_complete() || o.put_start.saturating_add(self.t.discard_ns) >= now {
+        if let Some(o) = shard.get_mut(s.tenant, s.key) {
+            if o.has_complete() || o.put_start.saturating_add(self.t.discard_ns) >= s.now {
                 return Err(ErrorCode::OBJECT_ALREADY_EXISTS);
             }
             // Preempt the stale put: its buffers may still be written by the dead
             // writer, so they are parked until the release timeout.
             let release_at = o.put_start.saturating_add(self.t.release_ns);
             let mut bufs = o.take_replicas(|_| true);
-            if let Some(old) = shard.remove(tenant, key) {
+            if let Some(old) = shard.remove(s.tenant, s.key) {
                 bufs.extend(old.replicas.into_iter().map(Replica::into_buffer));
             }
             self.eviction.discard(bufs, release_at);
         }
-        let replicas = self.t.allocate_replicas(client, key, len, c)?;
-        self.insert_allocated(
-            &mut shard, client, tenant, key, len, c, args, None, now, replicas,
-        )
+        let replicas = self.t.allocate_replicas(s.client, s.key, s.len, s.c)?;
+        Self::insert_allocated(&mut shard, s, s.c.with_hard_pin, s.args, None, replicas)
     }
 
     /// `PutEnd` / `UpsertEnd`. Each end that completes a write is announced as a KV
@@ -219,9 +227,7 @@ impl Writes {
         let tenant = self.t.tenant(tenant);
         let now = self.t.now();
         let mut shard = self.t.objects.lock_key(tenant, &meta.key);
-        let o = shard
-            .get_mut(tenant, &meta.key)
-            .ok_or(ErrorCode::OBJECT_NOT_FOUND)?;
+        let o = shard.existing_mut(tenant, &meta.key)?;
         if o.client != client {
             return Err(ErrorCode::ILLEGAL_CLIENT);
         }
@@ -279,9 +285,7 @@ impl Writes {
     ) -> MasterResult<()> {
         let tenant = self.t.tenant(tenant);
         let mut shard = self.t.objects.lock_key(tenant, key);
-        let o = shard
-            .get_mut(tenant, key)
-            .ok_or(ErrorCode::OBJECT_NOT_FOUND)?;
+        let o = shard.existing_mut(tenant, key)?;
         if o.client != client {
             return Err(ErrorCode::ILLEGAL_CLIENT);
         }
@@ -307,32 +311,17 @@ impl Writes {
     }
 
     /// One placement attempt of `UpsertStart`: insert, or replace (in place when the
-    /// size is unchanged). When the new size does not fit, the existing complete
-    /// value is left as it was.
+    /// size is unchanged), on the key's locked `shard`. When the new size does not
+    /// fit, the existing complete value is left as it was.
     fn upsert_start_attempt(
         &self,
-        client: Uuid,
-        key: &str,
-        len: u64,
-        c: &ReplicateConfig,
-        tenant: &str,
-        args: StartArgs,
+        s: &Start<'_>,
+        mut shard: ShardGuard<'_>,
     ) -> MasterResult<Vec<ReplicaDescriptor>> {
-        let tenant = self.t.tenant(tenant);
-        let now = self.t.now();
-        let release_at = now.saturating_add(self.t.release_ns);
-        let mut shard = self.t.objects.lock_key(tenant, key);
-        drop_dead_replicas(
-            &self.t.segments,
-            &mut shard,
-            tenant,
-            key,
-            now,
-            self.t.lease_ns,
-        );
+        let release_at = s.now.saturating_add(self.t.release_ns);
         let mut kept_pin = None;
-        if let Some(o) = shard.get_mut(tenant, key) {
-            if c.group_ids.is_some() && o.group_id() != args.group {
+        if let Some(o) = shard.get_mut(s.tenant, s.key) {
+            if s.c.group_ids.is_some() && o.group_id() != s.args.group {
                 return Err(ErrorCode::INVALID_PARAMS);
             }
             if o.any_processing() {
@@ -344,11 +333,11 @@ impl Writes {
                     .iter()
                     .any(|r| r.status == ReplicaStatus::Complete);
                 if !complete {
-                    kept_pin = o.soft_pin().filter(|d| *d > now);
+                    kept_pin = o.soft_pin().filter(|d| *d > s.now);
                 }
                 self.eviction.discard(bufs, release_at);
                 if !complete {
-                    if let Some(old) = shard.remove(tenant, key) {
+                    if let Some(old) = shard.remove(s.tenant, s.key) {
                         self.eviction.discard(
                             old.replicas.into_iter().map(Replica::into_buffer).collect(),
                             release_at,
@@ -357,47 +346,50 @@ impl Writes {
                 }
             }
         }
-        let Some(o) = shard.get_mut(tenant, key) else {
-            let replicas = self.t.allocate_replicas(client, key, len, c)?;
-            return self.insert_allocated(
-                &mut shard, client, tenant, key, len, c, args, kept_pin, now, replicas,
+        let Some(o) = shard.get_mut(s.tenant, s.key) else {
+            let replicas = self.t.allocate_replicas(s.client, s.key, s.len, s.c)?;
+            return Self::insert_allocated(
+                &mut shard,
+                s,
+                s.c.with_hard_pin,
+                s.args,
+                kept_pin,
+                replicas,
             );
         };
-        if o.size() == len && !o.replicas.is_empty() {
+        if o.size() == s.len && !o.replicas.is_empty() {
             // Same size: rewrite in place; unreadable until UpsertEnd. Disk copies
             // hold the old value: they go, and a copy being written is ignored when
             // reported (its put changed).
             o.drop_disk_replicas(|_| true);
             o.set_offload_pending(false);
-            o.client = client;
-            o.put_start = now;
+            o.client = s.client;
+            o.put_start = s.now;
             for r in o.replicas.iter_mut() {
                 if r.status == ReplicaStatus::Complete {
                     r.status = ReplicaStatus::Processing;
                 }
             }
-            o.set_pending_pin(Some(args.pin));
+            o.set_pending_pin(Some(s.args.pin));
             return Ok(o.replicas.iter().map(Replica::descriptor).collect());
         }
         // Different size: allocate afresh, keeping the pins and the group, then park
         // the old buffers (readers may still hold them).
-        let mut merged = c.clone();
-        merged.with_hard_pin = c.with_hard_pin || o.hard_pin();
-        let pin = o.soft_pin().filter(|d| *d > now);
+        let mut merged = s.c.clone();
+        merged.with_hard_pin = s.c.with_hard_pin || o.hard_pin();
+        let pin = o.soft_pin().filter(|d| *d > s.now);
         let args = StartArgs {
-            pin: args.pin,
+            pin: s.args.pin,
             group: o.group_id().to_string(),
         };
-        let replicas = self.t.allocate_replicas(client, key, len, &merged)?;
-        if let Some(old) = shard.remove(tenant, key) {
+        let replicas = self.t.allocate_replicas(s.client, s.key, s.len, &merged)?;
+        if let Some(old) = shard.remove(s.tenant, s.key) {
             self.eviction.discard(
                 old.replicas.into_iter().map(Replica::into_buffer).collect(),
                 release_at,
             );
         }
-        self.insert_allocated(
-            &mut shard, client, tenant, key, len, &merged, args, pin, now, replicas,
-        )
+        Self::insert_allocated(&mut shard, s, merged.with_hard_pin, &args, pin, replicas)
     }
 
     /// `BatchPutStart`, or `BatchUpsertStart` when `upsert`: [`Writes::start_one`] for

@@ -16,7 +16,7 @@ use crate::metadata::redis::{RedisAuth, RedisMetadataStore};
 use crate::metadata::MetadataStore;
 use crate::wire::disk_tier_api::*;
 use crate::wire::master_api::*;
-use crate::wire::master_rpcs::master_rpcs;
+use crate::wire::master_rpcs::{both_apis, master_rpcs};
 use crate::wire::master_view::master_view_key;
 use crate::wire::rpc_client::MasterRpcClient;
 use parking_lot::{Mutex, RwLock};
@@ -301,26 +301,12 @@ macro_rules! follow_row {
     };
 }
 
-/// The forwarder's half of the RPC table: both traits, each call to the leader.
-macro_rules! follow_leader {
-    (all [$($all:tt)*] master [$($master:tt)*] tier [$($tier:tt)*]) => {
-        impl MasterApi for FollowingMaster {
-            fn on_new_leader(&self, hook: OnNewLeader) {
-                *self.on_new_leader.write() = Some(hook);
-            }
-            fn disk_tier(&self) -> Option<&dyn DiskTierApi> {
-                Some(self)
-            }
-            $(follow_row!($master);)*
-        }
-
-        impl DiskTierApi for FollowingMaster {
-            $(follow_row!($tier);)*
-        }
-    };
-}
-
-master_rpcs!(follow_leader);
+// The forwarder's half of the RPC table: both traits, each call to the leader.
+master_rpcs!(both_apis FollowingMaster, follow_row, {
+    fn on_new_leader(&self, hook: OnNewLeader) {
+        *self.on_new_leader.write() = Some(hook);
+    }
+});
 
 impl FollowingMaster {
     /// `PutStart` on the leader; an "already exists" after a resend is this client's

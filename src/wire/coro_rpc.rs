@@ -345,17 +345,9 @@ pub fn read_request(
     r: &mut impl Read,
     max_body: usize,
 ) -> io::Result<Option<(RequestHeader, Vec<u8>)>> {
-    let mut hb = [0u8; REQ_HEADER_LEN];
-    if !read_full_or_eof(r, &mut hb)? {
-        return Ok(None);
-    }
-    let h = RequestHeader::parse(&hb).ok_or_else(|| invalid("bad coro_rpc request header"))?;
-    if h.body_len as usize > max_body || h.attach_len as usize > max_body {
-        return Err(invalid("coro_rpc request frame too large"));
-    }
-    let body = read_body(r, h.body_len)?;
-    skip(r, h.attach_len)?;
-    Ok(Some((h, body)))
+    read_frame(r, max_body, "request", RequestHeader::parse, |h| {
+        (h.body_len, h.attach_len)
+    })
 }
 
 /// Reads one response frame; `Ok(None)` on a clean end of stream (same rules as
@@ -364,16 +356,31 @@ pub fn read_response(
     r: &mut impl Read,
     max_body: usize,
 ) -> io::Result<Option<(ResponseHeader, Vec<u8>)>> {
-    let mut hb = [0u8; RESP_HEADER_LEN];
+    read_frame(r, max_body, "response", ResponseHeader::parse, |h| {
+        (h.body_len, h.attach_len)
+    })
+}
+
+/// Reads one frame of `kind` ("request" or "response") whose `N`-byte header `parse`
+/// reads and `lens` gives the body and attachment lengths of.
+fn read_frame<const N: usize, H>(
+    r: &mut impl Read,
+    max_body: usize,
+    kind: &str,
+    parse: impl Fn(&[u8; N]) -> Option<H>,
+    lens: impl Fn(&H) -> (u32, u32),
+) -> io::Result<Option<(H, Vec<u8>)>> {
+    let mut hb = [0u8; N];
     if !read_full_or_eof(r, &mut hb)? {
         return Ok(None);
     }
-    let h = ResponseHeader::parse(&hb).ok_or_else(|| invalid("bad coro_rpc response header"))?;
-    if h.body_len as usize > max_body || h.attach_len as usize > max_body {
-        return Err(invalid("coro_rpc response frame too large"));
+    let h = parse(&hb).ok_or_else(|| invalid(&format!("bad coro_rpc {kind} header")))?;
+    let (body_len, attach_len) = lens(&h);
+    if body_len as usize > max_body || attach_len as usize > max_body {
+        return Err(invalid(&format!("coro_rpc {kind} frame too large")));
     }
-    let body = read_body(r, h.body_len)?;
-    skip(r, h.attach_len)?;
+    let body = read_body(r, body_len)?;
+    skip(r, attach_len)?;
     Ok(Some((h, body)))
 }
 

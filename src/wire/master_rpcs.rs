@@ -6,7 +6,9 @@
 //! one result per element of argument `k`; `[long]`: a bare `long`; `[map]`: an
 //! `unordered_map` returned as pairs; `, default` when the trait answers
 //! `NOT_SUPPORTED` unless a master implements it), and its Rust signature on
-//! [`MasterApi`] or [`DiskTierApi`]. [`master_rpcs!`] hands the whole table to a
+//! [`MasterApi`] or [`DiskTierApi`]. A `writes` group names the four rows (start,
+//! end, revoke, batch start) that the `Put*` and `Upsert*` families share but for
+//! their names. [`master_rpcs!`] hands the whole table to a
 //! macro of the caller's, which turns it into the `Method` enum, the codec's marker
 //! types, the two traits, the client stubs, the dispatch arms, the leader-following
 //! forwarder and the master's counting wrappers.
@@ -19,12 +21,14 @@
 /// `all [rows] master [rows] tier [rows]` (every RPC; the [`MasterApi`] ones; the
 /// [`DiskTierApi`] ones), each row a braced group:
 /// `{ #[doc] Name: (wire args) => wire result; [kind] fn name(args) -> result; }`.
+/// Tokens after `$callback` go before the table (`master_rpcs!(both_apis Type, ...)`).
 ///
 /// [`MasterApi`]: super::master_api::MasterApi
 /// [`DiskTierApi`]: super::disk_tier_api::DiskTierApi
 macro_rules! master_rpcs {
-    ($callback:ident) => {
-        $crate::wire::master_rpcs::master_rpcs! { @split $callback; all [] master [] tier [];
+    ($callback:ident $($pre:tt)*) => {
+        $crate::wire::master_rpcs::master_rpcs! { @split $callback [$($pre)*];
+            all [] master [] tier [];
         master {
             /// `ServiceReady`: the service version ("2.0.0").
             ServiceReady: () => Expected<String>;
@@ -109,49 +113,15 @@ macro_rules! master_rpcs {
                 tenant: &str
             ) -> MasterResult<Vec<(String, Vec<ReplicaDescriptor>)>>;
         }
-        master {
+        writes {
             /// `PutStart`: allocates replicas (PROCESSING).
-            PutStart: (Uuid, String, u64, ReplicateConfig, String)
-                => Expected<Vec<ReplicaDescriptor>>;
-            [one] fn put_start(
-                client: Uuid,
-                key: &str,
-                len: u64,
-                config: &ReplicateConfig,
-                tenant: &str
-            ) -> MasterResult<Vec<ReplicaDescriptor>>;
-        }
-        master {
+            PutStart put_start;
             /// `PutEnd`: replicas become COMPLETE.
-            PutEnd: (Uuid, ObjectMeta, ReplicaType, String) => Expected<()>;
-            [one] fn put_end(
-                client: Uuid,
-                meta: &ObjectMeta,
-                kind: ReplicaType,
-                tenant: &str
-            ) -> MasterResult<()>;
-        }
-        master {
+            PutEnd put_end;
             /// `PutRevoke`: drops PROCESSING replicas.
-            PutRevoke: (Uuid, String, ReplicaType, String) => Expected<()>;
-            [one] fn put_revoke(
-                client: Uuid,
-                key: &str,
-                kind: ReplicaType,
-                tenant: &str
-            ) -> MasterResult<()>;
-        }
-        master {
+            PutRevoke put_revoke;
             /// `BatchPutStart`.
-            BatchPutStart: (Uuid, Vec<String>, Vec<u64>, ReplicateConfig, String)
-                => Vec<Expected<Vec<ReplicaDescriptor>>>;
-            [batch keys] fn batch_put_start(
-                client: Uuid,
-                keys: &[String],
-                lens: &[u64],
-                config: &ReplicateConfig,
-                tenant: &str
-            ) -> MasterResult<Vec<MasterResult<Vec<ReplicaDescriptor>>>>;
+            BatchPutStart batch_put_start;
         }
         master {
             /// `BatchPutEnd`.
@@ -173,49 +143,15 @@ macro_rules! master_rpcs {
                 tenant: &str
             ) -> MasterResult<Vec<MasterResult<()>>>;
         }
-        master {
+        writes {
             /// `UpsertStart`: insert or replace (in place when the size is unchanged).
-            UpsertStart: (Uuid, String, u64, ReplicateConfig, String)
-                => Expected<Vec<ReplicaDescriptor>>;
-            [one] fn upsert_start(
-                client: Uuid,
-                key: &str,
-                len: u64,
-                config: &ReplicateConfig,
-                tenant: &str
-            ) -> MasterResult<Vec<ReplicaDescriptor>>;
-        }
-        master {
+            UpsertStart upsert_start;
             /// `UpsertEnd`.
-            UpsertEnd: (Uuid, ObjectMeta, ReplicaType, String) => Expected<()>;
-            [one] fn upsert_end(
-                client: Uuid,
-                meta: &ObjectMeta,
-                kind: ReplicaType,
-                tenant: &str
-            ) -> MasterResult<()>;
-        }
-        master {
+            UpsertEnd upsert_end;
             /// `UpsertRevoke`.
-            UpsertRevoke: (Uuid, String, ReplicaType, String) => Expected<()>;
-            [one] fn upsert_revoke(
-                client: Uuid,
-                key: &str,
-                kind: ReplicaType,
-                tenant: &str
-            ) -> MasterResult<()>;
-        }
-        master {
+            UpsertRevoke upsert_revoke;
             /// `BatchUpsertStart`.
-            BatchUpsertStart: (Uuid, Vec<String>, Vec<u64>, ReplicateConfig, String)
-                => Vec<Expected<Vec<ReplicaDescriptor>>>;
-            [batch keys] fn batch_upsert_start(
-                client: Uuid,
-                keys: &[String],
-                lens: &[u64],
-                config: &ReplicateConfig,
-                tenant: &str
-            ) -> MasterResult<Vec<MasterResult<Vec<ReplicaDescriptor>>>>;
+            BatchUpsertStart batch_upsert_start;
         }
         master {
             /// `BatchUpsertEnd` (upstream's takes no replica type; it means every kind).
@@ -394,18 +330,76 @@ macro_rules! master_rpcs {
         }
         }
     };
-    (@split $callback:ident; all [$($a:tt)*] master [$($m:tt)*] tier [$($t:tt)*];
+    (@split $callback:ident $pre:tt; all [$($a:tt)*] master [$($m:tt)*] tier [$($t:tt)*];
         master $row:tt $($rest:tt)*) => {
-        $crate::wire::master_rpcs::master_rpcs! { @split $callback;
+        $crate::wire::master_rpcs::master_rpcs! { @split $callback $pre;
             all [$($a)* $row] master [$($m)* $row] tier [$($t)*]; $($rest)* }
     };
-    (@split $callback:ident; all [$($a:tt)*] master [$($m:tt)*] tier [$($t:tt)*];
+    (@split $callback:ident $pre:tt; all [$($a:tt)*] master [$($m:tt)*] tier [$($t:tt)*];
         tier $row:tt $($rest:tt)*) => {
-        $crate::wire::master_rpcs::master_rpcs! { @split $callback;
+        $crate::wire::master_rpcs::master_rpcs! { @split $callback $pre;
             all [$($a)* $row] master [$($m)*] tier [$($t)* $row]; $($rest)* }
     };
-    (@split $callback:ident; all [$($a:tt)*] master [$($m:tt)*] tier [$($t:tt)*];) => {
-        $callback! { all [$($a)*] master [$($m)*] tier [$($t)*] }
+    // A `writes` group: the four master rows that `Put*` and `Upsert*` share, by name.
+    (@split $callback:ident $pre:tt; all [$($a:tt)*] master [$($m:tt)*] tier [$($t:tt)*];
+        writes {
+            $(#[$start_doc:meta])* $Start:ident $start:ident;
+            $(#[$end_doc:meta])* $End:ident $end:ident;
+            $(#[$revoke_doc:meta])* $Revoke:ident $revoke:ident;
+            $(#[$batch_doc:meta])* $BatchStart:ident $batch_start:ident;
+        } $($rest:tt)*) => {
+        $crate::wire::master_rpcs::master_rpcs! { @split $callback $pre;
+            all [$($a)*] master [$($m)*] tier [$($t)*];
+            master {
+                $(#[$start_doc])*
+                $Start: (Uuid, String, u64, ReplicateConfig, String)
+                    => Expected<Vec<ReplicaDescriptor>>;
+                [one] fn $start(
+                    client: Uuid,
+                    key: &str,
+                    len: u64,
+                    config: &ReplicateConfig,
+                    tenant: &str
+                ) -> MasterResult<Vec<ReplicaDescriptor>>;
+            }
+            master {
+                $(#[$end_doc])*
+                $End: (Uuid, ObjectMeta, ReplicaType, String) => Expected<()>;
+                [one] fn $end(
+                    client: Uuid,
+                    meta: &ObjectMeta,
+                    kind: ReplicaType,
+                    tenant: &str
+                ) -> MasterResult<()>;
+            }
+            master {
+                $(#[$revoke_doc])*
+                $Revoke: (Uuid, String, ReplicaType, String) => Expected<()>;
+                [one] fn $revoke(
+                    client: Uuid,
+                    key: &str,
+                    kind: ReplicaType,
+                    tenant: &str
+                ) -> MasterResult<()>;
+            }
+            master {
+                $(#[$batch_doc])*
+                $BatchStart: (Uuid, Vec<String>, Vec<u64>, ReplicateConfig, String)
+                    => Vec<Expected<Vec<ReplicaDescriptor>>>;
+                [batch keys] fn $batch_start(
+                    client: Uuid,
+                    keys: &[String],
+                    lens: &[u64],
+                    config: &ReplicateConfig,
+                    tenant: &str
+                ) -> MasterResult<Vec<MasterResult<Vec<ReplicaDescriptor>>>>;
+            }
+            $($rest)*
+        }
+    };
+    (@split $callback:ident [$($pre:tt)*];
+        all [$($a:tt)*] master [$($m:tt)*] tier [$($t:tt)*];) => {
+        $callback! { $($pre)* all [$($a)*] master [$($m)*] tier [$($t)*] }
     };
 }
 
@@ -429,5 +423,30 @@ macro_rules! trait_method {
     };
 }
 
+/// Implements [`MasterApi`] and [`DiskTierApi`] for `$ty` from the table, as a
+/// [`master_rpcs!`] callback: every row through `$row!`, `disk_tier` answering
+/// `Some(self)`, and the other [`MasterApi`] methods in `$extra` (the caller imports
+/// both traits).
+///
+/// [`MasterApi`]: super::master_api::MasterApi
+/// [`DiskTierApi`]: super::disk_tier_api::DiskTierApi
+macro_rules! both_apis {
+    ($ty:ty, $row:ident, { $($extra:tt)* }
+        all [$($all:tt)*] master [$($master:tt)*] tier [$($tier:tt)*]) => {
+        impl MasterApi for $ty {
+            fn disk_tier(&self) -> Option<&dyn DiskTierApi> {
+                Some(self)
+            }
+            $($extra)*
+            $($row!($master);)*
+        }
+
+        impl DiskTierApi for $ty {
+            $($row!($tier);)*
+        }
+    };
+}
+
+pub(crate) use both_apis;
 pub(crate) use master_rpcs;
 pub(crate) use trait_method;

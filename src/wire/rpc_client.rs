@@ -17,7 +17,7 @@ use super::codec::{self, rpc, Expected, Rpc};
 use super::coro_rpc;
 use super::disk_tier_api::*;
 use super::master_api::*;
-use super::master_rpcs::master_rpcs;
+use super::master_rpcs::{both_apis, master_rpcs};
 use super::struct_pack;
 use super::wire_arg::WireArg;
 use crate::host::busy_poll;
@@ -550,20 +550,5 @@ macro_rules! client_stub {
     };
 }
 
-/// The client's half of the RPC table: both traits as stubs.
-macro_rules! client_stubs {
-    (all [$($all:tt)*] master [$($master:tt)*] tier [$($tier:tt)*]) => {
-        impl MasterApi for MasterRpcClient {
-            fn disk_tier(&self) -> Option<&dyn DiskTierApi> {
-                Some(self)
-            }
-            $(client_stub!($master);)*
-        }
-
-        impl DiskTierApi for MasterRpcClient {
-            $(client_stub!($tier);)*
-        }
-    };
-}
-
-master_rpcs!(client_stubs);
+// The client's half of the RPC table: both traits as stubs.
+master_rpcs!(both_apis MasterRpcClient, client_stub, {});

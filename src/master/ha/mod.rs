@@ -228,200 +228,294 @@ enum TermEnd {
     Stopped,
 }
 
+/// The text of an [`HaError`], for callers that report errors as text (the master
+/// binary).
+impl From<HaError> for String {
+    fn from(e: HaError) -> String {
+        e.to_string()
+    }
+}
+
 /// Runs an HA master until `stop` returns true: follows the leader as a standby,
 /// campaigns when there is none, serves while leading. `initial` is the state to lead
 /// with if elected before following anyone (a snapshot, or empty). Only a leading
 /// master announces KV events to `kv_events` (a standby copying the leader's state,
-/// or a promotion restoring it, announces nothing). The error is the text of an
-/// [`HaError`].
-pub fn run(
+/// or a promotion restoring it, announces nothing). The error is an [`HaError`], or
+/// what the caller turns one into.
+pub fn run<E: From<HaError>>(
     settings: &HaSettings,
     config: &MasterConfig,
     kv_events: &Arc<KvEvents>,
     status: &HaStatus,
     initial: Mirror,
     stop: &dyn Fn() -> bool,
-) -> Result<(), String> {
+) -> Result<(), E> {
     let election = Election::new(&settings.backend, &settings.cluster_id, settings.lease_ttl)
-        .map_err(|source| {
-            HaError::Backend {
-                backend: settings.backend.clone(),
-                source,
-            }
-            .to_string()
+        .map_err(|source| HaError::Backend {
+            backend: settings.backend.clone(),
+            source,
         })?;
-    let mut mirror = initial;
-    // Whether this master may lead with what it holds: it has a whole copy, or it has
-    // never seen another leader (a new cluster).
-    let mut fresh = true;
-    let mut leaderless_since: Option<Instant> = None;
-    status.set(Role::Starting, None, None);
-    while !stop() {
-        let leader = match election.leader() {
-            Ok(l) => l,
-            Err(e) => {
-                log::warn!("master ha: reading the view: {e}");
-                std::thread::sleep(POLL);
-                continue;
-            }
-        };
-        match leader {
-            Some(l) if l.rpc == settings.rpc_advertised => {
-                // Our own view from before a restart: wait for its lease to expire.
-                status.set(Role::Standby, Some(l.rpc), None);
-                std::thread::sleep(POLL);
-            }
-            Some(l) => {
-                leaderless_since = None;
-                status.set(Role::Standby, Some(l.rpc.clone()), None);
-                follow_leader(&l, &mut mirror, &mut fresh, status, stop);
-            }
-            None => {
-                let since = *leaderless_since.get_or_insert_with(Instant::now);
-                let waited_out = since.elapsed() > 3 * election.ttl();
-                if !(fresh || mirror.complete || waited_out) {
+    let node = Node {
+        election,
+        settings,
+        config,
+        kv_events,
+        status,
+        stop,
+    };
+    Ok(node.run(initial)?)
+}
+
+/// One HA master from start to stop: its election and what it serves with.
+struct Node<'a> {
+    election: Election,
+    settings: &'a HaSettings,
+    config: &'a MasterConfig,
+    kv_events: &'a Arc<KvEvents>,
+    status: &'a HaStatus,
+    stop: &'a dyn Fn() -> bool,
+}
+
+impl Node<'_> {
+    /// [`run`] with the election set up.
+    fn run(&self, initial: Mirror) -> Result<(), HaError> {
+        let mut mirror = initial;
+        // Whether this master may lead with what it holds: it has a whole copy, or it has
+        // never seen another leader (a new cluster).
+        let mut fresh = true;
+        let mut leaderless_since: Option<Instant> = None;
+        self.status.set(Role::Starting, None, None);
+        while !(self.stop)() {
+            let leader = match self.election.leader() {
+                Ok(l) => l,
+                Err(e) => {
+                    log::warn!("master ha: reading the view: {e}");
                     std::thread::sleep(POLL);
                     continue;
                 }
-                if waited_out && !(fresh || mirror.complete) {
-                    log::error!(
-                        "master ha: no leader for {:?} and no complete copy here; \
-                         leading with a partial one",
-                        since.elapsed()
-                    );
+            };
+            match leader {
+                Some(l) if l.rpc == self.settings.rpc_advertised => {
+                    // Our own view from before a restart: wait for its lease to expire.
+                    self.status.set(Role::Standby, Some(l.rpc), None);
+                    std::thread::sleep(POLL);
                 }
-                match lead(
-                    &election, settings, config, kv_events, status, &mirror, stop,
-                )
-                .map_err(|e| e.to_string())?
-                {
-                    TermEnd::NotElected => std::thread::sleep(POLL),
-                    TermEnd::Lost(state) => {
-                        mirror = state;
-                        fresh = false;
-                        leaderless_since = None;
-                        status.set(Role::Standby, None, None);
+                Some(l) => {
+                    leaderless_since = None;
+                    self.status.set(Role::Standby, Some(l.rpc.clone()), None);
+                    self.follow_leader(&l, &mut mirror, &mut fresh);
+                }
+                None => {
+                    let since = *leaderless_since.get_or_insert_with(Instant::now);
+                    let waited_out = since.elapsed() > 3 * self.election.ttl();
+                    if !(fresh || mirror.complete || waited_out) {
+                        std::thread::sleep(POLL);
+                        continue;
                     }
-                    TermEnd::Stopped => return Ok(()),
+                    if waited_out && !(fresh || mirror.complete) {
+                        log::error!(
+                            "master ha: no leader for {:?} and no complete copy here; \
+                             leading with a partial one",
+                            since.elapsed()
+                        );
+                    }
+                    match self.lead(&mirror)? {
+                        TermEnd::NotElected => std::thread::sleep(POLL),
+                        TermEnd::Lost(state) => {
+                            mirror = state;
+                            fresh = false;
+                            leaderless_since = None;
+                            self.status.set(Role::Standby, None, None);
+                        }
+                        TermEnd::Stopped => return Ok(()),
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Streams the leader's state into `mirror` until the stream ends. A stream starts
+    /// with a full dump: once that has arrived the copy replaces `mirror`; a stream that
+    /// breaks before leaves `mirror` marked incomplete (it may have missed changes), and
+    /// an unreachable leader leaves it as it was (the copy is as current as the leader).
+    fn follow_leader(&self, leader: &Leader, mirror: &mut Mirror, fresh: &mut bool) {
+        let Some(addr) = &leader.replication else {
+            // An upstream leader: nothing to copy from.
+            std::thread::sleep(POLL * 5);
+            return;
+        };
+        let mut copy = Mirror::default();
+        let end = stream::follow(addr, &mut copy, &|m| {
+            self.status.set_in_sync(m.complete);
+            !(self.stop)()
+        });
+        self.status.set_in_sync(false);
+        if copy.complete {
+            *mirror = copy;
+            *fresh = false;
+        } else if !matches!(end, stream::StreamEnd::Unreachable(_)) {
+            mirror.complete = false;
+            *fresh = false;
+        }
+        match end {
+            stream::StreamEnd::Unreachable(e) | stream::StreamEnd::Lost(e) => {
+                log::debug!("master ha: stream from {addr}: {e}");
+                std::thread::sleep(POLL);
+            }
+            stream::StreamEnd::Corrupt => {
+                log::error!("master ha: the stream from {addr} is corrupt; reconnecting");
+                std::thread::sleep(POLL);
+            }
+            stream::StreamEnd::Stopped => {}
+        }
+    }
+
+    /// Campaigns with `state`; when elected, serves until the lease is lost or `stop`.
+    fn lead(&self, state: &Mirror) -> Result<TermEnd, HaError> {
+        let master = MasterService::with_kv_events(self.config.clone(), self.kv_events.clone());
+        // Nothing is answered before the lease is held.
+        master.serve_until(Instant::now());
+        let restored = master.restore(state);
+        let repl_bind = SocketAddr::new(self.settings.rpc_bind.ip(), 0);
+        let replication =
+            stream::ReplicationServer::start(repl_bind, &master).map_err(|source| {
+                HaError::ReplicationListener {
+                    bind: repl_bind,
+                    source,
+                }
+            })?;
+        let repl_addr = format!(
+            "{}:{}",
+            advertised_host(&self.settings.rpc_advertised),
+            replication.local_addr().port()
+        );
+        // The RPC port is open before the view names it: upstream clients watching the
+        // view connect the moment it changes, and one refused waits for its next resync.
+        let rpc = start_rpc(self.settings, &master)?;
+        let asked = Instant::now();
+        let term = match self
+            .election
+            .campaign(&self.settings.rpc_advertised, &repl_addr)
+        {
+            Ok(Some(t)) => {
+                master.serve_until(asked + serving_span(self.election.ttl()));
+                t
+            }
+            Ok(None) => {
+                drop(rpc);
+                master.shutdown();
+                return Ok(TermEnd::NotElected);
+            }
+            Err(e) => {
+                log::warn!("master ha: campaign: {e}");
+                drop(rpc);
+                master.shutdown();
+                return Ok(TermEnd::NotElected);
+            }
+        };
+        master.set_view_version(term.revision);
+        log::warn!(
+            "master ha: elected leader as {} (view version {}), {restored} objects restored",
+            self.settings.rpc_advertised,
+            term.revision
+        );
+        let _snapshot =
+            match &self.settings.snapshot_dir {
+                Some(dir) => Some(snapshot::SnapshotWriter::start(dir, &master).map_err(
+                    |source| HaError::Snapshot {
+                        dir: dir.clone(),
+                        source,
+                    },
+                )?),
+                None => None,
+            };
+        let end = self.serve_term(&master, &term, rpc);
+        drop(replication);
+        let end = match end {
+            Ok(TermEnd::Lost(_)) => TermEnd::Lost(snapshot::copy_of(&master)),
+            other => other?,
+        };
+        master.shutdown();
+        Ok(end)
+    }
+
+    /// Serves RPCs (on `rpc`) and renews the lease every third of its TTL.
+    fn serve_term(
+        &self,
+        master: &Arc<MasterService>,
+        term: &Term,
+        rpc: RpcServer,
+    ) -> Result<TermEnd, HaError> {
+        let mut rpc = Some(rpc);
+        {
+            let mut s = self.status.0.write();
+            s.view_version = Some(term.revision);
+        }
+        self.status.set(
+            Role::Leader,
+            Some(self.settings.rpc_advertised.clone()),
+            Some(master.clone()),
+        );
+        let renew_every = self.election.ttl() / 3;
+        let mut last_renewed = Instant::now();
+        let mut next_renewal = Instant::now() + renew_every;
+        loop {
+            if (self.stop)() {
+                master.serve_until(Instant::now());
+                drop(rpc);
+                self.election.resign(term);
+                return Ok(TermEnd::Stopped);
+            }
+            if Instant::now() < next_renewal {
+                std::thread::sleep(POLL.min(renew_every));
+                continue;
+            }
+            next_renewal = Instant::now() + renew_every;
+            let asked = Instant::now();
+            match self.election.keep_alive(term) {
+                Ok(LeaseState::Alive(_)) => {
+                    master.serve_until(asked + serving_span(self.election.ttl()));
+                    last_renewed = Instant::now();
+                    if rpc.is_none() {
+                        log::warn!("master ha: lease renewed; serving again");
+                        rpc = Some(start_rpc(self.settings, master)?);
+                        self.status.set(
+                            Role::Leader,
+                            Some(self.settings.rpc_advertised.clone()),
+                            Some(master.clone()),
+                        );
+                    }
+                }
+                Ok(LeaseState::Gone) => {
+                    log::error!("master ha: the leader lease is gone; stepping down");
+                    master.serve_until(Instant::now());
+                    drop(rpc);
+                    return Ok(TermEnd::Lost(Mirror::default()));
+                }
+                Err(e) => {
+                    let silent = last_renewed.elapsed();
+                    // Another master may be elected once the TTL has passed since the
+                    // last renewal: self.stop serving a little before.
+                    if rpc.is_some() && silent + renew_every >= self.election.ttl() {
+                        log::error!(
+                            "master ha: lease not renewed for {silent:?} ({e}); not serving \
+                             until it is"
+                        );
+                        rpc = None;
+                        self.status.set(
+                            Role::Suspended,
+                            Some(self.settings.rpc_advertised.clone()),
+                            None,
+                        );
+                    } else {
+                        log::warn!("master ha: renewing the lease: {e}");
+                    }
+                    next_renewal = Instant::now() + POLL * 2;
                 }
             }
         }
     }
-    Ok(())
-}
-
-/// Streams the leader's state into `mirror` until the stream ends. A stream starts
-/// with a full dump: once that has arrived the copy replaces `mirror`; a stream that
-/// breaks before leaves `mirror` marked incomplete (it may have missed changes), and
-/// an unreachable leader leaves it as it was (the copy is as current as the leader).
-fn follow_leader(
-    leader: &Leader,
-    mirror: &mut Mirror,
-    fresh: &mut bool,
-    status: &HaStatus,
-    stop: &dyn Fn() -> bool,
-) {
-    let Some(addr) = &leader.replication else {
-        // An upstream leader: nothing to copy from.
-        std::thread::sleep(POLL * 5);
-        return;
-    };
-    let mut copy = Mirror::default();
-    let end = stream::follow(addr, &mut copy, &|m| {
-        status.set_in_sync(m.complete);
-        !stop()
-    });
-    status.set_in_sync(false);
-    if copy.complete {
-        *mirror = copy;
-        *fresh = false;
-    } else if !matches!(end, stream::StreamEnd::Unreachable(_)) {
-        mirror.complete = false;
-        *fresh = false;
-    }
-    match end {
-        stream::StreamEnd::Unreachable(e) | stream::StreamEnd::Lost(e) => {
-            log::debug!("master ha: stream from {addr}: {e}");
-            std::thread::sleep(POLL);
-        }
-        stream::StreamEnd::Corrupt => {
-            log::error!("master ha: the stream from {addr} is corrupt; reconnecting");
-            std::thread::sleep(POLL);
-        }
-        stream::StreamEnd::Stopped => {}
-    }
-}
-
-/// Campaigns with `state`; when elected, serves until the lease is lost or `stop`.
-fn lead(
-    election: &Election,
-    settings: &HaSettings,
-    config: &MasterConfig,
-    kv_events: &Arc<KvEvents>,
-    status: &HaStatus,
-    state: &Mirror,
-    stop: &dyn Fn() -> bool,
-) -> Result<TermEnd, HaError> {
-    let master = MasterService::with_kv_events(config.clone(), kv_events.clone());
-    // Nothing is answered before the lease is held.
-    master.serve_until(Instant::now());
-    let restored = master.restore(state);
-    let repl_bind = SocketAddr::new(settings.rpc_bind.ip(), 0);
-    let replication = stream::ReplicationServer::start(repl_bind, &master).map_err(|source| {
-        HaError::ReplicationListener {
-            bind: repl_bind,
-            source,
-        }
-    })?;
-    let repl_addr = format!(
-        "{}:{}",
-        advertised_host(&settings.rpc_advertised),
-        replication.local_addr().port()
-    );
-    // The RPC port is open before the view names it: upstream clients watching the
-    // view connect the moment it changes, and one refused waits for its next resync.
-    let rpc = start_rpc(settings, &master)?;
-    let asked = Instant::now();
-    let term = match election.campaign(&settings.rpc_advertised, &repl_addr) {
-        Ok(Some(t)) => {
-            master.serve_until(asked + serving_span(election.ttl()));
-            t
-        }
-        Ok(None) => {
-            drop(rpc);
-            master.shutdown();
-            return Ok(TermEnd::NotElected);
-        }
-        Err(e) => {
-            log::warn!("master ha: campaign: {e}");
-            drop(rpc);
-            master.shutdown();
-            return Ok(TermEnd::NotElected);
-        }
-    };
-    master.set_view_version(term.revision);
-    log::warn!(
-        "master ha: elected leader as {} (view version {}), {restored} objects restored",
-        settings.rpc_advertised,
-        term.revision
-    );
-    let _snapshot = match &settings.snapshot_dir {
-        Some(dir) => Some(
-            snapshot::SnapshotWriter::start(dir, &master).map_err(|source| HaError::Snapshot {
-                dir: dir.clone(),
-                source,
-            })?,
-        ),
-        None => None,
-    };
-    let end = serve_term(election, settings, status, &master, &term, rpc, stop);
-    drop(replication);
-    let end = match end {
-        Ok(TermEnd::Lost(_)) => TermEnd::Lost(snapshot::copy_of(&master)),
-        other => other?,
-    };
-    master.shutdown();
-    Ok(end)
 }
 
 /// How long after asking for its lease (or a renewal) a leader answers RPCs: the
@@ -447,80 +541,4 @@ fn start_rpc(settings: &HaSettings, master: &Arc<MasterService>) -> Result<RpcSe
         bind: settings.rpc_bind,
         source,
     })
-}
-
-/// Serves RPCs (on `rpc`) and renews the lease every third of its TTL.
-fn serve_term(
-    election: &Election,
-    settings: &HaSettings,
-    status: &HaStatus,
-    master: &Arc<MasterService>,
-    term: &Term,
-    rpc: RpcServer,
-    stop: &dyn Fn() -> bool,
-) -> Result<TermEnd, HaError> {
-    let mut rpc = Some(rpc);
-    {
-        let mut s = status.0.write();
-        s.view_version = Some(term.revision);
-    }
-    status.set(
-        Role::Leader,
-        Some(settings.rpc_advertised.clone()),
-        Some(master.clone()),
-    );
-    let renew_every = election.ttl() / 3;
-    let mut last_renewed = Instant::now();
-    let mut next_renewal = Instant::now() + renew_every;
-    loop {
-        if stop() {
-            master.serve_until(Instant::now());
-            drop(rpc);
-            election.resign(term);
-            return Ok(TermEnd::Stopped);
-        }
-        if Instant::now() < next_renewal {
-            std::thread::sleep(POLL.min(renew_every));
-            continue;
-        }
-        next_renewal = Instant::now() + renew_every;
-        let asked = Instant::now();
-        match election.keep_alive(term) {
-            Ok(LeaseState::Alive(_)) => {
-                master.serve_until(asked + serving_span(election.ttl()));
-                last_renewed = Instant::now();
-                if rpc.is_none() {
-                    log::warn!("master ha: lease renewed; serving again");
-                    rpc = Some(start_rpc(settings, master)?);
-                    status.set(
-                        Role::Leader,
-                        Some(settings.rpc_advertised.clone()),
-                        Some(master.clone()),
-                    );
-                }
-            }
-            Ok(LeaseState::Gone) => {
-                log::error!("master ha: the leader lease is gone; stepping down");
-                master.serve_until(Instant::now());
-                drop(rpc);
-                return Ok(TermEnd::Lost(Mirror::default()));
-            }
-            Err(e) => {
-                let silent = last_renewed.elapsed();
-                // Another master may be elected once the TTL has passed since the
-                // last renewal: stop serving a little before.
-                if rpc.is_some() && silent + renew_every >= election.ttl() {
-                    log::error!(
-                        "master ha: lease not renewed for {silent:?} ({e}); not serving \
-                         until it is"
-                    );
-                    rpc = None;
-                    status.set(Role::Suspended, Some(settings.rpc_advertised.clone()), None);
-                } else {
-                    log::warn!("master ha: renewing the lease: {e}");
-                }
-                next_renewal = Instant::now() + POLL * 2;
-            }
-        }
-    }
 }
