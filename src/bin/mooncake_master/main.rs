@@ -66,7 +66,7 @@ fn run_ha(s: Settings, ha: HaSettings) -> Result<(), String> {
     );
     eprintln!("mooncake_master shutting down");
     kv_events.shutdown();
-    result
+    result.map_err(|e| e.to_string())
 }
 
 fn start_metadata_server(addr: Option<SocketAddr>) -> Result<Option<HttpMetadataServer>, String> {

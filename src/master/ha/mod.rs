@@ -228,28 +228,19 @@ enum TermEnd {
     Stopped,
 }
 
-/// The text of an [`HaError`], for callers that report errors as text (the master
-/// binary).
-impl From<HaError> for String {
-    fn from(e: HaError) -> String {
-        e.to_string()
-    }
-}
-
 /// Runs an HA master until `stop` returns true: follows the leader as a standby,
 /// campaigns when there is none, serves while leading. `initial` is the state to lead
 /// with if elected before following anyone (a snapshot, or empty). Only a leading
 /// master announces KV events to `kv_events` (a standby copying the leader's state,
-/// or a promotion restoring it, announces nothing). The error is an [`HaError`], or
-/// what the caller turns one into.
-pub fn run<E: From<HaError>>(
+/// or a promotion restoring it, announces nothing).
+pub fn run(
     settings: &HaSettings,
     config: &MasterConfig,
     kv_events: &Arc<KvEvents>,
     status: &HaStatus,
     initial: Mirror,
     stop: &dyn Fn() -> bool,
-) -> Result<(), E> {
+) -> Result<(), HaError> {
     let election = Election::new(&settings.backend, &settings.cluster_id, settings.lease_ttl)
         .map_err(|source| HaError::Backend {
             backend: settings.backend.clone(),
@@ -263,7 +254,7 @@ pub fn run<E: From<HaError>>(
         status,
         stop,
     };
-    Ok(node.run(initial)?)
+    node.run(initial)
 }
 
 /// One HA master from start to stop: its election and what it serves with.
