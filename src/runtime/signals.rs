@@ -32,3 +32,15 @@ pub fn wait_for_stop() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wait_ends_once_a_stop_signal_arrived() {
+        on_signal(libc::SIGTERM);
+        wait_for_stop();
+        assert!(stop_requested());
+    }
+}
