@@ -12,9 +12,6 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-#[path = "common/stop.rs"]
-mod stop;
-
 const USAGE: &str = "\
 Usage: mooncake_client [flags]
 
@@ -177,7 +174,7 @@ fn run(s: Settings) -> Result<(), String> {
         server.socket_name()
     );
     signals::install_stop_handlers();
-    stop::wait_for_stop();
+    signals::wait_for_stop();
     eprintln!("mooncake_client shutting down");
     drop(_http);
     drop(server);

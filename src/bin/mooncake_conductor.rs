@@ -15,9 +15,6 @@ use std::net::{IpAddr, SocketAddr};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-#[path = "common/stop.rs"]
-mod stop;
-
 const USAGE: &str = "\
 Usage: mooncake_conductor [flags]
 
@@ -193,7 +190,7 @@ fn run(s: Settings) -> Result<(), String> {
         server.local_addr()
     );
     signals::install_stop_handlers();
-    stop::wait_for_stop();
+    signals::wait_for_stop();
     eprintln!("mooncake_conductor shutting down");
     server.stop();
     conductor.shutdown();

@@ -11,9 +11,6 @@ use mooncake::config::flags::{run_or_exit, Parsed};
 use mooncake::metadata::http_server::HttpMetadataServer;
 use mooncake::runtime::signals;
 
-#[path = "common/stop.rs"]
-mod stop;
-
 const USAGE: &str = "\
 Usage: mooncake_http_metadata_server [--host ADDR] [--port PORT]
 
@@ -101,7 +98,7 @@ fn main() -> ExitCode {
         }
     };
     eprintln!("listening on {}", server.local_addr());
-    stop::wait_for_stop();
+    signals::wait_for_stop();
     eprintln!("shutting down");
     server.stop();
     ExitCode::SUCCESS

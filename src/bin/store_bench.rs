@@ -45,10 +45,8 @@ mod pressure;
 mod settings;
 #[path = "store_bench/stats.rs"]
 mod stats;
-#[path = "common/stop.rs"]
-mod stop;
 
-use mooncake::config::flags::run_or_exit;
+use mooncake::config::flags::{exit_status, run_or_exit};
 use mooncake::host::logger;
 use mooncake::runtime::signals;
 use settings::{Mode, Settings};
@@ -74,11 +72,5 @@ fn main() -> ExitCode {
         Mode::MasterLoad => master_load::load(&settings),
         Mode::MasterFill => master_load::fill(&settings),
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("store_bench: {e}");
-            ExitCode::from(1)
-        }
-    }
+    exit_status(result, "store_bench")
 }

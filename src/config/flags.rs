@@ -212,7 +212,7 @@ pub fn run_or_exit<T>(
 /// ([`crate::host::logger`]), parses the command line against `kind_of`,
 /// prints `usage` for `--help` (or `-h` when it is a known flag), warns about unknown
 /// flags, builds the settings (exit status 2 with the usage when they are wrong) and
-/// runs (exit status 1 with `name: error` when that fails).
+/// runs (exit status 1 with `name: error` when that fails, see [`exit_status`]).
 pub fn run_main<S, E: fmt::Display, F: fmt::Display>(
     name: &str,
     usage: &str,
@@ -220,7 +220,6 @@ pub fn run_main<S, E: fmt::Display, F: fmt::Display>(
     settings: impl FnOnce(&Flags) -> Result<S, E>,
     run: impl FnOnce(S) -> Result<(), F>,
 ) -> std::process::ExitCode {
-    use std::process::ExitCode;
     crate::host::logger::install();
     let parsed = Flags::parse(std::env::args().skip(1), kind_of)
         .map_err(|e| e.to_string())
@@ -237,10 +236,17 @@ pub fn run_main<S, E: fmt::Display, F: fmt::Display>(
         Ok(s) => s,
         Err(code) => return code,
     };
-    match run(settings) {
+    exit_status(run(settings), name)
+}
+
+/// The exit status of a binary's run: 0, or else 1 after printing `prefix: error` on
+/// stderr.
+pub fn exit_status<E: fmt::Display>(result: Result<(), E>, prefix: &str) -> std::process::ExitCode {
+    use std::process::ExitCode;
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("{name}: {e}");
+            eprintln!("{prefix}: {e}");
             ExitCode::from(1)
         }
     }

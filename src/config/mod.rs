@@ -2,19 +2,13 @@
 //! gflags-style command-line parser of the binaries ([`flags`]).
 
 pub mod flags;
+mod lookup;
 mod rdma;
 
+pub use lookup::comma_list;
+pub(crate) use lookup::number_in_range;
 pub use rdma::RdmaConfig;
 use std::sync::OnceLock;
-
-/// A comma-separated list (device names, filters), trimmed, empty entries dropped.
-pub fn comma_list(text: &str) -> Vec<String> {
-    text.split(',')
-        .map(str::trim)
-        .filter(|d| !d.is_empty())
-        .map(str::to_string)
-        .collect()
-}
 
 /// Every tunable the Transfer Engine honours, with upstream's names and defaults.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,14 +113,7 @@ impl Config {
         let get = |names: &[&str]| names.iter().find_map(|n| get(n));
         let set = |names: &[&str]| get(names).is_some();
         let num = |names: &[&str], default: i64, lo: i64, hi: i64| -> i64 {
-            match get(names).map(|v| v.trim().parse::<i64>()) {
-                Some(Ok(v)) if (lo..=hi).contains(&v) => v,
-                Some(_) => {
-                    log::warn!("ignoring out-of-range or malformed {}", names[0]);
-                    default
-                }
-                None => default,
-            }
+            number_in_range(get(names).as_deref(), names[0], lo, hi).unwrap_or(default)
         };
         let (min_rpc_port, max_rpc_port) = rpc_port_range(
             num(

@@ -1,6 +1,8 @@
 //! The RDMA transport's `MC_*` variables (spec transfer-engine.md §6.2), with
 //! upstream's defaults and ranges; out-of-range values are ignored with a warning.
 
+use super::lookup::{comma_list, number_in_range};
+
 /// RDMA tunables.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RdmaConfig {
@@ -66,25 +68,15 @@ impl RdmaConfig {
     /// Reads the variables through `get`.
     pub fn from_lookup(get: &dyn Fn(&str) -> Option<String>) -> RdmaConfig {
         let num = |name: &str, default: i64, lo: i64, hi: i64| -> i64 {
-            match get(name).map(|v| v.trim().parse::<i64>()) {
-                Some(Ok(v)) if (lo..=hi).contains(&v) => v,
-                Some(_) => {
-                    log::warn!("ignoring out-of-range or malformed {name}");
-                    default
-                }
-                None => default,
-            }
+            number_in_range(get(name).as_deref(), name, lo, hi).unwrap_or(default)
         };
+        // `-1` (below every range here) means "unset", without a warning.
         let opt = |name: &str, lo: i64, hi: i64| -> Option<i64> {
-            match get(name).map(|v| v.trim().parse::<i64>()) {
-                Some(Ok(v)) if (lo..=hi).contains(&v) => Some(v),
-                Some(Ok(-1)) => None,
-                Some(_) => {
-                    log::warn!("ignoring out-of-range or malformed {name}");
-                    None
-                }
-                None => None,
+            let value = get(name);
+            if value.as_deref().map(|v| v.trim().parse::<i64>()) == Some(Ok(-1)) {
+                return None;
             }
+            number_in_range(value.as_deref(), name, lo, hi)
         };
         let slice_size = num("MC_SLICE_SIZE", 65536, 1, 1 << 30) as u64;
         let fragment_limit = match opt("MC_FRAGMENT_RATIO", 1, 1 << 20) {
@@ -128,13 +120,7 @@ impl RdmaConfig {
             service_level: opt("MC_IB_SL", 0, 15).unwrap_or(0) as u8,
             relaxed_ordering: num("MC_IB_PCI_RELAXED_ORDERING", 1, 0, 2) != 0,
             device_filter: get("MC_TE_FILTERS")
-                .map(|v| {
-                    v.split(',')
-                        .map(str::trim)
-                        .filter(|s| !s.is_empty())
-                        .map(str::to_string)
-                        .collect()
-                })
+                .map(|v| comma_list(&v))
                 .unwrap_or_default(),
             round_robin: flag("MC_PATH_ROUNDROBIN"),
             bind_address: get("MC_RDMA_BIND_ADDRESS").filter(|s| !s.trim().is_empty()),

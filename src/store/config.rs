@@ -90,14 +90,7 @@ impl StoreEnv {
     /// Reads any variable source (the environment, or a test map).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> StoreEnv {
         let num = |name: &str, default: u64, lo: u64, hi: u64| -> u64 {
-            match get(name).map(|v| v.trim().parse::<u64>()) {
-                Some(Ok(v)) if (lo..=hi).contains(&v) => v,
-                Some(_) => {
-                    log::warn!("ignoring out-of-range or malformed {name}");
-                    default
-                }
-                None => default,
-            }
+            crate::config::number_in_range(get(name).as_deref(), name, lo, hi).unwrap_or(default)
         };
         let min = num(
             "MC_STORE_CLIENT_MIN_PORT",

@@ -7,8 +7,6 @@
 
 mod flags;
 mod settings;
-#[path = "../common/stop.rs"]
-mod stop;
 
 use mooncake::config::flags::run_main;
 use mooncake::host::net;
@@ -122,7 +120,7 @@ fn run(mut s: Settings) -> Result<(), String> {
         s.metrics
     );
     signals::install_stop_handlers();
-    stop::wait_for_stop();
+    signals::wait_for_stop();
     eprintln!("mooncake_master shutting down");
     drop(rpc);
     master.shutdown();

@@ -45,7 +45,7 @@ pub fn serve(s: &Settings) -> Result<(), String> {
     }
     let client = setup(s, s.global_segment_size)?;
     eprintln!("store_bench serving segment {}", client.hostname());
-    crate::stop::wait_for_stop();
+    signals::wait_for_stop();
     client.close();
     eprintln!("store_bench: segment {} closed", client.hostname());
     Ok(())

@@ -367,7 +367,7 @@ pub fn fill(s: &Settings) -> Result<(), String> {
     let result = fill_with(s, &fake);
     if result.is_ok() && s.hold {
         eprintln!("store_bench: holding the fake client until SIGINT/SIGTERM");
-        crate::stop::wait_for_stop();
+        signals::wait_for_stop();
     }
     fake.close();
     result

@@ -19,14 +19,12 @@
 
 mod run;
 mod settings;
-#[path = "../common/stop.rs"]
-mod stop;
 #[cfg(test)]
 mod tests;
 
 use std::process::ExitCode;
 
-use mooncake::config::flags::run_or_exit;
+use mooncake::config::flags::{exit_status, run_or_exit};
 use mooncake::host::logger;
 use mooncake::runtime::signals;
 use run::{drive, Node};
@@ -35,7 +33,7 @@ use settings::{check_protocol, parse_flags, Fatal, Mode, Settings, USAGE};
 fn run_target(s: &Settings) -> Result<(), String> {
     let node = Node::start(s, &s.local_server_name)?;
     node.announce(s);
-    stop::wait_for_stop();
+    signals::wait_for_stop();
     log::info!("target stopping");
     node.stop();
     Ok(())
@@ -94,11 +92,5 @@ fn main() -> ExitCode {
         Mode::Initiator => run_initiator(&settings),
         Mode::Loopback => run_loopback(&settings),
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    exit_status(result, "error")
 }
