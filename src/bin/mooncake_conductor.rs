@@ -208,7 +208,7 @@ mod tests {
     use mooncake::config::flags::settings_from;
 
     fn parse(args: &[&str]) -> Result<Settings, String> {
-        settings_from(args, kind_of, settings)
+        settings_from(args, kind_of, settings).map_err(|e| e.to_string())
     }
 
     #[test]

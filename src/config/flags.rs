@@ -189,8 +189,8 @@ pub enum Parsed<T> {
 /// What a binary's `main` takes from its parsed command line: the run's settings, or
 /// else the exit status after printing `usage` on stdout (`--help`: 0) or
 /// `refusal(error)` on stderr (a command line that is wrong: 2).
-pub fn run_or_exit<T>(
-    parsed: Result<Parsed<T>, String>,
+pub fn run_or_exit<T, E: fmt::Display>(
+    parsed: Result<Parsed<T>, E>,
     usage: &str,
     refusal: impl FnOnce(&str) -> String,
 ) -> Result<T, std::process::ExitCode> {
@@ -202,7 +202,7 @@ pub fn run_or_exit<T>(
             Err(ExitCode::SUCCESS)
         }
         Err(e) => {
-            eprintln!("{}", refusal(&e));
+            eprintln!("{}", refusal(&e.to_string()));
             Err(ExitCode::from(2))
         }
     }
@@ -255,13 +255,26 @@ pub fn exit_status<E: fmt::Display>(result: Result<(), E>, prefix: &str) -> std:
 /// The settings a binary builds from literal arguments (without the program name), as
 /// [`run_main`] builds them from the command line but without its `--help` and
 /// unknown-flag handling: how the binaries' tests read their flags.
-pub fn settings_from<S, E: Into<String>>(
+pub fn settings_from<S, E>(
     args: &[&str],
     kind_of: impl Fn(&str) -> Option<FlagKind>,
     settings: impl FnOnce(&Flags) -> Result<S, E>,
-) -> Result<S, String> {
-    let flags = Flags::parse(args.iter().map(|a| a.to_string()), kind_of)?;
-    settings(&flags).map_err(Into::into)
+) -> Result<S, SettingsError<E>> {
+    let flags =
+        Flags::parse(args.iter().map(|a| a.to_string()), kind_of).map_err(SettingsError::Flags)?;
+    settings(&flags).map_err(SettingsError::Settings)
+}
+
+/// Why [`settings_from`] gave no settings: the arguments are not a command line, or the
+/// binary refused the flags they give.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError<E> {
+    /// The arguments do not parse as flags.
+    #[error("{0}")]
+    Flags(FlagError),
+    /// The binary's settings refused them (its own error).
+    #[error("{0}")]
+    Settings(E),
 }
 
 /// Parses a gflags boolean value.

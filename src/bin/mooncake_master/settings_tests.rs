@@ -6,7 +6,7 @@ use crate::flags::kind_of;
 use mooncake::config::flags::settings_from;
 
 fn parse(args: &[&str]) -> Result<Settings, String> {
-    settings_from(args, kind_of, settings)
+    settings_from(args, kind_of, settings).map_err(|e| e.to_string())
 }
 
 /// The HA settings `args` give (they must turn HA on).
