@@ -5,7 +5,7 @@
 //! [`DummyClient`]: super::dummy::DummyClient
 
 use super::client::{Client, Health};
-use super::vocab::{Pieces, RangedRead, RangedResults, ReadTarget, WriteMode};
+use super::vocab::{BatchWrite, Pieces, RangedRead, RangedResults, ReadTarget, WriteMode};
 use crate::wire::master_api::{ErrorCode, ReplicaDescriptor, ReplicateConfig};
 
 /// A store client as the C ABI sees it. Every method has the semantics and return
@@ -25,13 +25,7 @@ pub trait StoreApi: Send + Sync + std::fmt::Debug {
     ///
     /// # Safety
     /// Every piece must be readable until this returns.
-    unsafe fn batch_write_raw(
-        &self,
-        mode: WriteMode,
-        keys: &[&str],
-        items: &[Pieces],
-        config: &ReplicateConfig,
-    ) -> Vec<Result<(), ErrorCode>>;
+    unsafe fn batch_write_raw(&self, batch: BatchWrite<'_>) -> Vec<Result<(), ErrorCode>>;
     /// Reads objects, each scattered over its pieces; per key the object's size.
     ///
     /// # Safety
@@ -118,7 +112,7 @@ pub trait StoreApi: Send + Sync + std::fmt::Debug {
             return Ok(());
         }
         // SAFETY: forwarded contract.
-        one(unsafe { self.batch_write_raw(WriteMode::Put, &[key], &[vec![(addr, len)]], config) })
+        unsafe { write_piece(self, WriteMode::Put, key, (addr, len), config) }
     }
     /// Zero-copy puts, one `(address, length)` per key.
     ///
@@ -135,7 +129,14 @@ pub trait StoreApi: Send + Sync + std::fmt::Debug {
         }
         let pieces: Vec<Pieces> = items.iter().map(|&item| vec![item]).collect();
         // SAFETY: forwarded contract.
-        unsafe { self.batch_write_raw(WriteMode::Put, keys, &pieces, config) }
+        unsafe {
+            self.batch_write_raw(BatchWrite {
+                mode: WriteMode::Put,
+                keys,
+                items: &pieces,
+                config,
+            })
+        }
     }
     /// Reads one object into `[addr, addr + cap)`; its size.
     ///
@@ -180,6 +181,27 @@ pub trait StoreApi: Send + Sync + std::fmt::Debug {
 /// One key through a batch operation.
 pub fn one<T>(mut batch: Vec<Result<T, ErrorCode>>) -> Result<T, ErrorCode> {
     batch.pop().unwrap_or(Err(ErrorCode::INTERNAL_ERROR))
+}
+
+/// Writes one object from one piece `(address, length)` of memory.
+///
+/// # Safety
+/// The piece must be readable until this returns.
+pub unsafe fn write_piece<A: StoreApi + ?Sized>(
+    api: &A,
+    mode: WriteMode,
+    key: &str,
+    piece: (u64, u64),
+    config: &ReplicateConfig,
+) -> Result<(), ErrorCode> {
+    let batch = BatchWrite {
+        mode,
+        keys: &[key],
+        items: &[vec![piece]],
+        config,
+    };
+    // SAFETY: forwarded contract.
+    one(unsafe { api.batch_write_raw(batch) })
 }
 
 /// Reads whole objects into targets from `alloc(size)`; per key the filled target and
@@ -238,15 +260,9 @@ impl StoreApi for Client {
     fn upsert(&self, key: &str, value: &[u8], config: &ReplicateConfig) -> Result<(), ErrorCode> {
         Client::upsert(self, key, value, config)
     }
-    unsafe fn batch_write_raw(
-        &self,
-        mode: WriteMode,
-        keys: &[&str],
-        items: &[Pieces],
-        config: &ReplicateConfig,
-    ) -> Vec<Result<(), ErrorCode>> {
+    unsafe fn batch_write_raw(&self, batch: BatchWrite<'_>) -> Vec<Result<(), ErrorCode>> {
         // SAFETY: forwarded contract.
-        unsafe { Client::batch_write_raw(self, mode, keys, items, config) }
+        unsafe { Client::batch_write_raw(self, batch) }
     }
     unsafe fn batch_get_into_multi_raw(
         &self,

@@ -4,7 +4,7 @@
 //!
 //! [`StoreApi`]: super::StoreApi
 
-use crate::wire::master_api::{ErrorCode, MasterResult};
+use crate::wire::master_api::{ErrorCode, MasterResult, ReplicateConfig};
 
 /// How a write treats an existing key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,6 +17,19 @@ pub enum WriteMode {
 
 /// The pieces `(address, length)` whose concatenation, in order, is one object.
 pub type Pieces = Vec<(u64, u64)>;
+
+/// A batch write: one object per key, each the concatenation of its pieces.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchWrite<'a> {
+    /// How the write treats existing keys.
+    pub mode: WriteMode,
+    /// The objects' keys.
+    pub keys: &'a [&'a str],
+    /// Per key, the pieces of its object.
+    pub items: &'a [Pieces],
+    /// How the objects are replicated.
+    pub config: &'a ReplicateConfig,
+}
 
 /// Owned memory a whole-object get reads into; `addr` stays valid while it lives.
 pub trait ReadTarget {

@@ -13,8 +13,8 @@ use mooncake::master::{MasterConfig, MasterService};
 use mooncake::store::dummy::wire::{self, Op};
 use mooncake::store::host_memory;
 use mooncake::store::{
-    Client, DummyClient, DummyServer, ErrorCode, Health, ReplicateConfig, SetupConfig, StoreApi,
-    WriteMode,
+    BatchWrite, Client, DummyClient, DummyServer, ErrorCode, Health, ReplicateConfig, SetupConfig,
+    StoreApi, WriteMode,
 };
 use mooncake::wire::master_api::MasterApi;
 use std::os::linux::net::SocketAddrExt;
@@ -216,8 +216,14 @@ fn pool_memory_moves_in_place_and_other_memory_is_staged() {
         (c.as_ptr() as u64, 100_000),
         (c.as_ptr() as u64 + 100_000, 200_000),
     ];
+    let batch = BatchWrite {
+        mode: WriteMode::Put,
+        keys: &["c"],
+        items: &[pieces],
+        config: &cfg,
+    };
     // SAFETY: both pieces lie inside `c`, live and unchanged during the call.
-    let r = unsafe { d.batch_write_raw(WriteMode::Put, &["c"], &[pieces], &cfg) };
+    let r = unsafe { d.batch_write_raw(batch) };
     assert_eq!(r, vec![Ok(())]);
     assert_eq!(s.real.get("c").unwrap(), c);
     let mut out = vec![0u8; 300_000];

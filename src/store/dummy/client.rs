@@ -15,13 +15,13 @@ use super::link::Link;
 use super::shared_memory::SharedMemory;
 use super::wire::{Op, WireRangedRead};
 use crate::host::net::random_u64;
-use crate::store::api::StoreApi;
+use crate::store::api::{write_piece, StoreApi};
 use crate::store::error::{Doing, StoreError, StoreResult};
 use crate::store::host_memory;
 use crate::store::memory::{Mapping, StagingBuffer};
 use crate::store::state::map_error;
 use crate::store::vocab::{ranged_failure, RangedRead, RangedResults};
-use crate::store::{ErrorCode, Health, Pieces, ReplicateConfig, WriteMode};
+use crate::store::{BatchWrite, ErrorCode, Health, Pieces, ReplicateConfig, WriteMode};
 use crate::wire::master_api::ReplicaDescriptor;
 use parking_lot::RwLock;
 use std::sync::atomic::AtomicU64;
@@ -118,11 +118,9 @@ impl DummyClient {
         if value.is_empty() {
             return Err(ErrorCode::INVALID_PARAMS);
         }
-        let items = [vec![(value.as_ptr() as u64, value.len() as u64)]];
-        crate::store::api::one(self.with(
-            || vec![Err(ErrorCode::INVALID_PARAMS)],
-            |i| i.link.write(mode, &[key], &items, config),
-        ))
+        let piece = (value.as_ptr() as u64, value.len() as u64);
+        // SAFETY: `value` is readable for the duration of the call.
+        unsafe { write_piece(self, mode, key, piece, config) }
     }
 
     fn with<R>(&self, closed: impl FnOnce() -> R, op: impl FnOnce(&Inner) -> R) -> R {
@@ -167,16 +165,10 @@ impl StoreApi for DummyClient {
         self.write_value(WriteMode::Upsert, key, value, config)
     }
 
-    unsafe fn batch_write_raw(
-        &self,
-        mode: WriteMode,
-        keys: &[&str],
-        items: &[Pieces],
-        config: &ReplicateConfig,
-    ) -> Vec<Result<(), ErrorCode>> {
+    unsafe fn batch_write_raw(&self, batch: BatchWrite<'_>) -> Vec<Result<(), ErrorCode>> {
         self.with(
-            || vec![Err(ErrorCode::INVALID_PARAMS); keys.len()],
-            |i| i.link.write(mode, keys, items, config),
+            || vec![Err(ErrorCode::INVALID_PARAMS); batch.keys.len()],
+            |i| i.link.write(batch),
         )
     }
 

@@ -15,7 +15,7 @@ use crate::host::fd_passing;
 use crate::runtime::unix_server::UnixServer;
 use crate::store::memory::Mapping;
 use crate::store::ops::whole::{HeldReads, Located};
-use crate::store::{Client, ErrorCode, Pieces, ReadTarget, ReplicateConfig, WriteMode};
+use crate::store::{BatchWrite, Client, ErrorCode, Pieces, ReadTarget, ReplicateConfig, WriteMode};
 use crate::store::{Range, RangedRead};
 use crate::wire::struct_pack::Pack;
 use parking_lot::{Mutex, RwLock};
@@ -456,7 +456,14 @@ fn write(
     };
     on_translated(session, keys, items, |k, p| {
         // SAFETY: every piece lies in a mapping held (read-locked) for the call.
-        unsafe { session.client.batch_write_raw(mode, k, p, config) }
+        unsafe {
+            session.client.batch_write_raw(BatchWrite {
+                mode,
+                keys: k,
+                items: p,
+                config,
+            })
+        }
     })
 }
 
