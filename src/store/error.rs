@@ -77,6 +77,19 @@ impl PartialEq<ErrorCode> for StoreError {
     }
 }
 
+/// Per-key codes as results whose code says it all.
+pub(crate) fn from_codes<T>(results: Vec<Result<T, ErrorCode>>) -> Vec<StoreResult<T>> {
+    results
+        .into_iter()
+        .map(|r| r.map_err(StoreError::from))
+        .collect()
+}
+
+/// The codes alone of per-key results, for callers that only return codes.
+pub(crate) fn codes<T>(results: Vec<StoreResult<T>>) -> Vec<Result<T, ErrorCode>> {
+    results.into_iter().map(|r| r.map_err(|e| e.code)).collect()
+}
+
 /// A master call's (or other code-only) result, with what was being done as its cause.
 pub(crate) trait Doing<T> {
     /// The error as a [`StoreError`] whose cause is `doing`.

@@ -13,6 +13,7 @@ use super::wire::{self, FetchResult, Op, Request, WireRangedRead};
 use crate::config::Config;
 use crate::host::fd_passing;
 use crate::runtime::unix_server::UnixServer;
+use crate::store::error::StoreError;
 use crate::store::memory::Mapping;
 use crate::store::ops::whole::{HeldReads, Located};
 use crate::store::{BatchWrite, Client, ErrorCode, Pieces, ReadTarget, ReplicateConfig, WriteMode};
@@ -369,7 +370,8 @@ fn map_region(
     let real = mapping.addr() + offset;
     session
         .client
-        .register_buffer(real as *mut u8, len as usize)?;
+        .register_buffer(real as *mut u8, len as usize)
+        .map_err(StoreError::logged)?;
     regions.insert(addr, Region { mapping, real, len });
     Ok(())
 }

@@ -3,6 +3,7 @@
 //! buffers; all through the write pipeline ([`write`]).
 
 use crate::store::api::{one, StoreApi};
+use crate::store::error::codes;
 use crate::store::memory::reserve_for;
 use crate::store::vocab::{BatchWrite, WriteMode};
 use crate::store::write::plan::{unique_items, WriteItem};
@@ -84,6 +85,7 @@ impl Client {
     ) -> Result<(), ErrorCode> {
         // SAFETY: the slice is readable for the duration of the call.
         unsafe { StoreApi::put_from_raw(self, key, buf.as_ptr() as u64, buf.len() as u64, config) }
+            .map_err(|e| e.code)
     }
 
     /// Zero-copy puts of several objects in one round of master calls; one result
@@ -100,7 +102,7 @@ impl Client {
             .map(|b| (b.as_ptr() as u64, b.len() as u64))
             .collect();
         // SAFETY: every slice is readable for the duration of the call.
-        unsafe { StoreApi::batch_put_from_raw(self, keys, &items, config) }
+        codes(unsafe { StoreApi::batch_put_from_raw(self, keys, &items, config) })
     }
 
     /// Zero-copy writes of several objects, each the concatenation of its pieces, in
