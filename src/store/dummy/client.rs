@@ -20,7 +20,7 @@ use crate::store::error::{from_codes, Doing, StoreError, StoreResult};
 use crate::store::host_memory;
 use crate::store::memory::{Mapping, StagingBuffer};
 use crate::store::state::map_error;
-use crate::store::vocab::{ranged_failure, RangedRead, RangedResults};
+use crate::store::vocab::{map_ranged, ranged_failure, RangedRead, RangedResults};
 use crate::store::{BatchWrite, ErrorCode, Health, Pieces, ReplicateConfig, WriteMode};
 use crate::wire::master_api::ReplicaDescriptor;
 use parking_lot::RwLock;
@@ -204,9 +204,9 @@ impl StoreApi for DummyClient {
     }
 
     unsafe fn get_into_ranges_raw(&self, reads: &[RangedRead]) -> RangedResults {
-        let shape = |e: ErrorCode| ranged_failure(reads, e);
+        let shape = |e: StoreError| ranged_failure(reads, e);
         self.with(
-            || shape(ErrorCode::INVALID_PARAMS),
+            || shape(StoreError::invalid(CLOSED)),
             |i| {
                 let wire_reads: Vec<WireRangedRead> = reads
                     .iter()
@@ -226,10 +226,10 @@ impl StoreApi for DummyClient {
                     .collect();
                 match i
                     .link
-                    .call::<_, RangedResults>(Op::Ranges, &wire_reads, None)
+                    .call::<_, RangedResults<ErrorCode>>(Op::Ranges, &wire_reads, None)
                 {
-                    Ok(r) => r,
-                    Err(e) => shape(e),
+                    Ok(r) => map_ranged(r, StoreError::from),
+                    Err(e) => shape(e.into()),
                 }
             },
         )

@@ -16,6 +16,7 @@ use crate::runtime::unix_server::UnixServer;
 use crate::store::error::StoreError;
 use crate::store::memory::Mapping;
 use crate::store::ops::whole::{HeldReads, Located};
+use crate::store::vocab::map_ranged;
 use crate::store::{BatchWrite, Client, ErrorCode, Pieces, ReadTarget, ReplicateConfig, WriteMode};
 use crate::store::{Range, RangedRead};
 use crate::wire::struct_pack::Pack;
@@ -576,5 +577,10 @@ fn ranges(session: &Session, reads: Vec<WireRangedRead>) -> Vec<Vec<Vec<Result<u
         .collect();
     // SAFETY: every buffer lies in a mapping held (read-locked) for the call; the
     // client bounds each fragment by the registered region holding the buffer.
-    unsafe { session.client.get_into_ranges_raw(&reads) }
+    let results = unsafe { session.client.get_into_ranges_raw(&reads) };
+    // The wire carries codes: a cause is logged here, the one place it is seen.
+    map_ranged(results, |e| match e.cause.is_empty() {
+        true => e.code,
+        false => e.logged(),
+    })
 }
