@@ -46,10 +46,12 @@ impl StoreError {
         StoreError { cause, ..self }
     }
 
-    /// The code alone, for callers that only return codes; the cause goes to the log,
-    /// the one place it can still be seen.
+    /// The code alone, for callers that only return codes; the cause (if any) goes to
+    /// the log, the one place it can still be seen.
     pub fn logged(self) -> ErrorCode {
-        log::error!("store: {self}");
+        if !self.cause.is_empty() {
+            log::error!("store: {self}");
+        }
         self.code
     }
 }

@@ -579,8 +579,5 @@ fn ranges(session: &Session, reads: Vec<WireRangedRead>) -> Vec<Vec<Vec<Result<u
     // client bounds each fragment by the registered region holding the buffer.
     let results = unsafe { session.client.get_into_ranges_raw(&reads) };
     // The wire carries codes: a cause is logged here, the one place it is seen.
-    map_ranged(results, |e| match e.cause.is_empty() {
-        true => e.code,
-        false => e.logged(),
-    })
+    map_ranged(results, StoreError::logged)
 }

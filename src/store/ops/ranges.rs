@@ -92,7 +92,7 @@ impl Client {
         // writable per this function's contract.
         for ((i, j, k, ttl), outcome) in unsafe { batch.transfer(plan) } {
             if let Err(e) = outcome {
-                results[i][j][k] = Err(e.into());
+                results[i][j][k] = Err(e);
             } else if let Err(e) = batch.check(ttl) {
                 let e = StoreError::from(e).context("get_into_ranges: the read lease expired");
                 results[i][j][k] = Err(e);

@@ -90,7 +90,7 @@ impl Client {
         // SAFETY: every destination is writable per this function's contract.
         for (i, outcome) in unsafe { batch.transfer(plan) } {
             if let Err(e) = outcome {
-                results[i] = Err(e);
+                results[i] = Err(e.logged());
             }
         }
         for (i, ttl) in planned {
