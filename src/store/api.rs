@@ -5,7 +5,8 @@
 //! [`DummyClient`]: super::dummy::DummyClient
 
 use super::client::{Client, Health};
-use super::vocab::{Pieces, RangedRead, RangedResults, ReadTarget, WriteMode};
+use super::vocab::{BatchWrite, Pieces, RangedRead, RangedResults, ReadTarget, WriteMode};
+use crate::store::error::{from_codes, StoreError, StoreResult};
 use crate::wire::master_api::{ErrorCode, ReplicaDescriptor, ReplicateConfig};
 
 /// A store client as the C ABI sees it. Every method has the semantics and return
@@ -18,20 +19,14 @@ pub trait StoreApi: Send + Sync + std::fmt::Debug {
     /// Releases everything the client holds; idempotent.
     fn close(&self);
     /// Stores a copy of `value` (create only).
-    fn put(&self, key: &str, value: &[u8], config: &ReplicateConfig) -> Result<(), ErrorCode>;
+    fn put(&self, key: &str, value: &[u8], config: &ReplicateConfig) -> StoreResult<()>;
     /// Stores a copy of `value`, replacing an existing object.
-    fn upsert(&self, key: &str, value: &[u8], config: &ReplicateConfig) -> Result<(), ErrorCode>;
+    fn upsert(&self, key: &str, value: &[u8], config: &ReplicateConfig) -> StoreResult<()>;
     /// Writes objects, each the concatenation of its pieces.
     ///
     /// # Safety
     /// Every piece must be readable until this returns.
-    unsafe fn batch_write_raw(
-        &self,
-        mode: WriteMode,
-        keys: &[&str],
-        items: &[Pieces],
-        config: &ReplicateConfig,
-    ) -> Vec<Result<(), ErrorCode>>;
+    unsafe fn batch_write_raw(&self, batch: BatchWrite<'_>) -> Vec<StoreResult<()>>;
     /// Reads objects, each scattered over its pieces; per key the object's size.
     ///
     /// # Safety
@@ -40,7 +35,7 @@ pub trait StoreApi: Send + Sync + std::fmt::Debug {
         &self,
         keys: &[&str],
         items: &[Pieces],
-    ) -> Vec<Result<u64, ErrorCode>>;
+    ) -> Vec<StoreResult<u64>>;
     /// Reads whole objects into memory from `alloc(key index, size)`, which returns
     /// the address of `size` writable bytes (called at most once per key); per key the
     /// object's size.
@@ -52,7 +47,7 @@ pub trait StoreApi: Send + Sync + std::fmt::Debug {
         &self,
         keys: &[&str],
         alloc: &mut dyn FnMut(usize, u64) -> Option<u64>,
-    ) -> Vec<Result<u64, ErrorCode>>;
+    ) -> Vec<StoreResult<u64>>;
     /// Ranged reads into registered buffers.
     ///
     /// # Safety
@@ -60,42 +55,35 @@ pub trait StoreApi: Send + Sync + std::fmt::Debug {
     /// this returns.
     unsafe fn get_into_ranges_raw(&self, reads: &[RangedRead]) -> RangedResults;
     /// Per key: whether it exists.
-    fn batch_is_exist(&self, keys: &[&str]) -> Vec<Result<bool, ErrorCode>>;
+    fn batch_is_exist(&self, keys: &[&str]) -> Vec<StoreResult<bool>>;
     /// Per key: the object's size.
-    fn batch_get_size(&self, keys: &[&str]) -> Vec<Result<u64, ErrorCode>>;
+    fn batch_get_size(&self, keys: &[&str]) -> Vec<StoreResult<u64>>;
     /// Per key: its replicas.
-    fn batch_get_replica_desc(
-        &self,
-        keys: &[&str],
-    ) -> Vec<Result<Vec<ReplicaDescriptor>, ErrorCode>>;
+    fn batch_get_replica_desc(&self, keys: &[&str]) -> Vec<StoreResult<Vec<ReplicaDescriptor>>>;
     /// Per key: removes it.
-    fn batch_remove(&self, keys: &[&str], force: bool) -> Vec<Result<(), ErrorCode>>;
+    fn batch_remove(&self, keys: &[&str], force: bool) -> Vec<StoreResult<()>>;
     /// Removes the keys `pattern` matches; how many.
-    fn remove_by_regex(&self, pattern: &str, force: bool) -> Result<i64, ErrorCode>;
+    fn remove_by_regex(&self, pattern: &str, force: bool) -> StoreResult<i64>;
     /// Removes every removable key; how many.
-    fn remove_all(&self, force: bool) -> Result<i64, ErrorCode>;
+    fn remove_all(&self, force: bool) -> StoreResult<i64>;
     /// Drops this client's replicas of keys whose read leases expired.
-    fn batch_replica_clear(
-        &self,
-        keys: &[&str],
-        segment_name: &str,
-    ) -> Result<Vec<String>, ErrorCode>;
+    fn batch_replica_clear(&self, keys: &[&str], segment_name: &str) -> StoreResult<Vec<String>>;
     /// Registers caller memory for transfers.
-    fn register_buffer(&self, addr: *mut u8, len: usize) -> Result<(), ErrorCode>;
+    fn register_buffer(&self, addr: *mut u8, len: usize) -> StoreResult<()>;
     /// Unregisters memory registered with [`StoreApi::register_buffer`].
-    fn unregister_buffer(&self, addr: *mut u8) -> Result<(), ErrorCode>;
+    fn unregister_buffer(&self, addr: *mut u8) -> StoreResult<()>;
     /// Allocates `size` bytes of memory the client can move data to and from (a
     /// dummy client's shared memory); -1012 (not supported) for a real client.
-    fn alloc_from_mem_pool(&self, size: u64) -> Result<u64, ErrorCode> {
+    fn alloc_from_mem_pool(&self, size: u64) -> StoreResult<u64> {
         let _ = size;
-        Err(ErrorCode::NOT_SUPPORTED)
+        Err(ErrorCode::NOT_SUPPORTED.into())
     }
     /// Whether a dummy client's real client has all of `[addr, addr + len)` mapped
     /// (moves its data in place) rather than staging it through the local buffer;
     /// -1012 (not supported) for a real client.
-    fn moves_in_place(&self, addr: u64, len: u64) -> Result<bool, ErrorCode> {
+    fn moves_in_place(&self, addr: u64, len: u64) -> StoreResult<bool> {
         let _ = (addr, len);
-        Err(ErrorCode::NOT_SUPPORTED)
+        Err(ErrorCode::NOT_SUPPORTED.into())
     }
 
     /// Zero-copy put of one object (an empty one stores nothing and succeeds, -600
@@ -109,16 +97,18 @@ pub trait StoreApi: Send + Sync + std::fmt::Debug {
         addr: u64,
         len: u64,
         config: &ReplicateConfig,
-    ) -> Result<(), ErrorCode> {
+    ) -> StoreResult<()> {
         if len == 0 {
             if self.health() == Health::NotInitialized {
-                return Err(ErrorCode::INVALID_PARAMS);
+                return Err(StoreError::invalid(format!(
+                    "put_from('{key}') on a closed client"
+                )));
             }
             log::warn!("store: put_from('{key}') with no data; nothing stored");
             return Ok(());
         }
         // SAFETY: forwarded contract.
-        one(unsafe { self.batch_write_raw(WriteMode::Put, &[key], &[vec![(addr, len)]], config) })
+        unsafe { write_piece(self, WriteMode::Put, key, (addr, len), config) }
     }
     /// Zero-copy puts, one `(address, length)` per key.
     ///
@@ -129,20 +119,28 @@ pub trait StoreApi: Send + Sync + std::fmt::Debug {
         keys: &[&str],
         items: &[(u64, u64)],
         config: &ReplicateConfig,
-    ) -> Vec<Result<(), ErrorCode>> {
+    ) -> Vec<StoreResult<()>> {
         if items.len() != keys.len() {
-            return vec![Err(ErrorCode::INVALID_PARAMS); keys.len()];
+            let cause = format!("{} buffers for {} keys", items.len(), keys.len());
+            return vec![Err(StoreError::invalid(cause)); keys.len()];
         }
         let pieces: Vec<Pieces> = items.iter().map(|&item| vec![item]).collect();
         // SAFETY: forwarded contract.
-        unsafe { self.batch_write_raw(WriteMode::Put, keys, &pieces, config) }
+        unsafe {
+            self.batch_write_raw(BatchWrite {
+                mode: WriteMode::Put,
+                keys,
+                items: &pieces,
+                config,
+            })
+        }
     }
     /// Reads one object into `[addr, addr + cap)`; its size.
     ///
     /// # Safety
     /// `[addr, addr + cap)` must be writable, and not otherwise accessed, until this
     /// returns.
-    unsafe fn get_into_raw(&self, key: &str, addr: u64, cap: u64) -> Result<u64, ErrorCode> {
+    unsafe fn get_into_raw(&self, key: &str, addr: u64, cap: u64) -> StoreResult<u64> {
         // SAFETY: forwarded contract.
         one(unsafe { self.batch_get_into_raw(&[key], &[(addr, cap)]) })
     }
@@ -154,32 +152,55 @@ pub trait StoreApi: Send + Sync + std::fmt::Debug {
         &self,
         keys: &[&str],
         items: &[(u64, u64)],
-    ) -> Vec<Result<u64, ErrorCode>> {
+    ) -> Vec<StoreResult<u64>> {
         let pieces: Vec<Pieces> = items.iter().map(|&item| vec![item]).collect();
         // SAFETY: forwarded contract.
         unsafe { self.batch_get_into_multi_raw(keys, &pieces) }
     }
     /// Whether `key` exists.
-    fn is_exist(&self, key: &str) -> Result<bool, ErrorCode> {
+    fn is_exist(&self, key: &str) -> StoreResult<bool> {
         one(self.batch_is_exist(&[key]))
     }
     /// The size of `key`'s object.
-    fn get_size(&self, key: &str) -> Result<u64, ErrorCode> {
+    fn get_size(&self, key: &str) -> StoreResult<u64> {
         one(self.batch_get_size(&[key]))
     }
     /// The replicas of `key`.
-    fn get_replica_desc(&self, key: &str) -> Result<Vec<ReplicaDescriptor>, ErrorCode> {
+    fn get_replica_desc(&self, key: &str) -> StoreResult<Vec<ReplicaDescriptor>> {
         one(self.batch_get_replica_desc(&[key]))
     }
     /// Removes `key`.
-    fn remove(&self, key: &str, force: bool) -> Result<(), ErrorCode> {
+    fn remove(&self, key: &str, force: bool) -> StoreResult<()> {
         one(self.batch_remove(&[key], force))
     }
 }
 
 /// One key through a batch operation.
-pub fn one<T>(mut batch: Vec<Result<T, ErrorCode>>) -> Result<T, ErrorCode> {
-    batch.pop().unwrap_or(Err(ErrorCode::INTERNAL_ERROR))
+pub fn one<T, E: From<ErrorCode>>(mut batch: Vec<Result<T, E>>) -> Result<T, E> {
+    batch
+        .pop()
+        .unwrap_or_else(|| Err(ErrorCode::INTERNAL_ERROR.into()))
+}
+
+/// Writes one object from one piece `(address, length)` of memory.
+///
+/// # Safety
+/// The piece must be readable until this returns.
+pub unsafe fn write_piece<A: StoreApi + ?Sized>(
+    api: &A,
+    mode: WriteMode,
+    key: &str,
+    piece: (u64, u64),
+    config: &ReplicateConfig,
+) -> StoreResult<()> {
+    let batch = BatchWrite {
+        mode,
+        keys: &[key],
+        items: &[vec![piece]],
+        config,
+    };
+    // SAFETY: forwarded contract.
+    one(unsafe { api.batch_write_raw(batch) })
 }
 
 /// Reads whole objects into targets from `alloc(size)`; per key the filled target and
@@ -192,7 +213,7 @@ pub unsafe fn batch_get_alloc<T: ReadTarget>(
     api: &dyn StoreApi,
     keys: &[&str],
     mut alloc: impl FnMut(u64) -> Option<T>,
-) -> Vec<Result<(T, u64), ErrorCode>> {
+) -> Vec<StoreResult<(T, u64)>> {
     let mut targets: Vec<Option<T>> = keys.iter().map(|_| None).collect();
     let mut provide = |i: usize, n: u64| {
         let slot = targets.get_mut(i)?;
@@ -208,7 +229,8 @@ pub unsafe fn batch_get_alloc<T: ReadTarget>(
         .zip(targets)
         .map(|(r, t)| {
             let n = r?;
-            t.map(|t| (t, n)).ok_or(ErrorCode::INTERNAL_ERROR)
+            t.map(|t| (t, n))
+                .ok_or_else(|| StoreError::internal("read without a target"))
         })
         .collect()
 }
@@ -232,89 +254,76 @@ impl StoreApi for Client {
     fn close(&self) {
         Client::close(self)
     }
-    fn put(&self, key: &str, value: &[u8], config: &ReplicateConfig) -> Result<(), ErrorCode> {
-        Client::put(self, key, value, config)
+    fn put(&self, key: &str, value: &[u8], config: &ReplicateConfig) -> StoreResult<()> {
+        Ok(Client::put(self, key, value, config)?)
     }
-    fn upsert(&self, key: &str, value: &[u8], config: &ReplicateConfig) -> Result<(), ErrorCode> {
-        Client::upsert(self, key, value, config)
+    fn upsert(&self, key: &str, value: &[u8], config: &ReplicateConfig) -> StoreResult<()> {
+        Ok(Client::upsert(self, key, value, config)?)
     }
-    unsafe fn batch_write_raw(
-        &self,
-        mode: WriteMode,
-        keys: &[&str],
-        items: &[Pieces],
-        config: &ReplicateConfig,
-    ) -> Vec<Result<(), ErrorCode>> {
+    unsafe fn batch_write_raw(&self, batch: BatchWrite<'_>) -> Vec<StoreResult<()>> {
         // SAFETY: forwarded contract.
-        unsafe { Client::batch_write_raw(self, mode, keys, items, config) }
+        from_codes(unsafe { Client::batch_write_raw(self, batch) })
     }
     unsafe fn batch_get_into_multi_raw(
         &self,
         keys: &[&str],
         items: &[Pieces],
-    ) -> Vec<Result<u64, ErrorCode>> {
+    ) -> Vec<StoreResult<u64>> {
         // SAFETY: forwarded contract.
-        unsafe { Client::batch_get_into_multi_raw(self, keys, items) }
+        from_codes(unsafe { Client::batch_get_into_multi_raw(self, keys, items) })
     }
     unsafe fn batch_get_alloc_addr(
         &self,
         keys: &[&str],
         alloc: &mut dyn FnMut(usize, u64) -> Option<u64>,
-    ) -> Vec<Result<u64, ErrorCode>> {
+    ) -> Vec<StoreResult<u64>> {
         // SAFETY: forwarded contract.
         unsafe { Client::batch_get_alloc_raw(self, keys, |i, n| alloc(i, n).map(Provided)) }
             .into_iter()
-            .map(|r| r.map(|(_, n)| n))
+            .map(|r| Ok(r?.1))
             .collect()
     }
     unsafe fn get_into_ranges_raw(&self, reads: &[RangedRead]) -> RangedResults {
         // SAFETY: forwarded contract.
         unsafe { Client::get_into_ranges_raw(self, reads) }
     }
-    fn batch_is_exist(&self, keys: &[&str]) -> Vec<Result<bool, ErrorCode>> {
-        Client::batch_is_exist(self, keys)
+    fn batch_is_exist(&self, keys: &[&str]) -> Vec<StoreResult<bool>> {
+        from_codes(Client::batch_is_exist(self, keys))
     }
-    fn batch_get_size(&self, keys: &[&str]) -> Vec<Result<u64, ErrorCode>> {
-        Client::batch_get_size(self, keys)
+    fn batch_get_size(&self, keys: &[&str]) -> Vec<StoreResult<u64>> {
+        from_codes(Client::batch_get_size(self, keys))
     }
-    fn batch_get_replica_desc(
-        &self,
-        keys: &[&str],
-    ) -> Vec<Result<Vec<ReplicaDescriptor>, ErrorCode>> {
-        Client::batch_get_replica_desc(self, keys)
+    fn batch_get_replica_desc(&self, keys: &[&str]) -> Vec<StoreResult<Vec<ReplicaDescriptor>>> {
+        from_codes(Client::batch_get_replica_desc(self, keys))
     }
-    fn batch_remove(&self, keys: &[&str], force: bool) -> Vec<Result<(), ErrorCode>> {
-        Client::batch_remove(self, keys, force)
+    fn batch_remove(&self, keys: &[&str], force: bool) -> Vec<StoreResult<()>> {
+        from_codes(Client::batch_remove(self, keys, force))
     }
-    fn remove_by_regex(&self, pattern: &str, force: bool) -> Result<i64, ErrorCode> {
-        Client::remove_by_regex(self, pattern, force)
+    fn remove_by_regex(&self, pattern: &str, force: bool) -> StoreResult<i64> {
+        Ok(Client::remove_by_regex(self, pattern, force)?)
     }
-    fn remove_all(&self, force: bool) -> Result<i64, ErrorCode> {
-        Client::remove_all(self, force)
+    fn remove_all(&self, force: bool) -> StoreResult<i64> {
+        Ok(Client::remove_all(self, force)?)
     }
-    fn batch_replica_clear(
-        &self,
-        keys: &[&str],
-        segment_name: &str,
-    ) -> Result<Vec<String>, ErrorCode> {
-        Client::batch_replica_clear(self, keys, segment_name)
+    fn batch_replica_clear(&self, keys: &[&str], segment_name: &str) -> StoreResult<Vec<String>> {
+        Ok(Client::batch_replica_clear(self, keys, segment_name)?)
     }
-    fn register_buffer(&self, addr: *mut u8, len: usize) -> Result<(), ErrorCode> {
+    fn register_buffer(&self, addr: *mut u8, len: usize) -> StoreResult<()> {
         Client::register_buffer(self, addr, len)
     }
-    fn unregister_buffer(&self, addr: *mut u8) -> Result<(), ErrorCode> {
+    fn unregister_buffer(&self, addr: *mut u8) -> StoreResult<()> {
         Client::unregister_buffer(self, addr)
     }
-    fn is_exist(&self, key: &str) -> Result<bool, ErrorCode> {
-        Client::is_exist(self, key)
+    fn is_exist(&self, key: &str) -> StoreResult<bool> {
+        Ok(Client::is_exist(self, key)?)
     }
-    fn get_size(&self, key: &str) -> Result<u64, ErrorCode> {
-        Client::get_size(self, key)
+    fn get_size(&self, key: &str) -> StoreResult<u64> {
+        Ok(Client::get_size(self, key)?)
     }
-    fn get_replica_desc(&self, key: &str) -> Result<Vec<ReplicaDescriptor>, ErrorCode> {
-        Client::get_replica_desc(self, key)
+    fn get_replica_desc(&self, key: &str) -> StoreResult<Vec<ReplicaDescriptor>> {
+        Ok(Client::get_replica_desc(self, key)?)
     }
-    fn remove(&self, key: &str, force: bool) -> Result<(), ErrorCode> {
-        Client::remove(self, key, force)
+    fn remove(&self, key: &str, force: bool) -> StoreResult<()> {
+        Ok(Client::remove(self, key, force)?)
     }
 }

@@ -46,10 +46,12 @@ impl StoreError {
         StoreError { cause, ..self }
     }
 
-    /// The code alone, for callers that only return codes; the cause goes to the log,
-    /// the one place it can still be seen.
+    /// The code alone, for callers that only return codes; the cause (if any) goes to
+    /// the log, the one place it can still be seen.
     pub fn logged(self) -> ErrorCode {
-        log::error!("store: {self}");
+        if !self.cause.is_empty() {
+            log::error!("store: {self}");
+        }
         self.code
     }
 }
@@ -75,6 +77,19 @@ impl PartialEq<ErrorCode> for StoreError {
     fn eq(&self, code: &ErrorCode) -> bool {
         self.code == *code
     }
+}
+
+/// Per-key codes as results whose code says it all.
+pub(crate) fn from_codes<T>(results: Vec<Result<T, ErrorCode>>) -> Vec<StoreResult<T>> {
+    results
+        .into_iter()
+        .map(|r| r.map_err(StoreError::from))
+        .collect()
+}
+
+/// The codes alone of per-key results, for callers that only return codes.
+pub(crate) fn codes<T>(results: Vec<StoreResult<T>>) -> Vec<Result<T, ErrorCode>> {
+    results.into_iter().map(|r| r.map_err(|e| e.code)).collect()
 }
 
 /// A master call's (or other code-only) result, with what was being done as its cause.

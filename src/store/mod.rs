@@ -37,4 +37,4 @@ pub use disk_tier::config::DiskTierConfig;
 pub use dummy::{DummyClient, DummyServer};
 pub use error::{StoreError, StoreResult};
 pub use transfer::MAX_SLICE;
-pub use vocab::{Pieces, Range, RangedRead, RangedResults, ReadTarget, WriteMode};
+pub use vocab::{BatchWrite, Pieces, Range, RangedRead, RangedResults, ReadTarget, WriteMode};

@@ -202,9 +202,11 @@ impl ClientState {
     }
 
     /// Registers caller memory with the engine (see `Client::register_buffer`).
-    pub(crate) fn register_buffer(&self, base: u64, len: u64) -> Result<(), ErrorCode> {
+    pub(crate) fn register_buffer(&self, base: u64, len: u64) -> StoreResult<()> {
         let Some(engine) = self.engine.as_ref() else {
-            return Err(ErrorCode::INVALID_PARAMS);
+            return Err(StoreError::invalid(
+                "register_buffer: the client has no engine",
+            ));
         };
         let mut registered = self.registered.lock();
         if self.shared_engine && !registered.contains_key(&base) && engine.is_registered(base, len)
@@ -214,32 +216,33 @@ impl ClientState {
             registered.insert(base, len);
             return Ok(());
         }
-        engine.register_memory(base, len, "*", false).map_err(|e| {
-            log::error!("store: register_buffer({base:#x}, {len}): {e}");
-            ErrorCode::INVALID_PARAMS
-        })?;
+        engine
+            .register_memory(base, len, "*", false)
+            .map_err(|e| StoreError::invalid(format!("register_buffer({base:#x}, {len}): {e}")))?;
         registered.insert(base, len);
         Ok(())
     }
 
     /// Unregisters memory registered by [`ClientState::register_buffer`] (exact base).
-    pub(crate) fn unregister_buffer(&self, base: u64) -> Result<(), ErrorCode> {
+    pub(crate) fn unregister_buffer(&self, base: u64) -> StoreResult<()> {
         let mut registered = self.registered.lock();
         if !registered.contains_key(&base) {
-            log::error!("store: unregister_buffer({base:#x}): not registered by register_buffer");
-            return Err(ErrorCode::INVALID_PARAMS);
+            return Err(StoreError::invalid(format!(
+                "unregister_buffer({base:#x}): not registered by register_buffer"
+            )));
         }
         if self.borrowed.lock().remove(&base) {
             registered.remove(&base);
             return Ok(());
         }
         let Some(engine) = self.engine.as_ref() else {
-            return Err(ErrorCode::INVALID_PARAMS);
+            return Err(StoreError::invalid(
+                "unregister_buffer: the client has no engine",
+            ));
         };
-        engine.unregister_memory(base).map_err(|e| {
-            log::error!("store: unregister_buffer({base:#x}): {e}");
-            ErrorCode::INVALID_PARAMS
-        })?;
+        engine
+            .unregister_memory(base)
+            .map_err(|e| StoreError::invalid(format!("unregister_buffer({base:#x}): {e}")))?;
         registered.remove(&base);
         Ok(())
     }

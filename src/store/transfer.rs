@@ -4,6 +4,7 @@
 //! memory the NICs do not know (not registered with the engine) goes through the
 //! registered local buffer in chunks, as upstream stages through it.
 
+use super::error::{StoreError, StoreResult};
 use super::state::ClientState;
 use crate::te::transport::local::copy_bytes;
 use crate::te::{Op, TaskStatus, TransferEngine, TransferRequest};
@@ -67,7 +68,7 @@ impl ClientState {
         &self,
         op: Op,
         plan: MovePlan<T>,
-    ) -> impl Iterator<Item = (T, Result<(), ErrorCode>)> {
+    ) -> impl Iterator<Item = (T, StoreResult<()>)> {
         // SAFETY: forwarded contract.
         let done = unsafe { self.execute(op, &plan.moves) };
         plan.owners.into_iter().zip(done)
@@ -81,7 +82,7 @@ impl ClientState {
     /// Each move's `local` range must be valid for `len` bytes (reads for
     /// [`Op::Write`], writes for [`Op::Read`]) until this returns, and must not be
     /// accessed through Rust references meanwhile.
-    pub(crate) unsafe fn execute(&self, op: Op, moves: &[Move]) -> Vec<Result<(), ErrorCode>> {
+    pub(crate) unsafe fn execute(&self, op: Op, moves: &[Move]) -> Vec<StoreResult<()>> {
         let engine = self.engine();
         let staged = |m: &Move| {
             m.len > 0
@@ -113,15 +114,13 @@ impl ClientState {
     ///
     /// # Safety
     /// As [`ClientState::execute`].
-    unsafe fn execute_staged(&self, op: Op, m: &Move) -> Result<(), ErrorCode> {
+    unsafe fn execute_staged(&self, op: Op, m: &Move) -> StoreResult<()> {
         let Some(staging) = self.staging() else {
-            log::error!(
-                "store: {} bytes at {:#x} are not registered and there is no local buffer \
+            return Err(failed(format!(
+                "{} bytes at {:#x} are not registered and there is no local buffer \
                  to stage them through (register_buffer them for RDMA)",
-                m.len,
-                m.local
-            );
-            return Err(ErrorCode::TRANSFER_FAIL);
+                m.len, m.local
+            )));
         };
         let mut done = 0;
         while done < m.len {
@@ -132,16 +131,13 @@ impl ClientState {
                 chunk = staging.allocate(want);
             }
             let Some(chunk) = chunk else {
-                log::error!("store: no room in the local buffer to stage a transfer");
-                return Err(ErrorCode::TRANSFER_FAIL);
+                return Err(failed("no room in the local buffer to stage a transfer"));
             };
             let n = chunk.len();
             if op == Op::Write {
                 // SAFETY: the caller's range is readable (contract); the chunk is ours.
-                unsafe { copy_bytes(chunk.addr(), m.local + done, n) }.map_err(|e| {
-                    log::error!("store: staging {n} bytes: {e}");
-                    ErrorCode::TRANSFER_FAIL
-                })?;
+                unsafe { copy_bytes(chunk.addr(), m.local + done, n) }
+                    .map_err(|e| failed(format!("staging {n} bytes: {e}")))?;
             }
             let piece = Move {
                 local: chunk.addr(),
@@ -152,13 +148,11 @@ impl ClientState {
             // SAFETY: the chunk is registered memory owned by this call.
             unsafe { self.execute_direct(op, std::slice::from_ref(&piece)) }
                 .pop()
-                .unwrap_or(Err(ErrorCode::TRANSFER_FAIL))?;
+                .unwrap_or_else(|| Err(ErrorCode::TRANSFER_FAIL.into()))?;
             if op == Op::Read {
                 // SAFETY: the caller's range is writable (contract); the chunk is ours.
-                unsafe { copy_bytes(m.local + done, chunk.addr(), n) }.map_err(|e| {
-                    log::error!("store: unstaging {n} bytes: {e}");
-                    ErrorCode::TRANSFER_FAIL
-                })?;
+                unsafe { copy_bytes(m.local + done, chunk.addr(), n) }
+                    .map_err(|e| failed(format!("unstaging {n} bytes: {e}")))?;
             }
             done += n;
         }
@@ -169,7 +163,7 @@ impl ClientState {
     ///
     /// # Safety
     /// As [`ClientState::execute`].
-    unsafe fn execute_direct(&self, op: Op, moves: &[Move]) -> Vec<Result<(), ErrorCode>> {
+    unsafe fn execute_direct(&self, op: Op, moves: &[Move]) -> Vec<StoreResult<()>> {
         let mut results = vec![Ok(()); moves.len()];
         let mut requests = Vec::new();
         let mut owners = Vec::new();
@@ -186,16 +180,15 @@ impl ClientState {
                 // SAFETY: the remote range is inside this client's live segment
                 // mapping (checked above); the local range is valid per the contract.
                 if let Err(e) = unsafe { copy_bytes(dst, src, m.len) } {
-                    log::error!("store: copying {} bytes: {e}", m.len);
-                    results[i] = Err(ErrorCode::TRANSFER_FAIL);
+                    results[i] = Err(failed(format!("copying {} bytes: {e}", m.len)));
                 }
                 continue;
             }
             let target_id = match engine.open_segment(&m.endpoint) {
                 Ok(id) => id,
                 Err(e) => {
-                    log::error!("store: opening segment '{}': {e}", m.endpoint);
-                    results[i] = Err(ErrorCode::TRANSFER_FAIL);
+                    let cause = format!("opening segment '{}': {e}", m.endpoint);
+                    results[i] = Err(failed(cause));
                     continue;
                 }
             };
@@ -219,11 +212,16 @@ impl ClientState {
         let statuses = run_batch(engine, &requests);
         for (owner, ok) in owners.into_iter().zip(statuses) {
             if !ok {
-                results[owner] = Err(ErrorCode::TRANSFER_FAIL);
+                results[owner] = Err(ErrorCode::TRANSFER_FAIL.into());
             }
         }
         results
     }
+}
+
+/// A failed move (`TRANSFER_FAIL`), because of `cause`.
+fn failed(cause: impl Into<String>) -> StoreError {
+    StoreError::new(ErrorCode::TRANSFER_FAIL, cause)
 }
 
 /// Submits `requests` as one batch, waits until every task is terminal, and returns

@@ -4,7 +4,8 @@
 //!
 //! [`StoreApi`]: super::StoreApi
 
-use crate::wire::master_api::{ErrorCode, MasterResult};
+use crate::store::error::StoreError;
+use crate::wire::master_api::{ErrorCode, MasterResult, ReplicateConfig};
 
 /// How a write treats an existing key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,6 +18,19 @@ pub enum WriteMode {
 
 /// The pieces `(address, length)` whose concatenation, in order, is one object.
 pub type Pieces = Vec<(u64, u64)>;
+
+/// A batch write: one object per key, each the concatenation of its pieces.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchWrite<'a> {
+    /// How the write treats existing keys.
+    pub mode: WriteMode,
+    /// The objects' keys.
+    pub keys: &'a [&'a str],
+    /// Per key, the pieces of its object.
+    pub items: &'a [Pieces],
+    /// How the objects are replicated.
+    pub config: &'a ReplicateConfig,
+}
 
 /// Owned memory a whole-object get reads into; `addr` stays valid while it lives.
 pub trait ReadTarget {
@@ -52,14 +66,34 @@ pub struct RangedRead {
     pub keys: Vec<(String, Vec<Range>)>,
 }
 
-/// Per buffer, per key, per fragment: the bytes read or an error code.
-pub type RangedResults = Vec<Vec<Vec<Result<u64, ErrorCode>>>>;
+/// Per buffer, per key, per fragment: the bytes read or why not (`E = ErrorCode`:
+/// the code alone, as the dummy's wire carries it).
+pub type RangedResults<E = StoreError> = Vec<Vec<Vec<Result<u64, E>>>>;
 
 /// Results of the shape of `reads` with every fragment failed with `e`.
-pub fn ranged_failure(reads: &[RangedRead], e: ErrorCode) -> RangedResults {
+pub fn ranged_failure(reads: &[RangedRead], e: StoreError) -> RangedResults {
     reads
         .iter()
-        .map(|r| r.keys.iter().map(|(_, f)| vec![Err(e); f.len()]).collect())
+        .map(|r| {
+            let keys = r.keys.iter();
+            keys.map(|(_, f)| vec![Err(e.clone()); f.len()]).collect()
+        })
+        .collect()
+}
+
+/// `results` with every error turned into another by `f`.
+pub(crate) fn map_ranged<E, F>(
+    results: RangedResults<E>,
+    mut f: impl FnMut(E) -> F,
+) -> RangedResults<F> {
+    let mut one = |r: Result<u64, E>| r.map_err(&mut f);
+    results
+        .into_iter()
+        .map(|keys| {
+            keys.into_iter()
+                .map(|frags| frags.into_iter().map(&mut one).collect())
+                .collect()
+        })
         .collect()
 }
 

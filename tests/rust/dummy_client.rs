@@ -13,8 +13,8 @@ use mooncake::master::{MasterConfig, MasterService};
 use mooncake::store::dummy::wire::{self, Op};
 use mooncake::store::host_memory;
 use mooncake::store::{
-    Client, DummyClient, DummyServer, ErrorCode, Health, ReplicateConfig, SetupConfig, StoreApi,
-    WriteMode,
+    BatchWrite, Client, DummyClient, DummyServer, ErrorCode, Health, ReplicateConfig, SetupConfig,
+    StoreApi, StoreResult, WriteMode,
 };
 use mooncake::wire::master_api::MasterApi;
 use std::os::linux::net::SocketAddrExt;
@@ -24,6 +24,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const MIB: u64 = 1 << 20;
+
+/// The code alone of a result.
+fn code<T>(r: StoreResult<T>) -> Result<T, ErrorCode> {
+    r.map_err(|e| e.code)
+}
+
+/// The codes alone of per-key results.
+fn codes<T>(r: Vec<StoreResult<T>>) -> Vec<Result<T, ErrorCode>> {
+    r.into_iter().map(code).collect()
+}
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
@@ -111,13 +121,15 @@ fn bytes_queries_and_removal_match_the_real_client() {
     assert_eq!(s.real.get("k1").unwrap(), newer);
     // Too large for the dummy's local buffer: refused as a real client refuses it.
     assert_eq!(
-        d.put("big", &vec![1u8; 9 * MIB as usize], &cfg),
+        code(d.put("big", &vec![1u8; 9 * MIB as usize], &cfg)),
         Err(ErrorCode::INVALID_PARAMS)
     );
-    assert_eq!(d.put("empty", &[], &cfg), Err(ErrorCode::INVALID_PARAMS));
+    let e = d.put("empty", &[], &cfg).unwrap_err();
+    assert_eq!(e, ErrorCode::INVALID_PARAMS);
+    assert!(e.cause.contains("'empty' with no data"), "{e}");
     assert_eq!(d.get_replica_desc("k1").unwrap().len(), 1);
     assert_eq!(
-        d.batch_remove(&["k1", "missing"], true),
+        codes(d.batch_remove(&["k1", "missing"], true)),
         vec![Ok(()), Err(ErrorCode::OBJECT_NOT_FOUND)]
     );
     d.put("r1", &newer, &cfg).unwrap();
@@ -127,7 +139,9 @@ fn bytes_queries_and_removal_match_the_real_client() {
     assert_eq!(d.is_exist("r2"), Ok(false));
     d.close();
     assert_eq!(d.health(), Health::NotInitialized);
-    assert_eq!(d.put("after", &newer, &cfg), Err(ErrorCode::INVALID_PARAMS));
+    let e = d.put("after", &newer, &cfg).unwrap_err();
+    assert_eq!(e, ErrorCode::INVALID_PARAMS);
+    assert!(e.cause.contains("closed"), "{e}");
 }
 
 #[test]
@@ -216,8 +230,14 @@ fn pool_memory_moves_in_place_and_other_memory_is_staged() {
         (c.as_ptr() as u64, 100_000),
         (c.as_ptr() as u64 + 100_000, 200_000),
     ];
+    let batch = BatchWrite {
+        mode: WriteMode::Put,
+        keys: &["c"],
+        items: &[pieces],
+        config: &cfg,
+    };
     // SAFETY: both pieces lie inside `c`, live and unchanged during the call.
-    let r = unsafe { d.batch_write_raw(WriteMode::Put, &["c"], &[pieces], &cfg) };
+    let r = unsafe { d.batch_write_raw(batch) };
     assert_eq!(r, vec![Ok(())]);
     assert_eq!(s.real.get("c").unwrap(), c);
     let mut out = vec![0u8; 300_000];
@@ -235,12 +255,12 @@ fn pool_memory_moves_in_place_and_other_memory_is_staged() {
             &[(huge.as_mut_ptr() as u64, huge.len() as u64), (buf, len)],
         )
     };
-    assert_eq!(r, vec![Err(ErrorCode::INVALID_PARAMS), Ok(len)]);
+    assert_eq!(codes(r), vec![Err(ErrorCode::INVALID_PARAMS), Ok(len)]);
     // Other memory registers too, and stays staged; pool memory moves in place.
     assert_eq!(d.moves_in_place(buf, 2 * len), Ok(true));
     d.register_buffer(out.as_mut_ptr(), out.len()).unwrap();
     assert_eq!(
-        d.register_buffer(out.as_mut_ptr(), out.len()),
+        code(d.register_buffer(out.as_mut_ptr(), out.len())),
         Err(ErrorCode::INVALID_PARAMS),
         "registered once"
     );
@@ -249,11 +269,11 @@ fn pool_memory_moves_in_place_and_other_memory_is_staged() {
     // Unregistering twice fails.
     d.unregister_buffer(buf as *mut u8).unwrap();
     assert_eq!(
-        d.unregister_buffer(buf as *mut u8),
+        code(d.unregister_buffer(buf as *mut u8)),
         Err(ErrorCode::INVALID_PARAMS)
     );
     assert_eq!(
-        StoreApi::alloc_from_mem_pool(&*s.real, 10),
+        code(StoreApi::alloc_from_mem_pool(&*s.real, 10)),
         Err(ErrorCode::NOT_SUPPORTED)
     );
 }
@@ -429,7 +449,7 @@ fn the_mooncake_client_binary_serves_dummies_and_its_death_fails_calls_cleanly()
     child.0.kill().unwrap();
     child.0.wait().unwrap();
     let r = d.put("gone", &value, &cfg);
-    assert!(matches!(r, Err(ErrorCode::RPC_FAIL)), "{r:?}");
+    assert!(matches!(&r, Err(e) if *e == ErrorCode::RPC_FAIL), "{r:?}");
     assert_eq!(d.health(), Health::MasterUnreachable);
     // ... and no longer once the real client is found gone: its memory is freed.
     assert_eq!(shared_mappings_of(48 << 20), 0);

@@ -350,19 +350,31 @@ fn register_buffer_rules() {
     let mut buf = pattern(64 * 1024, 7);
     let p = buf.as_mut_ptr();
     assert_eq!(
-        a.register_buffer(std::ptr::null_mut(), 10),
+        a.register_buffer(std::ptr::null_mut(), 10)
+            .map_err(|e| e.code),
         Err(ErrorCode::INTERNAL_ERROR)
     );
-    assert_eq!(a.register_buffer(p, 0), Err(ErrorCode::INTERNAL_ERROR));
+    assert_eq!(
+        a.register_buffer(p, 0).map_err(|e| e.code),
+        Err(ErrorCode::INTERNAL_ERROR)
+    );
     assert_eq!(a.register_buffer(p, buf.len()), Ok(()));
     // SAFETY: only the address is used (registration of an overlapping range).
     let inner = unsafe { p.add(10) };
-    assert_eq!(a.register_buffer(inner, 10), Err(ErrorCode::INVALID_PARAMS));
+    assert_eq!(
+        a.register_buffer(inner, 10).map_err(|e| e.code),
+        Err(ErrorCode::INVALID_PARAMS)
+    );
     a.put_from("reg", &buf, &ReplicateConfig::default())
         .unwrap();
-    assert_eq!(a.unregister_buffer(inner), Err(ErrorCode::INVALID_PARAMS));
+    let e = a.unregister_buffer(inner).unwrap_err();
+    assert_eq!(e, ErrorCode::INVALID_PARAMS);
+    assert!(e.cause.contains("not registered"), "{e}");
     assert_eq!(a.unregister_buffer(p), Ok(()));
-    assert_eq!(a.unregister_buffer(p), Err(ErrorCode::INVALID_PARAMS));
+    assert_eq!(
+        a.unregister_buffer(p).map_err(|e| e.code),
+        Err(ErrorCode::INVALID_PARAMS)
+    );
     let mut out = vec![0u8; buf.len()];
     assert_eq!(a.get_into("reg", &mut out).unwrap(), buf.len() as u64);
     assert!(out == buf);
@@ -445,11 +457,11 @@ fn setup_rules_and_calls_after_close() {
     );
     let mut b = [0u8; 8];
     assert_eq!(
-        pure.register_buffer(b.as_mut_ptr(), 8),
+        pure.register_buffer(b.as_mut_ptr(), 8).map_err(|e| e.code),
         Err(ErrorCode::INVALID_PARAMS)
     );
     assert_eq!(
-        pure.unregister_buffer(b.as_mut_ptr()),
+        pure.unregister_buffer(b.as_mut_ptr()).map_err(|e| e.code),
         Err(ErrorCode::INVALID_PARAMS)
     );
     // Setup against an unreachable master fails fast with upstream's codes.

@@ -56,7 +56,7 @@ pub unsafe extern "C" fn mooncake_store_batch_replica_clear(
         };
         let result = batch
             .with_client(|c, keys| c.batch_replica_clear(keys, &segment))
-            .unwrap_or(Err(ErrorCode::INVALID_PARAMS));
+            .unwrap_or_else(|| Err(ErrorCode::INVALID_PARAMS.into()));
         let flags = match &result {
             Ok(cleared) => cleared_flags(batch.keys(), cleared),
             Err(_) => vec![0; count],

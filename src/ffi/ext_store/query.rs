@@ -111,7 +111,7 @@ pub unsafe extern "C" fn mooncake_store_batch_get_replica_desc(
             .into_iter()
             .map(|r| match r {
                 Ok(v) => Value::Array(v.iter().map(replica_json).collect()),
-                Err(e) => json!(e.0),
+                Err(e) => json!(e.code.0),
             })
             .collect();
         let text = Value::Array(entries).to_string();

@@ -10,7 +10,7 @@ use crate::ffi::last_error::set_last_error;
 use crate::ffi::store::args::keys_arg;
 use crate::ffi::store::handle::client;
 use crate::ffi::store::mooncake_store_t;
-use crate::ffi::store::results::{size_or_code, write_out};
+use crate::ffi::store::results::{codes, size_or_code, write_out};
 use crate::store::{ErrorCode, Range, RangedRead};
 use std::ffi::{c_char, c_int, c_void};
 
@@ -141,13 +141,13 @@ pub unsafe extern "C" fn mooncake_store_get_into_ranges(
             return Err(invalid("results_out is NULL"));
         }
         let flat: Vec<i64> = match h {
-            // SAFETY: registered memory is writable per the contract.
-            Some(c) => unsafe { c.get_into_ranges_raw(&reads) }
-                .into_iter()
-                .flatten()
-                .flatten()
-                .map(size_or_code)
-                .collect(),
+            Some(c) => {
+                // SAFETY: registered memory is writable per the contract.
+                let results = unsafe { c.get_into_ranges_raw(&reads) };
+                let results = results.into_iter().flatten().flatten().collect();
+                let codes = codes(Some(function), results);
+                codes.into_iter().map(size_or_code).collect()
+            }
             None => {
                 let e = ErrorCode::INVALID_PARAMS;
                 if count > 0 {

@@ -11,7 +11,7 @@ use crate::ffi::store::handle::client;
 use crate::ffi::store::keys::{KeyBatch, KeyCall};
 use crate::ffi::store::mooncake_store_t;
 use crate::ffi::store::results::{size_or_code, write_out};
-use crate::store::api::batch_get_alloc;
+use crate::store::api::{batch_get_alloc, one};
 use crate::store::{ErrorCode, ReadTarget};
 use std::ffi::{c_char, c_int, c_void};
 
@@ -94,13 +94,13 @@ pub unsafe extern "C" fn mooncake_store_batch_get_buffers(
             None => {
                 let e = ErrorCode::INVALID_PARAMS;
                 set_last_error(function.get(), &e.to_string(), 0);
-                (0..count).map(|_| Err(e)).collect()
+                (0..count).map(|_| Err(e.into())).collect()
             }
         };
         for (i, r) in results.into_iter().enumerate().take(count) {
             let (ptr, res) = match r {
                 Ok((target, n)) => (target.into_raw(), n as i64),
-                Err(e) => (std::ptr::null_mut(), i64::from(e.0)),
+                Err(e) => (std::ptr::null_mut(), i64::from(e.code.0)),
             };
             // SAFETY: both arrays hold `count` entries.
             unsafe {
@@ -158,9 +158,7 @@ pub unsafe extern "C" fn mooncake_store_get_with_allocator(
             (!p.is_null()).then_some(CallerMemory(p))
         };
         // SAFETY: the allocator's memory is writable for the size it was asked for.
-        let result = unsafe { batch_get_alloc(c, &[call.key()], provide) }
-            .pop()
-            .unwrap_or(Err(ErrorCode::INTERNAL_ERROR));
+        let result = one(unsafe { batch_get_alloc(c, &[call.key()], provide) });
         Ok(result?.1 as i64)
     })
 }

@@ -9,31 +9,9 @@ use crate::ffi::store::args::items_arg;
 use crate::ffi::store::keys::{write_copy, KeyBatch, KeyCall};
 use crate::ffi::store::mooncake_store_t;
 use crate::ffi::store::results::{code_of, write_out};
-use crate::store::{ErrorCode, Pieces, ReplicateConfig, StoreApi, WriteMode};
+use crate::store::api::write_piece;
+use crate::store::{BatchWrite, Pieces, ReplicateConfig, WriteMode};
 use std::ffi::{c_char, c_int, c_void};
-
-/// Puts or upserts one object from caller memory (zero-copy); shared by the
-/// single-key functions.
-///
-/// # Safety
-/// `len` bytes at `addr` readable for the call.
-unsafe fn write_one(
-    c: &dyn StoreApi,
-    mode: WriteMode,
-    key: &str,
-    addr: u64,
-    len: u64,
-    cfg: &ReplicateConfig,
-) -> Result<(), ErrorCode> {
-    if len == 0 {
-        // Upstream: an empty zero-copy write succeeds and stores nothing.
-        log::warn!("store: writing '{key}' with no data; nothing stored");
-        return Ok(());
-    }
-    // SAFETY: forwarded contract.
-    let mut r = unsafe { c.batch_write_raw(mode, &[key], &[vec![(addr, len)]], cfg) };
-    r.pop().unwrap_or(Err(ErrorCode::INTERNAL_ERROR))
-}
 
 /// `mooncake_store_put` with upstream's full `ReplicateConfig` as JSON (see the
 /// module notes; NULL means defaults). The value is copied into the local buffer:
@@ -141,8 +119,16 @@ unsafe fn single_write(
         return Err(invalid("buffer is NULL with a non-zero size"));
     }
     let c = call.client()?;
+    if size == 0 {
+        // Upstream: an empty zero-copy write succeeds and stores nothing.
+        log::warn!(
+            "store: writing '{}' with no data; nothing stored",
+            call.key()
+        );
+        return Ok(0);
+    }
     // SAFETY: `size` readable bytes at `buffer` per the contract.
-    unsafe { write_one(c, mode, call.key(), buffer as u64, size as u64, &cfg) }?;
+    unsafe { write_piece(c, mode, call.key(), (buffer as u64, size as u64), &cfg) }?;
     Ok(0)
 }
 
@@ -156,7 +142,14 @@ fn batch_write(
 ) -> Vec<c_int> {
     let results = batch.results(Some(function), |c, keys| {
         // SAFETY: the callers' contracts make every piece readable for the call.
-        unsafe { c.batch_write_raw(mode, keys, items, cfg) }
+        unsafe {
+            c.batch_write_raw(BatchWrite {
+                mode,
+                keys,
+                items,
+                config: cfg,
+            })
+        }
     });
     results.into_iter().map(code_of).collect()
 }

@@ -4,11 +4,11 @@
 
 use super::args::{key_arg, keys_arg};
 use super::handle::client;
-use super::results::not_set_up;
+use super::results::{codes, not_set_up};
 use crate::ffi::args::c_slice;
 use crate::ffi::boundary::FnName;
 use crate::ffi::fail::{invalid, FfiError};
-use crate::store::{ErrorCode, ReplicateConfig, StoreApi, WriteMode};
+use crate::store::{ErrorCode, ReplicateConfig, StoreApi, StoreResult, WriteMode};
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::Arc;
 
@@ -125,11 +125,14 @@ impl KeyBatch {
     pub(in crate::ffi) fn results<R: Clone>(
         &self,
         function: Option<FnName>,
-        op: impl FnOnce(&dyn StoreApi, &[&str]) -> Vec<Result<R, ErrorCode>>,
+        op: impl FnOnce(&dyn StoreApi, &[&str]) -> Vec<StoreResult<R>>,
     ) -> Vec<Result<R, ErrorCode>> {
-        self.with_client(op).unwrap_or_else(|| match function {
-            Some(f) => not_set_up(f, self.keys.len()),
-            None => vec![Err(ErrorCode::INVALID_PARAMS); self.keys.len()],
-        })
+        match self.with_client(op) {
+            Some(results) => codes(function, results),
+            None => match function {
+                Some(f) => not_set_up(f, self.keys.len()),
+                None => vec![Err(ErrorCode::INVALID_PARAMS); self.keys.len()],
+            },
+        }
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::ffi::boundary::FnName;
 use crate::ffi::last_error::set_last_error;
-use crate::store::ErrorCode;
+use crate::store::{ErrorCode, StoreError, StoreResult};
 use std::ffi::c_int;
 
 /// Writes `results` into `out` (which holds `count` entries).
@@ -31,6 +31,24 @@ pub(in crate::ffi) fn not_set_up<T: Clone>(
         set_last_error(function.get(), &e.to_string(), 0);
     }
     vec![Err(e); count]
+}
+
+/// The codes of per-key results. The first failure with a cause becomes the last
+/// error of `function` when one is given (the extensions); upstream's `store_c.h`
+/// functions (`None`) return the codes alone.
+pub(in crate::ffi) fn codes<R>(
+    function: Option<FnName>,
+    results: Vec<StoreResult<R>>,
+) -> Vec<Result<R, ErrorCode>> {
+    let mut unrecorded = function;
+    let mut code = |e: StoreError| {
+        if let Some(f) = unrecorded.filter(|_| !e.cause.is_empty()) {
+            set_last_error(f.get(), &e.to_string(), 0);
+            unrecorded = None;
+        }
+        e.code
+    };
+    results.into_iter().map(|r| r.map_err(&mut code)).collect()
 }
 
 /// 0 or the error code.

@@ -50,3 +50,61 @@ fn foreign_and_destroyed_handles_are_rejected() {
     assert_eq!(mooncake_store_health_check(std::ptr::null_mut()), -1);
     assert_eq!(mooncake_store_remove_all(0x4000 as mooncake_store_t, 1), -1);
 }
+
+/// The calling thread's last error message.
+fn last_error() -> String {
+    // SAFETY: the pointer is a live NUL-terminated string of this thread.
+    unsafe { std::ffi::CStr::from_ptr(crate::ffi::last_error::last_error_message()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+#[test]
+fn a_failed_setup_leaves_its_cause_as_the_last_error() {
+    let h = mooncake_store_create();
+    // SAFETY: NUL-terminated literals; the other strings are NULL (defaults).
+    let r = unsafe {
+        mooncake_store_setup(
+            h,
+            c"127.0.0.1:17001".as_ptr(),
+            c"P2PHANDSHAKE".as_ptr(),
+            0,
+            1 << 20,
+            c"carrier-pigeon".as_ptr(),
+            std::ptr::null(),
+            c"127.0.0.1:1".as_ptr(),
+        )
+    };
+    assert_eq!(r, -600);
+    let e = last_error();
+    assert!(e.starts_with("mooncake_store_setup: "), "{e}");
+    assert!(e.contains("master '127.0.0.1:1'"), "{e}");
+    assert!(e.contains("protocol 'carrier-pigeon'"), "{e}");
+    assert!(e.ends_with("INVALID_PARAMS (-600)"), "{e}");
+    mooncake_store_destroy(h);
+}
+
+#[test]
+fn a_failed_data_op_leaves_its_cause_as_the_last_error() {
+    let h = mooncake_store_create();
+    let cfg = SetupConfig {
+        local_hostname: "127.0.0.1".into(),
+        metadata_server: "P2PHANDSHAKE".into(),
+        ..SetupConfig::default()
+    };
+    let master = crate::master::MasterService::new(crate::master::MasterConfig::default());
+    let c = crate::store::Client::setup_with_master(&cfg, master).expect("setup");
+    *STORES.get(h).unwrap().client.write() = Some(std::sync::Arc::new(c));
+    let mut buf = [0u8; 64];
+    let p = buf.as_mut_ptr().cast::<c_void>();
+    assert_eq!(mooncake_store_unregister_buffer(h, p), -600);
+    let e = last_error();
+    assert!(e.starts_with("mooncake_store_unregister_buffer: "), "{e}");
+    assert!(e.contains("not registered by register_buffer"), "{e}");
+    assert!(e.ends_with("INVALID_PARAMS (-600)"), "{e}");
+    // SAFETY: `buf` outlives its registration.
+    let r = unsafe { mooncake_store_register_buffer(h, p, buf.len()) };
+    assert_eq!(r, 0);
+    assert_eq!(last_error(), "");
+    mooncake_store_destroy(h);
+}

@@ -15,13 +15,13 @@ use super::link::Link;
 use super::shared_memory::SharedMemory;
 use super::wire::{Op, WireRangedRead};
 use crate::host::net::random_u64;
-use crate::store::api::StoreApi;
-use crate::store::error::{Doing, StoreError, StoreResult};
+use crate::store::api::{write_piece, StoreApi};
+use crate::store::error::{from_codes, Doing, StoreError, StoreResult};
 use crate::store::host_memory;
 use crate::store::memory::{Mapping, StagingBuffer};
 use crate::store::state::map_error;
-use crate::store::vocab::{ranged_failure, RangedRead, RangedResults};
-use crate::store::{ErrorCode, Health, Pieces, ReplicateConfig, WriteMode};
+use crate::store::vocab::{map_ranged, ranged_failure, RangedRead, RangedResults};
+use crate::store::{BatchWrite, ErrorCode, Health, Pieces, ReplicateConfig, WriteMode};
 use crate::wire::master_api::ReplicaDescriptor;
 use parking_lot::RwLock;
 use std::sync::atomic::AtomicU64;
@@ -114,15 +114,13 @@ impl DummyClient {
         key: &str,
         value: &[u8],
         config: &ReplicateConfig,
-    ) -> Result<(), ErrorCode> {
+    ) -> StoreResult<()> {
         if value.is_empty() {
-            return Err(ErrorCode::INVALID_PARAMS);
+            return Err(StoreError::invalid(format!("put of '{key}' with no data")));
         }
-        let items = [vec![(value.as_ptr() as u64, value.len() as u64)]];
-        crate::store::api::one(self.with(
-            || vec![Err(ErrorCode::INVALID_PARAMS)],
-            |i| i.link.write(mode, &[key], &items, config),
-        ))
+        let piece = (value.as_ptr() as u64, value.len() as u64);
+        // SAFETY: `value` is readable for the duration of the call.
+        unsafe { write_piece(self, mode, key, piece, config) }
     }
 
     fn with<R>(&self, closed: impl FnOnce() -> R, op: impl FnOnce(&Inner) -> R) -> R {
@@ -131,6 +129,14 @@ impl DummyClient {
             None => closed(),
         }
     }
+}
+
+/// Why a closed dummy fails.
+const CLOSED: &str = "the dummy client is closed";
+
+/// `n` failures of a closed dummy (-600).
+fn closed<T: Clone>(n: usize) -> Vec<StoreResult<T>> {
+    vec![Err(StoreError::invalid(CLOSED)); n]
 }
 
 fn owned(keys: &[&str]) -> Vec<String> {
@@ -159,24 +165,18 @@ impl StoreApi for DummyClient {
         drop(inner);
     }
 
-    fn put(&self, key: &str, value: &[u8], config: &ReplicateConfig) -> Result<(), ErrorCode> {
+    fn put(&self, key: &str, value: &[u8], config: &ReplicateConfig) -> StoreResult<()> {
         self.write_value(WriteMode::Put, key, value, config)
     }
 
-    fn upsert(&self, key: &str, value: &[u8], config: &ReplicateConfig) -> Result<(), ErrorCode> {
+    fn upsert(&self, key: &str, value: &[u8], config: &ReplicateConfig) -> StoreResult<()> {
         self.write_value(WriteMode::Upsert, key, value, config)
     }
 
-    unsafe fn batch_write_raw(
-        &self,
-        mode: WriteMode,
-        keys: &[&str],
-        items: &[Pieces],
-        config: &ReplicateConfig,
-    ) -> Vec<Result<(), ErrorCode>> {
+    unsafe fn batch_write_raw(&self, batch: BatchWrite<'_>) -> Vec<StoreResult<()>> {
         self.with(
-            || vec![Err(ErrorCode::INVALID_PARAMS); keys.len()],
-            |i| i.link.write(mode, keys, items, config),
+            || closed(batch.keys.len()),
+            |i| from_codes(i.link.write(batch)),
         )
     }
 
@@ -184,10 +184,10 @@ impl StoreApi for DummyClient {
         &self,
         keys: &[&str],
         items: &[Pieces],
-    ) -> Vec<Result<u64, ErrorCode>> {
+    ) -> Vec<StoreResult<u64>> {
         self.with(
-            || vec![Err(ErrorCode::INVALID_PARAMS); keys.len()],
-            |i| i.link.read(keys, items),
+            || closed(keys.len()),
+            |i| from_codes(i.link.read(keys, items)),
         )
     }
 
@@ -195,18 +195,18 @@ impl StoreApi for DummyClient {
         &self,
         keys: &[&str],
         alloc: &mut dyn FnMut(usize, u64) -> Option<u64>,
-    ) -> Vec<Result<u64, ErrorCode>> {
+    ) -> Vec<StoreResult<u64>> {
         self.with(
-            || vec![Err(ErrorCode::INVALID_PARAMS); keys.len()],
+            || closed(keys.len()),
             // SAFETY: forwarded contract.
-            |i| unsafe { i.link.fetch(&i.read_hint, keys, alloc) },
+            |i| unsafe { from_codes(i.link.fetch(&i.read_hint, keys, alloc)) },
         )
     }
 
     unsafe fn get_into_ranges_raw(&self, reads: &[RangedRead]) -> RangedResults {
-        let shape = |e: ErrorCode| ranged_failure(reads, e);
+        let shape = |e: StoreError| ranged_failure(reads, e);
         self.with(
-            || shape(ErrorCode::INVALID_PARAMS),
+            || shape(StoreError::invalid(CLOSED)),
             |i| {
                 let wire_reads: Vec<WireRangedRead> = reads
                     .iter()
@@ -226,85 +226,80 @@ impl StoreApi for DummyClient {
                     .collect();
                 match i
                     .link
-                    .call::<_, RangedResults>(Op::Ranges, &wire_reads, None)
+                    .call::<_, RangedResults<ErrorCode>>(Op::Ranges, &wire_reads, None)
                 {
-                    Ok(r) => r,
-                    Err(e) => shape(e),
+                    Ok(r) => map_ranged(r, StoreError::from),
+                    Err(e) => shape(e.into()),
                 }
             },
         )
     }
 
-    fn batch_is_exist(&self, keys: &[&str]) -> Vec<Result<bool, ErrorCode>> {
+    fn batch_is_exist(&self, keys: &[&str]) -> Vec<StoreResult<bool>> {
         self.with(
-            || vec![Err(ErrorCode::INVALID_PARAMS); keys.len()],
-            |i| i.link.call_batch(Op::Exist, &owned(keys), keys.len()),
+            || closed(keys.len()),
+            |i| from_codes(i.link.call_batch(Op::Exist, &owned(keys), keys.len())),
         )
     }
 
-    fn batch_get_size(&self, keys: &[&str]) -> Vec<Result<u64, ErrorCode>> {
+    fn batch_get_size(&self, keys: &[&str]) -> Vec<StoreResult<u64>> {
         self.with(
-            || vec![Err(ErrorCode::INVALID_PARAMS); keys.len()],
-            |i| i.link.call_batch(Op::Size, &owned(keys), keys.len()),
+            || closed(keys.len()),
+            |i| from_codes(i.link.call_batch(Op::Size, &owned(keys), keys.len())),
         )
     }
 
-    fn batch_get_replica_desc(
-        &self,
-        keys: &[&str],
-    ) -> Vec<Result<Vec<ReplicaDescriptor>, ErrorCode>> {
+    fn batch_get_replica_desc(&self, keys: &[&str]) -> Vec<StoreResult<Vec<ReplicaDescriptor>>> {
         self.with(
-            || vec![Err(ErrorCode::INVALID_PARAMS); keys.len()],
-            |i| i.link.call_batch(Op::Replicas, &owned(keys), keys.len()),
+            || closed(keys.len()),
+            |i| from_codes(i.link.call_batch(Op::Replicas, &owned(keys), keys.len())),
         )
     }
 
-    fn batch_remove(&self, keys: &[&str], force: bool) -> Vec<Result<(), ErrorCode>> {
+    fn batch_remove(&self, keys: &[&str], force: bool) -> Vec<StoreResult<()>> {
         self.with(
-            || vec![Err(ErrorCode::INVALID_PARAMS); keys.len()],
+            || closed(keys.len()),
             |i| {
-                i.link
-                    .call_batch(Op::Remove, &(owned(keys), force), keys.len())
+                from_codes(
+                    i.link
+                        .call_batch(Op::Remove, &(owned(keys), force), keys.len()),
+                )
             },
         )
     }
 
-    fn remove_by_regex(&self, pattern: &str, force: bool) -> Result<i64, ErrorCode> {
+    fn remove_by_regex(&self, pattern: &str, force: bool) -> StoreResult<i64> {
         self.with(
-            || Err(ErrorCode::INVALID_PARAMS),
+            || Err(StoreError::invalid(CLOSED)),
             |i| {
-                i.link.call::<_, Result<i64, ErrorCode>>(
+                Ok(i.link.call::<_, Result<i64, ErrorCode>>(
                     Op::RemoveRegex,
                     &(pattern.to_string(), force),
                     None,
-                )?
+                )??)
             },
         )
     }
 
-    fn remove_all(&self, force: bool) -> Result<i64, ErrorCode> {
+    fn remove_all(&self, force: bool) -> StoreResult<i64> {
         self.with(
-            || Err(ErrorCode::INVALID_PARAMS),
+            || Err(StoreError::invalid(CLOSED)),
             |i| {
-                i.link
-                    .call::<_, Result<i64, ErrorCode>>(Op::RemoveAll, &force, None)?
+                Ok(i.link
+                    .call::<_, Result<i64, ErrorCode>>(Op::RemoveAll, &force, None)??)
             },
         )
     }
 
-    fn batch_replica_clear(
-        &self,
-        keys: &[&str],
-        segment_name: &str,
-    ) -> Result<Vec<String>, ErrorCode> {
+    fn batch_replica_clear(&self, keys: &[&str], segment_name: &str) -> StoreResult<Vec<String>> {
         self.with(
-            || Err(ErrorCode::INVALID_PARAMS),
+            || Err(StoreError::invalid(CLOSED)),
             |i| {
-                i.link.call::<_, Result<Vec<String>, ErrorCode>>(
+                Ok(i.link.call::<_, Result<Vec<String>, ErrorCode>>(
                     Op::ReplicaClear,
                     &(owned(keys), segment_name.to_string()),
                     None,
-                )?
+                )??)
             },
         )
     }
@@ -314,24 +309,27 @@ impl StoreApi for DummyClient {
     /// data to and from it in place. Other memory is accepted too, with a warning the
     /// first time: the real client cannot map it, so its transfers are staged through
     /// the local buffer (one extra copy). -600 when already registered.
-    fn register_buffer(&self, addr: *mut u8, len: usize) -> Result<(), ErrorCode> {
+    fn register_buffer(&self, addr: *mut u8, len: usize) -> StoreResult<()> {
         if addr.is_null() || len == 0 {
-            return Err(ErrorCode::INTERNAL_ERROR);
+            return Err(StoreError::internal(format!(
+                "register_buffer({addr:?}, {len}): NULL or empty"
+            )));
         }
         let (addr, len) = (addr as u64, len as u64);
         self.with(
-            || Err(ErrorCode::INVALID_PARAMS),
+            || Err(StoreError::invalid(CLOSED)),
             |i| {
                 let memory = i.link.memory();
                 if memory.is_registered(addr) {
-                    log::error!("dummy client: register_buffer({addr:#x}): already registered");
-                    return Err(ErrorCode::INVALID_PARAMS);
+                    return Err(StoreError::invalid(format!(
+                        "dummy client: register_buffer({addr:#x}): already registered"
+                    )));
                 }
                 if let Some(r) = memory.with_pool_holder(addr, len, |m| i.link.map(addr, len, m)) {
-                    return r;
+                    return Ok(r?);
                 }
                 if let Some(holder) = host_memory::holder(addr, len) {
-                    return i.link.map(addr, len, &holder);
+                    return Ok(i.link.map(addr, len, &holder)?);
                 }
                 memory.add_staged(addr, len);
                 Ok(())
@@ -339,37 +337,38 @@ impl StoreApi for DummyClient {
         )
     }
 
-    fn unregister_buffer(&self, addr: *mut u8) -> Result<(), ErrorCode> {
+    fn unregister_buffer(&self, addr: *mut u8) -> StoreResult<()> {
         let addr = addr as u64;
         self.with(
-            || Err(ErrorCode::INVALID_PARAMS),
+            || Err(StoreError::invalid(CLOSED)),
             |i| {
                 if i.link.memory().remove_staged(addr) {
                     return Ok(());
                 }
                 if !i.link.memory().remove_mapped(addr) {
-                    log::error!("dummy client: unregister_buffer({addr:#x}): not registered");
-                    return Err(ErrorCode::INVALID_PARAMS);
+                    return Err(StoreError::invalid(format!(
+                        "dummy client: unregister_buffer({addr:#x}): not registered"
+                    )));
                 }
-                i.link
-                    .call::<_, Result<(), ErrorCode>>(Op::Unmap, &addr, None)?
+                Ok(i.link
+                    .call::<_, Result<(), ErrorCode>>(Op::Unmap, &addr, None)??)
             },
         )
     }
 
-    fn moves_in_place(&self, addr: u64, len: u64) -> Result<bool, ErrorCode> {
+    fn moves_in_place(&self, addr: u64, len: u64) -> StoreResult<bool> {
         self.with(
-            || Err(ErrorCode::INVALID_PARAMS),
+            || Err(StoreError::invalid(CLOSED)),
             |i| Ok(i.link.memory().is_mapped(addr, len)),
         )
     }
 
-    fn alloc_from_mem_pool(&self, size: u64) -> Result<u64, ErrorCode> {
+    fn alloc_from_mem_pool(&self, size: u64) -> StoreResult<u64> {
         self.with(
-            || Err(ErrorCode::INVALID_PARAMS),
+            || Err(StoreError::invalid(CLOSED)),
             |i| {
-                let m = Mapping::shared(size)
-                    .map_err(|e| map_error("alloc_from_mem_pool", size, e).logged())?;
+                let m =
+                    Mapping::shared(size).map_err(|e| map_error("alloc_from_mem_pool", size, e))?;
                 let addr = m.addr();
                 i.link.memory().add_to_pool(m);
                 Ok(addr)

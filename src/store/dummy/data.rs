@@ -8,19 +8,14 @@ use super::wire::{self, FetchResult, Op};
 use crate::store::memory::Staging;
 use crate::store::read::batch::check_lease;
 use crate::store::vocab::{spread, total_len};
-use crate::store::{ErrorCode, Pieces, ReplicateConfig, WriteMode};
+use crate::store::{BatchWrite, ErrorCode, Pieces, WriteMode};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 impl Link {
     /// Writes objects through the real client: pieces it maps are sent as they are,
     /// the others staged through the local buffer.
-    pub(super) fn write(
-        &self,
-        mode: WriteMode,
-        keys: &[&str],
-        items: &[Pieces],
-        config: &ReplicateConfig,
-    ) -> Vec<Result<(), ErrorCode>> {
+    pub(super) fn write(&self, batch: BatchWrite<'_>) -> Vec<Result<(), ErrorCode>> {
+        let (keys, items) = (batch.keys, batch.items);
         let n = keys.len();
         if items.len() != n {
             return vec![Err(ErrorCode::INVALID_PARAMS); n];
@@ -51,8 +46,8 @@ impl Link {
             }
         }
         let (idx, sub_keys, sub_items) = select(keys, send, &results);
-        let upsert = mode == WriteMode::Upsert;
-        let args = (upsert, sub_keys, sub_items, config.clone());
+        let upsert = batch.mode == WriteMode::Upsert;
+        let args = (upsert, sub_keys, sub_items, batch.config.clone());
         let n_sub = idx.len();
         if n_sub > 0 {
             for (i, r) in idx

@@ -13,9 +13,11 @@ use super::wire::{self, FetchResult, Op, Request, WireRangedRead};
 use crate::config::Config;
 use crate::host::fd_passing;
 use crate::runtime::unix_server::UnixServer;
+use crate::store::error::StoreError;
 use crate::store::memory::Mapping;
 use crate::store::ops::whole::{HeldReads, Located};
-use crate::store::{Client, ErrorCode, Pieces, ReadTarget, ReplicateConfig, WriteMode};
+use crate::store::vocab::map_ranged;
+use crate::store::{BatchWrite, Client, ErrorCode, Pieces, ReadTarget, ReplicateConfig, WriteMode};
 use crate::store::{Range, RangedRead};
 use crate::wire::struct_pack::Pack;
 use parking_lot::{Mutex, RwLock};
@@ -369,7 +371,8 @@ fn map_region(
     let real = mapping.addr() + offset;
     session
         .client
-        .register_buffer(real as *mut u8, len as usize)?;
+        .register_buffer(real as *mut u8, len as usize)
+        .map_err(StoreError::logged)?;
     regions.insert(addr, Region { mapping, real, len });
     Ok(())
 }
@@ -456,7 +459,14 @@ fn write(
     };
     on_translated(session, keys, items, |k, p| {
         // SAFETY: every piece lies in a mapping held (read-locked) for the call.
-        unsafe { session.client.batch_write_raw(mode, k, p, config) }
+        unsafe {
+            session.client.batch_write_raw(BatchWrite {
+                mode,
+                keys: k,
+                items: p,
+                config,
+            })
+        }
     })
 }
 
@@ -567,5 +577,7 @@ fn ranges(session: &Session, reads: Vec<WireRangedRead>) -> Vec<Vec<Vec<Result<u
         .collect();
     // SAFETY: every buffer lies in a mapping held (read-locked) for the call; the
     // client bounds each fragment by the registered region holding the buffer.
-    unsafe { session.client.get_into_ranges_raw(&reads) }
+    let results = unsafe { session.client.get_into_ranges_raw(&reads) };
+    // The wire carries codes: a cause is logged here, the one place it is seen.
+    map_ranged(results, StoreError::logged)
 }

@@ -2,6 +2,7 @@
 //! objects gathered into registered destination buffers, with one master call and
 //! one transfer batch, through the read pipeline ([`ReadBatch`]).
 
+use crate::store::error::StoreError;
 use crate::store::read::batch::ReadBatch;
 use crate::store::transfer::{Move, MovePlan};
 use crate::store::vocab::{ranged_failure, RangedRead, RangedResults};
@@ -26,7 +27,7 @@ impl Client {
     /// The registered regions the buffers point into must be writable, and not
     /// otherwise accessed, until this returns.
     pub unsafe fn get_into_ranges_raw(&self, reads: &[RangedRead]) -> RangedResults {
-        let shape = |e: ErrorCode| ranged_failure(reads, e);
+        let shape = |e: ErrorCode| ranged_failure(reads, e.into());
         let state = match self.state() {
             Ok(s) => s,
             Err(e) => return shape(e),
@@ -64,18 +65,16 @@ impl Client {
                     let src = match &found {
                         Ok(src) => src,
                         Err(e) => {
-                            results[i][j][k] = Err(*e);
+                            results[i][j][k] = Err((*e).into());
                             continue;
                         }
                     };
                     let d = src.replica;
                     if !fits(f.src, f.len, d.size) {
-                        log::error!(
-                            "store: get_into_ranges('{key}'): [{}, +{}) outside {} bytes",
-                            f.src,
-                            f.len,
-                            d.size
-                        );
+                        results[i][j][k] = Err(StoreError::invalid(format!(
+                            "get_into_ranges('{key}'): [{}, +{}) outside {} bytes",
+                            f.src, f.len, d.size
+                        )));
                         continue;
                     }
                     results[i][j][k] = Ok(f.len);
@@ -95,7 +94,7 @@ impl Client {
             if let Err(e) = outcome {
                 results[i][j][k] = Err(e);
             } else if let Err(e) = batch.check(ttl) {
-                log::warn!("store: get_into_ranges: a read lease expired during the read");
+                let e = StoreError::from(e).context("get_into_ranges: the read lease expired");
                 results[i][j][k] = Err(e);
             }
         }

@@ -3,7 +3,8 @@
 
 use crate::master::{MasterConfig, MasterService};
 use crate::store::ops::tests::{client, on};
-use crate::store::{ErrorCode, Range, RangedRead};
+use crate::store::vocab::map_ranged;
+use crate::store::{ErrorCode, Range, RangedRead, StoreError};
 
 fn range(dst: u64, src: u64, len: u64) -> Range {
     Range { dst, src, len }
@@ -57,6 +58,10 @@ fn ranges_from_remote_and_own_objects_into_registered_buffers() {
     ];
     // SAFETY: x and y are registered, alive and not otherwise used during the call.
     let r = unsafe { a.get_into_ranges_raw(&reads) };
+    let outside =
+        |f: &Result<u64, StoreError>| f.as_ref().is_err_and(|e| e.cause.contains("outside"));
+    assert!(r[1][0].iter().any(outside), "{r:?}");
+    let r = map_ranged(r, |e| e.code);
     let invalid = Err(ErrorCode::INVALID_PARAMS);
     assert_eq!(
         r,
@@ -74,6 +79,6 @@ fn ranges_from_remote_and_own_objects_into_registered_buffers() {
     // A closed client fails every fragment with -600, in the same shape.
     b.close();
     // SAFETY: as above.
-    let r = unsafe { b.get_into_ranges_raw(&reads[..1]) };
+    let r = map_ranged(unsafe { b.get_into_ranges_raw(&reads[..1]) }, |e| e.code);
     assert_eq!(r, vec![vec![vec![invalid, invalid], vec![invalid]]]);
 }

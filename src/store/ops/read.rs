@@ -3,6 +3,7 @@
 //! pipeline ([`ReadBatch`]).
 
 use super::whole::Located;
+use crate::store::error::codes;
 use crate::store::read::batch::ReadBatch;
 use crate::store::transfer::{Move, MovePlan};
 use crate::store::vocab::{spread, total_len, Pieces, ReadTarget};
@@ -16,6 +17,7 @@ impl Client {
     pub fn get_into(&self, key: &str, buf: &mut [u8]) -> Result<u64, ErrorCode> {
         // SAFETY: the slice is writable for the duration of the call.
         unsafe { StoreApi::get_into_raw(self, key, buf.as_mut_ptr() as u64, buf.len() as u64) }
+            .map_err(|e| e.code)
     }
 
     /// Reads several objects (one master call, one transfer batch); one result per
@@ -30,7 +32,7 @@ impl Client {
             .map(|b| (b.as_mut_ptr() as u64, b.len() as u64))
             .collect();
         // SAFETY: the slices are distinct, writable, and borrowed for the call.
-        unsafe { StoreApi::batch_get_into_raw(self, keys, &items) }
+        codes(unsafe { StoreApi::batch_get_into_raw(self, keys, &items) })
     }
 
     /// Reads several objects, each scattered over its pieces in order (one master
@@ -88,7 +90,7 @@ impl Client {
         // SAFETY: every destination is writable per this function's contract.
         for (i, outcome) in unsafe { batch.transfer(plan) } {
             if let Err(e) = outcome {
-                results[i] = Err(e);
+                results[i] = Err(e.logged());
             }
         }
         for (i, ttl) in planned {

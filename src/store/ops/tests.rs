@@ -2,8 +2,8 @@
 //! (P2PHANDSHAKE, real TCP transfers for the remote side).
 
 use crate::master::{MasterConfig, MasterService};
+use crate::store::{BatchWrite, ErrorCode, Pieces, ReplicateConfig, WriteMode};
 use crate::store::{Client, SetupConfig};
-use crate::store::{ErrorCode, Pieces, ReplicateConfig, WriteMode};
 use crate::wire::master_api::{MasterApi, ReplicaLocation, ReplicaStatus, DEFAULT_TENANT};
 use std::sync::Arc;
 
@@ -36,6 +36,20 @@ fn pattern(len: usize, seed: u8) -> Vec<u8> {
         .collect()
 }
 
+/// Puts of `items` under `keys`.
+fn puts<'a>(
+    keys: &'a [&'a str],
+    items: &'a [Pieces],
+    config: &'a ReplicateConfig,
+) -> BatchWrite<'a> {
+    BatchWrite {
+        mode: WriteMode::Put,
+        keys,
+        items,
+        config,
+    }
+}
+
 fn pieces(parts: &[&[u8]]) -> Pieces {
     parts
         .iter()
@@ -54,7 +68,12 @@ fn multi_buffer_put_and_get_across_clients() {
     for (key, seg) in [("remote", b.hostname()), ("own", a.hostname())] {
         // SAFETY: the pieces borrow `src`, alive for the call.
         let r = unsafe {
-            a.batch_write_raw(WriteMode::Put, &[key], &[pieces(&[p1, p2, p3])], &on(seg))
+            a.batch_write_raw(BatchWrite {
+                mode: WriteMode::Put,
+                keys: &[key],
+                items: &[pieces(&[p1, p2, p3])],
+                config: &on(seg),
+            })
         };
         assert_eq!(r, vec![Ok(())]);
         assert_eq!(b.batch_get(&[key]), vec![Ok(whole.clone())]);
@@ -99,7 +118,14 @@ fn upserts_replace_and_puts_keep() {
     let (v1, v2, v3) = (b"one".as_slice(), b"two!".as_slice(), b"three".as_slice());
     let items = vec![pieces(&[v1]), pieces(&[v2]), pieces(&[v3]), vec![]];
     // SAFETY: the pieces borrow static data.
-    let r = unsafe { a.batch_write_raw(WriteMode::Upsert, &["k", "n", "k", "e"], &items, &cfg) };
+    let r = unsafe {
+        a.batch_write_raw(BatchWrite {
+            mode: WriteMode::Upsert,
+            keys: &["k", "n", "k", "e"],
+            items: &items,
+            config: &cfg,
+        })
+    };
     assert_eq!(
         r,
         vec![Ok(()), Ok(()), Ok(()), Err(ErrorCode::INVALID_PARAMS)]
@@ -129,12 +155,12 @@ fn group_ids_are_one_per_key() {
         ..ReplicateConfig::default()
     };
     // SAFETY: static data.
-    let r = unsafe { a.batch_write_raw(WriteMode::Put, &["x", "y", "z"], &items, &cfg) };
+    let r = unsafe { a.batch_write_raw(puts(&["x", "y", "z"], &items, &cfg)) };
     assert_eq!(r, vec![Err(ErrorCode::INVALID_PARAMS); 3]);
     cfg.group_ids = Some(vec!["g1".into(), "g1".into(), "g2".into()]);
     // Duplicates collapse; the group ids follow their keys.
     // SAFETY: static data.
-    let r = unsafe { a.batch_write_raw(WriteMode::Put, &["x", "y", "x"], &items, &cfg) };
+    let r = unsafe { a.batch_write_raw(puts(&["x", "y", "x"], &items, &cfg)) };
     assert_eq!(r, vec![Ok(()); 3]);
     assert_eq!(a.batch_get_size(&["x", "y"]), vec![Ok(7), Ok(7)]);
 }

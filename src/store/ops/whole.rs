@@ -3,6 +3,7 @@
 //! this client's own segment, the object then held (its read not ended) until the
 //! dummy has copied it itself.
 
+use crate::store::error::StoreError;
 use crate::store::read::batch::ReadBatch;
 use crate::store::transfer::{Move, MovePlan};
 use crate::store::vocab::ReadTarget;
@@ -88,6 +89,7 @@ impl Client {
         }
         // SAFETY: every destination is a live target of its object's size.
         for ((i, ttl), outcome) in unsafe { batch.transfer(plan) } {
+            let outcome = outcome.map_err(StoreError::logged);
             if let Err(e) = outcome.and_then(|()| batch.check(ttl)) {
                 results[i] = Err(e);
             }

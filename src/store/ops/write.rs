@@ -3,8 +3,9 @@
 //! buffers; all through the write pipeline ([`write`]).
 
 use crate::store::api::{one, StoreApi};
+use crate::store::error::codes;
 use crate::store::memory::reserve_for;
-use crate::store::vocab::{Pieces, WriteMode};
+use crate::store::vocab::{BatchWrite, WriteMode};
 use crate::store::write::plan::{unique_items, WriteItem};
 use crate::store::write::write;
 use crate::store::Client;
@@ -16,28 +17,7 @@ impl Client {
     /// empty or larger than the free local buffer; an existing key is a success that
     /// keeps the old value.
     pub fn put(&self, key: &str, value: &[u8], config: &ReplicateConfig) -> Result<(), ErrorCode> {
-        let state = self.state()?;
-        let what = format!("store: put('{key}')");
-        let mut reserved = reserve_for(state.staging(), &what, value.len() as u64)?;
-        // RDMA sends only from registered memory: the bytes go through the reserved
-        // local buffer, as upstream. TCP and the local copy take them straight from
-        // `value`.
-        let source = if state.engine().needs_registered_buffers() {
-            reserved.fill(value);
-            reserved.addr()
-        } else {
-            value.as_ptr() as u64
-        };
-        let pieces = [(source, value.len() as u64)];
-        // Upstream's master takes exactly one group id for one object; anything else
-        // is passed on as given.
-        let group = match config.group_ids.as_deref() {
-            Some([g]) => Some(g.clone()),
-            _ => None,
-        };
-        let item = WriteItem::new(key, &pieces, group);
-        // SAFETY: `value` and the reservation are readable until the write returns.
-        one(unsafe { write(&state, WriteMode::Put, &[item], config) })
+        self.write_value(WriteMode::Put, key, value, config)
     }
 
     /// Stores `value` under `key`, replacing an existing object (staged through the
@@ -49,15 +29,50 @@ impl Client {
         value: &[u8],
         config: &ReplicateConfig,
     ) -> Result<(), ErrorCode> {
+        self.write_value(WriteMode::Upsert, key, value, config)
+    }
+
+    /// The body of [`Client::put`] and [`Client::upsert`]: `value`'s size reserved in
+    /// the local buffer for the duration of the write.
+    fn write_value(
+        &self,
+        mode: WriteMode,
+        key: &str,
+        value: &[u8],
+        config: &ReplicateConfig,
+    ) -> Result<(), ErrorCode> {
         let state = self.state()?;
-        let what = format!("store: upsert('{key}')");
-        let mut staged = reserve_for(state.staging(), &what, value.len() as u64)?;
-        staged.fill(value);
-        let pieces = [(staged.addr(), staged.len())];
-        let group = (config.group_ids.as_ref()).map(|g| g.first().cloned().unwrap_or_default());
+        let what = match mode {
+            WriteMode::Put => format!("store: put('{key}')"),
+            WriteMode::Upsert => format!("store: upsert('{key}')"),
+        };
+        let mut reserved = reserve_for(state.staging(), &what, value.len() as u64)?;
+        // An upsert always writes from the local buffer. A put does where RDMA sends
+        // only from registered memory, as upstream; TCP and the local copy take its
+        // bytes straight from `value`.
+        let staged = mode == WriteMode::Upsert || state.engine().needs_registered_buffers();
+        let source = if staged {
+            reserved.fill(value);
+            reserved.addr()
+        } else {
+            value.as_ptr() as u64
+        };
+        let pieces = [(source, value.len() as u64)];
+        let group = match mode {
+            // Upstream's master takes exactly one group id for one object; anything
+            // else is passed on as given.
+            WriteMode::Put => match config.group_ids.as_deref() {
+                Some([g]) => Some(g.clone()),
+                _ => None,
+            },
+            WriteMode::Upsert => config
+                .group_ids
+                .as_ref()
+                .map(|g| g.first().cloned().unwrap_or_default()),
+        };
         let item = WriteItem::new(key, &pieces, group);
-        // SAFETY: the staging allocation stays alive until the write returns.
-        one(unsafe { write(&state, WriteMode::Upsert, &[item], config) })
+        // SAFETY: `value` and the reservation are readable until the write returns.
+        one(unsafe { write(&state, mode, &[item], config) })
     }
 
     /// Stores `buf` under `key` without copying it first (zero-copy). An empty `buf`
@@ -70,6 +85,7 @@ impl Client {
     ) -> Result<(), ErrorCode> {
         // SAFETY: the slice is readable for the duration of the call.
         unsafe { StoreApi::put_from_raw(self, key, buf.as_ptr() as u64, buf.len() as u64, config) }
+            .map_err(|e| e.code)
     }
 
     /// Zero-copy puts of several objects in one round of master calls; one result
@@ -86,7 +102,7 @@ impl Client {
             .map(|b| (b.as_ptr() as u64, b.len() as u64))
             .collect();
         // SAFETY: every slice is readable for the duration of the call.
-        unsafe { StoreApi::batch_put_from_raw(self, keys, &items, config) }
+        codes(unsafe { StoreApi::batch_put_from_raw(self, keys, &items, config) })
     }
 
     /// Zero-copy writes of several objects, each the concatenation of its pieces, in
@@ -97,23 +113,18 @@ impl Client {
     ///
     /// # Safety
     /// Every piece must be readable until this returns.
-    pub unsafe fn batch_write_raw(
-        &self,
-        mode: WriteMode,
-        keys: &[&str],
-        items: &[Pieces],
-        config: &ReplicateConfig,
-    ) -> Vec<Result<(), ErrorCode>> {
+    pub unsafe fn batch_write_raw(&self, batch: BatchWrite<'_>) -> Vec<Result<(), ErrorCode>> {
+        let (keys, config) = (batch.keys, batch.config);
         let n = keys.len();
         let groups_ok = config.group_ids.as_ref().map_or(true, |g| g.len() == n);
         let state = match self.state() {
-            Ok(s) if items.len() == n && groups_ok => s,
+            Ok(s) if batch.items.len() == n && groups_ok => s,
             Ok(_) => return vec![Err(ErrorCode::INVALID_PARAMS); n],
             Err(e) => return vec![Err(e); n],
         };
-        let (unique, positions) = unique_items(keys, items, config.group_ids.as_deref());
+        let (unique, positions) = unique_items(keys, batch.items, config.group_ids.as_deref());
         // SAFETY: forwarded contract.
-        let results = unsafe { write(&state, mode, &unique, config) };
+        let results = unsafe { write(&state, batch.mode, &unique, config) };
         positions.into_iter().map(|s| results[s]).collect()
     }
 }

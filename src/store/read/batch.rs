@@ -4,6 +4,7 @@
 
 use super::choose::{choose, Nearness};
 use super::lease::ReadTicket;
+use crate::store::error::StoreResult;
 use crate::store::state::ClientState;
 use crate::store::transfer::MovePlan;
 use crate::store::vocab::fit;
@@ -68,7 +69,7 @@ impl<'a> ReadBatch<'a> {
     pub(crate) unsafe fn transfer<T>(
         &self,
         plan: MovePlan<T>,
-    ) -> impl Iterator<Item = (T, Result<(), ErrorCode>)> {
+    ) -> impl Iterator<Item = (T, StoreResult<()>)> {
         // SAFETY: forwarded contract.
         unsafe { self.state.run(Op::Read, plan) }
     }

@@ -3,6 +3,7 @@
 
 use super::plan::{config_for, replica_moves, WriteItem};
 use super::rpc;
+use crate::store::error::StoreError;
 use crate::store::state::ClientState;
 use crate::store::transfer::MovePlan;
 use crate::store::vocab::WriteMode;
@@ -59,7 +60,7 @@ pub(crate) unsafe fn attempt(
     // SAFETY: every source is readable per this function's contract.
     for (s, outcome) in unsafe { state.run(Op::Write, plan) } {
         if results[s].is_ok() {
-            results[s] = outcome;
+            results[s] = outcome.map_err(StoreError::logged);
         }
     }
     let (ok, failed): (Vec<usize>, Vec<usize>) =
