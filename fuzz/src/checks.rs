@@ -28,7 +28,7 @@ use mooncake::te::transport::rdma::{gid, topology::Topology};
 use mooncake::te::transport::same_host::wire as shm;
 use mooncake::te::transport::tcp::wire as tcp;
 use mooncake::wire::codec;
-use mooncake::wire::coro_rpc::{self, Method, RequestHeader, ResponseHeader};
+use mooncake::wire::coro_rpc::{self, FrameHeader, Method, RequestHeader, ResponseHeader};
 use mooncake::wire::offload_rpc;
 use mooncake::wire::struct_pack::{self, Map};
 use serde_json::Value;

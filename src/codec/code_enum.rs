@@ -2,8 +2,8 @@
 //! the one lookup from a code back to its variant.
 
 /// Declares a `#[repr(int)]` enum whose variants carry explicit codes, and gives it
-/// `from_code` (the variant a code names, `None` for any other code) and `code` (the
-/// variant's value). Every variant names its code and ends with a comma; attributes
+/// `from_code` (the variant a code names, `None` for any other code), `code` (the
+/// variant's value) and `ALL` (every variant, in declaration order). Every variant names its code and ends with a comma; attributes
 /// and doc comments on the enum and its variants (`#[default]` too) pass through
 /// unchanged.
 ///
@@ -33,6 +33,9 @@ macro_rules! code_enum {
         }
 
         impl $name {
+            /// Every variant, in declaration order.
+            $vis const ALL: &'static [$name] = &[$($name::$variant,)+];
+
             /// The variant whose code is `code`, or `None` when no variant has it.
             $vis const fn from_code(code: $repr) -> Option<$name> {
                 match code {
@@ -69,7 +72,7 @@ mod tests {
 
     #[test]
     fn codes_round_trip_and_unknown_codes_are_none() {
-        for v in [Sample::Negative, Sample::One, Sample::Five] {
+        for &v in Sample::ALL {
             assert_eq!(Sample::from_code(v.code()), Some(v));
         }
         assert_eq!(Sample::Five.code(), 5);

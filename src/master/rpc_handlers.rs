@@ -5,6 +5,7 @@
 //!
 //! [`MasterApi`]: crate::wire::master_api::MasterApi
 
+use super::write::WriteEnd;
 use super::{MasterHandlers, MasterService};
 use crate::wire::master_api::{
     ClientStatus, ErrorCode, GetReplicaListResponse, MasterResult, ObjectMeta, PingResponse,
@@ -44,7 +45,8 @@ macro_rules! write_handlers {
             kind: ReplicaType,
             tenant: &str,
         ) -> MasterResult<()> {
-            self.writes.put_end_one(client, meta, kind, tenant)
+            self.writes
+                .end_one(client, kind, tenant, WriteEnd::Written(meta))
         }
 
         fn $revoke(
@@ -54,7 +56,8 @@ macro_rules! write_handlers {
             kind: ReplicaType,
             tenant: &str,
         ) -> MasterResult<()> {
-            self.writes.put_revoke_one(client, key, kind, tenant)
+            self.writes
+                .end_one(client, kind, tenant, WriteEnd::Revoked(key))
         }
 
         fn $batch_start(
@@ -219,7 +222,10 @@ impl MasterHandlers for MasterService {
         kind: ReplicaType,
         tenant: &str,
     ) -> MasterResult<Vec<MasterResult<()>>> {
-        each(metas, |m| self.writes.put_end_one(client, m, kind, tenant))
+        each(metas, |m| {
+            self.writes
+                .end_one(client, kind, tenant, WriteEnd::Written(m))
+        })
     }
 
     fn batch_put_revoke(
@@ -230,7 +236,8 @@ impl MasterHandlers for MasterService {
         tenant: &str,
     ) -> MasterResult<Vec<MasterResult<()>>> {
         each(keys, |k| {
-            self.writes.put_revoke_one(client, k, kind, tenant)
+            self.writes
+                .end_one(client, kind, tenant, WriteEnd::Revoked(k))
         })
     }
 
@@ -243,7 +250,8 @@ impl MasterHandlers for MasterService {
         tenant: &str,
     ) -> MasterResult<Vec<MasterResult<()>>> {
         each(metas, |m| {
-            self.writes.put_end_one(client, m, ReplicaType::All, tenant)
+            self.writes
+                .end_one(client, ReplicaType::All, tenant, WriteEnd::Written(m))
         })
     }
 
@@ -255,7 +263,7 @@ impl MasterHandlers for MasterService {
     ) -> MasterResult<Vec<MasterResult<()>>> {
         each(keys, |k| {
             self.writes
-                .put_revoke_one(client, k, ReplicaType::All, tenant)
+                .end_one(client, ReplicaType::All, tenant, WriteEnd::Revoked(k))
         })
     }
 

@@ -60,12 +60,12 @@ pub trait ConnectionEvents: Send + Sync {
 struct Shared {
     api: Arc<dyn MasterApi>,
     events: Option<Arc<dyn ConnectionEvents>>,
-    stopping: AtomicBool,
+    /// Raised by the acceptor when the server stops.
+    stopping: Arc<AtomicBool>,
 }
 
 /// A running RPC listener; dropping it closes every connection and joins every thread.
 pub struct RpcServer {
-    shared: Arc<Shared>,
     acceptor: TcpAcceptor,
 }
 
@@ -87,12 +87,12 @@ impl RpcServer {
         limits: RpcLimits,
     ) -> io::Result<RpcServer> {
         let listener = TcpListener::bind(bind)?;
+        let stopping = Arc::new(AtomicBool::new(false));
         let shared = Arc::new(Shared {
             api,
             events,
-            stopping: AtomicBool::new(false),
+            stopping: stopping.clone(),
         });
-        let conn_shared = shared.clone();
         let acceptor = TcpAcceptor::start(
             listener,
             "mc-master-rpc",
@@ -103,11 +103,12 @@ impl RpcServer {
             },
             move |stream, peer| {
                 if let Ok(stream) = stream.try_clone() {
-                    serve_connection(stream, peer, &conn_shared);
+                    serve_connection(stream, peer, &shared);
                 }
             },
-        )?;
-        Ok(RpcServer { shared, acceptor })
+        )?
+        .raising_on_stop(stopping);
+        Ok(RpcServer { acceptor })
     }
 
     /// The bound address.
@@ -117,14 +118,7 @@ impl RpcServer {
 
     /// Stops accepting, closes every connection and joins every thread.
     pub fn stop(&mut self) {
-        self.shared.stopping.store(true, Ordering::SeqCst);
         self.acceptor.stop();
-    }
-}
-
-impl Drop for RpcServer {
-    fn drop(&mut self) {
-        self.stop();
     }
 }
 

@@ -13,7 +13,30 @@ use crate::wire::disk_tier_api::{
 use crate::wire::master_api::{ErrorCode, MasterResult, ReplicaType, Uuid};
 use std::sync::atomic::Ordering;
 
+/// Handlers that check `--enable_offload`, then pass their arguments on unchanged:
+/// a row `rpc(args) -> T => path` answers `self.path(args)`.
+macro_rules! offload_checked {
+    ($($rpc:ident($($arg:ident: $ty:ty),*) -> $ret:ty => $($path:ident).+;)+) => {
+        $(fn $rpc(&self, $($arg: $ty),*) -> MasterResult<$ret> {
+            self.disk
+                .check_offload_enabled()
+                .and_then(|()| self.$($path).+($($arg),*))
+        })+
+    };
+}
+
 impl DiskTierHandlers for MasterService {
+    offload_checked! {
+        poll_remove_all(client: Uuid) -> bool => disk.local_disks.poll_remove_all;
+        report_ssd_capacity(client: Uuid, bytes: i64) -> () => disk.local_disks.set_capacity;
+        promotion_alloc_start(
+            client: Uuid, key: &str, tenant: &str, size: u64, preferred_segments: &[String]
+        ) -> PromotionAllocation => promotions.promotion_start;
+        evict_disk_replica(
+            client: Uuid, key: &str, tenant: &str, kind: ReplicaType
+        ) -> () => disk.evict_disk_copy;
+    }
+
     fn mount_local_disk_segment(&self, client: Uuid, enable_offloading: bool) -> MasterResult<()> {
         self.disk.check_offload_enabled().map(|()| {
             self.disk.local_disks.mount(client, enable_offloading);
@@ -40,18 +63,6 @@ impl DiskTierHandlers for MasterService {
             self.disk.release_offload_pins(cancelled);
             Ok(tasks)
         })
-    }
-
-    fn poll_remove_all(&self, client: Uuid) -> MasterResult<bool> {
-        self.disk
-            .check_offload_enabled()
-            .and_then(|()| self.disk.local_disks.poll_remove_all(client))
-    }
-
-    fn report_ssd_capacity(&self, client: Uuid, bytes: i64) -> MasterResult<()> {
-        self.disk
-            .check_offload_enabled()
-            .and_then(|()| self.disk.local_disks.set_capacity(client, bytes))
     }
 
     fn notify_offload_success(
@@ -83,20 +94,6 @@ impl DiskTierHandlers for MasterService {
             .and_then(|()| self.disk.local_disks.drain_promotions(client, max))
     }
 
-    fn promotion_alloc_start(
-        &self,
-        client: Uuid,
-        key: &str,
-        tenant: &str,
-        size: u64,
-        preferred_segments: &[String],
-    ) -> MasterResult<PromotionAllocation> {
-        self.disk.check_offload_enabled().and_then(|()| {
-            self.promotions
-                .promotion_start(client, key, tenant, size, preferred_segments)
-        })
-    }
-
     fn notify_promotion_success(&self, client: Uuid, key: &str, tenant: &str) -> MasterResult<()> {
         self.disk
             .check_offload_enabled()
@@ -107,18 +104,6 @@ impl DiskTierHandlers for MasterService {
         self.disk
             .check_offload_enabled()
             .and_then(|()| self.promotions.promotion_end(client, key, tenant, false))
-    }
-
-    fn evict_disk_replica(
-        &self,
-        client: Uuid,
-        key: &str,
-        tenant: &str,
-        kind: ReplicaType,
-    ) -> MasterResult<()> {
-        self.disk
-            .check_offload_enabled()
-            .and_then(|()| self.disk.evict_disk_copy(client, key, tenant, kind))
     }
 
     fn batch_evict_disk_replica(

@@ -11,7 +11,7 @@ use super::objects::ShardGuard;
 use super::offload::DiskTier;
 use super::replica::{Replica, Replicas};
 use super::room::Room;
-use super::segments::Segments;
+use super::segments::{Buffer, Segments};
 use super::tables::Tables;
 use crate::wire::master_api::{
     ErrorCode, MasterResult, ObjectMeta, ReplicaDescriptor, ReplicaStatus, ReplicaType,
@@ -20,6 +20,26 @@ use crate::wire::master_api::{
 
 /// `DFS_SERVICE_UNAVAILABLE`: DFS replicas are not supported by this master.
 const DFS_SERVICE_UNAVAILABLE: ErrorCode = ErrorCode(-1601);
+
+/// How a write ends.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum WriteEnd<'a> {
+    /// `PutEnd` / `UpsertEnd`: the object's replicas are written (with its checksum,
+    /// if any).
+    Written(&'a ObjectMeta),
+    /// `PutRevoke` / `UpsertRevoke` of this key: the writer gives up.
+    Revoked(&'a str),
+}
+
+impl<'a> WriteEnd<'a> {
+    /// The key whose write ends.
+    fn key(self) -> &'a str {
+        match self {
+            WriteEnd::Written(meta) => &meta.key,
+            WriteEnd::Revoked(key) => key,
+        }
+    }
+}
 
 /// What a validated Start request carries into allocation.
 struct StartArgs {
@@ -215,22 +235,46 @@ impl Writes {
         Self::insert_allocated(&mut shard, s, s.c.with_hard_pin, s.args, None, replicas)
     }
 
-    /// `PutEnd` / `UpsertEnd`. Each end that completes a write is announced as a KV
-    /// `stored` event (a repeated end, which changes nothing, is not).
-    pub(super) fn put_end_one(
+    /// `PutEnd` / `UpsertEnd` and `PutRevoke` / `UpsertRevoke`: `client`, the writer of
+    /// the key, ends the write of its `kind` replicas as `end` says.
+    pub(super) fn end_one(
         &self,
         client: Uuid,
-        meta: &ObjectMeta,
         kind: ReplicaType,
         tenant: &str,
+        end: WriteEnd<'_>,
     ) -> MasterResult<()> {
+        let key = end.key();
         let tenant = self.t.tenant(tenant);
         let now = self.t.now();
-        let mut shard = self.t.objects.lock_key(tenant, &meta.key);
-        let o = shard.existing_mut(tenant, &meta.key)?;
+        let mut shard = self.t.objects.lock_key(tenant, key);
+        let o = shard.existing_mut(tenant, key)?;
         if o.client != client {
             return Err(ErrorCode::ILLEGAL_CLIENT);
         }
+        match end {
+            WriteEnd::Written(meta) => self.complete(o, tenant, meta, kind, now),
+            WriteEnd::Revoked(_) => {
+                let bufs = revoke(o, kind)?;
+                shard.remove_if_empty(tenant, key);
+                drop(shard);
+                self.t.segments.release(bufs);
+                Ok(())
+            }
+        }
+    }
+
+    /// Marks `o`'s PROCESSING `kind` replicas written. Each end that completes a write
+    /// is announced as a KV `stored` event (a repeated end, which changes nothing, is
+    /// not).
+    fn complete(
+        &self,
+        o: &mut Object,
+        tenant: &str,
+        meta: &ObjectMeta,
+        kind: ReplicaType,
+        now: u64,
+    ) -> MasterResult<()> {
         let memory = matches!(kind, ReplicaType::Memory | ReplicaType::All);
         let target = |r: &Replica| memory && r.seg.is_alive();
         if !o.any_processing() {
@@ -272,41 +316,6 @@ impl Writes {
         if self.t.config.enable_offload && !self.t.config.offload_on_evict && o.all_complete() {
             self.disk.queue_offload(tenant, &meta.key, o);
         }
-        Ok(())
-    }
-
-    /// `PutRevoke` / `UpsertRevoke`: drops the PROCESSING replicas.
-    pub(super) fn put_revoke_one(
-        &self,
-        client: Uuid,
-        key: &str,
-        kind: ReplicaType,
-        tenant: &str,
-    ) -> MasterResult<()> {
-        let tenant = self.t.tenant(tenant);
-        let mut shard = self.t.objects.lock_key(tenant, key);
-        let o = shard.existing_mut(tenant, key)?;
-        if o.client != client {
-            return Err(ErrorCode::ILLEGAL_CLIENT);
-        }
-        if !o.any_processing() {
-            return Err(ErrorCode::INVALID_WRITE);
-        }
-        let memory = matches!(kind, ReplicaType::Memory | ReplicaType::All);
-        if memory
-            && o.replicas
-                .iter()
-                .any(|r| r.status != ReplicaStatus::Processing)
-        {
-            return Err(ErrorCode::INVALID_WRITE);
-        }
-        let bufs = o.take_replicas(|r| memory && r.status == ReplicaStatus::Processing);
-        if o.replicas.is_empty() {
-            o.set_pending_pin(None);
-        }
-        shard.remove_if_empty(tenant, key);
-        drop(shard);
-        self.t.segments.release(bufs);
         Ok(())
     }
 
@@ -459,4 +468,25 @@ fn drop_dead_replicas(
             segments.release(bufs);
         }
     }
+}
+
+/// A revoke's work on `o`: when `kind` covers memory, every replica must be PROCESSING
+/// and all are dropped; the buffers to release.
+fn revoke(o: &mut Object, kind: ReplicaType) -> MasterResult<Vec<Buffer>> {
+    if !o.any_processing() {
+        return Err(ErrorCode::INVALID_WRITE);
+    }
+    let memory = matches!(kind, ReplicaType::Memory | ReplicaType::All);
+    if memory
+        && o.replicas
+            .iter()
+            .any(|r| r.status != ReplicaStatus::Processing)
+    {
+        return Err(ErrorCode::INVALID_WRITE);
+    }
+    let bufs = o.take_replicas(|r| memory && r.status == ReplicaStatus::Processing);
+    if o.replicas.is_empty() {
+        o.set_pending_pin(None);
+    }
+    Ok(bufs)
 }

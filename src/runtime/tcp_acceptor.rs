@@ -25,6 +25,8 @@ pub struct StreamTimeouts {
 pub struct TcpAcceptor {
     addr: SocketAddr,
     stopping: Arc<AtomicBool>,
+    /// Raised too on stopping, for the connections that watch it.
+    watched: Option<Arc<AtomicBool>>,
     connections: Arc<ConnThreads<TcpStream>>,
     acceptor: Option<JoinHandle<()>>,
 }
@@ -76,9 +78,18 @@ impl TcpAcceptor {
         Ok(TcpAcceptor {
             addr,
             stopping,
+            watched: None,
             connections,
             acceptor: Some(acceptor),
         })
+    }
+
+    /// Raises `flag` too on stopping (dropping included), before the connections are
+    /// closed: how connections that watch `flag` tell a shutdown from a peer that went
+    /// away.
+    pub fn raising_on_stop(mut self, flag: Arc<AtomicBool>) -> TcpAcceptor {
+        self.watched = Some(flag);
+        self
     }
 
     /// The bound address.
@@ -96,6 +107,9 @@ impl TcpAcceptor {
         let Some(acceptor) = self.acceptor.take() else {
             return;
         };
+        if let Some(flag) = &self.watched {
+            flag.store(true, Ordering::SeqCst);
+        }
         self.stopping.store(true, Ordering::SeqCst);
         let mut wake = self.addr;
         if wake.ip().is_unspecified() {

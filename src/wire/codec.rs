@@ -72,32 +72,31 @@ macro_rules! pack_struct {
     };
 }
 
-/// An enum as its underlying integer; unknown values do not decode.
+/// A `code_enum!` enum as its code; unknown codes do not decode.
 macro_rules! pack_enum {
-    ($ty:ident as $int:ty { $($v:ident),+ $(,)? }) => {
+    ($($ty:ident as $int:ty),+ $(,)?) => {$(
         impl Pack for $ty {
             const MIN_SIZE: usize = std::mem::size_of::<$int>();
             fn type_literal(out: &mut Vec<u8>) {
                 <$int as Pack>::type_literal(out);
             }
             fn pack(&self, w: &mut Writer) {
-                (*self as $int).pack(w);
+                self.code().pack(w);
             }
             fn unpack(r: &mut Reader<'_>) -> DecodeResult<Self> {
-                let v = <$int as Pack>::unpack(r)?;
-                $(if v == $ty::$v as $int {
-                    return Ok($ty::$v);
-                })+
-                Err(DecodeError::Invalid(concat!("enum ", stringify!($ty))))
+                $ty::from_code(<$int as Pack>::unpack(r)?)
+                    .ok_or(DecodeError::Invalid(concat!("enum ", stringify!($ty))))
             }
         }
-    };
+    )+};
 }
 
-pack_enum!(SoftPinAction as u8 { Preserve, Enable, Disable });
-pack_enum!(ReplicaStatus as i32 { Undefined, Initialized, Processing, Complete, Removed, Failed });
-pack_enum!(ReplicaType as i32 { Memory, Disk, LocalDisk, NofSsd, All, Dfs });
-pack_enum!(ClientStatus as i32 { Undefined, Ok, NeedRemount });
+pack_enum!(
+    SoftPinAction as u8,
+    ReplicaStatus as i32,
+    ReplicaType as i32,
+    ClientStatus as i32,
+);
 
 pack_struct!(Segment {
     id: Uuid,

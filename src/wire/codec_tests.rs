@@ -8,6 +8,7 @@ use super::struct_pack::{self, literal, literal_hash, Map, Pack};
 use proptest::collection::vec;
 use proptest::option;
 use proptest::prelude::*;
+use proptest::sample::select;
 use std::fmt::Debug;
 
 fn unhex(s: &str) -> Vec<u8> {
@@ -138,7 +139,7 @@ fn config() -> impl Strategy<Value = ReplicateConfig> {
             any::<u64>(),
             any::<u64>(),
             any::<u64>(),
-            0u8..3,
+            select(SoftPinAction::ALL),
             option::of(any::<u64>()),
         ),
         (
@@ -155,11 +156,7 @@ fn config() -> impl Strategy<Value = ReplicateConfig> {
                 replica_num: a,
                 nof_replica_num: b,
                 dfs_replica_num: c,
-                soft_pin_action: [
-                    SoftPinAction::Preserve,
-                    SoftPinAction::Enable,
-                    SoftPinAction::Disable,
-                ][pin as usize],
+                soft_pin_action: pin,
                 soft_pin_ttl_ms: ttl,
                 with_hard_pin: hard,
                 preferred_segments: ps,
@@ -212,14 +209,7 @@ fn location() -> impl Strategy<Value = ReplicaLocation> {
 }
 
 fn status() -> impl Strategy<Value = ReplicaStatus> {
-    prop_oneof![
-        Just(ReplicaStatus::Undefined),
-        Just(ReplicaStatus::Initialized),
-        Just(ReplicaStatus::Processing),
-        Just(ReplicaStatus::Complete),
-        Just(ReplicaStatus::Removed),
-        Just(ReplicaStatus::Failed),
-    ]
+    select(ReplicaStatus::ALL)
 }
 
 fn descriptor() -> impl Strategy<Value = ReplicaDescriptor> {
@@ -250,24 +240,13 @@ fn meta() -> impl Strategy<Value = ObjectMeta> {
 }
 
 fn kind() -> impl Strategy<Value = ReplicaType> {
-    prop_oneof![
-        Just(ReplicaType::Memory),
-        Just(ReplicaType::Disk),
-        Just(ReplicaType::LocalDisk),
-        Just(ReplicaType::NofSsd),
-        Just(ReplicaType::All),
-        Just(ReplicaType::Dfs),
-    ]
+    select(ReplicaType::ALL)
 }
 
 fn ping() -> impl Strategy<Value = PingResponse> {
-    (any::<i64>(), 0usize..3).prop_map(|(v, c)| PingResponse {
+    (any::<i64>(), select(ClientStatus::ALL)).prop_map(|(v, client_status)| PingResponse {
         view_version_id: v,
-        client_status: [
-            ClientStatus::Undefined,
-            ClientStatus::Ok,
-            ClientStatus::NeedRemount,
-        ][c],
+        client_status,
     })
 }
 

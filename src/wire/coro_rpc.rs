@@ -43,6 +43,19 @@ pub const MSG_FUNCTION_NOT_REGISTERED: &str = "the rpc function not registered";
 /// Prefix of every master function name hashed into a function id.
 pub const SERVICE_PREFIX: &str = "mooncake::WrappedMasterService::";
 
+/// A coro_rpc frame header: its wire bytes, how they parse, and the lengths of what
+/// follows it.
+pub trait FrameHeader: Sized {
+    /// "request" or "response", for the errors.
+    const KIND: &'static str;
+    /// The header's bytes on the wire.
+    type Bytes: AsMut<[u8]> + Default;
+    /// The header these bytes hold, `None` when they are not one.
+    fn parse(b: &Self::Bytes) -> Option<Self>;
+    /// The body and attachment lengths the header announces.
+    fn lens(&self) -> (u32, u32);
+}
+
 /// A coro_rpc request header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RequestHeader {
@@ -86,9 +99,14 @@ impl RequestHeader {
             [self.seq, self.function_id, self.body_len, self.attach_len],
         )
     }
+}
+
+impl FrameHeader for RequestHeader {
+    const KIND: &'static str = "request";
+    type Bytes = [u8; REQ_HEADER_LEN];
 
     /// Parses 20 wire bytes; `None` for a bad magic, version or serialize type.
-    pub fn parse(b: &[u8; REQ_HEADER_LEN]) -> Option<RequestHeader> {
+    fn parse(b: &[u8; REQ_HEADER_LEN]) -> Option<RequestHeader> {
         let ([magic, version, serialize_type, msg_type], [seq, function_id, body_len, attach_len]) =
             header_fields(b);
         let h = RequestHeader {
@@ -103,6 +121,10 @@ impl RequestHeader {
         };
         (h.magic == MAGIC && h.version == VERSION && h.serialize_type == SERIALIZE_STRUCT_PACK)
             .then_some(h)
+    }
+
+    fn lens(&self) -> (u32, u32) {
+        (self.body_len, self.attach_len)
     }
 }
 
@@ -146,9 +168,14 @@ impl ResponseHeader {
             [self.seq, self.body_len, self.attach_len],
         )
     }
+}
+
+impl FrameHeader for ResponseHeader {
+    const KIND: &'static str = "response";
+    type Bytes = [u8; RESP_HEADER_LEN];
 
     /// Parses 16 wire bytes; `None` for a bad magic.
-    pub fn parse(b: &[u8; RESP_HEADER_LEN]) -> Option<ResponseHeader> {
+    fn parse(b: &[u8; RESP_HEADER_LEN]) -> Option<ResponseHeader> {
         let ([magic, version, err_code, msg_type], [seq, body_len, attach_len]) = header_fields(b);
         let h = ResponseHeader {
             magic,
@@ -160,6 +187,10 @@ impl ResponseHeader {
             attach_len,
         };
         (h.magic == MAGIC).then_some(h)
+    }
+
+    fn lens(&self) -> (u32, u32) {
+        (self.body_len, self.attach_len)
     }
 }
 
@@ -345,9 +376,7 @@ pub fn read_request(
     r: &mut impl Read,
     max_body: usize,
 ) -> io::Result<Option<(RequestHeader, Vec<u8>)>> {
-    read_frame(r, max_body, "request", RequestHeader::parse, |h| {
-        (h.body_len, h.attach_len)
-    })
+    read_frame(r, max_body)
 }
 
 /// Reads one response frame; `Ok(None)` on a clean end of stream (same rules as
@@ -356,26 +385,21 @@ pub fn read_response(
     r: &mut impl Read,
     max_body: usize,
 ) -> io::Result<Option<(ResponseHeader, Vec<u8>)>> {
-    read_frame(r, max_body, "response", ResponseHeader::parse, |h| {
-        (h.body_len, h.attach_len)
-    })
+    read_frame(r, max_body)
 }
 
-/// Reads one frame of `kind` ("request" or "response") whose `N`-byte header `parse`
-/// reads and `lens` gives the body and attachment lengths of.
-fn read_frame<const N: usize, H>(
+/// Reads one frame whose header is an `H`.
+fn read_frame<H: FrameHeader>(
     r: &mut impl Read,
     max_body: usize,
-    kind: &str,
-    parse: impl Fn(&[u8; N]) -> Option<H>,
-    lens: impl Fn(&H) -> (u32, u32),
 ) -> io::Result<Option<(H, Vec<u8>)>> {
-    let mut hb = [0u8; N];
-    if !read_full_or_eof(r, &mut hb)? {
+    let kind = H::KIND;
+    let mut hb = <H::Bytes>::default();
+    if !read_full_or_eof(r, hb.as_mut())? {
         return Ok(None);
     }
-    let h = parse(&hb).ok_or_else(|| invalid(&format!("bad coro_rpc {kind} header")))?;
-    let (body_len, attach_len) = lens(&h);
+    let h = H::parse(&hb).ok_or_else(|| invalid(&format!("bad coro_rpc {kind} header")))?;
+    let (body_len, attach_len) = h.lens();
     if body_len as usize > max_body || attach_len as usize > max_body {
         return Err(invalid(&format!("coro_rpc {kind} frame too large")));
     }

@@ -2,6 +2,7 @@
 //! structs in upstream's field order, upstream's `ErrorCode`, and the constants both
 //! sides share. Field order here is the wire order.
 
+use crate::codec::code_enum::code_enum;
 use std::fmt;
 use std::time::Duration;
 
@@ -119,17 +120,18 @@ pub struct Segment {
     pub host_id: String,
 }
 
-/// `SoftPinAction` (u8 on the wire).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[repr(u8)]
-pub enum SoftPinAction {
-    /// Keep the object's current soft-pin state.
-    #[default]
-    Preserve = 0,
-    /// Soft-pin the object.
-    Enable = 1,
-    /// Clear the soft pin.
-    Disable = 2,
+code_enum! {
+    /// `SoftPinAction` (u8 on the wire).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    pub enum SoftPinAction: u8 {
+        /// Keep the object's current soft-pin state.
+        #[default]
+        Preserve = 0,
+        /// Soft-pin the object.
+        Enable = 1,
+        /// Clear the soft pin.
+        Disable = 2,
+    }
 }
 
 /// `ReplicateConfig` in wire order (`replica.h`).
@@ -234,22 +236,23 @@ pub enum ReplicaLocation {
     },
 }
 
-/// `ReplicaStatus` (i32 on the wire).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(i32)]
-pub enum ReplicaStatus {
-    /// Not set.
-    Undefined = 0,
-    /// Allocated.
-    Initialized = 1,
-    /// Being written.
-    Processing = 2,
-    /// Readable.
-    Complete = 3,
-    /// Removed.
-    Removed = 4,
-    /// Failed.
-    Failed = 5,
+code_enum! {
+    /// `ReplicaStatus` (i32 on the wire).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum ReplicaStatus: i32 {
+        /// Not set.
+        Undefined = 0,
+        /// Allocated.
+        Initialized = 1,
+        /// Being written.
+        Processing = 2,
+        /// Readable.
+        Complete = 3,
+        /// Removed.
+        Removed = 4,
+        /// Failed.
+        Failed = 5,
+    }
 }
 
 /// `Replica::Descriptor`.
@@ -283,34 +286,36 @@ pub struct ObjectMeta {
     pub checksum: Option<u64>,
 }
 
-/// `ReplicaType` (i32 on the wire).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(i32)]
-pub enum ReplicaType {
-    /// Memory replicas.
-    Memory = 0,
-    /// Disk replicas.
-    Disk = 1,
-    /// Local-disk replicas.
-    LocalDisk = 2,
-    /// NVMe-oF replicas.
-    NofSsd = 3,
-    /// Every kind.
-    All = 4,
-    /// DFS replicas.
-    Dfs = 100,
+code_enum! {
+    /// `ReplicaType` (i32 on the wire).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum ReplicaType: i32 {
+        /// Memory replicas.
+        Memory = 0,
+        /// Disk replicas.
+        Disk = 1,
+        /// Local-disk replicas.
+        LocalDisk = 2,
+        /// NVMe-oF replicas.
+        NofSsd = 3,
+        /// Every kind.
+        All = 4,
+        /// DFS replicas.
+        Dfs = 100,
+    }
 }
 
-/// `ClientStatus` returned by `Ping` (i32 on the wire).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(i32)]
-pub enum ClientStatus {
-    /// Unknown.
-    Undefined = 0,
-    /// Known and healthy.
-    Ok = 1,
-    /// The client must remount its segments.
-    NeedRemount = 2,
+code_enum! {
+    /// `ClientStatus` returned by `Ping` (i32 on the wire).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum ClientStatus: i32 {
+        /// Unknown.
+        Undefined = 0,
+        /// Known and healthy.
+        Ok = 1,
+        /// The client must remount its segments.
+        NeedRemount = 2,
+    }
 }
 
 /// Result of `Ping`.

@@ -10,7 +10,7 @@
 //!   stripped (our encoder, like upstream's release builds, omits them).
 
 use mooncake::wire::codec;
-use mooncake::wire::coro_rpc::{self, Method, RequestHeader, ResponseHeader};
+use mooncake::wire::coro_rpc::{self, FrameHeader, Method, RequestHeader, ResponseHeader};
 use mooncake::wire::struct_pack::{self, literal_hash};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -4,6 +4,7 @@
 use super::*;
 use crate::flags::kind_of;
 use mooncake::config::flags::settings_from;
+use std::path::Path;
 
 fn parse(args: &[&str]) -> Result<Settings, String> {
     settings_from(args, kind_of, settings).map_err(|e| e.to_string())
@@ -172,38 +173,73 @@ fn ha_and_snapshot_flags() {
     assert!(parse(&["--enable_snapshot=1"])
         .unwrap_err()
         .contains("--snapshot_backup_dir"));
-    let ha = ha_of(&[
-        "--enable_ha=true",
-        "--etcd_endpoints=127.0.0.1:2379;127.0.0.1:2381",
-        "--rpc_address=127.0.0.1",
-        "--port=6000",
-        "--cluster_id=c1",
-        "--enable_oplog=true",
-        "--enable_snapshot=true",
-        "--snapshot_backup_dir=/var/lib/mc",
-    ]);
-    assert_eq!(ha.rpc_advertised, "127.0.0.1:6000");
-    assert_eq!(ha.cluster_id, "c1");
-    assert_eq!(ha.lease_ttl, Duration::from_secs(3));
-    assert_eq!(ha.snapshot_dir, Some(PathBuf::from("/var/lib/mc")));
-    // The connection string is upstream's other spelling of the endpoints; the
+    // Each: the flags, then the backend, advertised address, lease TTL (seconds),
+    // cluster id and snapshot directory they give. The connection string is
+    // upstream's other spelling of the endpoints (a Redis one gains its scheme); the
     // loopback interface names its own address.
-    let ha = ha_of(&[
-        "--enable_ha",
-        "--ha_backend_connstring=127.0.0.1:2379",
-        "--rpc_interface=lo",
-        "--ha_lease_ttl_sec=5",
-    ]);
-    assert_eq!(ha.backend, "127.0.0.1:2379");
-    assert_eq!(ha.rpc_advertised, "127.0.0.1:50051");
-    assert_eq!(ha.lease_ttl, Duration::from_secs(5));
-    assert_eq!(ha.cluster_id, "mooncake_cluster");
-    let ha = ha_of(&[
-        "--enable_ha",
-        "--ha_backend_type=redis",
-        "--ha_backend_connstring=10.0.0.1:6379",
-    ]);
-    assert_eq!(ha.backend, "redis://10.0.0.1:6379");
+    type Ha<'a> = (&'a str, &'a str, u64, &'a str, Option<&'a str>);
+    let cases: [(&[&str], Ha); 3] = [
+        (
+            &[
+                "--enable_ha=true",
+                "--etcd_endpoints=127.0.0.1:2379;127.0.0.1:2381",
+                "--rpc_address=127.0.0.1",
+                "--port=6000",
+                "--cluster_id=c1",
+                "--enable_oplog=true",
+                "--enable_snapshot=true",
+                "--snapshot_backup_dir=/var/lib/mc",
+            ],
+            (
+                "127.0.0.1:2379;127.0.0.1:2381",
+                "127.0.0.1:6000",
+                3,
+                "c1",
+                Some("/var/lib/mc"),
+            ),
+        ),
+        (
+            &[
+                "--enable_ha",
+                "--ha_backend_connstring=127.0.0.1:2379",
+                "--rpc_interface=lo",
+                "--ha_lease_ttl_sec=5",
+            ],
+            (
+                "127.0.0.1:2379",
+                "127.0.0.1:50051",
+                5,
+                "mooncake_cluster",
+                None,
+            ),
+        ),
+        (
+            &[
+                "--enable_ha",
+                "--ha_backend_type=redis",
+                "--ha_backend_connstring=10.0.0.1:6379",
+                "--rpc_interface=lo",
+            ],
+            (
+                "redis://10.0.0.1:6379",
+                "127.0.0.1:50051",
+                3,
+                "mooncake_cluster",
+                None,
+            ),
+        ),
+    ];
+    for (args, want) in cases {
+        let ha = ha_of(args);
+        let got = (
+            ha.backend.as_str(),
+            ha.rpc_advertised.as_str(),
+            ha.lease_ttl.as_secs(),
+            ha.cluster_id.as_str(),
+            ha.snapshot_dir.as_deref().and_then(Path::to_str),
+        );
+        assert_eq!(got, want, "{args:?}");
+    }
     assert!(parse(&["--enable_ha", "--ha_backend_type=redis"])
         .unwrap_err()
         .contains("redis://"));

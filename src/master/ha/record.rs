@@ -177,28 +177,11 @@ impl Reader<'_> {
 }
 
 fn status_code(s: ReplicaStatus) -> u8 {
-    s as i32 as u8
+    s.code() as u8
 }
 
 fn status_of(code: u8) -> Option<ReplicaStatus> {
-    Some(match code {
-        0 => ReplicaStatus::Undefined,
-        1 => ReplicaStatus::Initialized,
-        2 => ReplicaStatus::Processing,
-        3 => ReplicaStatus::Complete,
-        4 => ReplicaStatus::Removed,
-        5 => ReplicaStatus::Failed,
-        _ => return None,
-    })
-}
-
-fn pin_action_of(code: u8) -> Option<SoftPinAction> {
-    Some(match code {
-        0 => SoftPinAction::Preserve,
-        1 => SoftPinAction::Enable,
-        2 => SoftPinAction::Disable,
-        _ => return None,
-    })
+    ReplicaStatus::from_code(i32::from(code))
 }
 
 impl Record {
@@ -309,7 +292,7 @@ impl Record {
                 let soft_pin_left_ns = r.opt()?;
                 let pending_pin = match r.u8()? {
                     0 => None,
-                    1 => Some((pin_action_of(r.u8()?)?, r.u64()?)),
+                    1 => Some((SoftPinAction::from_code(r.u8()?)?, r.u64()?)),
                     _ => return None,
                 };
                 let checksum = r.opt()?;

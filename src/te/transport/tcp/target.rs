@@ -21,13 +21,13 @@ use std::time::{Duration, Instant};
 
 struct Shared {
     memory: Arc<MemoryRegistry>,
-    stopping: AtomicBool,
+    /// Raised by the acceptor when the target stops.
+    stopping: Arc<AtomicBool>,
     idle_timeout: Option<Duration>,
 }
 
 /// The data listener and its connection threads.
 pub struct TcpTarget {
-    shared: Arc<Shared>,
     acceptor: TcpAcceptor,
 }
 
@@ -40,12 +40,12 @@ impl TcpTarget {
         config: &Config,
     ) -> std::io::Result<TcpTarget> {
         let progress_timeout = Duration::from_secs(config.tcp_progress_timeout_secs);
+        let stopping = Arc::new(AtomicBool::new(false));
         let shared = Arc::new(Shared {
             memory,
-            stopping: AtomicBool::new(false),
+            stopping: stopping.clone(),
             idle_timeout: config.tcp_idle_timeout(),
         });
-        let conn_shared = shared.clone();
         let acceptor = TcpAcceptor::start(
             listener,
             "mc-tcp-serve",
@@ -56,12 +56,13 @@ impl TcpTarget {
             },
             move |stream, peer| {
                 let _ = stream.set_nodelay(true);
-                if let Err(e) = serve(stream, &conn_shared) {
+                if let Err(e) = serve(stream, &shared) {
                     log::debug!("tcp data connection from {peer} closed: {e}");
                 }
             },
-        )?;
-        Ok(TcpTarget { shared, acceptor })
+        )?
+        .raising_on_stop(stopping);
+        Ok(TcpTarget { acceptor })
     }
 
     /// The data port peers connect to.
@@ -72,14 +73,7 @@ impl TcpTarget {
     /// Stops accepting, closes every connection and joins every thread, so no
     /// registered memory is touched after this returns.
     pub fn stop(&mut self) {
-        self.shared.stopping.store(true, Ordering::SeqCst);
         self.acceptor.stop();
-    }
-}
-
-impl Drop for TcpTarget {
-    fn drop(&mut self) {
-        self.stop();
     }
 }
 
