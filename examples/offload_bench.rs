@@ -117,7 +117,7 @@ fn run(a: &Args, offload: bool) -> Result<Run, String> {
                     acked.push(i);
                     break;
                 }
-                Err(ErrorCode::NO_AVAILABLE_HANDLE) if Instant::now() < deadline => {
+                Err(e) if e == ErrorCode::NO_AVAILABLE_HANDLE && Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(5));
                 }
                 Err(_) => {

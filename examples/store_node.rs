@@ -107,7 +107,7 @@ fn command(client: &Client, line: &str) -> Option<String> {
         ["health"] => format!("health {}", client.health() as i32),
         ["exist", key] => match client.is_exist(key) {
             Ok(b) => format!("exist {}", b as i32),
-            Err(e) => format!("exist {}", e.0),
+            Err(e) => format!("exist {}", e.code.0),
         },
         ["put", key, _, _] | ["put", key, _, _, _] => match (num(2), num(3)) {
             (Some(len), Some(seed)) => {
@@ -117,7 +117,7 @@ fn command(client: &Client, line: &str) -> Option<String> {
                 };
                 let code = match client.put(key, &pattern(len as usize, seed as u8), &config) {
                     Ok(()) => 0,
-                    Err(e) => e.0,
+                    Err(e) => e.code.0,
                 };
                 format!("put {code}")
             }
@@ -131,7 +131,7 @@ fn command(client: &Client, line: &str) -> Option<String> {
                         let ok = n == len && buf == pattern(len as usize, seed as u8);
                         format!("get {n} {}", if ok { "match" } else { "mismatch" })
                     }
-                    Err(e) => format!("get {} -", e.0),
+                    Err(e) => format!("get {} -", e.code.0),
                 }
             }
             _ => format!("error bad arguments: {line}"),

@@ -6,7 +6,7 @@
 
 use super::client::{Client, Health};
 use super::vocab::{BatchWrite, Pieces, RangedRead, RangedResults, ReadTarget, WriteMode};
-use crate::store::error::{from_codes, StoreError, StoreResult};
+use crate::store::error::{StoreError, StoreResult};
 use crate::wire::master_api::{ErrorCode, ReplicaDescriptor, ReplicateConfig};
 
 /// A store client as the C ABI sees it. Every method has the semantics and return
@@ -255,14 +255,14 @@ impl StoreApi for Client {
         Client::close(self)
     }
     fn put(&self, key: &str, value: &[u8], config: &ReplicateConfig) -> StoreResult<()> {
-        Ok(Client::put(self, key, value, config)?)
+        Client::put(self, key, value, config)
     }
     fn upsert(&self, key: &str, value: &[u8], config: &ReplicateConfig) -> StoreResult<()> {
-        Ok(Client::upsert(self, key, value, config)?)
+        Client::upsert(self, key, value, config)
     }
     unsafe fn batch_write_raw(&self, batch: BatchWrite<'_>) -> Vec<StoreResult<()>> {
         // SAFETY: forwarded contract.
-        from_codes(unsafe { Client::batch_write_raw(self, batch) })
+        unsafe { Client::batch_write_raw(self, batch) }
     }
     unsafe fn batch_get_into_multi_raw(
         &self,
@@ -270,7 +270,7 @@ impl StoreApi for Client {
         items: &[Pieces],
     ) -> Vec<StoreResult<u64>> {
         // SAFETY: forwarded contract.
-        from_codes(unsafe { Client::batch_get_into_multi_raw(self, keys, items) })
+        unsafe { Client::batch_get_into_multi_raw(self, keys, items) }
     }
     unsafe fn batch_get_alloc_addr(
         &self,
@@ -280,7 +280,7 @@ impl StoreApi for Client {
         // SAFETY: forwarded contract.
         unsafe { Client::batch_get_alloc_raw(self, keys, |i, n| alloc(i, n).map(Provided)) }
             .into_iter()
-            .map(|r| Ok(r?.1))
+            .map(|r| r.map(|(_, n)| n))
             .collect()
     }
     unsafe fn get_into_ranges_raw(&self, reads: &[RangedRead]) -> RangedResults {
@@ -288,25 +288,25 @@ impl StoreApi for Client {
         unsafe { Client::get_into_ranges_raw(self, reads) }
     }
     fn batch_is_exist(&self, keys: &[&str]) -> Vec<StoreResult<bool>> {
-        from_codes(Client::batch_is_exist(self, keys))
+        Client::batch_is_exist(self, keys)
     }
     fn batch_get_size(&self, keys: &[&str]) -> Vec<StoreResult<u64>> {
-        from_codes(Client::batch_get_size(self, keys))
+        Client::batch_get_size(self, keys)
     }
     fn batch_get_replica_desc(&self, keys: &[&str]) -> Vec<StoreResult<Vec<ReplicaDescriptor>>> {
-        from_codes(Client::batch_get_replica_desc(self, keys))
+        Client::batch_get_replica_desc(self, keys)
     }
     fn batch_remove(&self, keys: &[&str], force: bool) -> Vec<StoreResult<()>> {
-        from_codes(Client::batch_remove(self, keys, force))
+        Client::batch_remove(self, keys, force)
     }
     fn remove_by_regex(&self, pattern: &str, force: bool) -> StoreResult<i64> {
-        Ok(Client::remove_by_regex(self, pattern, force)?)
+        Client::remove_by_regex(self, pattern, force)
     }
     fn remove_all(&self, force: bool) -> StoreResult<i64> {
-        Ok(Client::remove_all(self, force)?)
+        Client::remove_all(self, force)
     }
     fn batch_replica_clear(&self, keys: &[&str], segment_name: &str) -> StoreResult<Vec<String>> {
-        Ok(Client::batch_replica_clear(self, keys, segment_name)?)
+        Client::batch_replica_clear(self, keys, segment_name)
     }
     fn register_buffer(&self, addr: *mut u8, len: usize) -> StoreResult<()> {
         Client::register_buffer(self, addr, len)
@@ -315,15 +315,15 @@ impl StoreApi for Client {
         Client::unregister_buffer(self, addr)
     }
     fn is_exist(&self, key: &str) -> StoreResult<bool> {
-        Ok(Client::is_exist(self, key)?)
+        Client::is_exist(self, key)
     }
     fn get_size(&self, key: &str) -> StoreResult<u64> {
-        Ok(Client::get_size(self, key)?)
+        Client::get_size(self, key)
     }
     fn get_replica_desc(&self, key: &str) -> StoreResult<Vec<ReplicaDescriptor>> {
-        Ok(Client::get_replica_desc(self, key)?)
+        Client::get_replica_desc(self, key)
     }
     fn remove(&self, key: &str, force: bool) -> StoreResult<()> {
-        Ok(Client::remove(self, key, force)?)
+        Client::remove(self, key, force)
     }
 }

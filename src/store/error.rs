@@ -79,7 +79,8 @@ impl PartialEq<ErrorCode> for StoreError {
     }
 }
 
-/// Per-key codes as results whose code says it all.
+/// Per-key codes (the master's, or the dummy protocol's) as results whose code says
+/// it all.
 pub(crate) fn from_codes<T>(results: Vec<Result<T, ErrorCode>>) -> Vec<StoreResult<T>> {
     results
         .into_iter()
@@ -87,9 +88,37 @@ pub(crate) fn from_codes<T>(results: Vec<Result<T, ErrorCode>>) -> Vec<StoreResu
         .collect()
 }
 
-/// The codes alone of per-key results, for callers that only return codes.
-pub(crate) fn codes<T>(results: Vec<StoreResult<T>>) -> Vec<Result<T, ErrorCode>> {
-    results.into_iter().map(|r| r.map_err(|e| e.code)).collect()
+/// The codes alone of per-key results, for a caller that passes only codes on (the
+/// dummy protocol's replies): each cause goes to the log, the one place it can still
+/// be seen.
+pub(crate) fn logged_codes<T>(results: Vec<StoreResult<T>>) -> Vec<Result<T, ErrorCode>> {
+    results
+        .into_iter()
+        .map(|r| r.map_err(StoreError::logged))
+        .collect()
+}
+
+/// The code alone of a store result (or of each of a batch's), its cause dropped: for
+/// callers that compare codes.
+pub trait Code {
+    /// The result with codes for errors.
+    type Coded;
+    /// The result with its cause (or their causes) dropped.
+    fn code(self) -> Self::Coded;
+}
+
+impl<T> Code for StoreResult<T> {
+    type Coded = Result<T, ErrorCode>;
+    fn code(self) -> Result<T, ErrorCode> {
+        self.map_err(|e| e.code)
+    }
+}
+
+impl<T> Code for Vec<StoreResult<T>> {
+    type Coded = Vec<Result<T, ErrorCode>>;
+    fn code(self) -> Vec<Result<T, ErrorCode>> {
+        self.into_iter().map(Code::code).collect()
+    }
 }
 
 /// A master call's (or other code-only) result, with what was being done as its cause.
@@ -124,5 +153,7 @@ mod tests {
             "OBJECT_NOT_FOUND (-704)"
         );
         assert_eq!(StoreError::invalid("x").logged(), ErrorCode::INVALID_PARAMS);
+        let batch = vec![Ok(1), Err(StoreError::invalid("y"))];
+        assert_eq!(batch.code(), vec![Ok(1), Err(ErrorCode::INVALID_PARAMS)]);
     }
 }

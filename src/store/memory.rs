@@ -3,7 +3,7 @@
 //! pieces of a mapping.
 
 pub use crate::host::mapping::Mapping;
-use crate::wire::master_api::ErrorCode;
+use crate::store::error::{StoreError, StoreResult};
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -163,16 +163,18 @@ impl Drop for SharedStaging {
     }
 }
 
-/// `len` bytes of `staging` reserved, or -600 (logged as `what`'s) when there is no
-/// local buffer, `len` is 0 or does not fit what is free.
-pub(crate) fn reserve_for<'a>(
-    staging: Option<&'a StagingBuffer>,
-    what: &str,
+/// `len` bytes of `staging` reserved, or -600, `what` (built only then) saying for
+/// what, when there is no local buffer, `len` is 0 or does not fit what is free.
+pub(crate) fn reserve_for(
+    staging: Option<&StagingBuffer>,
+    what: impl FnOnce() -> String,
     len: u64,
-) -> Result<Staging<'a>, ErrorCode> {
+) -> StoreResult<Staging<'_>> {
     staging.and_then(|s| s.allocate(len)).ok_or_else(|| {
-        log::error!("{what}: {len} bytes do not fit the free local buffer (or are empty)");
-        ErrorCode::INVALID_PARAMS
+        StoreError::invalid(format!(
+            "{}: {len} bytes do not fit the free local buffer (or are empty)",
+            what()
+        ))
     })
 }
 

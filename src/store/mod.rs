@@ -5,8 +5,9 @@
 //!
 //! A [`Client`] is set up with [`Client::setup`] (master over coro_rpc) or
 //! [`Client::setup_with_master`] (any [`MasterApi`], e.g. the in-process master).
-//! Errors are upstream's numeric codes ([`ErrorCode`]); setup and the C layer's
-//! calls carry the cause with the code ([`StoreError`]).
+//! Operations fail with a [`StoreError`]: upstream's numeric code ([`ErrorCode`], what
+//! C and Python callers get back) and its cause; [`Client::setup`] returns the code
+//! alone.
 //!
 //! [`MasterApi`]: crate::wire::master_api::MasterApi
 
@@ -24,6 +25,8 @@ pub mod memory;
 mod ops;
 mod read;
 mod state;
+#[cfg(test)]
+pub(crate) mod test_support;
 mod transfer;
 mod vocab;
 mod write;
@@ -35,6 +38,6 @@ pub use config::SetupConfig;
 pub use connect::connect_master;
 pub use disk_tier::config::DiskTierConfig;
 pub use dummy::{DummyClient, DummyServer};
-pub use error::{StoreError, StoreResult};
+pub use error::{Code, StoreError, StoreResult};
 pub use transfer::MAX_SLICE;
 pub use vocab::{BatchWrite, Pieces, Range, RangedRead, RangedResults, ReadTarget, WriteMode};

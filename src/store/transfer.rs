@@ -209,10 +209,20 @@ impl ClientState {
         if requests.is_empty() {
             return results;
         }
-        let statuses = run_batch(engine, &requests);
-        for (owner, ok) in owners.into_iter().zip(statuses) {
-            if !ok {
-                results[owner] = Err(ErrorCode::TRANSFER_FAIL.into());
+        let done = run_batch(engine, &requests);
+        for (t, owner) in owners.into_iter().enumerate() {
+            let why = match &done {
+                Ok(completed) if completed[t] => continue,
+                Ok(_) => "a transfer did not complete",
+                Err(e) => e.as_str(),
+            };
+            if results[owner].is_ok() {
+                let m = &moves[owner];
+                let cause = format!(
+                    "{op:?} of {} bytes at segment '{}': {why}",
+                    m.len, m.endpoint
+                );
+                results[owner] = Err(failed(cause));
             }
         }
         results
@@ -225,13 +235,12 @@ fn failed(cause: impl Into<String>) -> StoreError {
 }
 
 /// Submits `requests` as one batch, waits until every task is terminal, and returns
-/// whether each completed.
-fn run_batch(engine: &TransferEngine, requests: &[TransferRequest]) -> Vec<bool> {
+/// whether each completed, or why the batch could not be submitted.
+fn run_batch(engine: &TransferEngine, requests: &[TransferRequest]) -> Result<Vec<bool>, String> {
     let batch = engine.allocate_batch(requests.len());
     if let Err(e) = engine.submit(batch, requests) {
-        log::error!("store: submitting {} transfers: {e}", requests.len());
         let _ = engine.free_batch(batch);
-        return vec![false; requests.len()];
+        return Err(format!("submitting {} transfers: {e}", requests.len()));
     }
     let started = Instant::now();
     let mut warned = false;
@@ -263,5 +272,5 @@ fn run_batch(engine: &TransferEngine, requests: &[TransferRequest]) -> Vec<bool>
     if let Err(e) = engine.free_batch(batch) {
         log::warn!("store: freeing batch: {e}");
     }
-    statuses
+    Ok(statuses)
 }

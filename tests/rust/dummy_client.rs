@@ -13,8 +13,8 @@ use mooncake::master::{MasterConfig, MasterService};
 use mooncake::store::dummy::wire::{self, Op};
 use mooncake::store::host_memory;
 use mooncake::store::{
-    BatchWrite, Client, DummyClient, DummyServer, ErrorCode, Health, ReplicateConfig, SetupConfig,
-    StoreApi, StoreResult, WriteMode,
+    BatchWrite, Client, Code, DummyClient, DummyServer, ErrorCode, Health, ReplicateConfig,
+    SetupConfig, StoreApi, WriteMode,
 };
 use mooncake::wire::master_api::MasterApi;
 use std::os::linux::net::SocketAddrExt;
@@ -24,16 +24,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const MIB: u64 = 1 << 20;
-
-/// The code alone of a result.
-fn code<T>(r: StoreResult<T>) -> Result<T, ErrorCode> {
-    r.map_err(|e| e.code)
-}
-
-/// The codes alone of per-key results.
-fn codes<T>(r: Vec<StoreResult<T>>) -> Vec<Result<T, ErrorCode>> {
-    r.into_iter().map(code).collect()
-}
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
@@ -121,7 +111,7 @@ fn bytes_queries_and_removal_match_the_real_client() {
     assert_eq!(s.real.get("k1").unwrap(), newer);
     // Too large for the dummy's local buffer: refused as a real client refuses it.
     assert_eq!(
-        code(d.put("big", &vec![1u8; 9 * MIB as usize], &cfg)),
+        d.put("big", &vec![1u8; 9 * MIB as usize], &cfg).code(),
         Err(ErrorCode::INVALID_PARAMS)
     );
     let e = d.put("empty", &[], &cfg).unwrap_err();
@@ -129,7 +119,7 @@ fn bytes_queries_and_removal_match_the_real_client() {
     assert!(e.cause.contains("'empty' with no data"), "{e}");
     assert_eq!(d.get_replica_desc("k1").unwrap().len(), 1);
     assert_eq!(
-        codes(d.batch_remove(&["k1", "missing"], true)),
+        d.batch_remove(&["k1", "missing"], true).code(),
         vec![Ok(()), Err(ErrorCode::OBJECT_NOT_FOUND)]
     );
     d.put("r1", &newer, &cfg).unwrap();
@@ -255,12 +245,12 @@ fn pool_memory_moves_in_place_and_other_memory_is_staged() {
             &[(huge.as_mut_ptr() as u64, huge.len() as u64), (buf, len)],
         )
     };
-    assert_eq!(codes(r), vec![Err(ErrorCode::INVALID_PARAMS), Ok(len)]);
+    assert_eq!(r.code(), vec![Err(ErrorCode::INVALID_PARAMS), Ok(len)]);
     // Other memory registers too, and stays staged; pool memory moves in place.
     assert_eq!(d.moves_in_place(buf, 2 * len), Ok(true));
     d.register_buffer(out.as_mut_ptr(), out.len()).unwrap();
     assert_eq!(
-        code(d.register_buffer(out.as_mut_ptr(), out.len())),
+        d.register_buffer(out.as_mut_ptr(), out.len()).code(),
         Err(ErrorCode::INVALID_PARAMS),
         "registered once"
     );
@@ -269,11 +259,11 @@ fn pool_memory_moves_in_place_and_other_memory_is_staged() {
     // Unregistering twice fails.
     d.unregister_buffer(buf as *mut u8).unwrap();
     assert_eq!(
-        code(d.unregister_buffer(buf as *mut u8)),
+        d.unregister_buffer(buf as *mut u8).code(),
         Err(ErrorCode::INVALID_PARAMS)
     );
     assert_eq!(
-        code(StoreApi::alloc_from_mem_pool(&*s.real, 10)),
+        StoreApi::alloc_from_mem_pool(&*s.real, 10).code(),
         Err(ErrorCode::NOT_SUPPORTED)
     );
 }

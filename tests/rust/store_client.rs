@@ -10,7 +10,7 @@ mod flaky_master;
 mod tcp_master;
 
 use mooncake::master::{MasterConfig, MasterService};
-use mooncake::store::{Client, ErrorCode, Health, ReplicateConfig, SetupConfig};
+use mooncake::store::{Client, Code, ErrorCode, Health, ReplicateConfig, SetupConfig};
 use mooncake::te::TransferEngine;
 use mooncake::wire::master_api::{MasterApi, ReplicaLocation, ReplicaType, DEFAULT_TENANT};
 use std::sync::Arc;
@@ -90,7 +90,7 @@ fn put_and_get_across_two_clients() {
         b.get("k1").unwrap() == value,
         "owned own-segment read differs"
     );
-    assert_eq!(a.get("missing"), Err(ErrorCode::OBJECT_NOT_FOUND));
+    assert_eq!(a.get("missing").code(), Err(ErrorCode::OBJECT_NOT_FOUND));
 
     // Zero-copy put larger than one 16 MiB slice, written over TCP, both directions.
     let big = pattern((40 * MIB + 5) as usize, 9);
@@ -118,7 +118,10 @@ fn setup_over_coro_rpc() {
     assert!(out == value);
     // A read holds the object only while it runs; ExistKey grants a lease.
     assert_eq!(b.is_exist("rpc"), Ok(true));
-    assert_eq!(a.remove("rpc", false), Err(ErrorCode::OBJECT_HAS_LEASE));
+    assert_eq!(
+        a.remove("rpc", false).code(),
+        Err(ErrorCode::OBJECT_HAS_LEASE)
+    );
     eventually("both clients remounted", || m.active_clients() == 2);
     assert_eq!(a.health(), Health::Healthy);
     drop((a, b));
@@ -173,35 +176,50 @@ fn upstream_return_codes() {
     assert_eq!(b.get_into("same", &mut out).unwrap(), 4096);
     assert!(out == first);
     // Size 0: put -600, put_from succeeds without storing.
-    assert_eq!(a.put("empty", &[], &cfg), Err(ErrorCode::INVALID_PARAMS));
+    assert_eq!(
+        a.put("empty", &[], &cfg).code(),
+        Err(ErrorCode::INVALID_PARAMS)
+    );
     assert_eq!(a.put_from("empty", &[], &cfg), Ok(()));
     assert_eq!(a.is_exist("empty"), Ok(false));
     // Larger than the free local buffer: -600 (put_from has no such limit).
     let big = vec![1u8; (16 * MIB + 1) as usize];
-    assert_eq!(a.put("big", &big, &cfg), Err(ErrorCode::INVALID_PARAMS));
+    assert_eq!(
+        a.put("big", &big, &cfg).code(),
+        Err(ErrorCode::INVALID_PARAMS)
+    );
     // Too small a buffer, missing keys.
     let mut small = vec![0u8; 4095];
     assert_eq!(
-        a.get_into("same", &mut small),
+        a.get_into("same", &mut small).code(),
         Err(ErrorCode::INVALID_PARAMS)
     );
     assert_eq!(
-        a.get_into("nope", &mut small),
+        a.get_into("nope", &mut small).code(),
         Err(ErrorCode::OBJECT_NOT_FOUND)
     );
-    assert_eq!(a.get_size("nope"), Err(ErrorCode::OBJECT_NOT_FOUND));
+    assert_eq!(a.get_size("nope").code(), Err(ErrorCode::OBJECT_NOT_FOUND));
     assert_eq!(a.is_exist("nope"), Ok(false));
     assert_eq!(a.is_exist("same"), Ok(true));
     // The reads above hold a lease: remove needs force.
-    assert_eq!(a.remove("same", false), Err(ErrorCode::OBJECT_HAS_LEASE));
+    assert_eq!(
+        a.remove("same", false).code(),
+        Err(ErrorCode::OBJECT_HAS_LEASE)
+    );
     assert_eq!(a.remove("same", true), Ok(()));
-    assert_eq!(a.remove("same", true), Err(ErrorCode::OBJECT_NOT_FOUND));
+    assert_eq!(
+        a.remove("same", true).code(),
+        Err(ErrorCode::OBJECT_NOT_FOUND)
+    );
     // Replica count 0 is passed through and rejected by the master.
     let zero = ReplicateConfig {
         replica_num: 0,
         ..ReplicateConfig::default()
     };
-    assert_eq!(a.put("zero", b"x", &zero), Err(ErrorCode::INVALID_PARAMS));
+    assert_eq!(
+        a.put("zero", b"x", &zero).code(),
+        Err(ErrorCode::INVALID_PARAMS)
+    );
     // An object still being written by another client: not readable, not existing,
     // a put of the same key is a silent success, and even a forced remove waits.
     let writer = mooncake::wire::master_api::Uuid {
@@ -211,13 +229,13 @@ fn upstream_return_codes() {
     m.put_start(writer, "pending", 10, &cfg, DEFAULT_TENANT)
         .unwrap();
     assert_eq!(
-        a.get_into("pending", &mut small),
+        a.get_into("pending", &mut small).code(),
         Err(ErrorCode::REPLICA_IS_NOT_READY)
     );
     assert_eq!(a.is_exist("pending"), Ok(false));
     assert_eq!(a.put("pending", b"x", &cfg), Ok(()));
     assert_eq!(
-        a.remove("pending", true),
+        a.remove("pending", true).code(),
         Err(ErrorCode::REPLICA_IS_NOT_READY)
     );
     m.put_revoke(writer, "pending", ReplicaType::All, DEFAULT_TENANT)
@@ -228,7 +246,7 @@ fn upstream_return_codes() {
     }
     assert_eq!(a.remove_by_regex("^r", false), Ok(2));
     assert_eq!(
-        a.remove_by_regex("(", false),
+        a.remove_by_regex("(", false).code(),
         Err(ErrorCode::INVALID_PARAMS)
     );
     assert_eq!(b.remove_all(true), Ok(1));
@@ -251,7 +269,7 @@ fn batch_calls_report_per_item() {
         &cfg,
     );
     assert_eq!(
-        r,
+        r.code(),
         vec![
             Ok(()),
             Ok(()),
@@ -267,7 +285,7 @@ fn batch_calls_report_per_item() {
         &mut [&mut o1, &mut o2, &mut o3, &mut o4],
     );
     assert_eq!(
-        r,
+        r.code(),
         vec![
             Ok(3000),
             Err(ErrorCode::INVALID_PARAMS),
@@ -413,11 +431,11 @@ fn setup_rules_and_calls_after_close() {
     assert_eq!(pure.health(), Health::Healthy);
     // No local buffer: put cannot stage; no segment anywhere: put_from gets -200.
     assert_eq!(
-        pure.put("k", b"v", &ReplicateConfig::default()),
+        pure.put("k", b"v", &ReplicateConfig::default()).code(),
         Err(ErrorCode::INVALID_PARAMS)
     );
     assert_eq!(
-        pure.put_from("k", b"v", &ReplicateConfig::default()),
+        pure.put_from("k", b"v", &ReplicateConfig::default()).code(),
         Err(ErrorCode::NO_AVAILABLE_HANDLE)
     );
     pure.close();
@@ -425,34 +443,43 @@ fn setup_rules_and_calls_after_close() {
     let cfg = ReplicateConfig::default();
     let mut out = [0u8; 4];
     assert_eq!(pure.health(), Health::NotInitialized);
-    assert_eq!(pure.put("k", b"v", &cfg), Err(ErrorCode::INVALID_PARAMS));
     assert_eq!(
-        pure.put_from("k", b"v", &cfg),
+        pure.put("k", b"v", &cfg).code(),
         Err(ErrorCode::INVALID_PARAMS)
     );
     assert_eq!(
-        pure.put_from("k", b"", &cfg),
+        pure.put_from("k", b"v", &cfg).code(),
         Err(ErrorCode::INVALID_PARAMS)
     );
-    assert_eq!(pure.get_into("k", &mut out), Err(ErrorCode::INVALID_PARAMS));
-    assert_eq!(pure.is_exist("k"), Err(ErrorCode::INVALID_PARAMS));
-    assert_eq!(pure.get_size("k"), Err(ErrorCode::INVALID_PARAMS));
-    assert_eq!(pure.remove("k", true), Err(ErrorCode::INVALID_PARAMS));
     assert_eq!(
-        pure.remove_by_regex("k", true),
+        pure.put_from("k", b"", &cfg).code(),
         Err(ErrorCode::INVALID_PARAMS)
     );
-    assert_eq!(pure.remove_all(true), Err(ErrorCode::INVALID_PARAMS));
     assert_eq!(
-        pure.batch_is_exist(&["a", "b"]),
+        pure.get_into("k", &mut out).code(),
+        Err(ErrorCode::INVALID_PARAMS)
+    );
+    assert_eq!(pure.is_exist("k").code(), Err(ErrorCode::INVALID_PARAMS));
+    assert_eq!(pure.get_size("k").code(), Err(ErrorCode::INVALID_PARAMS));
+    assert_eq!(
+        pure.remove("k", true).code(),
+        Err(ErrorCode::INVALID_PARAMS)
+    );
+    assert_eq!(
+        pure.remove_by_regex("k", true).code(),
+        Err(ErrorCode::INVALID_PARAMS)
+    );
+    assert_eq!(pure.remove_all(true).code(), Err(ErrorCode::INVALID_PARAMS));
+    assert_eq!(
+        pure.batch_is_exist(&["a", "b"]).code(),
         vec![Err(ErrorCode::INVALID_PARAMS); 2]
     );
     assert_eq!(
-        pure.batch_put_from(&["a"], &[b"x"], &cfg),
+        pure.batch_put_from(&["a"], &[b"x"], &cfg).code(),
         vec![Err(ErrorCode::INVALID_PARAMS)]
     );
     assert_eq!(
-        pure.batch_get_into(&["a"], &mut [&mut out[..]]),
+        pure.batch_get_into(&["a"], &mut [&mut out[..]]).code(),
         vec![Err(ErrorCode::INVALID_PARAMS)]
     );
     let mut b = [0u8; 8];
@@ -564,11 +591,14 @@ fn lease_expired_during_the_read_is_reported() {
     let value = pattern(MIB as usize, 3);
     a.put("k", &value, &on(b.hostname())).unwrap();
     let mut out = vec![0u8; value.len()];
-    assert_eq!(a.get_into("k", &mut out), Err(ErrorCode::LEASE_EXPIRED));
+    assert_eq!(
+        a.get_into("k", &mut out).code(),
+        Err(ErrorCode::LEASE_EXPIRED)
+    );
     assert!(out == value, "the bytes still arrived");
     let r = a.batch_get_into(&["k", "missing"], &mut [&mut out[..], &mut [0u8; 4][..]]);
     assert_eq!(
-        r,
+        r.code(),
         vec![
             Err(ErrorCode::LEASE_EXPIRED),
             Err(ErrorCode::OBJECT_NOT_FOUND)
@@ -617,7 +647,10 @@ fn puts_to_a_dead_owner_are_retried_elsewhere() {
 
     // Three attempts, all failing: the put fails with TRANSFER_FAIL and leaves nothing.
     flaky.divert_puts(3);
-    assert_eq!(c.put("never", &a, &cfg), Err(ErrorCode::TRANSFER_FAIL));
+    assert_eq!(
+        c.put("never", &a, &cfg).code(),
+        Err(ErrorCode::TRANSFER_FAIL)
+    );
     assert_eq!(c.is_exist("never"), Ok(false));
 }
 
@@ -644,5 +677,8 @@ fn reads_hold_objects_only_while_they_run() {
     c.put("exists", &value, &ReplicateConfig::default())
         .unwrap();
     assert_eq!(c.is_exist("exists"), Ok(true));
-    assert_eq!(c.remove("exists", false), Err(ErrorCode::OBJECT_HAS_LEASE));
+    assert_eq!(
+        c.remove("exists", false).code(),
+        Err(ErrorCode::OBJECT_HAS_LEASE)
+    );
 }

@@ -11,7 +11,9 @@ mod tcp_master;
 mod temp_dir;
 
 use mooncake::master::{MasterConfig, MasterService};
-use mooncake::store::{Client, DiskTierConfig, ErrorCode, ReplicateConfig, SetupConfig};
+use mooncake::store::{
+    Client, Code, DiskTierConfig, ErrorCode, ReplicateConfig, SetupConfig, StoreResult,
+};
 use mooncake::wire::master_api::{ReplicaLocation, ReplicaStatus};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -98,11 +100,11 @@ fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
 }
 
 /// Puts `key`, retrying while the pool is full of objects still being offloaded.
-fn put_retrying(c: &Client, key: &str, v: &[u8]) -> Result<(), ErrorCode> {
+fn put_retrying(c: &Client, key: &str, v: &[u8]) -> StoreResult<()> {
     let deadline = Instant::now() + PATIENCE;
     loop {
         match c.put(key, v, &ReplicateConfig::default()) {
-            Err(ErrorCode::NO_AVAILABLE_HANDLE) if Instant::now() < deadline => {
+            Err(e) if e == ErrorCode::NO_AVAILABLE_HANDLE && Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(20));
             }
             r => return r,
@@ -163,7 +165,7 @@ fn offloaded_objects_read_back_from_disk_and_a_5x_fill_loses_nothing() {
     // RemoveAll wipes the disk too.
     b.remove_all(true).unwrap();
     eventually("the disk wiped", || disk_files(&dir) == 0);
-    assert_eq!(b.get("fill-0"), Err(ErrorCode::OBJECT_NOT_FOUND));
+    assert_eq!(b.get("fill-0").code(), Err(ErrorCode::OBJECT_NOT_FOUND));
 }
 
 #[test]

@@ -29,7 +29,10 @@
 mod cluster;
 
 use cluster::{eventually, eventually_within, free_ports, profile_dir, Master, Proc, DEADLINE};
-use mooncake::store::{connect_master, Client, ErrorCode, Health, ReplicateConfig, SetupConfig};
+use mooncake::store::{
+    connect_master, Client, Code, ErrorCode, Health, ReplicateConfig, SetupConfig, StoreError,
+    StoreResult,
+};
 use mooncake::wire::codec;
 use mooncake::wire::coro_rpc::{self, Method};
 use mooncake::wire::master_api::{MasterApi, Segment, Uuid};
@@ -220,8 +223,8 @@ fn assert_reads(client: &Client, key: &str, expect: &[u8]) {
     }
 }
 
-fn is_rpc_error(e: ErrorCode) -> bool {
-    e == ErrorCode::RPC_FAIL || e == ErrorCode::RPC_TIMEOUT
+fn is_rpc_error(e: &StoreError) -> bool {
+    *e == ErrorCode::RPC_FAIL || *e == ErrorCode::RPC_TIMEOUT
 }
 
 /// A tiny deterministic generator (xorshift64*).
@@ -314,7 +317,14 @@ fn killed_segment_owner_loses_its_objects_and_the_survivor_keeps_serving() {
                     c.get_into(&k2, &mut out)
                 });
                 assert!(r.is_err(), "{k} readable after its owner died");
-                r == Err(ErrorCode::OBJECT_NOT_FOUND)
+                // A read that reached for the dead owner says which segment failed.
+                if let Err(e) = &r {
+                    if *e == ErrorCode::TRANSFER_FAIL {
+                        let segment = format!("segment '{}'", victim.te);
+                        assert!(e.cause.contains(&segment), "{e}");
+                    }
+                }
+                r.code() == Err(ErrorCode::OBJECT_NOT_FOUND)
             },
             || format!("last master view: {:?}", master.placement(key)),
         );
@@ -546,7 +556,7 @@ fn restarted_master_gets_every_segment_remounted() {
         c.put("down", &[1u8; 1000], &ReplicateConfig::default())
     });
     assert!(
-        r.is_err_and(is_rpc_error),
+        r.as_ref().is_err_and(is_rpc_error),
         "put with the master down: {r:?}"
     );
     let c = client.clone();
@@ -554,7 +564,7 @@ fn restarted_master_gets_every_segment_remounted() {
         c.is_exist("before")
     });
     assert!(
-        r.is_err_and(is_rpc_error),
+        r.as_ref().is_err_and(is_rpc_error),
         "is_exist with the master down: {r:?}"
     );
 
@@ -581,7 +591,7 @@ fn restarted_master_gets_every_segment_remounted() {
     // What the old master knew is gone.
     let mut out = vec![0u8; before.len()];
     assert_eq!(
-        client.get_into("before", &mut out),
+        client.get_into("before", &mut out).code(),
         Err(ErrorCode::OBJECT_NOT_FOUND)
     );
     // Data moves again, both ways between the processes.
@@ -675,8 +685,8 @@ fn restarted_master_with_embedded_metadata_server_gets_metadata_republished() {
 /// Every operation of a set-up client, each under the watchdog; each must fail with
 /// RPC_FAIL or RPC_TIMEOUT (batch operations: every item).
 fn every_call_fails_with_an_rpc_error(client: &Arc<Client>, state: &str) {
-    type Call = Box<dyn FnOnce(&Client) -> Vec<Result<(), ErrorCode>> + Send>;
-    fn one(r: Result<(), ErrorCode>) -> Vec<Result<(), ErrorCode>> {
+    type Call = Box<dyn FnOnce(&Client) -> Vec<StoreResult<()>> + Send>;
+    fn one(r: StoreResult<()>) -> Vec<StoreResult<()>> {
         vec![r]
     }
     let calls: Vec<(&str, Call)> = vec![
@@ -744,7 +754,7 @@ fn every_call_fails_with_an_rpc_error(client: &Arc<Client>, state: &str) {
         let results = guarded(&format!("{name} ({state})"), HANG_LIMIT, move || call(&c));
         for r in results {
             assert!(
-                r.is_err_and(is_rpc_error),
+                r.as_ref().is_err_and(is_rpc_error),
                 "{name} with the master {state}: {r:?} (want -900 or -901)"
             );
         }
@@ -833,7 +843,7 @@ fn calls_fail_fast_and_recover_when_the_master_is_hung_or_dead() {
     let c = client.clone();
     guarded("close with the master dead", HANG_LIMIT, move || c.close());
     assert_eq!(client.health(), Health::NotInitialized);
-    assert_eq!(client.is_exist("k"), Err(ErrorCode::INVALID_PARAMS));
+    assert_eq!(client.is_exist("k").code(), Err(ErrorCode::INVALID_PARAMS));
 }
 
 #[test]
@@ -999,7 +1009,7 @@ fn master_survives_garbage_and_keeps_serving() {
                         if n == v.len() as u64 && out == v {
                             c.remove(&key, true)
                         } else {
-                            Err(ErrorCode::INVALID_READ)
+                            Err(ErrorCode::INVALID_READ.into())
                         }
                     });
                 match r {

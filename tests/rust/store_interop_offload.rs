@@ -197,7 +197,7 @@ fn upstream_reader_reads_what_our_owner_keeps_on_disk() {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             match owner.put(&key, &value, &ReplicateConfig::default()) {
-                Err(ErrorCode::NO_AVAILABLE_HANDLE) if Instant::now() < deadline => {
+                Err(e) if e == ErrorCode::NO_AVAILABLE_HANDLE && Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(20));
                 }
                 r => {

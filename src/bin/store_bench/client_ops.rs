@@ -12,7 +12,7 @@
 use crate::settings::{ClientOp, Settings};
 use crate::stats::{median, report, Row, Samples};
 use mooncake::runtime::signals;
-use mooncake::store::{Client, ErrorCode, ReplicateConfig, SetupConfig};
+use mooncake::store::{Client, ReplicateConfig, SetupConfig, StoreResult};
 use std::time::Instant;
 
 /// Minimum number of buffer slots per direction (sources and destinations).
@@ -60,7 +60,7 @@ fn payload(size: usize) -> Vec<u8> {
 
 /// `get` as a user without a preallocated buffer does it: one call that returns the
 /// object in a fresh buffer (like the Python `get`).
-fn get_owned(client: &Client, key: &str) -> Result<Vec<u8>, ErrorCode> {
+fn get_owned(client: &Client, key: &str) -> StoreResult<Vec<u8>> {
     client.get(key)
 }
 
@@ -289,9 +289,9 @@ impl SizeBench<'_> {
         let puts = self.client.batch_put_from(&refs, &bufs, &self.config);
         let mut outs: Vec<&mut [u8]> = dst.chunks_mut(self.size).take(self.slots).collect();
         let gets = self.client.batch_get_into(&refs, &mut outs);
-        if let Some(e) = puts.iter().find_map(|r| r.err()) {
+        if let Some(e) = puts.iter().find_map(|r| r.as_ref().err()) {
             log::warn!("warm-up batch_put_from: {e}");
-        } else if let Some(e) = gets.iter().find_map(|r| r.err()) {
+        } else if let Some(e) = gets.iter().find_map(|r| r.as_ref().err()) {
             log::warn!("warm-up batch_get_into: {e}");
         }
         self.cleanup("warm", 0);

@@ -23,7 +23,7 @@
 use crate::client_ops::setup;
 use crate::settings::{PutOp, Settings};
 use mooncake::runtime::signals;
-use mooncake::store::{Client, ErrorCode, ReplicateConfig};
+use mooncake::store::{Client, Code, ErrorCode, ReplicateConfig, StoreResult};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -78,11 +78,11 @@ impl Tally {
         }
     }
 
-    fn put_result(&mut self, r: Result<(), ErrorCode>) {
+    fn put_result(&mut self, r: StoreResult<()>) {
         self.puts += 1;
         if let Err(e) = r {
             self.put_failed += 1;
-            *self.failed_codes.entry(e.0).or_default() += 1;
+            *self.failed_codes.entry(e.code.0).or_default() += 1;
         }
     }
 
@@ -272,7 +272,7 @@ fn worker(client: &Client, w: &Workload, s: &Settings, seed: u64, until: Instant
                         w.key(i)
                     );
                 }
-                Err(ErrorCode::OBJECT_NOT_FOUND) => t.misses += 1,
+                Err(e) if e == ErrorCode::OBJECT_NOT_FOUND => t.misses += 1,
                 Err(e) => {
                     t.get_errors += 1;
                     log::debug!("pressure: get {}: {e}", w.key(i));
@@ -280,7 +280,7 @@ fn worker(client: &Client, w: &Workload, s: &Settings, seed: u64, until: Instant
             }
         } else {
             t.removes += 1;
-            match client.remove(&w.key(i), false) {
+            match client.remove(&w.key(i), false).code() {
                 Ok(()) | Err(ErrorCode::OBJECT_NOT_FOUND) | Err(ErrorCode::OBJECT_HAS_LEASE) => {}
                 Err(e) => {
                     t.remove_errors += 1;

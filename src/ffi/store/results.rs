@@ -35,18 +35,21 @@ pub(in crate::ffi) fn not_set_up<T: Clone>(
 
 /// The codes of per-key results. The first failure with a cause becomes the last
 /// error of `function` when one is given (the extensions); upstream's `store_c.h`
-/// functions (`None`) return the codes alone.
+/// functions (`None`) return the codes alone, the causes going to the log.
 pub(in crate::ffi) fn codes<R>(
     function: Option<FnName>,
     results: Vec<StoreResult<R>>,
 ) -> Vec<Result<R, ErrorCode>> {
-    let mut unrecorded = function;
-    let mut code = |e: StoreError| {
-        if let Some(f) = unrecorded.filter(|_| !e.cause.is_empty()) {
-            set_last_error(f.get(), &e.to_string(), 0);
-            unrecorded = None;
+    let mut recorded = false;
+    let mut code = |e: StoreError| match function {
+        None => e.logged(),
+        Some(f) => {
+            if !recorded && !e.cause.is_empty() {
+                set_last_error(f.get(), &e.to_string(), 0);
+                recorded = true;
+            }
+            e.code
         }
-        e.code
     };
     results.into_iter().map(|r| r.map_err(&mut code)).collect()
 }

@@ -108,3 +108,35 @@ fn a_failed_data_op_leaves_its_cause_as_the_last_error() {
     assert_eq!(last_error(), "");
     mooncake_store_destroy(h);
 }
+
+#[test]
+fn a_failed_transfer_leaves_the_segment_it_could_not_reach_as_the_last_error() {
+    let master = crate::master::MasterService::new(crate::master::MasterConfig::default());
+    let gone = crate::store::test_support::mount_unreachable_segment(&master);
+    let h = mooncake_store_create();
+    let cfg = SetupConfig {
+        local_hostname: "127.0.0.1".into(),
+        metadata_server: "P2PHANDSHAKE".into(),
+        global_segment_size: 0,
+        local_buffer_size: 1 << 20,
+        ..SetupConfig::default()
+    };
+    let c = crate::store::Client::setup_with_master(&cfg, master).expect("setup");
+    *STORES.get(h).unwrap().client.write() = Some(std::sync::Arc::new(c));
+    let value = [7u8; 64];
+    // SAFETY: a NUL-terminated key, `value.len()` readable bytes, no config.
+    let r = unsafe {
+        mooncake_store_put(
+            h,
+            c"lost".as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(r, -800);
+    let e = last_error();
+    assert!(e.starts_with("mooncake_store_put: "), "{e}");
+    assert!(e.contains(&format!("segment '{gone}'")), "{e}");
+    mooncake_store_destroy(h);
+}

@@ -16,7 +16,7 @@ use super::shared_memory::SharedMemory;
 use super::wire::{Op, WireRangedRead};
 use crate::host::net::random_u64;
 use crate::store::api::{write_piece, StoreApi};
-use crate::store::error::{from_codes, Doing, StoreError, StoreResult};
+use crate::store::error::{StoreError, StoreResult};
 use crate::store::host_memory;
 use crate::store::memory::{Mapping, StagingBuffer};
 use crate::store::state::map_error;
@@ -89,8 +89,9 @@ impl DummyClient {
         link.keep(conn);
         if let Some(s) = link.memory().staging() {
             let m = s.memory();
-            link.map(m.addr(), m.len(), m)
-                .doing("dummy client: sharing the local buffer with the real client")?;
+            link.map(m.addr(), m.len(), m).map_err(|e| {
+                e.context("dummy client: sharing the local buffer with the real client")
+            })?;
         }
         log::info!(
             "dummy client: forwarding to real client '{hostname}' (@{})",
@@ -174,10 +175,7 @@ impl StoreApi for DummyClient {
     }
 
     unsafe fn batch_write_raw(&self, batch: BatchWrite<'_>) -> Vec<StoreResult<()>> {
-        self.with(
-            || closed(batch.keys.len()),
-            |i| from_codes(i.link.write(batch)),
-        )
+        self.with(|| closed(batch.keys.len()), |i| i.link.write(batch))
     }
 
     unsafe fn batch_get_into_multi_raw(
@@ -185,10 +183,7 @@ impl StoreApi for DummyClient {
         keys: &[&str],
         items: &[Pieces],
     ) -> Vec<StoreResult<u64>> {
-        self.with(
-            || closed(keys.len()),
-            |i| from_codes(i.link.read(keys, items)),
-        )
+        self.with(|| closed(keys.len()), |i| i.link.read(keys, items))
     }
 
     unsafe fn batch_get_alloc_addr(
@@ -199,7 +194,7 @@ impl StoreApi for DummyClient {
         self.with(
             || closed(keys.len()),
             // SAFETY: forwarded contract.
-            |i| unsafe { from_codes(i.link.fetch(&i.read_hint, keys, alloc)) },
+            |i| unsafe { i.link.fetch(&i.read_hint, keys, alloc) },
         )
     }
 
@@ -229,7 +224,7 @@ impl StoreApi for DummyClient {
                     .call::<_, RangedResults<ErrorCode>>(Op::Ranges, &wire_reads, None)
                 {
                     Ok(r) => map_ranged(r, StoreError::from),
-                    Err(e) => shape(e.into()),
+                    Err(e) => shape(e),
                 }
             },
         )
@@ -238,21 +233,21 @@ impl StoreApi for DummyClient {
     fn batch_is_exist(&self, keys: &[&str]) -> Vec<StoreResult<bool>> {
         self.with(
             || closed(keys.len()),
-            |i| from_codes(i.link.call_batch(Op::Exist, &owned(keys), keys.len())),
+            |i| i.link.call_batch(Op::Exist, &owned(keys), keys.len()),
         )
     }
 
     fn batch_get_size(&self, keys: &[&str]) -> Vec<StoreResult<u64>> {
         self.with(
             || closed(keys.len()),
-            |i| from_codes(i.link.call_batch(Op::Size, &owned(keys), keys.len())),
+            |i| i.link.call_batch(Op::Size, &owned(keys), keys.len()),
         )
     }
 
     fn batch_get_replica_desc(&self, keys: &[&str]) -> Vec<StoreResult<Vec<ReplicaDescriptor>>> {
         self.with(
             || closed(keys.len()),
-            |i| from_codes(i.link.call_batch(Op::Replicas, &owned(keys), keys.len())),
+            |i| i.link.call_batch(Op::Replicas, &owned(keys), keys.len()),
         )
     }
 
@@ -260,10 +255,8 @@ impl StoreApi for DummyClient {
         self.with(
             || closed(keys.len()),
             |i| {
-                from_codes(
-                    i.link
-                        .call_batch(Op::Remove, &(owned(keys), force), keys.len()),
-                )
+                i.link
+                    .call_batch(Op::Remove, &(owned(keys), force), keys.len())
             },
         )
     }
@@ -326,10 +319,10 @@ impl StoreApi for DummyClient {
                     )));
                 }
                 if let Some(r) = memory.with_pool_holder(addr, len, |m| i.link.map(addr, len, m)) {
-                    return Ok(r?);
+                    return r;
                 }
                 if let Some(holder) = host_memory::holder(addr, len) {
-                    return Ok(i.link.map(addr, len, &holder)?);
+                    return i.link.map(addr, len, &holder);
                 }
                 memory.add_staged(addr, len);
                 Ok(())

@@ -5,6 +5,7 @@
 
 use super::link::Link;
 use super::wire::{self, FetchResult, Op};
+use crate::store::error::{Doing, StoreError, StoreResult};
 use crate::store::memory::Staging;
 use crate::store::read::batch::check_lease;
 use crate::store::vocab::{spread, total_len};
@@ -14,11 +15,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 impl Link {
     /// Writes objects through the real client: pieces it maps are sent as they are,
     /// the others staged through the local buffer.
-    pub(super) fn write(&self, batch: BatchWrite<'_>) -> Vec<Result<(), ErrorCode>> {
+    pub(super) fn write(&self, batch: BatchWrite<'_>) -> Vec<StoreResult<()>> {
         let (keys, items) = (batch.keys, batch.items);
         let n = keys.len();
         if items.len() != n {
-            return vec![Err(ErrorCode::INVALID_PARAMS); n];
+            return mismatched(items.len(), n);
         }
         let mut results = vec![Ok(()); n];
         let mut stagings = Vec::new();
@@ -63,12 +64,12 @@ impl Link {
 
     /// Reads objects into `items` through the real client: pieces it maps are
     /// filled in place, the others staged through the local buffer.
-    pub(super) fn read(&self, keys: &[&str], items: &[Pieces]) -> Vec<Result<u64, ErrorCode>> {
+    pub(super) fn read(&self, keys: &[&str], items: &[Pieces]) -> Vec<StoreResult<u64>> {
         let n = keys.len();
         if items.len() != n {
-            return vec![Err(ErrorCode::INVALID_PARAMS); n];
+            return mismatched(items.len(), n);
         }
-        let mut results: Vec<Result<u64, ErrorCode>> = vec![Ok(0); n];
+        let mut results: Vec<StoreResult<u64>> = vec![Ok(0); n];
         let mut staged: Vec<Option<Staging<'_>>> = Vec::with_capacity(n);
         let mut send: Vec<Pieces> = Vec::with_capacity(n);
         for (i, pieces) in items.iter().enumerate() {
@@ -122,9 +123,9 @@ impl Link {
         read_hint: &AtomicU64,
         keys: &[&str],
         alloc: &mut dyn FnMut(usize, u64) -> Option<u64>,
-    ) -> Vec<Result<u64, ErrorCode>> {
+    ) -> Vec<StoreResult<u64>> {
         let n = keys.len();
-        let mut results: Vec<Result<u64, ErrorCode>> = vec![Err(ErrorCode::INTERNAL_ERROR); n];
+        let mut results: Vec<StoreResult<u64>> = vec![Err(ErrorCode::INTERNAL_ERROR.into()); n];
         let hint = read_hint.load(Ordering::Relaxed);
         let mut pending: Vec<(usize, u64)> = (0..n).map(|k| (k, hint)).collect();
         // The largest object that needed staging (not in the real client's segment).
@@ -164,7 +165,7 @@ impl Link {
                 Ok(c) => c,
                 Err(e) => {
                     for &(k, _) in &pending {
-                        results[k] = Err(e);
+                        results[k] = Err(e.clone());
                     }
                     return results;
                 }
@@ -176,15 +177,20 @@ impl Link {
                 None,
             ) {
                 Ok(r) if r.len() == pending.len() => Some(r),
-                Ok(_) => {
+                Ok(r) => {
+                    let cause = format!(
+                        "dummy client: the real client fetched {} of {} keys",
+                        r.len(),
+                        pending.len()
+                    );
                     for &(k, _) in &pending {
-                        results[k] = Err(ErrorCode::INTERNAL_ERROR);
+                        results[k] = Err(StoreError::internal(cause.clone()));
                     }
                     None
                 }
                 Err(e) => {
                     for &(k, _) in &pending {
-                        results[k] = Err(e);
+                        results[k] = Err(e.clone());
                     }
                     return results;
                 }
@@ -212,16 +218,23 @@ impl Link {
                                 // staging, or in the real client's segment where the
                                 // object stays held until `Done`.
                                 unsafe { copy(src, dst, size) };
-                                check_lease(started, ttl).map(|()| size)
+                                let key = keys[k];
+                                check_lease(started, ttl)
+                                    .doing(format_args!(
+                                        "dummy client: get('{key}'): the read lease expired \
+                                         during the read"
+                                    ))
+                                    .map(|()| size)
                             }
-                            (None, _) => Err(ErrorCode::INTERNAL_ERROR),
-                            (_, None) => {
-                                log::error!(
-                                    "dummy client: get('{}'): cannot allocate {size} bytes",
-                                    keys[k]
-                                );
-                                Err(ErrorCode::INVALID_PARAMS)
-                            }
+                            (None, _) => Err(StoreError::internal(format!(
+                                "dummy client: get('{}'): the real client's answer \
+                                 ({size} bytes at {at:#x}) points at no memory mapped here",
+                                keys[k]
+                            ))),
+                            (_, None) => Err(StoreError::invalid(format!(
+                                "dummy client: get('{}'): cannot allocate {size} bytes",
+                                keys[k]
+                            ))),
                         };
                     }
                     Err((code, size)) if code == ErrorCode::BUFFER_OVERFLOW && size > 0 => {
@@ -229,10 +242,10 @@ impl Link {
                         if round == 0 {
                             again.push((k, size));
                         } else {
-                            results[k] = Err(ErrorCode::INVALID_PARAMS);
+                            results[k] = Err(ErrorCode::INVALID_PARAMS.into());
                         }
                     }
-                    Err((code, _)) => results[k] = Err(code),
+                    Err((code, _)) => results[k] = Err(code.into()),
                 }
             }
             // The located objects are copied: their reads may end.
@@ -247,11 +260,17 @@ impl Link {
     }
 }
 
+/// `n` failures of a batch given `items` lists of pieces for `n` keys (-600).
+fn mismatched<T: Clone>(items: usize, n: usize) -> Vec<StoreResult<T>> {
+    let cause = format!("dummy client: {items} buffer lists for {n} keys");
+    vec![Err(StoreError::invalid(cause)); n]
+}
+
 /// The keys still `Ok` in `results`, with their pieces: (index, key, pieces).
 fn select(
     keys: &[&str],
     send: Vec<Pieces>,
-    results: &[Result<impl Sized, ErrorCode>],
+    results: &[StoreResult<impl Sized>],
 ) -> (Vec<usize>, Vec<String>, Vec<Pieces>) {
     let mut idx = Vec::new();
     let mut sub_keys = Vec::new();

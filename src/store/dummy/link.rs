@@ -5,6 +5,7 @@
 
 use super::shared_memory::SharedMemory;
 use super::wire::{self, Op};
+use crate::store::error::{from_codes, StoreError, StoreResult};
 use crate::store::memory::Mapping;
 use crate::store::ErrorCode;
 use crate::wire::struct_pack::Pack;
@@ -29,11 +30,14 @@ pub(super) struct Link {
     memory: SharedMemory,
 }
 
-fn io_code(e: &io::Error) -> ErrorCode {
-    match e.kind() {
+/// A failed exchange with the real client: -901 when it timed out, else -900, because
+/// of `doing` and `e`.
+fn io_error(doing: impl std::fmt::Display, e: &io::Error) -> StoreError {
+    let code = match e.kind() {
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => ErrorCode::RPC_TIMEOUT,
         _ => ErrorCode::RPC_FAIL,
-    }
+    };
+    StoreError::new(code, format!("dummy client: {doing}: {e}"))
 }
 
 impl Link {
@@ -122,7 +126,7 @@ impl Link {
         op: Op,
         args: &T,
         file: Option<&OwnedFd>,
-    ) -> Result<R, ErrorCode> {
+    ) -> StoreResult<R> {
         let conn = self.connection()?;
         let r = Self::exchange(&conn, op, args, file)?;
         self.keep(conn);
@@ -130,19 +134,18 @@ impl Link {
     }
 
     /// An idle or new connection; -900 (or -901) when the real client is unreachable.
-    pub(super) fn connection(&self) -> Result<UnixStream, ErrorCode> {
+    pub(super) fn connection(&self) -> StoreResult<UnixStream> {
         if let Some(c) = self.idle_connection() {
             return Ok(c);
         }
         self.connect().map(|(c, _)| c).map_err(|e| {
-            log::error!(
-                "dummy client: the real client at @{} is unreachable: {e}",
-                self.socket
-            );
             // A real client that is gone must not be kept in memory by its segments
             // mapped here; a new one shares its own.
             self.memory.set_segments(Vec::new());
-            io_code(&e)
+            io_error(
+                format_args!("the real client at @{} is unreachable", self.socket),
+                &e,
+            )
         })
     }
 
@@ -152,14 +155,11 @@ impl Link {
         op: Op,
         args: &T,
         file: Option<&OwnedFd>,
-    ) -> Result<R, ErrorCode> {
+    ) -> StoreResult<R> {
         wire::send_request(conn, op, args, file)
             .and_then(|()| wire::read_reply(conn))
             .and_then(|body| wire::decode::<R>(&body))
-            .map_err(|e| {
-                log::error!("dummy client: {op:?} to the real client failed: {e}");
-                io_code(&e)
-            })
+            .map_err(|e| io_error(format_args!("{op:?} to the real client failed"), &e))
     }
 
     /// An idle connection the real client has not closed (one it closed, e.g. across
@@ -186,17 +186,24 @@ impl Link {
         op: Op,
         args: &T,
         n: usize,
-    ) -> Vec<Result<V, ErrorCode>> {
+    ) -> Vec<StoreResult<V>> {
         match self.call::<T, Vec<Result<V, ErrorCode>>>(op, args, None) {
-            Ok(v) if v.len() == n => v,
-            Ok(_) => (0..n).map(|_| Err(ErrorCode::INTERNAL_ERROR)).collect(),
-            Err(e) => (0..n).map(|_| Err(e)).collect(),
+            Ok(v) if v.len() == n => from_codes(v),
+            Ok(v) => {
+                let cause = format!("{op:?}: the real client answered {} of {n} keys", v.len());
+                (0..n)
+                    .map(|_| Err(StoreError::internal(cause.clone())))
+                    .collect()
+            }
+            Err(e) => (0..n).map(|_| Err(e.clone())).collect(),
         }
     }
 
     /// Has the real client map `[addr, addr + len)` of `holder`'s file.
-    pub(super) fn map(&self, addr: u64, len: u64, holder: &Mapping) -> Result<(), ErrorCode> {
-        let file = holder.shared_file().ok_or(ErrorCode::INVALID_PARAMS)?;
+    pub(super) fn map(&self, addr: u64, len: u64, holder: &Mapping) -> StoreResult<()> {
+        let file = holder.shared_file().ok_or_else(|| {
+            StoreError::invalid(format!("[{addr:#x}, +{len}) is not in a shared file"))
+        })?;
         let offset = addr - holder.addr();
         self.call::<_, Result<(), ErrorCode>>(Op::Map, &(addr, len, offset), Some(file))??;
         self.memory.add_mapped(addr, len);

@@ -13,7 +13,7 @@ use super::wire::{self, FetchResult, Op, Request, WireRangedRead};
 use crate::config::Config;
 use crate::host::fd_passing;
 use crate::runtime::unix_server::UnixServer;
-use crate::store::error::StoreError;
+use crate::store::error::{logged_codes, StoreError, StoreResult};
 use crate::store::memory::Mapping;
 use crate::store::ops::whole::{HeldReads, Located};
 use crate::store::vocab::map_ranged;
@@ -269,31 +269,39 @@ fn handle(
         }
         Op::Exist => {
             let keys = wire::decode::<Vec<String>>(body)?;
-            reply(stream, client.batch_is_exist(&refs(&keys)))
+            reply(stream, logged_codes(client.batch_is_exist(&refs(&keys))))
         }
         Op::Size => {
             let keys = wire::decode::<Vec<String>>(body)?;
-            reply(stream, client.batch_get_size(&refs(&keys)))
+            reply(stream, logged_codes(client.batch_get_size(&refs(&keys))))
         }
         Op::Replicas => {
             let keys = wire::decode::<Vec<String>>(body)?;
-            reply(stream, client.batch_get_replica_desc(&refs(&keys)))
+            reply(
+                stream,
+                logged_codes(client.batch_get_replica_desc(&refs(&keys))),
+            )
         }
         Op::Remove => {
             let (keys, force) = wire::decode::<(Vec<String>, bool)>(body)?;
-            reply(stream, client.batch_remove(&refs(&keys), force))
+            reply(
+                stream,
+                logged_codes(client.batch_remove(&refs(&keys), force)),
+            )
         }
         Op::RemoveRegex => {
             let (pattern, force) = wire::decode::<(String, bool)>(body)?;
-            reply(stream, client.remove_by_regex(&pattern, force))
+            let r = client.remove_by_regex(&pattern, force);
+            reply(stream, r.map_err(StoreError::logged))
         }
         Op::RemoveAll => {
             let force = wire::decode::<bool>(body)?;
-            reply(stream, client.remove_all(force))
+            reply(stream, client.remove_all(force).map_err(StoreError::logged))
         }
         Op::ReplicaClear => {
             let (keys, segment) = wire::decode::<(Vec<String>, String)>(body)?;
-            reply(stream, client.batch_replica_clear(&refs(&keys), &segment))
+            let r = client.batch_replica_clear(&refs(&keys), &segment);
+            reply(stream, r.map_err(StoreError::logged))
         }
         Op::Health => reply(stream, client.health() as i32),
         Op::Segments => {
@@ -459,21 +467,21 @@ fn write(
     };
     on_translated(session, keys, items, |k, p| {
         // SAFETY: every piece lies in a mapping held (read-locked) for the call.
-        unsafe {
+        logged_codes(unsafe {
             session.client.batch_write_raw(BatchWrite {
                 mode,
                 keys: k,
                 items: p,
                 config,
             })
-        }
+        })
     })
 }
 
 fn read(session: &Session, keys: &[String], items: &[Pieces]) -> Vec<Result<u64, ErrorCode>> {
     on_translated(session, keys, items, |k, p| {
         // SAFETY: every piece lies in a mapping held (read-locked) for the call.
-        unsafe { session.client.batch_get_into_multi_raw(k, p) }
+        logged_codes(unsafe { session.client.batch_get_into_multi_raw(k, p) })
     })
 }
 
@@ -526,7 +534,7 @@ fn fetch(
     let (found, held) = if session.maps_segments.load(Ordering::Relaxed) {
         // SAFETY: every staging range lies in a mapping held (read-locked) for the call.
         let (found, held) = unsafe { client.batch_locate_or_read(&refs, alloc) };
-        let found: Vec<Result<(u64, u64, u64), ErrorCode>> = found
+        let found: Vec<StoreResult<(u64, u64, u64)>> = found
             .into_iter()
             .map(|r| {
                 r.map(|(at, size, ttl)| match at {
@@ -550,7 +558,7 @@ fn fetch(
         .map(|(i, r)| match r {
             Ok(v) => Ok(v),
             Err(_) if needed[i] > 0 => Err((ErrorCode::BUFFER_OVERFLOW, needed[i])),
-            Err(e) => Err((e, 0)),
+            Err(e) => Err((e.logged(), 0)),
         })
         .collect();
     (results, held)

@@ -3,8 +3,9 @@
 //! (moved in place) or cannot map (staged), and the real client's segments mapped
 //! here (objects there are copied straight from them).
 
+use crate::store::error::StoreResult;
 use crate::store::memory::{reserve_for, Mapping, Staging, StagingBuffer};
-use crate::store::{ErrorCode, Pieces};
+use crate::store::Pieces;
 use parking_lot::{Mutex, RwLock};
 use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
@@ -44,13 +45,14 @@ impl SharedMemory {
         self.staging.as_ref()
     }
 
-    /// A staging reservation of `len` bytes for `op` of `key`, or -600 with the reason
-    /// logged.
-    pub(super) fn stage(&self, op: &str, key: &str, len: u64) -> Result<Staging<'_>, ErrorCode> {
-        let what = format!(
-            "dummy client: {op}('{key}') (memory from alloc_from_mem_pool needs no staging)"
-        );
-        reserve_for(self.staging(), &what, len)
+    /// A staging reservation of `len` bytes for `op` of `key`, or -600 saying why.
+    pub(super) fn stage(&self, op: &str, key: &str, len: u64) -> StoreResult<Staging<'_>> {
+        let what = || {
+            format!(
+                "dummy client: {op}('{key}') (memory from alloc_from_mem_pool needs no staging)"
+            )
+        };
+        reserve_for(self.staging(), what, len)
     }
 
     /// Replaces the real client's segments mapped here.

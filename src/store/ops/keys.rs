@@ -2,9 +2,12 @@
 //! replica descriptors, removal, and clearing this client's replicas (upstream's
 //! Python `batch_replica_clear`). One master call each.
 
+use crate::store::error::{from_codes, StoreResult};
 use crate::store::vocab::fit;
 use crate::store::Client;
-use crate::wire::master_api::{ErrorCode, ReplicaDescriptor, ReplicaLocation, DEFAULT_TENANT};
+use crate::wire::master_api::{
+    ErrorCode, MasterApi, MasterResult, ReplicaDescriptor, ReplicaLocation, DEFAULT_TENANT,
+};
 
 /// The size recorded in a replica descriptor, whatever its kind.
 fn replica_size(r: &ReplicaDescriptor) -> u64 {
@@ -21,47 +24,56 @@ fn owned(keys: &[&str]) -> Vec<String> {
     keys.iter().map(|k| k.to_string()).collect()
 }
 
-impl Client {
-    /// Whether `key` has a complete replica (grants a read lease when it does).
-    pub fn is_exist(&self, key: &str) -> Result<bool, ErrorCode> {
-        self.state()?.master().exist_key(key, DEFAULT_TENANT)
-    }
+/// A master call that answers per key.
+type PerKeyCall<'a, T> =
+    &'a dyn Fn(&dyn MasterApi, &[String]) -> MasterResult<Vec<MasterResult<T>>>;
 
-    /// [`Client::is_exist`] for several keys in one master call.
-    pub fn batch_is_exist(&self, keys: &[&str]) -> Vec<Result<bool, ErrorCode>> {
-        let state = match self.state() {
-            Ok(s) => s,
-            Err(e) => return vec![Err(e); keys.len()],
-        };
-        match state.master().batch_exist_key(&owned(keys), DEFAULT_TENANT) {
-            Ok(r) => fit(r, keys.len()),
-            Err(e) => vec![Err(e); keys.len()],
+impl Client {
+    /// Per key, the master's answer to `call` over `keys` (one master call); the
+    /// failure of the whole call (-600 once closed) for every key.
+    fn per_key<T: Clone>(&self, keys: &[&str], call: PerKeyCall<'_, T>) -> Vec<StoreResult<T>> {
+        match self.state().and_then(|s| call(&**s.master(), &owned(keys))) {
+            Ok(each) => from_codes(fit(each, keys.len())),
+            Err(e) => vec![Err(e.into()); keys.len()],
         }
     }
 
+    /// Whether `key` has a complete replica (grants a read lease when it does).
+    pub fn is_exist(&self, key: &str) -> StoreResult<bool> {
+        Ok(self.state()?.master().exist_key(key, DEFAULT_TENANT)?)
+    }
+
+    /// [`Client::is_exist`] for several keys in one master call.
+    pub fn batch_is_exist(&self, keys: &[&str]) -> Vec<StoreResult<bool>> {
+        self.per_key(keys, &|m, k| m.batch_exist_key(k, DEFAULT_TENANT))
+    }
+
     /// The object's size in bytes (grants a read lease). -704 when missing.
-    pub fn get_size(&self, key: &str) -> Result<u64, ErrorCode> {
-        let resp = self
-            .state()?
-            .master()
-            .get_replica_list(key, DEFAULT_TENANT)?;
-        resp.replicas
+    pub fn get_size(&self, key: &str) -> StoreResult<u64> {
+        let replicas = self.get_replica_desc(key)?;
+        Ok(replicas
             .first()
             .map(replica_size)
-            .ok_or(ErrorCode::INVALID_PARAMS)
+            .ok_or(ErrorCode::INVALID_PARAMS)?)
     }
 
     /// The sizes of several objects in one master call (grants read leases).
-    pub fn batch_get_size(&self, keys: &[&str]) -> Vec<Result<u64, ErrorCode>> {
+    pub fn batch_get_size(&self, keys: &[&str]) -> Vec<StoreResult<u64>> {
         self.batch_get_replica_desc(keys)
             .into_iter()
-            .map(|r| r.and_then(|v| v.first().map(replica_size).ok_or(ErrorCode::INVALID_PARAMS)))
+            .map(|r| {
+                let replicas = r?;
+                Ok(replicas
+                    .first()
+                    .map(replica_size)
+                    .ok_or(ErrorCode::INVALID_PARAMS)?)
+            })
             .collect()
     }
 
     /// The replicas of `key` as the master reports them (grants a read lease);
     /// -704 when missing.
-    pub fn get_replica_desc(&self, key: &str) -> Result<Vec<ReplicaDescriptor>, ErrorCode> {
+    pub fn get_replica_desc(&self, key: &str) -> StoreResult<Vec<ReplicaDescriptor>> {
         let resp = self
             .state()?
             .master()
@@ -73,54 +85,38 @@ impl Client {
     pub fn batch_get_replica_desc(
         &self,
         keys: &[&str],
-    ) -> Vec<Result<Vec<ReplicaDescriptor>, ErrorCode>> {
-        let state = match self.state() {
-            Ok(s) => s,
-            Err(e) => return vec![Err(e); keys.len()],
-        };
-        match state
-            .master()
-            .batch_get_replica_list(&owned(keys), DEFAULT_TENANT)
-        {
-            Ok(v) => fit(v, keys.len())
+    ) -> Vec<StoreResult<Vec<ReplicaDescriptor>>> {
+        self.per_key(keys, &|m, k| {
+            let lists = m.batch_get_replica_list(k, DEFAULT_TENANT)?;
+            Ok(lists
                 .into_iter()
                 .map(|r| r.map(|resp| resp.replicas))
-                .collect(),
-            Err(e) => vec![Err(e); keys.len()],
-        }
+                .collect())
+        })
     }
 
     /// Removes `key`: -704 missing, -706 under a read lease unless `force`.
-    pub fn remove(&self, key: &str, force: bool) -> Result<(), ErrorCode> {
-        self.state()?.master().remove(key, force, DEFAULT_TENANT)
+    pub fn remove(&self, key: &str, force: bool) -> StoreResult<()> {
+        Ok(self.state()?.master().remove(key, force, DEFAULT_TENANT)?)
     }
 
     /// Removes several keys in one master call; per key as [`Client::remove`].
-    pub fn batch_remove(&self, keys: &[&str], force: bool) -> Vec<Result<(), ErrorCode>> {
-        let state = match self.state() {
-            Ok(s) => s,
-            Err(e) => return vec![Err(e); keys.len()],
-        };
-        match state
-            .master()
-            .batch_remove(&owned(keys), force, DEFAULT_TENANT)
-        {
-            Ok(v) => fit(v, keys.len()),
-            Err(e) => vec![Err(e); keys.len()],
-        }
+    pub fn batch_remove(&self, keys: &[&str], force: bool) -> Vec<StoreResult<()>> {
+        self.per_key(keys, &|m, k| m.batch_remove(k, force, DEFAULT_TENANT))
     }
 
     /// Removes every key `pattern` matches (ECMAScript search semantics); returns how
     /// many were removed. -600 for an invalid pattern.
-    pub fn remove_by_regex(&self, pattern: &str, force: bool) -> Result<i64, ErrorCode> {
-        self.state()?
+    pub fn remove_by_regex(&self, pattern: &str, force: bool) -> StoreResult<i64> {
+        Ok(self
+            .state()?
             .master()
-            .remove_by_regex(pattern, force, DEFAULT_TENANT)
+            .remove_by_regex(pattern, force, DEFAULT_TENANT)?)
     }
 
     /// Removes every removable object; returns how many were removed.
-    pub fn remove_all(&self, force: bool) -> Result<i64, ErrorCode> {
-        self.state()?.master().remove_all(force, DEFAULT_TENANT)
+    pub fn remove_all(&self, force: bool) -> StoreResult<i64> {
+        Ok(self.state()?.master().remove_all(force, DEFAULT_TENANT)?)
     }
 
     /// Asks the master to drop this client's objects among `keys` whose read leases
@@ -132,11 +128,11 @@ impl Client {
         &self,
         keys: &[&str],
         segment_name: &str,
-    ) -> Result<Vec<String>, ErrorCode> {
+    ) -> StoreResult<Vec<String>> {
         let state = self.state()?;
-        state
+        Ok(state
             .master()
-            .batch_replica_clear(&owned(keys), state.client_id(), segment_name)
+            .batch_replica_clear(&owned(keys), state.client_id(), segment_name)?)
     }
 }
 
@@ -144,7 +140,7 @@ impl Client {
 mod tests {
     use crate::master::{MasterConfig, MasterService};
     use crate::store::ops::tests::{client, on};
-    use crate::store::ErrorCode;
+    use crate::store::{Code, ErrorCode};
 
     #[test]
     fn clears_only_own_unleased_objects() {
@@ -166,7 +162,7 @@ mod tests {
         );
         a.close();
         assert_eq!(
-            a.batch_replica_clear(&["a3"], ""),
+            a.batch_replica_clear(&["a3"], "").code(),
             Err(ErrorCode::INVALID_PARAMS)
         );
     }

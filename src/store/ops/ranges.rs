@@ -27,12 +27,11 @@ impl Client {
     /// The registered regions the buffers point into must be writable, and not
     /// otherwise accessed, until this returns.
     pub unsafe fn get_into_ranges_raw(&self, reads: &[RangedRead]) -> RangedResults {
-        let shape = |e: ErrorCode| ranged_failure(reads, e.into());
         let state = match self.state() {
             Ok(s) => s,
-            Err(e) => return shape(e),
+            Err(e) => return ranged_failure(reads, e.into()),
         };
-        let mut results = shape(ErrorCode::INVALID_PARAMS);
+        let mut results = ranged_failure(reads, ErrorCode::INVALID_PARAMS.into());
         let caps: Vec<u64> = reads
             .iter()
             .map(|r| state.registered_capacity(r.buffer))
@@ -52,7 +51,7 @@ impl Client {
         }
         let batch = match ReadBatch::begin(&state, &keys) {
             Ok(b) => b,
-            Err(e) => return shape(e),
+            Err(e) => return ranged_failure(reads, e),
         };
         let mut plan = MovePlan::new();
         for (i, read) in reads.iter().enumerate().filter(|(i, _)| caps[*i] > 0) {
@@ -65,7 +64,7 @@ impl Client {
                     let src = match &found {
                         Ok(src) => src,
                         Err(e) => {
-                            results[i][j][k] = Err((*e).into());
+                            results[i][j][k] = Err(e.clone());
                             continue;
                         }
                     };
@@ -91,10 +90,8 @@ impl Client {
         // SAFETY: every destination lies inside a registered region (checked above),
         // writable per this function's contract.
         for ((i, j, k, ttl), outcome) in unsafe { batch.transfer(plan) } {
-            if let Err(e) = outcome {
-                results[i][j][k] = Err(e);
-            } else if let Err(e) = batch.check(ttl) {
-                let e = StoreError::from(e).context("get_into_ranges: the read lease expired");
+            let key = &reads[i].keys[j].0;
+            if let Err(e) = outcome.and_then(|()| batch.check(key, ttl)) {
                 results[i][j][k] = Err(e);
             }
         }

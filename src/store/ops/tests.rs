@@ -2,7 +2,8 @@
 //! (P2PHANDSHAKE, real TCP transfers for the remote side).
 
 use crate::master::{MasterConfig, MasterService};
-use crate::store::{BatchWrite, ErrorCode, Pieces, ReplicateConfig, WriteMode};
+use crate::store::test_support::mount_unreachable_segment;
+use crate::store::{BatchWrite, Code, ErrorCode, Pieces, ReplicateConfig, WriteMode};
 use crate::store::{Client, SetupConfig};
 use crate::wire::master_api::{MasterApi, ReplicaLocation, ReplicaStatus, DEFAULT_TENANT};
 use std::sync::Arc;
@@ -93,7 +94,7 @@ fn multi_buffer_put_and_get_across_clients() {
     // SAFETY: as above.
     let r = unsafe { a.batch_get_into_multi_raw(&["remote", "none"], &[small, vec![]]) };
     assert_eq!(
-        r,
+        r.code(),
         vec![
             Err(ErrorCode::INVALID_PARAMS),
             Err(ErrorCode::OBJECT_NOT_FOUND)
@@ -113,7 +114,10 @@ fn upserts_replace_and_puts_keep() {
     assert_eq!(b.batch_get(&["k"]), vec![Ok(b"third".to_vec())]);
     a.upsert("k", b"a longer value", &cfg).unwrap();
     assert_eq!(b.batch_get(&["k"]), vec![Ok(b"a longer value".to_vec())]);
-    assert_eq!(a.upsert("k", b"", &cfg), Err(ErrorCode::INVALID_PARAMS));
+    assert_eq!(
+        a.upsert("k", b"", &cfg).code(),
+        Err(ErrorCode::INVALID_PARAMS)
+    );
     // Batch upsert with a duplicate key (last wins) and an empty object.
     let (v1, v2, v3) = (b"one".as_slice(), b"two!".as_slice(), b"three".as_slice());
     let items = vec![pieces(&[v1]), pieces(&[v2]), pieces(&[v3]), vec![]];
@@ -127,11 +131,11 @@ fn upserts_replace_and_puts_keep() {
         })
     };
     assert_eq!(
-        r,
+        r.code(),
         vec![Ok(()), Ok(()), Ok(()), Err(ErrorCode::INVALID_PARAMS)]
     );
     assert_eq!(
-        b.batch_get(&["k", "n", "e"]),
+        b.batch_get(&["k", "n", "e"]).code(),
         vec![
             Ok(b"three".to_vec()),
             Ok(b"two!".to_vec()),
@@ -139,7 +143,7 @@ fn upserts_replace_and_puts_keep() {
         ]
     );
     assert_eq!(
-        a.batch_get_size(&["k", "n", "e"]),
+        a.batch_get_size(&["k", "n", "e"]).code(),
         vec![Ok(5), Ok(4), Err(ErrorCode::OBJECT_NOT_FOUND)]
     );
 }
@@ -156,7 +160,7 @@ fn group_ids_are_one_per_key() {
     };
     // SAFETY: static data.
     let r = unsafe { a.batch_write_raw(puts(&["x", "y", "z"], &items, &cfg)) };
-    assert_eq!(r, vec![Err(ErrorCode::INVALID_PARAMS); 3]);
+    assert_eq!(r.code(), vec![Err(ErrorCode::INVALID_PARAMS); 3]);
     cfg.group_ids = Some(vec!["g1".into(), "g1".into(), "g2".into()]);
     // Duplicates collapse; the group ids follow their keys.
     // SAFETY: static data.
@@ -180,12 +184,20 @@ fn replica_descriptors_and_batch_remove() {
         }
         other => panic!("unexpected replica {other:?}"),
     }
-    assert_eq!(a.get_replica_desc("none"), Err(ErrorCode::OBJECT_NOT_FOUND));
+    assert_eq!(
+        a.get_replica_desc("none").code(),
+        Err(ErrorCode::OBJECT_NOT_FOUND)
+    );
     let all = a.batch_get_replica_desc(&["d", "none"]);
-    assert!(all[0].is_ok() && all[1] == Err(ErrorCode::OBJECT_NOT_FOUND));
+    assert!(
+        all[0].is_ok()
+            && all[1]
+                .as_ref()
+                .is_err_and(|e| *e == ErrorCode::OBJECT_NOT_FOUND)
+    );
     // The lookups granted a read lease: only a forced remove goes through.
     assert_eq!(
-        a.batch_remove(&["d", "none"], false),
+        a.batch_remove(&["d", "none"], false).code(),
         vec![
             Err(ErrorCode::OBJECT_HAS_LEASE),
             Err(ErrorCode::OBJECT_NOT_FOUND)
@@ -195,8 +207,25 @@ fn replica_descriptors_and_batch_remove() {
     assert!(!m.exist_key("d", DEFAULT_TENANT).unwrap());
     a.close();
     assert_eq!(
-        a.batch_remove(&["d"], true),
+        a.batch_remove(&["d"], true).code(),
         vec![Err(ErrorCode::INVALID_PARAMS)]
     );
-    assert_eq!(a.batch_get(&["d"]), vec![Err(ErrorCode::INVALID_PARAMS)]);
+    assert_eq!(
+        a.batch_get(&["d"]).code(),
+        vec![Err(ErrorCode::INVALID_PARAMS)]
+    );
+}
+
+#[test]
+fn a_failed_transfer_names_the_segment_it_could_not_reach() {
+    let m = MasterService::new(MasterConfig::default());
+    let gone = mount_unreachable_segment(&m);
+    let a = client(&m);
+    let e = a.put("lost", b"never stored", &on(gone)).unwrap_err();
+    assert_eq!(e, ErrorCode::TRANSFER_FAIL);
+    assert!(
+        e.cause.contains("writing 'lost'") && e.cause.contains(&format!("segment '{gone}'")),
+        "{e}"
+    );
+    assert_eq!(a.is_exist("lost"), Ok(false));
 }

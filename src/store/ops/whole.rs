@@ -3,12 +3,11 @@
 //! this client's own segment, the object then held (its read not ended) until the
 //! dummy has copied it itself.
 
-use crate::store::error::StoreError;
+use crate::store::error::{StoreError, StoreResult};
 use crate::store::read::batch::ReadBatch;
 use crate::store::transfer::{Move, MovePlan};
 use crate::store::vocab::ReadTarget;
 use crate::store::Client;
-use crate::wire::master_api::ErrorCode;
 use std::os::fd::OwnedFd;
 
 /// Where an object's bytes are.
@@ -20,7 +19,7 @@ pub(crate) enum Located<T> {
 }
 
 /// One object found: where it is, its size, its read lease TTL in ms.
-pub(crate) type Found<T> = Result<(Located<T>, u64, u64), ErrorCode>;
+pub(crate) type Found<T> = StoreResult<(Located<T>, u64, u64)>;
 
 /// Reads that stay held until [`Client::end_held_reads`].
 pub(crate) struct HeldReads(Vec<(String, u64)>);
@@ -58,12 +57,12 @@ impl Client {
         let none = HeldReads(Vec::new());
         let state = match self.state() {
             Ok(s) => s,
-            Err(e) => return ((0..n).map(|_| Err(e)).collect(), none),
+            Err(e) => return ((0..n).map(|_| Err(e.into())).collect(), none),
         };
         let owned: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
         let batch = match ReadBatch::begin(&state, &owned) {
             Ok(b) => b,
-            Err(e) => return ((0..n).map(|_| Err(e)).collect(), none),
+            Err(e) => return ((0..n).map(|_| Err(e.clone())).collect(), none),
         };
         let mut results = Vec::with_capacity(n);
         let mut plan = MovePlan::new();
@@ -74,8 +73,8 @@ impl Client {
                     return Ok((Located::Own(d.buffer_address), d.size, ttl));
                 }
                 let Some(mut target) = alloc(i, d.size) else {
-                    log::debug!("store: get('{key}'): cannot allocate {} bytes", d.size);
-                    return Err(ErrorCode::INVALID_PARAMS);
+                    let cause = format!("get('{key}'): cannot allocate {} bytes", d.size);
+                    return Err(StoreError::invalid(cause));
                 };
                 let mv = Move {
                     local: target.addr(),
@@ -89,8 +88,11 @@ impl Client {
         }
         // SAFETY: every destination is a live target of its object's size.
         for ((i, ttl), outcome) in unsafe { batch.transfer(plan) } {
-            let outcome = outcome.map_err(StoreError::logged);
-            if let Err(e) = outcome.and_then(|()| batch.check(ttl)) {
+            let key = keys[i];
+            let outcome = outcome
+                .map_err(|e| e.context(format_args!("get('{key}')")))
+                .and_then(|()| batch.check(key, ttl));
+            if let Err(e) = outcome {
                 results[i] = Err(e);
             }
         }

@@ -4,7 +4,7 @@
 
 use super::choose::{choose, Nearness};
 use super::lease::ReadTicket;
-use crate::store::error::StoreResult;
+use crate::store::error::{Doing, StoreError, StoreResult};
 use crate::store::state::ClientState;
 use crate::store::transfer::MovePlan;
 use crate::store::vocab::fit;
@@ -40,20 +40,21 @@ pub(crate) struct Source<'a> {
 
 impl<'a> ReadBatch<'a> {
     /// Begins reading `keys` (lease): one master call for their replica lists.
-    pub(crate) fn begin(state: &'a ClientState, keys: &[String]) -> Result<Self, ErrorCode> {
+    pub(crate) fn begin(state: &'a ClientState, keys: &[String]) -> StoreResult<Self> {
         let started = Instant::now();
         let (lists, ticket) = state.reads().begin(keys);
+        let lists = lists.doing(format_args!("looking up {} key(s)", keys.len()))?;
         Ok(ReadBatch {
             state,
             started,
-            lists: fit(lists?, keys.len()),
+            lists: fit(lists, keys.len()),
             ticket,
         })
     }
 
     /// The replica to read key `i` from (choose), or why there is none.
-    pub(crate) fn source(&self, i: usize) -> Result<Source<'_>, ErrorCode> {
-        let resp = self.lists[i].as_ref().map_err(|e| *e)?;
+    pub(crate) fn source(&self, i: usize) -> StoreResult<Source<'_>> {
+        let resp = self.lists[i].as_ref().map_err(|e| StoreError::from(*e))?;
         Ok(Source {
             replica: choose(&resp.replicas, self.state)?,
             ttl_ms: resp.lease_ttl_ms,
@@ -74,10 +75,12 @@ impl<'a> ReadBatch<'a> {
         unsafe { self.state.run(Op::Read, plan) }
     }
 
-    /// Whether a read under a lease of `ttl_ms` is still covered by it (check): -707
-    /// once the lease ran out during the read (the bytes may be torn).
-    pub(crate) fn check(&self, ttl_ms: u64) -> Result<(), ErrorCode> {
-        check_lease(self.started, ttl_ms)
+    /// Whether a read of `key` under a lease of `ttl_ms` is still covered by it
+    /// (check): -707 once the lease ran out during the read (the bytes may be torn).
+    pub(crate) fn check(&self, key: &str, ttl_ms: u64) -> StoreResult<()> {
+        check_lease(self.started, ttl_ms).doing(format_args!(
+            "get('{key}'): the read lease expired during the read"
+        ))
     }
 
     /// Ends the batch without ending its reads: they stay held until given to

@@ -3,7 +3,7 @@
 
 use super::plan::{config_for, replica_moves, WriteItem};
 use super::rpc;
-use crate::store::error::StoreError;
+use crate::store::error::StoreResult;
 use crate::store::state::ClientState;
 use crate::store::transfer::MovePlan;
 use crate::store::vocab::WriteMode;
@@ -13,7 +13,7 @@ use crate::wire::master_api::{ErrorCode, ReplicateConfig};
 /// Per item: its outcome, and whether a failure may be tried again (its replicas
 /// could not be written and were revoked, or it vanished with its segment before the
 /// End).
-pub(crate) type Attempt = (Vec<Result<(), ErrorCode>>, Vec<bool>);
+pub(crate) type Attempt = (Vec<StoreResult<()>>, Vec<bool>);
 
 /// Writes `items` once. Empty objects get -600 without reaching the master; with
 /// [`WriteMode::Put`] an existing key is a success that keeps the old value.
@@ -26,12 +26,12 @@ pub(crate) unsafe fn attempt(
     items: &[WriteItem<'_>],
     config: &ReplicateConfig,
 ) -> Attempt {
-    let mut results: Vec<Result<(), ErrorCode>> = vec![Ok(()); items.len()];
+    let mut results: Vec<StoreResult<()>> = vec![Ok(()); items.len()];
     let mut retryable = vec![false; items.len()];
     let started: Vec<usize> = (0..items.len())
         .filter(|&s| {
             if items[s].len == 0 {
-                results[s] = Err(ErrorCode::INVALID_PARAMS);
+                results[s] = Err(ErrorCode::INVALID_PARAMS.into());
             }
             items[s].len > 0
         })
@@ -54,13 +54,13 @@ pub(crate) unsafe fn attempt(
                 }
             }
             Err(ErrorCode::OBJECT_ALREADY_EXISTS) if mode == WriteMode::Put => {}
-            Err(e) => results[s] = Err(e),
+            Err(e) => results[s] = Err(e.into()),
         }
     }
     // SAFETY: every source is readable per this function's contract.
     for (s, outcome) in unsafe { state.run(Op::Write, plan) } {
         if results[s].is_ok() {
-            results[s] = outcome.map_err(StoreError::logged);
+            results[s] = outcome.map_err(|e| e.context(format_args!("writing '{}'", items[s].key)));
         }
     }
     let (ok, failed): (Vec<usize>, Vec<usize>) =
@@ -70,12 +70,12 @@ pub(crate) unsafe fn attempt(
     if !ok.is_empty() {
         for (&s, r) in ok.iter().zip(rpc::end(state, mode, &names(&ok))) {
             retryable[s] = r == Err(ErrorCode::OBJECT_NOT_FOUND);
-            results[s] = r;
+            results[s] = r.map_err(Into::into);
         }
     }
     let revoked = rpc::revoke(state, mode, &names(&failed));
     for (&s, gone) in failed.iter().zip(revoked) {
-        retryable[s] = gone && results[s] == Err(ErrorCode::TRANSFER_FAIL);
+        retryable[s] = gone && matches!(&results[s], Err(e) if e.code == ErrorCode::TRANSFER_FAIL);
     }
     (results, retryable)
 }

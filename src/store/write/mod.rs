@@ -8,9 +8,10 @@ pub(crate) mod plan;
 pub(crate) mod retry;
 pub(crate) mod rpc;
 
+use crate::store::error::StoreResult;
 use crate::store::state::ClientState;
 use crate::store::vocab::WriteMode;
-use crate::wire::master_api::{ErrorCode, ReplicateConfig};
+use crate::wire::master_api::ReplicateConfig;
 use plan::WriteItem;
 use retry::Retries;
 
@@ -23,7 +24,7 @@ pub(crate) unsafe fn write(
     mode: WriteMode,
     items: &[WriteItem<'_>],
     config: &ReplicateConfig,
-) -> Vec<Result<(), ErrorCode>> {
+) -> Vec<StoreResult<()>> {
     let mut retries = Retries::begin();
     // SAFETY: forwarded contract.
     let (mut results, mut retryable) = unsafe { execute::attempt(state, mode, items, config) };

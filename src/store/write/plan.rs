@@ -2,6 +2,7 @@
 //! ids the master is given for them, and the moves that copy each object into its
 //! replicas.
 
+use crate::store::error::{StoreError, StoreResult};
 use crate::store::transfer::Move;
 use crate::store::vocab::{spread, total_len, Pieces};
 use crate::wire::master_api::{ErrorCode, ReplicaDescriptor, ReplicaLocation, ReplicateConfig};
@@ -79,19 +80,17 @@ pub(crate) fn config_for<'i, 'a: 'i>(
 pub(crate) fn replica_moves(
     item: &WriteItem<'_>,
     replicas: &[ReplicaDescriptor],
-) -> Result<Vec<Move>, ErrorCode> {
+) -> StoreResult<Vec<Move>> {
     let mut moves = Vec::new();
     for r in replicas {
         match &r.location {
             ReplicaLocation::Memory(d) => {
                 if d.size < item.len || d.buffer_address == 0 {
-                    log::error!(
-                        "store: replica {} has size {} for {} bytes",
-                        r.id,
-                        d.size,
-                        item.len
+                    let cause = format!(
+                        "writing '{}': replica {} on segment '{}' has {} bytes at {:#x} for {}",
+                        item.key, r.id, d.transport_endpoint, d.size, d.buffer_address, item.len
                     );
-                    return Err(ErrorCode::INVALID_REPLICA);
+                    return Err(StoreError::new(ErrorCode::INVALID_REPLICA, cause));
                 }
                 moves.extend(spread(item.pieces, item.len).map(|(addr, off, len)| Move {
                     local: addr,
