@@ -174,7 +174,7 @@ fn main() -> ExitCode {
     let client = match Client::setup(&cfg) {
         Ok(c) => c,
         Err(e) => {
-            say(&format!("store_node setup failed {}", e.0));
+            say(&format!("store_node setup failed {}", e.code.0));
             eprintln!("store_node: setup against {} failed: {e}", args.master);
             return ExitCode::from(1);
         }

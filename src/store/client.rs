@@ -72,17 +72,14 @@ impl Client {
     /// offloads on its local disk (configured from `MOONCAKE_OFFLOAD_*` and
     /// `cfg.ssd_offload_path`); setup fails when the disk cannot be used or the master
     /// does not offload.
-    pub fn setup(cfg: &SetupConfig) -> Result<Client, ErrorCode> {
+    pub fn setup(cfg: &SetupConfig) -> StoreResult<Client> {
         Self::setup_with_disk(cfg, cfg.disk_tier_from_env())
     }
 
     /// [`Client::setup`] with the disk tier configured explicitly (`None`: none, whatever
     /// `cfg.enable_ssd_offload` says).
-    pub fn setup_with_disk(
-        cfg: &SetupConfig,
-        disk: Option<DiskTierConfig>,
-    ) -> Result<Client, ErrorCode> {
-        Self::open(cfg, disk, None).map_err(StoreError::logged)
+    pub fn setup_with_disk(cfg: &SetupConfig, disk: Option<DiskTierConfig>) -> StoreResult<Client> {
+        Self::open(cfg, disk, None)
     }
 
     /// [`Client::setup_with_disk`] over an existing Transfer Engine (upstream's
@@ -99,8 +96,8 @@ impl Client {
         cfg: &SetupConfig,
         disk: Option<DiskTierConfig>,
         engine: Arc<TransferEngine>,
-    ) -> Result<Client, ErrorCode> {
-        Self::open(cfg, disk, Some(engine)).map_err(StoreError::logged)
+    ) -> StoreResult<Client> {
+        Self::open(cfg, disk, Some(engine))
     }
 
     /// [`Client::setup_with_disk`] (over `engine` when given: see
@@ -119,15 +116,11 @@ impl Client {
 
     /// Like [`Client::setup`], with an already connected master (the in-process
     /// `MasterService`, or any other [`MasterApi`]); `master_server_addr` is ignored.
-    pub fn setup_with_master(
-        cfg: &SetupConfig,
-        master: Arc<dyn MasterApi>,
-    ) -> Result<Client, ErrorCode> {
+    pub fn setup_with_master(cfg: &SetupConfig, master: Arc<dyn MasterApi>) -> StoreResult<Client> {
         let cfg = cfg.with_defaults();
         Self::setup_inner(&cfg, &StoreEnv::from_env(), None, None, move |_| {
             Ok(master.clone())
         })
-        .map_err(StoreError::logged)
     }
 
     fn setup_inner(
@@ -162,7 +155,7 @@ impl Client {
                 cfg.metadata_server
             )));
         }
-        let master = connect_checked(&cfg.master_server_addr, connect).map_err(create_failed)?;
+        let master = connect_checked(&cfg.master_server_addr, connect, create_failed)?;
         let reuse = shared.is_some();
         let (engine, hostname, reserved) = match (shared, port) {
             (Some(engine), _) => {
@@ -184,7 +177,7 @@ impl Client {
             }
             (None, None) => {
                 let (engine, name, reserved) =
-                    start_engine_on_free_port(cfg, &host, env).map_err(create_failed)?;
+                    start_engine_on_free_port(cfg, &host, env, create_failed)?;
                 (Arc::new(engine), name, reserved)
             }
         };
@@ -303,30 +296,33 @@ impl Drop for Client {
     }
 }
 
-/// Connects and checks `ServiceReady`; what failed, if anything.
+/// Connects and checks `ServiceReady`; what failed, if anything, as `failed` makes
+/// a failed setup's error of its cause.
 fn connect_checked(
     addr: &str,
     connect: impl Fn(&str) -> StoreResult<Arc<dyn MasterApi>>,
-) -> Result<Arc<dyn MasterApi>, String> {
-    let master = connect(addr).map_err(|e| e.to_string())?;
+    failed: impl Fn(String) -> StoreError,
+) -> StoreResult<Arc<dyn MasterApi>> {
+    let master = connect(addr).map_err(|e| failed(e.to_string()))?;
     match master.service_ready() {
         Ok(v) if v == SERVICE_VERSION => Ok(master),
-        Ok(v) => Err(format!(
+        Ok(v) => Err(failed(format!(
             "master at {addr} reports version '{v}', expected '{SERVICE_VERSION}' ({})",
             ErrorCode::INVALID_VERSION
-        )),
-        Err(e) => Err(format!("master at {addr} is not ready: {e}")),
+        ))),
+        Err(e) => Err(failed(format!("master at {addr} is not ready: {e}"))),
     }
 }
 
 /// Reserves a port in the configured range and starts the TE as `host:port`,
 /// retrying on a new port (upstream's auto-port loop); the last failure once the
-/// attempts are used up.
+/// attempts are used up, as `failed` makes a failed setup's error of its cause.
 fn start_engine_on_free_port(
     cfg: &SetupConfig,
     host: &str,
     env: &StoreEnv,
-) -> Result<(TransferEngine, String, Option<TcpListener>), String> {
+    failed: impl Fn(String) -> StoreError,
+) -> StoreResult<(TransferEngine, String, Option<TcpListener>)> {
     let mut last = String::from("no attempt");
     for attempt in 1..=env.setup_retries {
         let listener = match crate::host::net::bind_in_range(env.min_port, env.max_port, false) {
@@ -361,10 +357,10 @@ fn start_engine_on_free_port(
             }
         }
     }
-    Err(format!(
+    Err(failed(format!(
         "giving up after {} attempts ({last})",
         env.setup_retries
-    ))
+    )))
 }
 
 /// Installs the transport setup asked for, as upstream's `InitTransferEngine`; returns

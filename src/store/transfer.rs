@@ -213,8 +213,8 @@ impl ClientState {
         for (t, owner) in owners.into_iter().enumerate() {
             let why = match &done {
                 Ok(completed) if completed[t] => continue,
-                Ok(_) => "a transfer did not complete",
-                Err(e) => e.as_str(),
+                Ok(_) => "a transfer did not complete".to_string(),
+                Err(e) => format!("submitting {} transfers: {e}", requests.len()),
             };
             if results[owner].is_ok() {
                 let m = &moves[owner];
@@ -235,12 +235,12 @@ fn failed(cause: impl Into<String>) -> StoreError {
 }
 
 /// Submits `requests` as one batch, waits until every task is terminal, and returns
-/// whether each completed, or why the batch could not be submitted.
-fn run_batch(engine: &TransferEngine, requests: &[TransferRequest]) -> Result<Vec<bool>, String> {
+/// whether each completed, or the engine's error when the batch could not be submitted.
+fn run_batch(engine: &TransferEngine, requests: &[TransferRequest]) -> crate::Result<Vec<bool>> {
     let batch = engine.allocate_batch(requests.len());
     if let Err(e) = engine.submit(batch, requests) {
         let _ = engine.free_batch(batch);
-        return Err(format!("submitting {} transfers: {e}", requests.len()));
+        return Err(e);
     }
     let started = Instant::now();
     let mut warned = false;

@@ -404,14 +404,14 @@ fn setup_rules_and_calls_after_close() {
     let mut cfg = config(0, 0);
     cfg.protocol = "efa".into();
     assert_eq!(
-        Client::setup_with_master(&cfg, m.clone()).err(),
+        Client::setup_with_master(&cfg, m.clone()).code().err(),
         Some(ErrorCode::INVALID_PARAMS)
     );
     // RDMA on a NIC that does not exist: the transport cannot start (-1).
     cfg.protocol = "rdma".into();
     cfg.device_name = "no_such_nic_0".into();
     assert_eq!(
-        Client::setup_with_master(&cfg, m.clone()).err(),
+        Client::setup_with_master(&cfg, m.clone()).code().err(),
         Some(ErrorCode::INTERNAL_ERROR)
     );
     // RDMA without device names discovers, and uses TCP when no NIC is usable.
@@ -422,7 +422,7 @@ fn setup_rules_and_calls_after_close() {
     cfg.protocol.clear();
     cfg.local_hostname.clear();
     assert_eq!(
-        Client::setup_with_master(&cfg, m.clone()).err(),
+        Client::setup_with_master(&cfg, m.clone()).code().err(),
         Some(ErrorCode::INVALID_PARAMS)
     );
     cfg.local_hostname = "127.0.0.1:13999".into();
@@ -495,9 +495,15 @@ fn setup_rules_and_calls_after_close() {
     // (Nothing listens on port 1, so the connection is refused at once.)
     let mut cfg = config(MIB, MIB);
     cfg.master_server_addr = "127.0.0.1:1".into();
-    assert_eq!(Client::setup(&cfg).err(), Some(ErrorCode::INTERNAL_ERROR));
+    assert_eq!(
+        Client::setup(&cfg).code().err(),
+        Some(ErrorCode::INTERNAL_ERROR)
+    );
     cfg.local_hostname = "127.0.0.1:13998".into();
-    assert_eq!(Client::setup(&cfg).err(), Some(ErrorCode::INVALID_PARAMS));
+    assert_eq!(
+        Client::setup(&cfg).code().err(),
+        Some(ErrorCode::INVALID_PARAMS)
+    );
 }
 
 #[test]

@@ -246,14 +246,14 @@ fn setup_fails_clearly_without_an_offloading_master_or_a_usable_path() {
     let (_m, addr) = master(|c| c.enable_offload = false);
     let dir = TempDir::new("disk-refused");
     let r = Client::setup_with_disk(&setup(&addr, 4 * MIB), Some(disk(&dir)));
-    assert_eq!(r.err(), Some(ErrorCode::UNABLE_OFFLOAD));
+    assert_eq!(r.err().map(|e| e.code), Some(ErrorCode::UNABLE_OFFLOAD));
     let (_m, addr) = master(|_| {});
     let bad = DiskTierConfig {
         path: "relative/dir".into(),
         ..disk(&dir)
     };
     let r = Client::setup_with_disk(&setup(&addr, 4 * MIB), Some(bad));
-    assert_eq!(r.err(), Some(ErrorCode::INVALID_PARAMS));
+    assert_eq!(r.err().map(|e| e.code), Some(ErrorCode::INVALID_PARAMS));
 }
 
 #[test]

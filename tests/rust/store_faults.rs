@@ -823,13 +823,13 @@ fn calls_fail_fast_and_recover_when_the_master_is_hung_or_dead() {
     // auto-selected port, -600 with an explicit one.
     let cfg = config(&addr, "127.0.0.1", 16 * MIB, 16 * MIB);
     let r = guarded("setup against a dead master", HANG_LIMIT, move || {
-        Client::setup(&cfg).map(drop)
+        Client::setup(&cfg).map(drop).code()
     });
     assert_eq!(r, Err(ErrorCode::INTERNAL_ERROR));
     let port = free_ports(1)[0];
     let cfg = config(&addr, &format!("127.0.0.1:{port}"), 0, 16 * MIB);
     let r = guarded("setup against a dead master", HANG_LIMIT, move || {
-        Client::setup(&cfg).map(drop)
+        Client::setup(&cfg).map(drop).code()
     });
     assert_eq!(r, Err(ErrorCode::INVALID_PARAMS));
     assert_eq!(
