@@ -73,6 +73,29 @@ typedef void *transfer_engine_t;
 typedef void *transport_t;
 
 /**
+ * Per-NIC load figures reported by getNicLoadStats.
+ */
+struct nic_load_stat {
+    /**
+     * NUL-terminated device name.
+     */
+    char device_name[64];
+    /**
+     * Bytes posted and not yet completed.
+     */
+    uint64_t inflight_bytes;
+    /**
+     * Smoothed bandwidth in bytes per second.
+     */
+    double ewma_bandwidth_bps;
+};
+
+/**
+ * Typedef of struct nic_load_stat.
+ */
+typedef struct nic_load_stat nic_load_stat_t;
+
+/**
  * One region for registerLocalMemoryBatch.
  */
 struct buffer_entry {
@@ -150,29 +173,6 @@ struct transfer_status {
      */
     uint64_t transferred_bytes;
 };
-
-/**
- * Per-NIC load figures reported by getNicLoadStats.
- */
-struct nic_load_stat {
-    /**
-     * NUL-terminated device name.
-     */
-    char device_name[64];
-    /**
-     * Bytes posted and not yet completed.
-     */
-    uint64_t inflight_bytes;
-    /**
-     * Smoothed bandwidth in bytes per second.
-     */
-    double ewma_bandwidth_bps;
-};
-
-/**
- * Typedef of struct nic_load_stat.
- */
-typedef struct nic_load_stat nic_load_stat_t;
 
 /**
  * Typedef of struct transfer_request.
@@ -338,6 +338,50 @@ transport_t installTransport(transfer_engine_t engine, const char *proto, void *
 int uninstallTransport(transfer_engine_t engine, const char *proto);
 
 /**
+ * Destroys an engine: stops its threads and deletes its metadata keys. A NULL or
+ * unknown handle is a no-op (the last error says so). Calls still running on other
+ * threads keep the engine alive until they return.
+ *
+ * # Safety
+ * Always safe to call; the handle is validated.
+ */
+void destroyTransferEngine(transfer_engine_t engine);
+
+/**
+ * Reports per-RDMA-NIC load: fills up to `*count` entries of `stats` (device name,
+ * bytes posted and not completed, average bytes per second since the transport was
+ * installed) and sets `*count` to the number of NICs (0 without RDMA), so a caller
+ * whose array was too small can call again. Returns 0, or -1 if any argument is NULL
+ * or the handle is bad.
+ *
+ * # Safety
+ * `count` must be NULL or point to a writable size_t; `stats` must be NULL or valid
+ * for `*count` entries.
+ */
+int getNicLoadStats(transfer_engine_t engine, nic_load_stat_t *stats, size_t *count);
+
+/**
+ * Installs SIGINT/SIGTERM handlers (once per process). On either signal a watcher
+ * thread destroys every live engine, so their metadata keys are deleted, then exits
+ * the process with status 128 + signal number. A second signal exits at once.
+ *
+ * # Safety
+ * Always safe to call; the handle is validated.
+ */
+void enableGracefulShutdown(transfer_engine_t engine);
+
+/**
+ * Writes a description of the engine's NICs and topology into `buf_out` (truncated,
+ * NUL-terminated): JSON `{"local_nics":[...],"topology":{...}}` when `json != 0`,
+ * else text. Returns 0, or -1 for a NULL handle or buffer, `buf_len == 0`, or a bad
+ * handle.
+ *
+ * # Safety
+ * `buf_out` must be NULL or valid for `buf_len` bytes of writes.
+ */
+int showLinks(transfer_engine_t engine, char *buf_out, size_t buf_len, int json);
+
+/**
  * Opens a segment by name (leading `/` ignored): 0 for this engine's own name, else a
  * per-engine id counting from 1, cached. Returns -1 on any failure.
  *
@@ -383,14 +427,13 @@ int warmupEfaSegment(transfer_engine_t engine, const char *segment_name);
 int removeLocalSegment(transfer_engine_t engine, const char *segment_name);
 
 /**
- * Destroys an engine: stops its threads and deletes its metadata keys. A NULL or
- * unknown handle is a no-op (the last error says so). Calls still running on other
- * threads keep the engine alive until they return.
+ * Refetches every cached remote segment descriptor (failures keep the old one).
+ * Returns 0, or -1 for a bad handle.
  *
  * # Safety
  * Always safe to call; the handle is validated.
  */
-void destroyTransferEngine(transfer_engine_t engine);
+int syncSegmentCache(transfer_engine_t engine);
 
 /**
  * Registers `[addr, addr + length)` with every installed transport and publishes the
@@ -477,6 +520,29 @@ int submitTransferWithNotify(transfer_engine_t engine,
                              notify_msg_t notify_msg);
 
 /**
+ * Fills `*status` with task `task_id` of a batch. A terminal result (COMPLETED or
+ * FAILED) is what freeBatchID waits for. Returns 0, or 1 (bad handle or batch id,
+ * task out of range, NULL status) leaving `*status` untouched.
+ *
+ * # Safety
+ * `status` must be NULL or point to a writable transfer_status.
+ */
+int getTransferStatus(transfer_engine_t engine,
+                      batch_id_t batch_id,
+                      size_t task_id,
+                      struct transfer_status *status);
+
+/**
+ * Frees a batch. Returns 0, 4 (BatchBusy: some task was not yet observed COMPLETED or
+ * FAILED through getTransferStatus), or 1 (bad handle; unknown, freed or foreign
+ * batch id).
+ *
+ * # Safety
+ * Always safe to call; handle and batch id are validated.
+ */
+int freeBatchID(transfer_engine_t engine, batch_id_t batch_id);
+
+/**
  * Drains the notifications received so far. Returns a malloc'ed array of `*size`
  * entries whose strings are malloc'ed too; release it with freeNotifsMsgBuf. Returns
  * NULL with `*size = 0` when there are none, or on error (bad handle, out of memory).
@@ -504,72 +570,6 @@ int freeNotifsMsgBuf(notify_msg_t *msg, int size);
  * `notify_msg`'s strings must be NULL or NUL-terminated.
  */
 int genNotifyInEngine(transfer_engine_t engine, uint64_t target_id, notify_msg_t notify_msg);
-
-/**
- * Fills `*status` with task `task_id` of a batch. A terminal result (COMPLETED or
- * FAILED) is what freeBatchID waits for. Returns 0, or 1 (bad handle or batch id,
- * task out of range, NULL status) leaving `*status` untouched.
- *
- * # Safety
- * `status` must be NULL or point to a writable transfer_status.
- */
-int getTransferStatus(transfer_engine_t engine,
-                      batch_id_t batch_id,
-                      size_t task_id,
-                      struct transfer_status *status);
-
-/**
- * Frees a batch. Returns 0, 4 (BatchBusy: some task was not yet observed COMPLETED or
- * FAILED through getTransferStatus), or 1 (bad handle; unknown, freed or foreign
- * batch id).
- *
- * # Safety
- * Always safe to call; handle and batch id are validated.
- */
-int freeBatchID(transfer_engine_t engine, batch_id_t batch_id);
-
-/**
- * Refetches every cached remote segment descriptor (failures keep the old one).
- * Returns 0, or -1 for a bad handle.
- *
- * # Safety
- * Always safe to call; the handle is validated.
- */
-int syncSegmentCache(transfer_engine_t engine);
-
-/**
- * Reports per-RDMA-NIC load: fills up to `*count` entries of `stats` (device name,
- * bytes posted and not completed, average bytes per second since the transport was
- * installed) and sets `*count` to the number of NICs (0 without RDMA), so a caller
- * whose array was too small can call again. Returns 0, or -1 if any argument is NULL
- * or the handle is bad.
- *
- * # Safety
- * `count` must be NULL or point to a writable size_t; `stats` must be NULL or valid
- * for `*count` entries.
- */
-int getNicLoadStats(transfer_engine_t engine, nic_load_stat_t *stats, size_t *count);
-
-/**
- * Installs SIGINT/SIGTERM handlers (once per process). On either signal a watcher
- * thread destroys every live engine, so their metadata keys are deleted, then exits
- * the process with status 128 + signal number. A second signal exits at once.
- *
- * # Safety
- * Always safe to call; the handle is validated.
- */
-void enableGracefulShutdown(transfer_engine_t engine);
-
-/**
- * Writes a description of the engine's NICs and topology into `buf_out` (truncated,
- * NUL-terminated): JSON `{"local_nics":[...],"topology":{...}}` when `json != 0`,
- * else text. Returns 0, or -1 for a NULL handle or buffer, `buf_len == 0`, or a bad
- * handle.
- *
- * # Safety
- * `buf_out` must be NULL or valid for `buf_len` bytes of writes.
- */
-int showLinks(transfer_engine_t engine, char *buf_out, size_t buf_len, int json);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -15,8 +15,9 @@
 //!   value.
 //! * Everything a call reads through a pointer is copied before it returns.
 //!
-//! One module per C object: engines ([`transfer_engine`], [`ext_te`]), batches and
-//! notifies ([`transfer`]), stores ([`store`], [`ext_store`]).
+//! One module per C object: the engine and its segments, memory, batches and
+//! notifies ([`te`], with the extensions in [`ext_te`]), stores ([`store`],
+//! [`ext_store`]).
 //!
 //! The headers in `include/mooncake/` are generated from these modules by cbindgen
 //! (`cbindgen.toml`); the `header` test checks the committed copies
@@ -33,6 +34,5 @@ mod handles;
 mod last_error;
 mod shutdown;
 pub mod store;
+pub mod te;
 pub mod te_types;
-pub mod transfer;
-pub mod transfer_engine;

@@ -1,5 +1,5 @@
 //! The C types and constants of `transfer_engine_c.h`, laid out exactly as upstream's
-//! (x86-64 and aarch64 LP64). cbindgen reads this file and `transfer_engine.rs` to
+//! (x86-64 and aarch64 LP64). cbindgen reads this file and the modules of `te/` to
 //! generate the header.
 
 #![allow(non_camel_case_types)]

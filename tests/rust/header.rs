@@ -30,8 +30,11 @@ fn transfer_engine_header() -> String {
         base_config(),
         &[
             "src/ffi/te_types.rs",
-            "src/ffi/transfer_engine.rs",
-            "src/ffi/transfer.rs",
+            "src/ffi/te/engine.rs",
+            "src/ffi/te/segment.rs",
+            "src/ffi/te/memory.rs",
+            "src/ffi/te/batch.rs",
+            "src/ffi/te/notify.rs",
         ],
     )
 }

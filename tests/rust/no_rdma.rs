@@ -3,9 +3,7 @@
 //! for RDMA fails with the reason in the thread's last error (never a crash).
 
 use mooncake::ffi::ext::mooncake_last_error_message;
-use mooncake::ffi::transfer_engine::{
-    createTransferEngine, destroyTransferEngine, installTransport,
-};
+use mooncake::ffi::te::engine::{createTransferEngine, destroyTransferEngine, installTransport};
 use mooncake::te::{Op, TaskStatus, TransferEngine, TransferRequest};
 use std::ffi::CStr;
 use std::time::{Duration, Instant};
