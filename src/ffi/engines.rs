@@ -1,6 +1,6 @@
 //! The table of live Transfer Engines behind `transfer_engine_t` handles.
 
-use super::args::c_str;
+use super::args::{c_slice, c_str};
 use super::fail::FfiError;
 use super::handles::HandleTable;
 use super::te_types::transfer_engine_t;
@@ -31,4 +31,25 @@ pub(crate) unsafe fn engine_and_name<'a>(
     // SAFETY: NULL or NUL-terminated, per the contract.
     let name = unsafe { c_str(name, what) }?;
     Ok((e, name))
+}
+
+/// A live engine and a non-empty C array of its call.
+pub(crate) type EngineAndList<'a, T> = (Arc<TransferEngine>, &'a [T]);
+
+/// The engine behind `engine` and the C array of `count` entries at `list` (called
+/// `what` in errors), checked in that order; `None` for an empty list, which every
+/// batch call of upstream's accepts as a successful no-op.
+///
+/// # Safety
+/// `list` must be NULL or point to `count` entries, outliving the call.
+pub(crate) unsafe fn engine_and_list<'a, T>(
+    engine: transfer_engine_t,
+    list: *const T,
+    count: usize,
+    what: &str,
+) -> Result<Option<EngineAndList<'a, T>>, FfiError> {
+    let e = ENGINES.get(engine)?;
+    // SAFETY: `count` entries at `list`, per the contract.
+    let list = unsafe { c_slice(list, count, what) }?;
+    Ok((!list.is_empty()).then_some((e, list)))
 }

@@ -137,17 +137,13 @@ fn kv_event_flags_from_the_command_line_and_the_config_file() {
         "--kv_events_tenant_id=t",
     ])
     .unwrap();
-    assert_eq!(
-        s.kv_events,
-        KvEventConfig {
-            enabled: true,
-            bind_endpoint: "tcp://*:5557".into(),
-            backend_id: "node0".into(),
-            emit_legacy_compat: false,
-            emit_object_key: false,
-            queue_capacity: 0,
-        }
-    );
+    // The flags reach the master's KV-event config (what each one means is
+    // master::kv_events::config's test).
+    assert!(s.kv_events.enabled);
+    assert_eq!(s.kv_events.bind_endpoint, "tcp://*:5557");
+    assert_eq!(s.kv_events.backend_id, "node0");
+    assert_eq!(s.kv_events.queue_capacity, 0);
+    assert!(!s.kv_events.emit_legacy_compat && !s.kv_events.emit_object_key);
     assert!(parse(&["--kv_events_block_size=-3"]).is_err());
     assert!(parse(&["--kv_events_queue_capacity=lots"]).is_err());
     let path = std::env::temp_dir().join(format!("mc-master-kv-{}", std::process::id()));

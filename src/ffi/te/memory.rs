@@ -4,9 +4,9 @@
 #![allow(non_snake_case)]
 
 use crate::error::Error;
-use crate::ffi::args::{c_slice, c_str_or};
+use crate::ffi::args::c_str_or;
 use crate::ffi::boundary::ffi_boundary;
-use crate::ffi::engines::ENGINES;
+use crate::ffi::engines::{engine_and_list, ENGINES};
 use crate::ffi::te_types::*;
 use crate::te::Range;
 use std::ffi::{c_char, c_int, c_void};
@@ -72,12 +72,13 @@ pub unsafe extern "C" fn registerLocalMemoryBatch(
     location: *const c_char,
 ) -> c_int {
     ffi_boundary!(map = Error::err_code, {
-        let e = ENGINES.get(engine)?;
         // SAFETY: buffer_len entries at buffer_list, per the contract.
-        let list = unsafe { c_slice(buffer_list.cast_const(), buffer_len, "buffer_list") }?;
-        if list.is_empty() {
+        let found = unsafe {
+            engine_and_list(engine, buffer_list.cast_const(), buffer_len, "buffer_list")
+        }?;
+        let Some((e, list)) = found else {
             return Ok(0);
-        }
+        };
         // SAFETY: NULL or NUL-terminated, per the contract.
         let location = unsafe { c_str_or(location, "*") };
         let ranges: Vec<Range> = list
@@ -104,12 +105,12 @@ pub unsafe extern "C" fn unregisterLocalMemoryBatch(
     addr_len: usize,
 ) -> c_int {
     ffi_boundary!(map = Error::err_code, {
-        let e = ENGINES.get(engine)?;
         // SAFETY: addr_len pointers at addr_list, per the contract.
-        let list = unsafe { c_slice(addr_list.cast_const(), addr_len, "addr_list") }?;
-        if list.is_empty() {
+        let found =
+            unsafe { engine_and_list(engine, addr_list.cast_const(), addr_len, "addr_list") }?;
+        let Some((e, list)) = found else {
             return Ok(0);
-        }
+        };
         let addrs: Vec<u64> = list.iter().map(|a| *a as u64).collect();
         e.unregister_memory_batch(&addrs)?;
         Ok(0)
