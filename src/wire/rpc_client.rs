@@ -22,6 +22,7 @@ use super::struct_pack;
 use super::wire_arg::WireArg;
 use crate::host::busy_poll;
 use parking_lot::{Condvar, Mutex, MutexGuard};
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::io::{self, BufReader, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
@@ -35,6 +36,21 @@ pub const DEFAULT_POOL_SIZE: usize = 2;
 
 /// A reply: transport `err_code` and body.
 type Reply = (u8, Vec<u8>);
+
+thread_local! {
+    /// When this thread last began writing a request to a master.
+    static LAST_SENT: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// When the calling thread last began sending a request to a master (any
+/// [`MasterRpcClient`]): for a call just returned, the send of the attempt that was
+/// answered, after any resends to a new leader. A lease the master granted in that
+/// answer began no earlier, so a deadline counted from here is never late; counted
+/// from before the call, it would expire early by however long a stopped leader held
+/// the first attempt.
+pub fn last_sent_on_this_thread() -> Option<Instant> {
+    LAST_SENT.with(Cell::get)
+}
 
 /// A call waiting on a lane: its reply once some reader has delivered it.
 struct Waiter {
@@ -465,6 +481,7 @@ impl MasterRpcClient {
                 .ok_or(ErrorCode::RPC_TIMEOUT)?,
         };
         remaining(deadline)?;
+        LAST_SENT.with(|sent| sent.set(Some(Instant::now())));
         w.write_all(&frame).map_err(|e| match e.kind() {
             io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => ErrorCode::RPC_TIMEOUT,
             _ => ErrorCode::RPC_FAIL,

@@ -9,7 +9,7 @@ use mooncake::wire::coro_rpc;
 use mooncake::wire::master_api::{
     ErrorCode, MasterApi, ObjectMeta, ReplicaLocation, ReplicaType, ReplicateConfig, Segment, Uuid,
 };
-use mooncake::wire::rpc_client::MasterRpcClient;
+use mooncake::wire::rpc_client::{self, MasterRpcClient};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
@@ -241,4 +241,32 @@ fn a_master_past_its_fence_refuses_every_request() {
     assert!(put(&client).is_err_and(|e| e != ErrorCode::RPC_FAIL));
     client.mount_segment(&seg(1), owner).unwrap();
     put(&client).unwrap();
+}
+
+/// A call records when its request was sent on the calling thread only, so a read
+/// lease granted in the answer is counted from the attempt that was answered.
+#[test]
+fn a_call_records_its_send_on_the_calling_thread() {
+    let master = MasterService::new(MasterConfig::default());
+    let server = RpcServer::start(
+        "127.0.0.1:0".parse().unwrap(),
+        master.clone(),
+        RpcLimits::default(),
+    )
+    .unwrap();
+    let addr = server.local_addr().to_string();
+    let client =
+        MasterRpcClient::connect(&addr, Duration::from_secs(10), Duration::from_secs(5)).unwrap();
+    let before = Instant::now();
+    client.service_ready().unwrap();
+    let after = Instant::now();
+    let sent = rpc_client::last_sent_on_this_thread().expect("the send is recorded");
+    assert!(
+        before <= sent && sent <= after,
+        "the send lies within the call"
+    );
+    let elsewhere = std::thread::spawn(rpc_client::last_sent_on_this_thread)
+        .join()
+        .unwrap();
+    assert_eq!(elsewhere, None, "another thread sent nothing");
 }

@@ -34,19 +34,19 @@ pub(crate) struct ReadBatch<'a> {
 pub(crate) struct Source<'a> {
     /// The chosen replica.
     pub replica: &'a BufferDescriptor,
-    /// The read lease TTL in ms, counted from when the batch began.
+    /// The read lease TTL in ms, counted from when the lease was asked for (the
+    /// request's last send).
     pub ttl_ms: u64,
 }
 
 impl<'a> ReadBatch<'a> {
     /// Begins reading `keys` (lease): one master call for their replica lists.
     pub(crate) fn begin(state: &'a ClientState, keys: &[String]) -> StoreResult<Self> {
-        let started = Instant::now();
         let (lists, ticket) = state.reads().begin(keys);
         let lists = lists.doing(format_args!("looking up {} key(s)", keys.len()))?;
         Ok(ReadBatch {
             state,
-            started,
+            started: ticket.leased_at(),
             lists: fit(lists, keys.len()),
             ticket,
         })

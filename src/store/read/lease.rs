@@ -16,10 +16,12 @@ use super::disk_stage::{self, StagedDiskReads};
 use crate::wire::master_api::{
     ErrorCode, GetReplicaListResponse, MasterApi, MasterResult, DEFAULT_TENANT,
 };
+use crate::wire::rpc_client;
 use crossbeam_channel::{Receiver, Sender};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 /// Whether the master has the extension: not known yet.
 const UNKNOWN: u8 = 0;
@@ -53,9 +55,16 @@ pub(crate) struct ReadTicket<'a> {
     leases: &'a ReadLeases,
     reads: Vec<(String, u64)>,
     staged: StagedDiskReads,
+    leased_at: Instant,
 }
 
 impl ReadTicket<'_> {
+    /// When the leases began at the latest: the send of the request that was
+    /// answered (a call resent to a new leader counts from its resend).
+    pub(crate) fn leased_at(&self) -> Instant {
+        self.leased_at
+    }
+
     /// The reads, to be ended later with [`ReadLeases::end`] (not when this drops).
     pub(crate) fn into_reads(mut self) -> Vec<(String, u64)> {
         std::mem::take(&mut self.reads)
@@ -98,9 +107,12 @@ impl ReadLeases {
             leases: self,
             reads: Vec::new(),
             staged: StagedDiskReads::default(),
+            leased_at: Instant::now(),
         };
         if self.support.load(Ordering::Relaxed) != UNSUPPORTED {
-            match self.master.batch_begin_read(keys, DEFAULT_TENANT) {
+            let begun = self.master.batch_begin_read(keys, DEFAULT_TENANT);
+            ticket.leased_at = sent_since(ticket.leased_at);
+            match begun {
                 Err(ErrorCode::NOT_SUPPORTED) => {
                     log::info!(
                         "store: the master has no BatchBeginRead; reads take upstream's leases"
@@ -122,10 +134,10 @@ impl ReadLeases {
                 Err(e) => return (Err(e), ticket),
             }
         }
-        (
-            self.master.batch_get_replica_list(keys, DEFAULT_TENANT),
-            ticket,
-        )
+        ticket.leased_at = Instant::now();
+        let lists = self.master.batch_get_replica_list(keys, DEFAULT_TENANT);
+        ticket.leased_at = sent_since(ticket.leased_at);
+        (lists, ticket)
     }
 
     /// Queues `reads` for the ending thread (started on first use).
@@ -154,6 +166,14 @@ impl Drop for ReadLeases {
             let _ = h.join();
         }
     }
+}
+
+/// When the call begun at `asked` was last sent to a master: `asked` itself for a
+/// master in this process (no request sent since).
+fn sent_since(asked: Instant) -> Instant {
+    rpc_client::last_sent_on_this_thread()
+        .filter(|&sent| sent >= asked)
+        .unwrap_or(asked)
 }
 
 /// The ending thread: sends whatever is queued, in batches, until the client closes.
