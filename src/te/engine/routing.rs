@@ -10,11 +10,11 @@ use crate::error::{Error, Result};
 use crate::metadata::SegmentDesc;
 use crate::te::batch::{CompletionSignal, Task};
 use crate::te::segment::LOCAL_SEGMENT_ID;
+use crate::te::transport::registry::Installed;
 use crate::te::transport::request::PeerRequest;
 use crate::te::transport::seam::{
     Destination, Group, Lookup, SegmentKind, Started, Target, Transport,
 };
-use std::cmp::Reverse;
 use std::sync::Arc;
 
 impl TransferEngine {
@@ -61,36 +61,28 @@ struct Route {
     hop: Hop,
 }
 
-/// The transports installed when a submission started, ranked for each kind of
-/// segment, and the engine they route for: looked up once per submission, not per
-/// request.
+/// The transports installed when a submission started (ranked for each kind of
+/// segment when they were installed) and the engine they route for: taken once per
+/// submission, not per request.
 struct Router<'a> {
     inner: &'a Inner,
-    own: Vec<Arc<dyn Transport>>,
-    peer: Vec<Arc<dyn Transport>>,
+    installed: Arc<Installed>,
 }
 
 impl<'a> Router<'a> {
     fn new(inner: &'a Inner) -> Router<'a> {
-        let installed = inner.local.transports.all();
-        let ranked = |kind| {
-            let mut ranked = installed.clone();
-            ranked.sort_by_key(|t| Reverse(t.rank(kind)));
-            ranked
-        };
         Router {
             inner,
-            own: ranked(SegmentKind::Own),
-            peer: ranked(SegmentKind::Peer),
+            installed: inner.local.transports.ranked(),
         }
     }
 
     /// The transports for `segment`, best first.
     fn ranked(&self, segment: &Segment) -> &[Arc<dyn Transport>] {
-        match segment {
-            None => &self.own,
-            Some(_) => &self.peer,
-        }
+        self.installed.ranked(match segment {
+            None => SegmentKind::Own,
+            Some(_) => SegmentKind::Peer,
+        })
     }
 
     /// The first transport from place `from` on that reaches `segment`.

@@ -2,9 +2,9 @@
 //! published segment descriptor, registered memory, the handshake it answers,
 //! shutdown, and the data path: how well it reaches a target segment ([`Rank`],
 //! [`Transport::reach`], giving its own [`Destination`]) and starting a group of
-//! requests to one destination ([`Transport::start`]). The engine's router looks the
-//! installed transports up once per submission and owns the fallback from one
-//! transport to the next.
+//! requests to one destination ([`Transport::start`]). The registry ranks the installed
+//! transports whenever one comes or goes; the engine's router takes that ranking once
+//! per submission and owns the fallback from one transport to the next.
 
 use crate::error::Result;
 use crate::metadata::SegmentDesc;
