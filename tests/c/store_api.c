@@ -152,7 +152,14 @@ static void test_argument_checks(mooncake_store_t s) {
     CHECK(ires[0] == 7 && ires[1] == 7);
 }
 
-/* Setup failures return promptly with upstream's codes and leave the handle usable. */
+/* The thread's last error comes from `function` and names `cause`. */
+static void check_last_error(const char *function, const char *cause) {
+    CHECK(strcmp(mooncake_last_error_function(), function) == 0);
+    CHECK(strstr(mooncake_last_error_message(), cause) != NULL);
+}
+
+/* Setup failures return promptly with upstream's codes and leave the handle usable;
+ * the thread's last error says why. */
 static void test_setup_failures(mooncake_store_t s) {
     CHECK_EQ(mooncake_store_setup(s, NULL, "P2PHANDSHAKE", 0, 0, NULL, NULL, "127.0.0.1:1"),
              -600);
@@ -160,6 +167,7 @@ static void test_setup_failures(mooncake_store_t s) {
     CHECK_EQ(mooncake_store_setup(s, "127.0.0.1", "P2PHANDSHAKE", 0, 0, "bogus", "",
                                   "127.0.0.1:1"),
              -600);
+    check_last_error("mooncake_store_setup", "bogus");
     /* Nothing listens on port 1: an explicit port gives -600, an auto port -1. */
     double t0 = now_seconds();
     CHECK_EQ(mooncake_store_setup(s, "127.0.0.1:12999", "P2PHANDSHAKE", 1 << 20, 1 << 20,
@@ -171,6 +179,7 @@ static void test_setup_failures(mooncake_store_t s) {
     CHECK_EQ(mooncake_store_setup(s, "127.0.0.1", "etcd://127.0.0.1:1", 0, 0, "tcp", "",
                                   "127.0.0.1:1"),
              -1);
+    check_last_error("mooncake_store_setup", "127.0.0.1:1");
     /* Legacy init: no master at 127.0.0.1:50051. */
     CHECK_EQ(mooncake_store_init_all(s, NULL, NULL, 1 << 20), -600);
     CHECK(now_seconds() - t0 < 30.0);
@@ -305,6 +314,14 @@ static void test_with_master(const char *master) {
     CHECK_EQ(mooncake_store_health_check(a), 0);
     CHECK_EQ(mooncake_store_setup(a, "127.0.0.1", "P2PHANDSHAKE", 0, 0, "tcp", "", master),
              -600); /* already set up */
+    /* An unusable SSD offload directory: -600, and the last error names it. */
+    mooncake_store_t c = mooncake_store_create();
+    REQUIRE(c != NULL);
+    CHECK_EQ(mooncake_store_setup_with_offload(c, "127.0.0.1", "P2PHANDSHAKE", 0, 0, "tcp", "",
+                                               master, true, "relative/ssd"),
+             -600);
+    check_last_error("mooncake_store_setup_with_offload", "relative/ssd: not an absolute path");
+    mooncake_store_destroy(c);
     mooncake_store_remove_all(a, 1);
 
     size_t n = (3 << 20) + 17;
