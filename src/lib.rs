@@ -1,7 +1,7 @@
 //! mooncake-rs: a Rust drop-in for Mooncake's Transfer Engine and Store.
 //!
-//! Layers, top to bottom: [`ffi`] (the C ABI) and the binaries; [`store`] and
-//! [`conductor`]; the engines [`master`] and [`te`]; [`wire`], [`metadata`] and
+//! Layers, top to bottom: [`ffi`] (the C ABI) and the binaries; [`store`],
+//! [`conductor`] and [`p2p`]; the engines [`master`] and [`te`]; [`wire`], [`metadata`] and
 //! [`config`]; the plumbing [`codec`], [`runtime`] and [`host`]; then [`error`] and
 //! [`sys`] (libraries loaded at run time). Imports point downward only; nothing below
 //! `ffi` knows C exists. The map of the code is the repository's `ARCHITECTURE.md`.
@@ -16,6 +16,7 @@ pub mod fuzzing;
 pub mod host;
 pub mod master;
 pub mod metadata;
+pub mod p2p;
 pub mod runtime;
 pub mod store;
 pub mod sys;

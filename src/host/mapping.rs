@@ -63,6 +63,60 @@ impl Mapping {
         map(len, Some(file))
     }
 
+    /// Maps the first `len` (> 0) bytes of a regular file, which must be that long:
+    /// `shared`, writes reach the file (a download lands in it); else private and
+    /// copy-on-write, so the file is never changed (a file published as it is).
+    pub fn of_file(file: &std::fs::File, len: u64, shared: bool) -> io::Result<Mapping> {
+        let size = checked_size(len)?;
+        if file.metadata()?.len() < len {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("the file is shorter than {len} bytes"),
+            ));
+        }
+        let flags = if shared {
+            libc::MAP_SHARED
+        } else {
+            libc::MAP_PRIVATE
+        };
+        // SAFETY: a fresh mapping chosen by the kernel over a file this call borrows;
+        // the mapping outlives the descriptor, as mmap allows.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                size,
+                libc::PROT_READ | libc::PROT_WRITE,
+                flags,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Mapping {
+            addr: ptr as u64,
+            len,
+            file: None,
+        })
+    }
+
+    /// Writes a shared file mapping's changed pages back to the file and waits.
+    pub fn sync(&self) -> io::Result<()> {
+        // SAFETY: exactly the region mmap returned, still mapped.
+        let rc = unsafe {
+            libc::msync(
+                self.addr as usize as *mut libc::c_void,
+                self.len as usize,
+                libc::MS_SYNC,
+            )
+        };
+        match rc {
+            0 => Ok(()),
+            _ => Err(io::Error::last_os_error()),
+        }
+    }
+
     /// The shared-memory file behind a [`Mapping::shared`] mapping.
     pub fn shared_file(&self) -> Option<&OwnedFd> {
         self.file.as_ref()
@@ -196,5 +250,33 @@ mod tests {
         let refused = Mapping::from_shared_file(unsealed, 4096).unwrap_err();
         assert_eq!(refused.kind(), io::ErrorKind::PermissionDenied);
         assert!(Mapping::zeroed(4096).unwrap().shared_file().is_none());
+    }
+
+    #[test]
+    fn file_mappings_write_through_when_shared_and_never_when_private() {
+        let dir = std::env::temp_dir().join(format!("mc-mapping-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("f");
+        std::fs::write(&path, vec![1u8; 8192]).unwrap();
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        let shared = Mapping::of_file(&file, 8192, true).unwrap();
+        let private = Mapping::of_file(&file, 4096, false).unwrap();
+        // SAFETY: both mappings are live and at least 4096 bytes long.
+        unsafe {
+            *((shared.addr() + 10) as *mut u8) = 7;
+            *((private.addr() + 20) as *mut u8) = 9;
+        }
+        shared.sync().unwrap();
+        let on_disk = std::fs::read(&path).unwrap();
+        assert_eq!((on_disk[10], on_disk[20]), (7, 1));
+        assert!(
+            Mapping::of_file(&file, 8193, true).is_err(),
+            "longer than the file"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

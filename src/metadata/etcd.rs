@@ -3,8 +3,16 @@
 //! values base64), over the blocking HTTP client, so no async runtime runs inside the
 //! library. Upstream's Go client and this one see the same data. Every operation has
 //! upstream's 5 s deadline and moves on to the next endpoint when one does not answer.
+//!
+//! As a [`VersionedStore`] a key's version is its `mod_revision`, and the conditional
+//! writes are the transactions upstream's Go P2P store sends through the official Go
+//! client: create compares the key's `VERSION` with 0, compare-and-swap its `MOD`
+//! revision with the version read; a list is the range from the prefix to the prefix
+//! followed by the byte `0xFF`, as upstream's `List`. Keys and values are the same raw
+//! bytes either way, so each side sees the other's writes.
 
 use super::store::MetadataStore;
+use super::versioned::{Versioned, VersionedStore};
 use crate::codec::base64;
 use crate::error::{Error, Result};
 use parking_lot::Mutex;
@@ -268,9 +276,217 @@ impl MetadataStore for EtcdMetadataStore {
     }
 }
 
+/// `bytes` as the gateway's base64 JSON string.
+fn b64(bytes: &[u8]) -> Value {
+    Value::String(base64::encode(bytes))
+}
+
+/// The range end that makes a range from `prefix` cover every key starting with it:
+/// `prefix` then the byte `0xFF` (upstream's `List`; no UTF-8 key holds that byte), or
+/// for the empty prefix the whole key space (`\0` to `\0`, etcd's "from the key on").
+fn prefix_range(prefix: &str) -> (Vec<u8>, Vec<u8>) {
+    if prefix.is_empty() {
+        return (vec![0], vec![0]);
+    }
+    let mut end = prefix.as_bytes().to_vec();
+    end.push(0xFF);
+    (prefix.as_bytes().to_vec(), end)
+}
+
+/// One key-value of a `/v3/kv/range` reply: its key as bytes and its value with its
+/// `mod_revision` as the version. `what` names the request in errors.
+fn decode_kv(kv: &Value, what: &str) -> Result<(Vec<u8>, Versioned)> {
+    let field = |name: &str| kv.get(name).and_then(Value::as_str).unwrap_or("");
+    let bad = |part: &str| Error::Metadata(format!("etcd: {what}: {part} in reply: {kv}"));
+    let key = base64::decode(field("key")).ok_or_else(|| bad("a key that is not base64"))?;
+    // An empty value is omitted from the JSON.
+    let value = base64::decode(field("value")).ok_or_else(|| bad("a value that is not base64"))?;
+    let version = number(kv.get("mod_revision"))
+        .and_then(|r| u64::try_from(r).ok())
+        .filter(|&r| r > 0)
+        .ok_or_else(|| bad("no mod_revision"))?;
+    Ok((key, Versioned { value, version }))
+}
+
+/// The key-values of a `/v3/kv/range` reply (none when `kvs` is omitted, as the
+/// gateway does for an empty range); an error when the reply is no range reply.
+fn range_kvs<'r>(reply: &'r Value, what: &str) -> Result<&'r [Value]> {
+    if !reply.get("header").is_some_and(Value::is_object) {
+        return Err(Error::Metadata(format!(
+            "etcd: {what}: not a range reply: {reply}"
+        )));
+    }
+    match reply.get("kvs") {
+        None | Some(Value::Null) => Ok(&[]),
+        Some(Value::Array(kvs)) => Ok(kvs),
+        Some(other) => Err(Error::Metadata(format!("etcd: {what}: kvs is {other}"))),
+    }
+}
+
+/// Whether the transaction of a `/v3/kv/txn` reply succeeded (the gateway omits a
+/// false `succeeded`); an error when the reply is no transaction reply.
+pub(crate) fn txn_succeeded(reply: &Value, what: &str) -> Result<bool> {
+    if !reply.get("header").is_some_and(Value::is_object) {
+        return Err(Error::Metadata(format!(
+            "etcd: {what}: not a transaction reply: {reply}"
+        )));
+    }
+    Ok(reply.get("succeeded").and_then(Value::as_bool) == Some(true))
+}
+
+/// `key`'s value and version in a `/v3/kv/range` reply for it.
+pub(crate) fn range_versioned(key: &str, reply: &Value) -> Result<Option<Versioned>> {
+    let what = format!("get of '{key}'");
+    match range_kvs(reply, &what)?.first() {
+        None => Ok(None),
+        Some(kv) => decode_kv(kv, &what).map(|(_, v)| Some(v)),
+    }
+}
+
+/// The keys of a `/v3/kv/range` reply for `prefix`, in key order; a key that is not
+/// UTF-8 (another client's) is left out with a warning.
+pub(crate) fn range_list(prefix: &str, reply: &Value) -> Result<Vec<(String, Versioned)>> {
+    let what = format!("list of prefix '{prefix}'");
+    let mut out = Vec::new();
+    for kv in range_kvs(reply, &what)? {
+        let (key, versioned) = decode_kv(kv, &what)?;
+        match String::from_utf8(key) {
+            Ok(key) if key.starts_with(prefix) => out.push((key, versioned)),
+            Ok(key) => log::warn!("etcd {what}: '{key}' is outside the prefix; left out"),
+            Err(e) => log::warn!(
+                "etcd {what}: a key that is not UTF-8 left out: {:?}",
+                String::from_utf8_lossy(e.as_bytes())
+            ),
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+impl EtcdMetadataStore {
+    /// Runs a transaction of one comparison on `key` and one request; whether the
+    /// comparison held. `what` names the operation in errors.
+    fn txn_one(&self, key: &str, mut compare: Value, request: Value, what: &str) -> Result<bool> {
+        compare["key"] = b64(key.as_bytes());
+        compare["result"] = json!("EQUAL");
+        let body = json!({"compare": [compare], "success": [request]});
+        let reply = self
+            .call("/v3/kv/txn", &body)
+            .map_err(|e| Error::Metadata(format!("etcd {what} of '{key}': {e}")))?;
+        txn_succeeded(&reply, &format!("{what} of '{key}'"))
+    }
+
+    /// A `request_put` of `key = value`.
+    fn put_request(key: &str, value: &[u8]) -> Value {
+        json!({"request_put": {"key": b64(key.as_bytes()), "value": b64(value)}})
+    }
+}
+
+impl VersionedStore for EtcdMetadataStore {
+    fn get_versioned(&self, key: &str) -> Result<Option<Versioned>> {
+        let reply = self
+            .call("/v3/kv/range", &json!({"key": b64(key.as_bytes())}))
+            .map_err(|e| Error::Metadata(format!("etcd get of '{key}': {e}")))?;
+        range_versioned(key, &reply)
+    }
+
+    fn create(&self, key: &str, value: &[u8]) -> Result<bool> {
+        let compare = json!({"target": "VERSION", "version": "0"});
+        self.txn_one(key, compare, Self::put_request(key, value), "create")
+    }
+
+    fn put(&self, key: &str, value: &[u8]) -> Result<()> {
+        self.set(key, value)
+            .map_err(|e| Error::Metadata(format!("etcd put of '{key}': {e}")))
+    }
+
+    fn compare_and_swap(&self, key: &str, version: u64, value: Option<&[u8]>) -> Result<bool> {
+        // etcd's revisions are int64: a larger version was never read from it.
+        if i64::try_from(version).is_err() {
+            return Ok(false);
+        }
+        let compare = json!({"target": "MOD", "mod_revision": version.to_string()});
+        let request = match value {
+            Some(value) => Self::put_request(key, value),
+            None => json!({"request_delete_range": {"key": b64(key.as_bytes())}}),
+        };
+        self.txn_one(key, compare, request, "compare-and-swap")
+    }
+
+    fn list(&self, prefix: &str) -> Result<Vec<(String, Versioned)>> {
+        let (start, end) = prefix_range(prefix);
+        let body = json!({"key": b64(&start), "range_end": b64(&end)});
+        let reply = self
+            .call("/v3/kv/range", &body)
+            .map_err(|e| Error::Metadata(format!("etcd list of prefix '{prefix}': {e}")))?;
+        range_list(prefix, &reply)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prefix_ranges_end_in_ff_as_upstream() {
+        assert_eq!(
+            prefix_range("mooncake/checkpoint/"),
+            (
+                b"mooncake/checkpoint/".to_vec(),
+                b"mooncake/checkpoint/\xFF".to_vec()
+            )
+        );
+        assert_eq!(prefix_range(""), (vec![0], vec![0]));
+    }
+
+    #[test]
+    fn versioned_replies_decode_defensively() {
+        let range = json!({"header": {"revision": "12"}, "kvs": [
+            {"key": "Yg==", "mod_revision": "9", "value": "dg=="},
+            {"key": "YQ==", "mod_revision": "12"},
+            {"key": "/w==", "mod_revision": "3", "value": ""},
+        ]});
+        assert_eq!(
+            range_list("", &range).unwrap(),
+            vec![
+                (
+                    "a".to_string(),
+                    Versioned {
+                        value: vec![],
+                        version: 12
+                    }
+                ),
+                (
+                    "b".to_string(),
+                    Versioned {
+                        value: b"v".to_vec(),
+                        version: 9
+                    }
+                ),
+            ]
+        );
+        assert_eq!(
+            range_versioned("b", &range).unwrap(),
+            Some(Versioned {
+                value: b"v".to_vec(),
+                version: 9
+            })
+        );
+        assert_eq!(range_versioned("x", &json!({"header": {}})).unwrap(), None);
+        for bad in [
+            json!({"kvs": []}),
+            json!({"header": {}, "kvs": 3}),
+            json!({"header": {}, "kvs": [{"key": "YQ=="}]}),
+            json!({"header": {}, "kvs": [{"key": "YQ==", "mod_revision": "-1"}]}),
+            json!({"header": {}, "kvs": [{"key": "!", "mod_revision": "1"}]}),
+            json!({"header": {}, "kvs": [{"key": "YQ==", "mod_revision": "1", "value": "!"}]}),
+        ] {
+            assert!(range_list("", &bad).is_err(), "{bad}");
+        }
+        assert!(txn_succeeded(&json!({"header": {}, "succeeded": true}), "t").unwrap());
+        assert!(!txn_succeeded(&json!({"header": {}}), "t").unwrap());
+        assert!(txn_succeeded(&json!({"error": "x"}), "t").is_err());
+    }
 
     #[test]
     fn endpoint_lists() {

@@ -24,6 +24,7 @@ pub(crate) mod json;
 pub mod keys;
 pub mod redis;
 mod store;
+pub mod versioned;
 
 use crate::error::{Error, Result};
 

@@ -44,6 +44,40 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 pub trait HttpHandler: Send + Sync + 'static {
     /// Produces the reply to one request.
     fn handle(&self, method: &str, target: &str, body: &[u8]) -> HttpReply;
+
+    /// Produces the reply to one request given its header fields (`headers`, names and
+    /// values as sent, values trimmed), with extra response header fields; by default
+    /// [`handle`](Self::handle), ignoring the request's headers and adding none.
+    fn handle_with_headers(
+        &self,
+        method: &str,
+        target: &str,
+        headers: &[(String, String)],
+        body: &[u8],
+    ) -> HeadedReply {
+        let _ = headers;
+        HeadedReply::from(self.handle(method, target, body))
+    }
+}
+
+/// A reply with header fields beyond the ones every reply has (`Content-Type`,
+/// `Content-Length`, `Connection`); a field whose name or value holds CR or LF is not
+/// sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeadedReply {
+    /// The status, content type and body.
+    pub reply: HttpReply,
+    /// The extra header fields, in order.
+    pub headers: Vec<(&'static str, String)>,
+}
+
+impl From<HttpReply> for HeadedReply {
+    fn from(reply: HttpReply) -> Self {
+        HeadedReply {
+            reply,
+            headers: Vec::new(),
+        }
+    }
 }
 
 /// A response produced by an [`HttpHandler`].
@@ -128,7 +162,7 @@ impl HttpServer {
 fn reject_busy(mut stream: TcpStream) {
     let _ = stream.set_write_timeout(Some(Duration::from_millis(200)));
     let reply = HttpReply::text(503, "Too many connections");
-    let _ = write_reply(&mut stream, &reply, false, false);
+    let _ = write_reply(&mut stream, &reply.into(), false, false);
     let _ = stream.shutdown(Shutdown::Both);
 }
 
@@ -188,6 +222,8 @@ pub(crate) struct Head {
     pub(crate) method: String,
     pub(crate) target: String,
     pub(crate) keep_alive: bool,
+    /// Every header field, as sent (values trimmed).
+    pub(crate) headers: Vec<(String, String)>,
     content_length: Option<usize>,
     chunked: bool,
     expect_continue: bool,
@@ -223,12 +259,13 @@ fn serve_connection(stream: &TcpStream, handler: &dyn HttpHandler) {
             Ok(r) => r,
             Err(ReadFail::Closed) => return,
             Err(ReadFail::Reply(status, msg)) => {
-                let _ = write_reply(&mut writer, &HttpReply::text(status, msg), false, false);
+                let reply = HttpReply::text(status, msg).into();
+                let _ = write_reply(&mut writer, &reply, false, false);
                 linger_close(reader.into_inner().stream);
                 return;
             }
         };
-        let reply = handler.handle(&head.method, &head.target, &body);
+        let reply = handler.handle_with_headers(&head.method, &head.target, &head.headers, &body);
         let keep = head.keep_alive;
         let head_only = head.method == "HEAD";
         if write_reply(&mut writer, &reply, keep, head_only).is_err() || !keep {
@@ -358,6 +395,7 @@ fn parse_head<'b>(
         method: method.to_string(),
         target: target.to_string(),
         keep_alive: http11,
+        headers: Vec::with_capacity(request.headers.len()),
         content_length: None,
         chunked: false,
         expect_continue: false,
@@ -368,6 +406,7 @@ fn parse_head<'b>(
         let value =
             std::str::from_utf8(header.value).map_err(|_| ReadFail::Reply(400, "Bad header"))?;
         let value = value.trim_matches([' ', '\t']);
+        head.headers.push((name.to_string(), value.to_string()));
         if name.eq_ignore_ascii_case("content-length") {
             if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
                 return Err(ReadFail::Reply(400, "Bad Content-Length"));
@@ -487,6 +526,7 @@ fn reason(status: u16) -> &'static str {
         404 => "Not Found",
         405 => "Method Not Allowed",
         408 => "Request Timeout",
+        412 => "Precondition Failed",
         413 => "Payload Too Large",
         417 => "Expectation Failed",
         431 => "Request Header Fields Too Large",
@@ -499,10 +539,11 @@ fn reason(status: u16) -> &'static str {
 
 fn write_reply(
     w: &mut impl Write,
-    reply: &HttpReply,
+    headed: &HeadedReply,
     keep_alive: bool,
     head_only: bool,
 ) -> io::Result<()> {
+    let reply = &headed.reply;
     let mut out = format!(
         "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: {}\r\n",
         reply.status,
@@ -514,6 +555,12 @@ fn write_reply(
     .into_bytes();
     if reply.status == 405 {
         out.extend_from_slice(b"Allow: GET, PUT, DELETE\r\n");
+    }
+    let safe = |s: &str| !s.contains(['\r', '\n']);
+    for (name, value) in &headed.headers {
+        if safe(name) && safe(value) {
+            out.extend_from_slice(format!("{name}: {value}\r\n").as_bytes());
+        }
     }
     out.extend_from_slice(b"\r\n");
     if !head_only {
@@ -549,6 +596,30 @@ mod tests {
     }
 
     #[test]
+    fn writes_extra_headers_but_never_a_line_break() {
+        let reply = HeadedReply {
+            reply: HttpReply::text(412, "no"),
+            headers: vec![
+                ("ETag", "\"7\"".into()),
+                ("X-Bad", "a\r\nInjected: 1".into()),
+            ],
+        };
+        let mut out = Vec::new();
+        write_reply(&mut out, &reply, true, false).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.starts_with("HTTP/1.1 412 Precondition Failed\r\n"),
+            "{text}"
+        );
+        assert!(text.contains("\r\nETag: \"7\"\r\n"), "{text}");
+        assert!(
+            !text.contains("Injected") && !text.contains("X-Bad"),
+            "{text}"
+        );
+        assert!(text.ends_with("\r\n\r\nno"), "{text}");
+    }
+
+    #[test]
     fn parses_heads() {
         let raw = b"\r\nPUT /metadata?key=a HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\
                     Expect: 100-continue\r\n\r\nabc";
@@ -558,6 +629,8 @@ mod tests {
         assert_eq!(h.target, "/metadata?key=a");
         assert_eq!(h.content_length, Some(3));
         assert!(h.keep_alive && h.expect_continue && !h.chunked);
+        assert_eq!(h.headers[0], ("Host".to_string(), "x".to_string()));
+        assert_eq!(h.headers.len(), 3);
         assert_eq!(r, b"abc");
 
         let raw = b"GET / HTTP/1.0\r\nContent-Length: 99999999999999999999999999\r\n\r\n";
