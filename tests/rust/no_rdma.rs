@@ -1,6 +1,7 @@
 //! A host without rdma-core, simulated with `MC_IBVERBS_LIBRARY` pointing at nothing:
 //! the library still loads and works over TCP, auto-discovery installs TCP, and asking
-//! for RDMA fails with the reason in the thread's last error (never a crash).
+//! for RDMA fails with the reason in the thread's last error (never a crash); under
+//! `MC_FORCE_TCP` asking for RDMA installs TCP.
 
 use mooncake::ffi::ext::mooncake_last_error_message;
 use mooncake::ffi::te::engine::{createTransferEngine, destroyTransferEngine, installTransport};
@@ -10,7 +11,7 @@ use std::time::{Duration, Instant};
 
 #[test]
 fn without_libibverbs_engines_fall_back_to_tcp() {
-    // The only test in this binary: nothing has loaded verbs yet.
+    // No other test of this binary loads verbs: nothing has loaded them yet.
     std::env::set_var("MC_IBVERBS_LIBRARY", "/nonexistent/libibverbs.so.1");
     std::env::set_var("MC_TCP_BIND_ADDRESS", "127.0.0.1");
 
@@ -67,4 +68,20 @@ fn without_libibverbs_engines_fall_back_to_tcp() {
     assert_eq!(status, TaskStatus::Completed);
     initiator.free_batch(batch).unwrap();
     assert_eq!(remote, local);
+}
+
+/// Under `MC_FORCE_TCP`, asking for RDMA by name installs TCP, as upstream's variable
+/// says ("TCP as the active transport regardless"), so programs that always install
+/// RDMA run over TCP.
+#[test]
+fn force_tcp_installs_tcp_where_rdma_is_asked_for() {
+    let config = mooncake::config::Config {
+        force_tcp: true,
+        ..mooncake::config::Config::default()
+    };
+    let engine = TransferEngine::with_config(config, "P2PHANDSHAKE", "127.0.0.1", false).unwrap();
+    engine
+        .install("rdma", Some(r#"{"cpu:0": [["mlx5_2"], []]}"#))
+        .unwrap();
+    assert!(engine.has_transport("tcp") && !engine.has_transport("rdma"));
 }

@@ -85,7 +85,8 @@ pub unsafe extern "C" fn getLocalIpAndPort(
 /// of discovering them), which must parse. Returns a borrowed, opaque transport handle
 /// valid until the engine is destroyed (the same one when it is already installed), or
 /// NULL for an unknown protocol, bad JSON, or a failed install (for RDMA: no verbs
-/// library, no usable device; the reason is in the thread's last error).
+/// library, no usable device; the reason is in the thread's last error). With
+/// `MC_FORCE_TCP` set, `"rdma"` installs TCP (with a warning), as the variable says.
 ///
 /// # Safety
 /// `proto` must be NULL or NUL-terminated; `args` must be NULL or point to a pointer
@@ -114,6 +115,7 @@ pub unsafe extern "C" fn installTransport(
             }
         }
         let handle: *const c_void = match &*proto {
+            "rdma" if e.forces_tcp() => Arc::as_ptr(&e.tcp_instead_of_rdma()?).cast(),
             "rdma" => Arc::as_ptr(&e.install_rdma(None, topology.as_deref(), &[])?).cast(),
             _ => Arc::as_ptr(&e.install_transport(&proto)?).cast(),
         };

@@ -40,6 +40,7 @@ impl TransferEngine {
     pub fn install(&self, proto: &str, topology: Option<&str>) -> Result<()> {
         match proto {
             "tcp" => self.install_transport("tcp").map(|_| ()),
+            "rdma" if self.forces_tcp() => self.tcp_instead_of_rdma().map(|_| ()),
             "rdma" => self.install_rdma(None, topology, &[]).map(|_| ()),
             other => Err(Error::NotSupportedTransport(format!(
                 "transport '{other}' is not available in this build (tcp, rdma)"
@@ -76,6 +77,20 @@ impl TransferEngine {
         }
         inner.publish_or_uninstall(&added)?;
         Ok(tcp)
+    }
+
+    /// Whether `MC_FORCE_TCP` is set: TCP is the only transport, even where RDMA is
+    /// asked for by name (upstream: "TCP as the active transport regardless whether
+    /// RDMA devices are installed"), so programs that always install RDMA, such as
+    /// upstream's P2P store example, run over TCP for testing.
+    pub fn forces_tcp(&self) -> bool {
+        self.inner.config.force_tcp
+    }
+
+    /// TCP, installed where RDMA was asked for under `MC_FORCE_TCP`.
+    pub fn tcp_instead_of_rdma(&self) -> Result<Arc<TcpTransport>> {
+        log::warn!("MC_FORCE_TCP is set: installing TCP where RDMA was asked for");
+        self.install_transport("tcp")
     }
 
     /// Whether a transport of that name is installed.
