@@ -1,0 +1,52 @@
+//! [`RedisMetadataStore`], a Redis server holding the metadata, and its plain
+//! operations (`GET`, `SET`, `DEL` of upstream's keys and values).
+
+use super::auth::RedisAuth;
+use super::connection::Connection;
+use super::resp::{expect_ok, Reply};
+use crate::error::{Error, Result};
+use crate::metadata::store::MetadataStore;
+
+/// A Redis server holding the metadata.
+pub struct RedisMetadataStore {
+    /// The server and the connection to it.
+    pub(super) conn: Connection,
+}
+
+impl std::fmt::Debug for RedisMetadataStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisMetadataStore")
+            .field("address", &self.conn.address())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisMetadataStore {
+    /// A client of `redis://host[:port]` (port 12001 when missing, as upstream); it
+    /// connects on first use.
+    pub fn new(conn: &str, auth: RedisAuth) -> Result<RedisMetadataStore> {
+        Ok(RedisMetadataStore {
+            conn: Connection::new(conn, auth)?,
+        })
+    }
+}
+
+impl MetadataStore for RedisMetadataStore {
+    fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        match self.conn.run(&[b"GET", key.as_bytes()])? {
+            Reply::Bulk(v) => Ok(v),
+            other => Err(Error::Metadata(format!("redis GET: unexpected {other:?}"))),
+        }
+    }
+
+    fn set(&self, key: &str, value: &[u8]) -> Result<()> {
+        expect_ok(self.conn.run(&[b"SET", key.as_bytes(), value])?, "SET")
+    }
+
+    fn remove(&self, key: &str) -> Result<()> {
+        match self.conn.run(&[b"DEL", key.as_bytes()])? {
+            Reply::Integer(_) => Ok(()),
+            other => Err(Error::Metadata(format!("redis DEL: unexpected {other:?}"))),
+        }
+    }
+}
