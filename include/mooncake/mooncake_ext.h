@@ -12,6 +12,70 @@
 #include "store_c.h"
 
 /**
+ * Success.
+ */
+#define MOONCAKE_P2P_OK 0
+
+/**
+ * A bad handle, a NULL or impossible argument, or arguments the store cannot use
+ * (no buffers, a shard size of 0, buffers that do not fit the object).
+ */
+#define MOONCAKE_P2P_INVALID_ARGUMENT -1
+
+/**
+ * This node already holds the object (registered it, or holds a replica).
+ */
+#define MOONCAKE_P2P_ALREADY_HELD -2
+
+/**
+ * This node does not hold the object (or holds it the other way: a replica given to
+ * `mooncake_p2p_unregister`, a registered object to `mooncake_p2p_delete_replica`).
+ */
+#define MOONCAKE_P2P_NOT_HELD -3
+
+/**
+ * No object of that name in the metadata.
+ */
+#define MOONCAKE_P2P_NOT_FOUND -4
+
+/**
+ * The object exists and `mooncake_p2p_register` was not asked to replace it (or
+ * `mooncake_p2p_put` found one).
+ */
+#define MOONCAKE_P2P_EXISTS -5
+
+/**
+ * The object's metadata (or a peer's agent address) is not usable.
+ */
+#define MOONCAKE_P2P_CORRUPT -6
+
+/**
+ * No node is left to fetch a shard from.
+ */
+#define MOONCAKE_P2P_NO_SOURCE -7
+
+/**
+ * The metadata store failed.
+ */
+#define MOONCAKE_P2P_METADATA -8
+
+/**
+ * The Transfer Engine failed (registration, a transfer), or a peer's agent could not
+ * fetch the object.
+ */
+#define MOONCAKE_P2P_ENGINE -9
+
+/**
+ * A local socket or file failed (serving the agent, reaching a peer's agent).
+ */
+#define MOONCAKE_P2P_IO -10
+
+/**
+ * The node was closed.
+ */
+#define MOONCAKE_P2P_CLOSED -11
+
+/**
  * The allocator of [`mooncake_store_get_with_allocator`]: given its `ctx` and the
  * object's size, returns that many writable bytes (valid until the call returns), or
  * NULL to skip the read.
@@ -41,6 +105,12 @@ struct mooncake_range {
  * Typedef of struct mooncake_range.
  */
 typedef struct mooncake_range mooncake_range_t;
+
+/**
+ * An opaque P2P Store node handle (`typedef void *`), from `mooncake_p2p_create` or
+ * `mooncake_p2p_create_on_engine`, until `mooncake_p2p_destroy`.
+ */
+typedef void *mooncake_p2p_t;
 
 #ifdef __cplusplus
 extern "C" {
@@ -552,6 +622,275 @@ int mooncake_store_host_mem_free(uint64_t addr);
  * in place), -1 for a bad handle.
  */
 int mooncake_store_dummy_moves_in_place(mooncake_store_t store, uint64_t addr, uint64_t len);
+
+/**
+ * Creates a P2P Store node named `local_server_name` (`host:port`, unique among the
+ * nodes sharing the metadata; other nodes and agents reach it at `host`) with a
+ * Transfer Engine of its own, keeping object payloads in the metadata store at
+ * `metadata` (`http://host:port/metadata` of our HTTP metadata server, `etcd://...`
+ * or a bare etcd `host:port`, `redis://...`; not `P2PHANDSHAKE`, which has no store),
+ * as upstream Go's `NewP2PStore`. Data moves over TCP when `nic_priority_matrix` is
+ * NULL or `""`, else over RDMA with that NIC priority matrix (JSON). Settings come
+ * from the `MC_P2P_*` variables (`MC_P2P_CONCURRENCY`, `MC_P2P_SHARD_SIZE` for
+ * `mooncake_p2p_put`, `MC_P2P_CHECKSUM`, `MC_P2P_NO_SOURCE_RETRIES`).
+ *
+ * Returns the handle, or NULL with the reason in the thread's last error (NULL
+ * strings, an unusable metadata address, an engine that cannot start).
+ *
+ * # Safety
+ * The strings must be NULL or NUL-terminated.
+ */
+mooncake_p2p_t mooncake_p2p_create(const char *metadata,
+                                   const char *local_server_name,
+                                   const char *nic_priority_matrix);
+
+/**
+ * Creates a P2P Store node that moves data with `engine` (a live handle from
+ * `createTransferEngine` or `mooncake_te_create`, created over a metadata store that
+ * its peers share, not `P2PHANDSHAKE` unless every node is), named as the engine's
+ * segment, with payloads in the metadata store at `metadata` (as
+ * `mooncake_p2p_create`). TCP is installed when the engine has no transport yet.
+ * The node shares the engine's memory registrations (memory the engine's owner
+ * registered stays registered after the node lets it go); the engine lives as long
+ * as the node (destroying its handle first is safe).
+ *
+ * Returns the handle, or NULL with the reason in the thread's last error (a bad
+ * engine handle, NULL `metadata`, an unusable metadata address).
+ *
+ * # Safety
+ * `metadata` must be NULL or NUL-terminated.
+ */
+mooncake_p2p_t mooncake_p2p_create_on_engine(transfer_engine_t engine, const char *metadata);
+
+/**
+ * Stops the node's agent and withdraws every copy it holds (registered objects and
+ * replicas: other nodes stop reading from it, and an object's metadata goes with its
+ * last copy); memory the caller registered or fetched into may be freed once this
+ * returns. The handle is invalid at once (later calls return -1). Calls already
+ * running on other threads fail with `MOONCAKE_P2P_CLOSED` or finish, and a fetch
+ * that finishes after the close is not withdrawn: destroy a node once no other thread
+ * uses it. NULL or an unknown handle is a no-op (the thread's last error says so).
+ */
+void mooncake_p2p_destroy(mooncake_p2p_t p);
+
+/**
+ * Writes the node's name (its segment name, what other nodes, `replicate_to` and the
+ * `holders` of `mooncake_p2p_list` call it) and a NUL into `buf`. Returns 0, or -1
+ * for a bad handle, a NULL `buf`, or a `buf` of `len` bytes that cannot hold it all
+ * (nothing written; the last error says how many bytes it needs).
+ *
+ * # Safety
+ * `buf` must be NULL or writable for `len` bytes.
+ */
+int mooncake_p2p_local_server_name(mooncake_p2p_t p, char *buf, size_t len);
+
+/**
+ * Starts the node's agent: an HTTP endpoint bound to `bind` (`"ip:port"`; NULL:
+ * `"0.0.0.0:0"`, any free port) through which other nodes' `mooncake_p2p_replicate_to`
+ * ask this node to fetch a copy of an object (kept in memory the node owns and served
+ * as a replica until the node is destroyed). Its address (the node's host with the
+ * bound port) is published in the metadata and written with a NUL into `address_out`
+ * unless that is NULL. The agent runs until `mooncake_p2p_destroy`.
+ *
+ * Returns 0; -1 for a bad handle, a `bind` that is not `ip:port`, an agent already
+ * running, or an `address_out` of `len` bytes too small for the address (the agent is
+ * stopped again; the last error says the size needed); `MOONCAKE_P2P_IO` when the
+ * address cannot be bound, `MOONCAKE_P2P_METADATA` when it cannot be published,
+ * `MOONCAKE_P2P_CLOSED`.
+ *
+ * # Safety
+ * `bind` NULL or NUL-terminated; `address_out` NULL or writable for `len` bytes.
+ */
+int mooncake_p2p_start_agent(mooncake_p2p_t p, const char *bind, char *address_out, size_t len);
+
+/**
+ * Asks node `peer` (its name, as `mooncake_p2p_local_server_name` gives it) to fetch
+ * a copy of object `name` through the agent it runs, and returns once the peer holds
+ * one (it then serves it as a replica). Returns 0 (also when the peer held it
+ * already); -1 for a bad handle, NULL strings, or a peer that runs no agent;
+ * `MOONCAKE_P2P_NOT_FOUND` when the object is unknown, `MOONCAKE_P2P_ENGINE` when
+ * the peer could not fetch it, `MOONCAKE_P2P_IO` when its agent cannot be reached,
+ * `MOONCAKE_P2P_CORRUPT`, `MOONCAKE_P2P_METADATA`, `MOONCAKE_P2P_CLOSED`.
+ *
+ * # Safety
+ * `name` and `peer` must be NULL or NUL-terminated.
+ */
+int mooncake_p2p_replicate_to(mooncake_p2p_t p, const char *name, const char *peer);
+
+/**
+ * Publishes object `name` made of the `count` buffers `(addrs[i], sizes[i])` of this
+ * process (in order; the object's bytes are them end to end), cut into shards of at
+ * most `max_shard_size` bytes, which other nodes read from this memory at `location`
+ * (NULL: `"cpu:0"`; `"cuda:N"` for GPU memory), as upstream Go's `Register`. With a
+ * CRC-32C per shard unless `MC_P2P_CHECKSUM=0`. An existing object of that name is
+ * refused unless `force` (then it is replaced).
+ *
+ * Returns 0; -1 for a bad handle, NULL arrays or name, no buffers, a NULL or empty
+ * buffer, a shard size of 0, or a buffer overlapping one registered before without
+ * being the same; `MOONCAKE_P2P_EXISTS`, `MOONCAKE_P2P_ALREADY_HELD` (this node holds
+ * `name`), `MOONCAKE_P2P_ENGINE` (registration failed), `MOONCAKE_P2P_METADATA`,
+ * `MOONCAKE_P2P_CLOSED`.
+ *
+ * # Safety
+ * `name` and `location` NULL or NUL-terminated; `addrs` and `sizes` NULL or holding
+ * `count` entries. Every buffer must stay valid and unchanged until
+ * `mooncake_p2p_unregister(p, name)` or `mooncake_p2p_destroy(p)` returns.
+ */
+int mooncake_p2p_register(mooncake_p2p_t p,
+                          const char *name,
+                          const uint64_t *addrs,
+                          const uint64_t *sizes,
+                          size_t count,
+                          uint64_t max_shard_size,
+                          const char *location,
+                          int force);
+
+/**
+ * Withdraws this node's registered copy of `name` (upstream's `Unregister`): it is
+ * no longer read from here, its buffers are unregistered (the caller may free them
+ * once this returns), and the object's metadata goes once no node holds a copy.
+ * Returns 0; -1 for a bad handle or NULL name; `MOONCAKE_P2P_NOT_HELD` when this node
+ * did not register `name`; `MOONCAKE_P2P_METADATA`.
+ *
+ * # Safety
+ * `name` must be NULL or NUL-terminated.
+ */
+int mooncake_p2p_unregister(mooncake_p2p_t p, const char *name);
+
+/**
+ * Withdraws this node's replica of `name` (fetched by `mooncake_p2p_get_replica*`,
+ * `mooncake_p2p_get` or an agent; upstream's `DeleteReplica`): it is no longer read
+ * from here and the caller may free its buffers once this returns. Returns 0; -1 for
+ * a bad handle or NULL name; `MOONCAKE_P2P_NOT_HELD` when this node holds no replica
+ * of `name`; `MOONCAKE_P2P_METADATA`.
+ *
+ * # Safety
+ * `name` must be NULL or NUL-terminated.
+ */
+int mooncake_p2p_delete_replica(mooncake_p2p_t p, const char *name);
+
+/**
+ * Fetches object `name` into the `count` buffers `(addrs[i], sizes[i])` (upstream's
+ * `GetReplica`): the object's shards land end to end through the buffers, which must
+ * hold them all and split them at shard boundaries (one buffer of at least the
+ * object's size always does). Shards come from every node holding a copy, several at
+ * a time; each shard is published as a source as soon as it lands, and the buffers
+ * stay a replica other nodes read from until `mooncake_p2p_delete_replica`. A call
+ * that fails withdraws what it published; called again with the same buffers it
+ * fetches only what it lacked.
+ *
+ * Returns 0; -1 for a bad handle, NULL arrays or name, buffers that cannot hold the
+ * object; `MOONCAKE_P2P_NOT_FOUND`, `MOONCAKE_P2P_ALREADY_HELD` (this node holds
+ * `name`), `MOONCAKE_P2P_NO_SOURCE` (a shard no node could serve),
+ * `MOONCAKE_P2P_CORRUPT`, `MOONCAKE_P2P_ENGINE`, `MOONCAKE_P2P_METADATA`,
+ * `MOONCAKE_P2P_CLOSED`.
+ *
+ * # Safety
+ * `name` NULL or NUL-terminated; `addrs` and `sizes` NULL or holding `count`
+ * entries. Every buffer must be writable and not otherwise accessed during the call,
+ * then stay valid and unchanged until `mooncake_p2p_delete_replica(p, name)` or
+ * `mooncake_p2p_destroy(p)` returns (after a failed call: until the buffers are
+ * given to another call or freed).
+ */
+int mooncake_p2p_get_replica(mooncake_p2p_t p,
+                             const char *name,
+                             const uint64_t *addrs,
+                             const uint64_t *sizes,
+                             size_t count);
+
+/**
+ * `mooncake_p2p_get_replica` with options: `peers` (`peer_count` node names) limits
+ * the sources to those nodes (`peer_count` 0: any node; `peers` may then be NULL);
+ * `resume_by_checksum` keeps the shards whose bytes already in the buffers match
+ * their CRC-32C (a receiver restarted over the same file-backed memory resumes);
+ * `kept_out` and `fetched_out` (each may be NULL) receive the bytes kept and the
+ * bytes fetched. Returns as `mooncake_p2p_get_replica`; -1 also for a NULL peer
+ * name. Nothing is written to the outputs on failure.
+ *
+ * # Safety
+ * As `mooncake_p2p_get_replica`; `peers` NULL or holding `peer_count` NUL-terminated
+ * strings; `kept_out` and `fetched_out` NULL or writable.
+ */
+int mooncake_p2p_get_replica_ex(mooncake_p2p_t p,
+                                const char *name,
+                                const uint64_t *addrs,
+                                const uint64_t *sizes,
+                                size_t count,
+                                const char *const *peers,
+                                size_t peer_count,
+                                int resume_by_checksum,
+                                uint64_t *kept_out,
+                                uint64_t *fetched_out);
+
+/**
+ * The size in bytes of object `name` (from the metadata). Returns it (at least 1);
+ * -1 for a bad handle or NULL name; `MOONCAKE_P2P_NOT_FOUND`,
+ * `MOONCAKE_P2P_CORRUPT`, `MOONCAKE_P2P_METADATA`, `MOONCAKE_P2P_CLOSED`.
+ *
+ * # Safety
+ * `name` must be NULL or NUL-terminated.
+ */
+int64_t mooncake_p2p_size(mooncake_p2p_t p, const char *name);
+
+/**
+ * Publishes a copy of the `len` bytes at `data` as object `name`, from memory the
+ * node keeps until `mooncake_p2p_unregister(p, name)` (or destroy), cut into shards
+ * of `MC_P2P_SHARD_SIZE` bytes (16 MiB by default). The caller's memory is not used
+ * after the call. Returns 0; -1 for a bad handle, NULL name or data, `len` 0;
+ * `MOONCAKE_P2P_EXISTS`, `MOONCAKE_P2P_ALREADY_HELD`, `MOONCAKE_P2P_ENGINE`,
+ * `MOONCAKE_P2P_METADATA`, `MOONCAKE_P2P_CLOSED`.
+ *
+ * # Safety
+ * `name` NULL or NUL-terminated; `data` NULL or readable for `len` bytes.
+ */
+int mooncake_p2p_put(mooncake_p2p_t p, const char *name, const void *data, size_t len);
+
+/**
+ * Copies object `name` into `buf` (`len` bytes) and returns its size. An object the
+ * node put or got before is copied from the node's memory; otherwise it is fetched
+ * (from every node holding it, as `mooncake_p2p_get_replica`) into memory the node
+ * keeps and serves as a replica until `mooncake_p2p_delete_replica(p, name)`.
+ *
+ * Returns the size; -1 for a bad handle, NULL name, NULL `buf` with a non-zero
+ * `len`, or a `buf` smaller than the object (nothing written, nothing fetched; the
+ * last error gives the size, errno ERANGE; `mooncake_p2p_size` gives it too);
+ * `MOONCAKE_P2P_ALREADY_HELD` when the node holds `name` in the caller's memory
+ * (registered with `mooncake_p2p_register`, or fetched with
+ * `mooncake_p2p_get_replica*`: read it there); `MOONCAKE_P2P_NOT_FOUND`,
+ * `MOONCAKE_P2P_NO_SOURCE`, `MOONCAKE_P2P_ENGINE`, `MOONCAKE_P2P_METADATA`,
+ * `MOONCAKE_P2P_CLOSED`.
+ *
+ * # Safety
+ * `name` NULL or NUL-terminated; `buf` NULL or writable for `len` bytes.
+ */
+int64_t mooncake_p2p_get(mooncake_p2p_t p, const char *name, void *buf, size_t len);
+
+/**
+ * The objects whose names start with `prefix` (NULL: every object), as a JSON array
+ * of `{"name": str, "size": n, "max_shard_size": n, "size_list": [n, ...],
+ * "holders": [node, ...]}` (upstream Go's `List`; `size_list` the sizes of the
+ * buffers it was registered from, `holders` the nodes holding a copy of any shard,
+ * sorted), written snprintf-style into `buf`: at most `len - 1` bytes and a NUL.
+ * Returns the JSON's full length (call again with a larger buffer when it is not
+ * below `len`; NULL `buf` with `len` 0 only asks for the length); -1 for a bad
+ * handle or NULL `buf` with a non-zero `len`; `MOONCAKE_P2P_CORRUPT`,
+ * `MOONCAKE_P2P_METADATA`, `MOONCAKE_P2P_CLOSED`.
+ *
+ * # Safety
+ * `prefix` NULL or NUL-terminated; `buf` NULL or writable for `len` bytes.
+ */
+int64_t mooncake_p2p_list(mooncake_p2p_t p, const char *prefix, char *buf, size_t len);
+
+/**
+ * The nodes holding a copy of a shard of any object whose name starts with `prefix`
+ * (NULL: any object), as a sorted JSON array of node names, written as
+ * `mooncake_p2p_list` writes. Returns the JSON's full length, or as
+ * `mooncake_p2p_list`.
+ *
+ * # Safety
+ * `prefix` NULL or NUL-terminated; `buf` NULL or writable for `len` bytes.
+ */
+int64_t mooncake_p2p_discover_peers(mooncake_p2p_t p, const char *prefix, char *buf, size_t len);
 
 #ifdef __cplusplus
 }  // extern "C"

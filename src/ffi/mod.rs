@@ -32,6 +32,7 @@ pub mod ext_te;
 mod fail;
 mod handles;
 mod last_error;
+pub mod p2p;
 mod shutdown;
 pub mod store;
 pub mod te;

@@ -377,6 +377,36 @@ fn graceful_shutdown_destroys_engines_and_exits() {
     server.stop();
 }
 
+/// `mooncake_p2p_*`: every NULL/bad-handle/bad-argument path, then two P2P nodes in
+/// the C program sharing an in-process HTTP metadata server (`MOONCAKE_TEST_METADATA_URL`);
+/// destroying them must leave no payload or agent key behind.
+#[test]
+fn p2p_store_api() {
+    if skip("p2p_store_api") {
+        return;
+    }
+    let server = HttpMetadataServer::start("127.0.0.1:0".parse().unwrap()).expect("server");
+    let url = format!("http://{}/metadata", server.local_addr());
+    let exe = compile("p2p_api.c");
+    let env = [
+        ("MOONCAKE_TEST_METADATA_URL", url),
+        ("MC_P2P_NO_SOURCE_RETRIES", "0".to_string()),
+    ];
+    let (code, text) = run(&exe, &env);
+    let _ = std::fs::remove_file(&exe);
+    assert_eq!(code, Some(0), "p2p_api.c failed (exit {code:?})\n{text}");
+    assert!(!text.contains("skipping"), "{text}");
+    let left: Vec<String> = server
+        .table()
+        .keys()
+        .into_iter()
+        .filter(|k| k.starts_with("mooncake/checkpoint/") || k.starts_with("mooncake/p2p/"))
+        .collect();
+    assert!(left.is_empty(), "P2P keys left: {left:?}\n{text}");
+    server.stop();
+    println!("p2p_api.c:\n{text}");
+}
+
 /// Functions declared in a cbindgen-generated header: declarations start at column 0
 /// with the return type, and the name is the identifier before the first `(`.
 fn declared_functions(header: &str) -> Vec<String> {
