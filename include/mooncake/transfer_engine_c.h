@@ -321,7 +321,8 @@ int getLocalIpAndPort(transfer_engine_t engine, char *buf_out, size_t buf_len);
  * of discovering them), which must parse. Returns a borrowed, opaque transport handle
  * valid until the engine is destroyed (the same one when it is already installed), or
  * NULL for an unknown protocol, bad JSON, or a failed install (for RDMA: no verbs
- * library, no usable device; the reason is in the thread's last error).
+ * library, no usable device; the reason is in the thread's last error). With
+ * `MC_FORCE_TCP` set, `"rdma"` installs TCP (with a warning), as the variable says.
  *
  * # Safety
  * `proto` must be NULL or NUL-terminated; `args` must be NULL or point to a pointer

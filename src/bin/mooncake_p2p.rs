@@ -274,12 +274,18 @@ fn get(store: &Arc<P2pStore>, s: &Settings, name: &str, file: &str) -> Result<()
     mapping
         .sync()
         .map_err(|e| P2pError::Io(format!("writing {file}: {e}")))?;
+    let sources: Vec<String> = fetched
+        .by_source
+        .iter()
+        .map(|(node, bytes)| format!("{node} {} MiB", bytes >> 20))
+        .collect();
     eprintln!(
         "mooncake_p2p: fetched '{name}' into {file}: {} bytes fetched, {} bytes kept \
-         from an earlier run, in {:.3} s",
+         from an earlier run, in {:.3} s (from {})",
         fetched.fetched,
         fetched.kept,
-        started.elapsed().as_secs_f64()
+        started.elapsed().as_secs_f64(),
+        sources.join(", ")
     );
     let served = match s.serve {
         true => serve(store, s),

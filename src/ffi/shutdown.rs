@@ -2,8 +2,9 @@
 //!
 //! The signal handler only does async-signal-safe work: it writes the signal number
 //! into a pipe (a second signal `_exit`s at once). A watcher thread reads the pipe,
-//! drops every engine in the handle table (which deletes their metadata keys), and
-//! calls `_exit(128 + signo)`.
+//! closes every P2P Store node (withdrawing its copies from the metadata), drops every
+//! engine in the handle table (which deletes their metadata keys), and calls
+//! `_exit(128 + signo)`.
 
 use super::engines::ENGINES;
 use super::fail::FfiError;
@@ -47,6 +48,7 @@ fn watch(read_fd: c_int) {
     }
     let signo = c_int::from(byte);
     log::warn!("signal {signo} received: destroying every transfer engine, then exiting");
+    super::p2p::handle::close_all_nodes();
     for engine in ENGINES.drain() {
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(engine)));
     }

@@ -8,6 +8,10 @@ pub struct P2pConfig {
     /// Shards one `get_replica` fetches at a time (`MC_P2P_CONCURRENCY`, 1-256,
     /// default 4).
     pub concurrency: usize,
+    /// Shards one `get_replica` asks of one source at a time (`MC_P2P_PER_SOURCE`,
+    /// 1-256, default 2): a receiver spreads its fetches over the nodes with copies
+    /// instead of crowding the one that registered the object.
+    pub per_source: usize,
     /// The shard size `put` registers with (`MC_P2P_SHARD_SIZE`, bytes, 4 KiB-4 GiB,
     /// default 16 MiB): smaller shards start spreading sooner.
     pub shard_size: u64,
@@ -24,6 +28,7 @@ impl Default for P2pConfig {
     fn default() -> P2pConfig {
         P2pConfig {
             concurrency: 4,
+            per_source: 2,
             shard_size: 16 << 20,
             checksum: true,
             no_source_retries: 5,
@@ -45,6 +50,7 @@ impl P2pConfig {
         };
         P2pConfig {
             concurrency: num("MC_P2P_CONCURRENCY", 1, 256, d.concurrency as u64) as usize,
+            per_source: num("MC_P2P_PER_SOURCE", 1, 256, d.per_source as u64) as usize,
             shard_size: num("MC_P2P_SHARD_SIZE", 4096, 4 << 30, d.shard_size),
             checksum: get("MC_P2P_CHECKSUM").map_or(true, |v| v.trim() != "0"),
             no_source_retries: num("MC_P2P_NO_SOURCE_RETRIES", 0, 100, 5) as u32,
@@ -69,6 +75,7 @@ mod tests {
         assert_eq!(P2pConfig::from_lookup(env(&[])), P2pConfig::default());
         let c = P2pConfig::from_lookup(env(&[
             ("MC_P2P_CONCURRENCY", "8"),
+            ("MC_P2P_PER_SOURCE", "3"),
             ("MC_P2P_SHARD_SIZE", "1048576"),
             ("MC_P2P_CHECKSUM", "0"),
             ("MC_P2P_NO_SOURCE_RETRIES", "1"),
@@ -77,6 +84,7 @@ mod tests {
             c,
             P2pConfig {
                 concurrency: 8,
+                per_source: 3,
                 shard_size: 1 << 20,
                 checksum: false,
                 no_source_retries: 1,

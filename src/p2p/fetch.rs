@@ -3,7 +3,9 @@
 //! Engine; a publisher adds every shard that landed (and checked) to the metadata as
 //! a new source at once, in one compare-and-swap for whatever landed meanwhile, and
 //! prunes the locations of sources found dead or serving wrong bytes. Each publish
-//! reads the payload afresh, so the workers see the copies other receivers publish.
+//! reads the payload afresh, and while workers have nothing they may fetch the
+//! publisher re-reads it every few milliseconds, so the workers see the copies other
+//! receivers publish.
 
 use super::choose::{Next, Plan, Status};
 use super::config::P2pConfig;
@@ -12,10 +14,14 @@ use super::meta::{Meta, Updated};
 use super::payload::{Location, Payload};
 use crate::te::{Op, TaskStatus, TransferEngine, TransferRequest};
 use parking_lot::{Condvar, Mutex};
-use std::time::Duration;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 /// How long a worker waits for a change before it looks again.
 const WAIT_SLICE: Duration = Duration::from_millis(100);
+/// How often an idle receiver (free slots, nothing it may fetch) re-reads the payload
+/// for copies other receivers published meanwhile.
+const REFRESH_EVERY: Duration = Duration::from_millis(50);
 /// The longest pause between two publishes that failed (metadata unreachable).
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
@@ -56,10 +62,24 @@ struct Shared {
     working: usize,
     /// The metadata is being re-read for a stuck shard.
     refreshing: bool,
+    /// A worker had nothing it could fetch: the publisher re-reads the payload.
+    want_fresh: bool,
     /// Re-reads that found no new source.
     fruitless: u32,
     landed_bytes: u64,
+    /// Bytes landed from each source.
+    by_source: HashMap<String, u64>,
     error: Option<P2pError>,
+}
+
+/// How a fetch ended.
+pub struct Outcome {
+    /// Which shards are in the buffers.
+    pub landed: Vec<bool>,
+    /// Bytes fetched from each source, most first.
+    pub by_source: Vec<(String, u64)>,
+    /// The error that stopped it, if any.
+    pub result: P2pResult<()>,
 }
 
 /// Why fetching a shard from one source failed.
@@ -74,13 +94,13 @@ enum Failure {
 
 impl Receiver<'_> {
     /// Fetches every shard not in `landed` (one flag per shard), publishing each as it
-    /// lands (and those already landed); returns which shards landed, with the first
-    /// error that stopped it.
+    /// lands (and those already landed); returns which shards landed and from where,
+    /// with the first error that stopped it.
     ///
     /// # Safety
     /// Every `dests[i]` must be the start of `payload.shards[i].size` writable bytes
     /// that nothing else accesses until this returns.
-    pub unsafe fn fetch(&self, payload: Payload, landed: &[bool]) -> (Vec<bool>, P2pResult<()>) {
+    pub unsafe fn fetch(&self, payload: Payload, landed: &[bool]) -> Outcome {
         let landed_bytes = payload
             .shards
             .iter()
@@ -89,7 +109,7 @@ impl Receiver<'_> {
             .map(|(s, _)| s.size)
             .sum();
         let workers = self.config.concurrency.max(1);
-        let plan = Plan::new(self.own, landed);
+        let plan = Plan::new(self.own, landed).per_source(self.config.per_source);
         let shared = Mutex::new(Shared {
             plan: match self.only {
                 Some(peers) => plan.only_from(peers),
@@ -102,8 +122,10 @@ impl Receiver<'_> {
             bad: Vec::new(),
             working: workers,
             refreshing: false,
+            want_fresh: false,
             fruitless: 0,
             landed_bytes,
+            by_source: HashMap::new(),
             error: None,
         });
         let changed = Condvar::new();
@@ -119,13 +141,18 @@ impl Receiver<'_> {
             self.publish(&shared, &changed);
         });
         let sh = shared.into_inner();
-        let landed = sh
-            .plan
-            .status()
-            .iter()
-            .map(|&s| s == Status::Landed)
-            .collect();
-        (landed, sh.error.map_or(Ok(()), Err))
+        let mut by_source: Vec<(String, u64)> = sh.by_source.into_iter().collect();
+        by_source.sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        Outcome {
+            landed: sh
+                .plan
+                .status()
+                .iter()
+                .map(|&s| s == Status::Landed)
+                .collect(),
+            by_source,
+            result: sh.error.map_or(Ok(()), Err),
+        }
     }
 
     /// One worker: fetches shards until none is left or an error stops the fetch.
@@ -140,6 +167,8 @@ impl Receiver<'_> {
             match plan.next(payload, &mut rng) {
                 Next::Done => return,
                 Next::Wait => {
+                    sh.want_fresh = true;
+                    changed.notify_all();
                     changed.wait_for(&mut sh, WAIT_SLICE);
                 }
                 Next::Stuck(shards) => {
@@ -158,6 +187,11 @@ impl Receiver<'_> {
                     changed.notify_all();
                 }
                 Next::Fetch { shard, from } => {
+                    log::debug!(
+                        "p2p: '{}' shard {shard} from {}",
+                        self.name,
+                        from.segment_name
+                    );
                     let size = sh.payload.shards[shard].size;
                     let crc = sh.payload.shards[shard].crc32c;
                     drop(sh);
@@ -168,6 +202,7 @@ impl Receiver<'_> {
                             sh.plan.landed(shard, &from);
                             sh.unpublished.push(shard);
                             sh.landed_bytes += size;
+                            *sh.by_source.entry(from.segment_name.clone()).or_default() += size;
                             sh.fruitless = 0;
                             if let Some(progress) = self.progress {
                                 progress(sh.landed_bytes, sh.payload.size);
@@ -253,6 +288,7 @@ impl Receiver<'_> {
     /// round.
     fn publish(&self, shared: &Mutex<Shared>, changed: &Condvar) {
         let mut failures = 0u32;
+        let mut read_at = Instant::now();
         let mut sh = shared.lock();
         loop {
             if sh.error.is_some() && sh.working == 0 {
@@ -264,7 +300,25 @@ impl Receiver<'_> {
                 if sh.working == 0 {
                     return;
                 }
-                changed.wait_for(&mut sh, WAIT_SLICE);
+                if sh.want_fresh && read_at.elapsed() >= REFRESH_EVERY {
+                    sh.want_fresh = false;
+                    drop(sh);
+                    let fresh = self.meta.get(self.name);
+                    read_at = Instant::now();
+                    sh = shared.lock();
+                    if let Ok(Some((payload, _))) = fresh {
+                        if let Err(e) = self.adopt(&mut sh, payload) {
+                            sh.error.get_or_insert(e);
+                        }
+                        changed.notify_all();
+                    }
+                    continue;
+                }
+                let wait = match sh.want_fresh {
+                    true => REFRESH_EVERY.saturating_sub(read_at.elapsed()),
+                    false => WAIT_SLICE,
+                };
+                changed.wait_for(&mut sh, wait);
                 continue;
             }
             let shards = std::mem::take(&mut sh.unpublished);
@@ -303,6 +357,17 @@ impl Receiver<'_> {
             match outcome {
                 Ok(Updated::Kept(fresh)) => {
                     failures = 0;
+                    read_at = Instant::now();
+                    log::debug!(
+                        "p2p: '{}' published {} shard(s); {} location(s) listed",
+                        self.name,
+                        shards.len(),
+                        fresh
+                            .shards
+                            .iter()
+                            .map(|s| s.gold.len() + s.replica_list.len())
+                            .sum::<usize>()
+                    );
                     if let Err(e) = self.adopt(&mut sh, fresh) {
                         sh.error.get_or_insert(e);
                     }

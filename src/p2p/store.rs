@@ -49,13 +49,15 @@ pub struct GetOptions<'a> {
 }
 
 /// What a successful `get_replica` moved.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Fetched {
     /// Bytes that were already in the buffers (an earlier attempt's, or matching
     /// their CRC-32C) and were kept.
     pub kept: u64,
     /// Bytes fetched from other nodes.
     pub fetched: u64,
+    /// Bytes fetched from each node, most first.
+    pub by_source: Vec<(String, u64)>,
 }
 
 /// An object this node holds.
@@ -246,6 +248,11 @@ impl P2pStore {
                 owned,
             },
         );
+        if self.closed.load(Ordering::Acquire) {
+            // Closed while registering: `close` may have missed this copy.
+            let _ = self.release(name, true);
+            return Err(P2pError::Closed);
+        }
         Ok(())
     }
 
@@ -383,8 +390,9 @@ impl P2pStore {
         };
         // SAFETY: `dests` lay the shards inside the caller's buffers, which are ours
         // to write until this returns.
-        let (landed, outcome) = unsafe { receiver.fetch(payload, &landed) };
-        if let Err(e) = outcome {
+        let outcome = unsafe { receiver.fetch(payload, &landed) };
+        let landed = outcome.landed;
+        if let Err(e) = outcome.result {
             self.withdraw(name);
             self.memory.remove_all(&self.engine, buffers);
             self.partial.lock().insert(
@@ -406,9 +414,15 @@ impl P2pStore {
                 owned,
             },
         );
+        if self.closed.load(Ordering::Acquire) {
+            // Closed while fetching: `close` may have missed this copy.
+            let _ = self.release(name, false);
+            return Err(P2pError::Closed);
+        }
         Ok(Fetched {
             kept,
             fetched: total - kept,
+            by_source: outcome.by_source,
         })
     }
 

@@ -51,6 +51,14 @@ pub(super) static NODES: HandleTable<P2pHandle> = HandleTable::new(
     "is not a live P2P store (destroyed, or not from mooncake_p2p_create)",
 );
 
+/// Closes every live node (graceful shutdown): agents stop and copies are withdrawn
+/// before the process exits.
+pub(crate) fn close_all_nodes() {
+    for node in NODES.drain() {
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || node.close()));
+    }
+}
+
 /// A P2P Store error is returned as its `MOONCAKE_P2P_*` code, the cause kept as the
 /// thread's last error.
 impl From<P2pError> for FfiError {

@@ -54,7 +54,7 @@ pub const MOONCAKE_P2P_IO: c_int = -10;
 pub const MOONCAKE_P2P_CLOSED: c_int = -11;
 
 // The header declares the functions in this order.
-mod handle;
+pub(crate) mod handle;
 pub mod node;
 pub mod objects;
 
