@@ -12,7 +12,7 @@
 #   include/mooncake/{transfer_engine_c.h,store_c.h,mooncake_ext.h}
 #   include/{transfer_engine_c.h,store_c.h}          (upstream's names, copies)
 #   bin/mooncake_master, transfer_engine_bench, mooncake_http_metadata_server, mooncake_client,
-#       store_bench (when it builds)
+#       mooncake_p2p, store_bench (when it builds)
 #
 # usage: scripts/install.sh --prefix DIR [--profile release|debug|NAME] [--glibc-2.28]
 #                           [--no-build] [--no-bins] [--target-dir DIR]
@@ -53,7 +53,7 @@ soname=libmooncake.so.0
 libfile="libmooncake.so.$version"
 static_deps="-lgcc_s -lutil -lrt -lpthread -lm -ldl -lc"
 static_deps_cmake="gcc_s;util;rt;pthread;m;dl;c"
-required_bins=(mooncake_master transfer_engine_bench mooncake_http_metadata_server mooncake_client)
+required_bins=(mooncake_master transfer_engine_bench mooncake_http_metadata_server mooncake_client mooncake_p2p)
 
 case "$profile" in
   debug|dev) profile_args=(--profile dev); profile_dir=debug ;;

@@ -4,14 +4,15 @@
 which
 
 1. runs ``cargo build --release --lib --bin mooncake_master --bin
-   mooncake_http_metadata_server --bin transfer_engine_bench --bin mooncake_client``
+   mooncake_http_metadata_server --bin transfer_engine_bench --bin mooncake_client
+   --bin mooncake_p2p``
    in the repository root (offline works: cargo only uses the network for crates it
    does not have yet);
 2. writes a wheel holding the pure-Python package ``python/mooncake`` plus, under
-   ``mooncake/lib/``, ``libmooncake.so`` and the four executables;
+   ``mooncake/lib/``, ``libmooncake.so`` and the five executables;
 3. declares the console scripts ``mooncake_master``,
-   ``mooncake_http_metadata_server``, ``transfer_engine_bench`` and
-   ``mooncake_client``, which run the bundled executables.
+   ``mooncake_http_metadata_server``, ``transfer_engine_bench``, ``mooncake_client``
+   and ``mooncake_p2p``, which run the bundled executables.
 
 The backend needs nothing but the standard library, so pip's isolated build
 environment downloads nothing. ``pip install -e ./python`` (PEP 660) builds the
@@ -52,12 +53,19 @@ SUMMARY = (
 )
 REQUIRES_PYTHON = ">=3.8"
 LIBRARY = "libmooncake.so"
-BINARIES = ["mooncake_master", "mooncake_http_metadata_server", "transfer_engine_bench", "mooncake_client"]
+BINARIES = [
+    "mooncake_master",
+    "mooncake_http_metadata_server",
+    "transfer_engine_bench",
+    "mooncake_client",
+    "mooncake_p2p",
+]
 CONSOLE_SCRIPTS = {
     "mooncake_master": "mooncake.cli:main",
     "mooncake_http_metadata_server": "mooncake.cli:http_metadata_server_main",
     "transfer_engine_bench": "mooncake.cli:bench_main",
     "mooncake_client": "mooncake.cli:client_main",
+    "mooncake_p2p": "mooncake.cli:p2p_main",
 }
 
 PYTHON_DIR = Path(__file__).resolve().parent.parent

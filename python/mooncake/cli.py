@@ -1,8 +1,8 @@
 """Console entry points: run the native binaries bundled with the package.
 
-``mooncake_master``, ``mooncake_http_metadata_server``, ``transfer_engine_bench`` and
-``mooncake_client`` (installed by pip as scripts) replace themselves with the bundled
-executable of the same name, passing the command line through. Outside an installed
+``mooncake_master``, ``mooncake_http_metadata_server``, ``transfer_engine_bench``,
+``mooncake_client`` and ``mooncake_p2p`` (installed by pip as scripts) replace themselves
+with the bundled executable of the same name, passing the command line through. Outside an installed
 package they fall back to the repository's ``target/release`` or ``target/debug`` build.
 """
 
@@ -49,6 +49,11 @@ def client_main() -> int:
     """``mooncake_client``: the real store client that dummy clients of this host
     (``MooncakeDistributedStore.setup_dummy``) forward to."""
     return _exec("mooncake_client")
+
+
+def p2p_main() -> int:
+    """``mooncake_p2p``: a P2P Store node (put, get, list, serve, replicate)."""
+    return _exec("mooncake_p2p")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """The console commands of ``pip install ./python`` (ours only): the build backend
 declares ``mooncake_master``, ``mooncake_http_metadata_server``,
-``transfer_engine_bench`` and ``mooncake_client`` and bundles the four executables;
-``transfer_engine_bench`` and ``mooncake_client`` run the native binaries."""
+``transfer_engine_bench``, ``mooncake_client`` and ``mooncake_p2p`` and bundles the
+five executables; ``transfer_engine_bench``, ``mooncake_client`` and ``mooncake_p2p``
+run the native binaries."""
 
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ def test_backend_declares_the_commands(tmp_path: Path) -> None:
         "mooncake_http_metadata_server = mooncake.cli:http_metadata_server_main",
         "transfer_engine_bench = mooncake.cli:bench_main",
         "mooncake_client = mooncake.cli:client_main",
+        "mooncake_p2p = mooncake.cli:p2p_main",
     ):
         assert line in entry_points
     assert b.BINARIES == [
@@ -41,6 +43,7 @@ def test_backend_declares_the_commands(tmp_path: Path) -> None:
         "mooncake_http_metadata_server",
         "transfer_engine_bench",
         "mooncake_client",
+        "mooncake_p2p",
     ]
 
 
@@ -58,6 +61,15 @@ def test_mooncake_client_runs_the_native_binary() -> None:
         pytest.skip("mooncake_client not built: run `cargo build --bins`")
     done = run_entry("client_main", "--help")
     assert done.returncode == 0 and "Usage: mooncake_client" in done.stdout
+
+
+def test_mooncake_p2p_runs_the_native_binary() -> None:
+    from mooncake._lib import binary_path
+
+    if binary_path("mooncake_p2p") is None:
+        pytest.skip("mooncake_p2p not built: run `cargo build --bins`")
+    done = run_entry("p2p_main", "--help")
+    assert done.returncode == 0 and "Usage: mooncake_p2p" in done.stdout
 
 
 def test_transfer_engine_bench_runs_the_native_binary() -> None:

@@ -325,3 +325,80 @@ fn closing_a_node_withdraws_its_copies() {
     assert!(meta.get_versioned(&key("a")).unwrap().is_none());
     assert!(matches!(seed.put("b", b"x"), Err(P2pError::Closed)));
 }
+
+/// A metadata store that is down for a stretch of calls: calls number `from` to `to`
+/// (counting every call) fail, as etcd does while it is briefly unreachable.
+struct Flaky {
+    inner: SharedMeta,
+    calls: AtomicU64,
+    from: u64,
+    to: u64,
+}
+
+impl Flaky {
+    fn check(&self) -> EngineResult<()> {
+        let n = self.calls.fetch_add(1, Ordering::SeqCst);
+        if (self.from..=self.to).contains(&n) {
+            return Err(mooncake::Error::Metadata("the metadata store is down".into()));
+        }
+        Ok(())
+    }
+}
+
+impl VersionedStore for Flaky {
+    fn get_versioned(&self, key: &str) -> EngineResult<Option<Versioned>> {
+        self.check()?;
+        self.inner.get_versioned(key)
+    }
+    fn create(&self, key: &str, value: &[u8]) -> EngineResult<bool> {
+        self.check()?;
+        self.inner.create(key, value)
+    }
+    fn put(&self, key: &str, value: &[u8]) -> EngineResult<()> {
+        self.check()?;
+        self.inner.put(key, value)
+    }
+    fn compare_and_swap(&self, key: &str, version: u64, value: Option<&[u8]>) -> EngineResult<bool> {
+        self.check()?;
+        self.inner.compare_and_swap(key, version, value)
+    }
+    fn list(&self, prefix: &str) -> EngineResult<Vec<(String, Versioned)>> {
+        self.check()?;
+        self.inner.list(prefix)
+    }
+}
+
+#[test]
+fn a_fetch_interrupted_by_the_metadata_store_going_down_completes_or_resumes() {
+    let meta = SharedMeta::default();
+    let cfg = config(4096);
+    let seed = node(&meta, &cfg);
+    let data = pattern(16 * 4096, 9);
+    seed.put("obj", &data).unwrap();
+    let flaky = Flaky {
+        inner: meta.clone(),
+        calls: AtomicU64::new(0),
+        from: 2,
+        to: 40,
+    };
+    let receiver = P2pStore::over(engine(), Meta::new(Box::new(flaky)), cfg.clone());
+    let mut into = vec![0u8; data.len()];
+    let dest = [(into.as_mut_ptr() as u64, into.len() as u64)];
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        // SAFETY: `into` outlives the replica (deleted below) and is not touched meanwhile.
+        match unsafe { receiver.get_replica_with("obj", &dest, GetOptions::default()) } {
+            Ok(_) => break,
+            Err(P2pError::Metadata(why)) => {
+                assert!(why.contains("down"), "{why}");
+                assert!(attempts < 50, "never got through");
+            }
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+    assert!(into == data);
+    let p = payload_of(&meta, "obj");
+    assert!(p.shards.iter().all(|s| s.held_by(receiver.local_server_name())));
+    receiver.delete_replica("obj").unwrap();
+}

@@ -232,6 +232,7 @@ fn install_layouts_match_and_examples_run() {
         "bin/transfer_engine_bench",
         "bin/mooncake_http_metadata_server",
         "bin/mooncake_client",
+        "bin/mooncake_p2p",
     ] {
         assert!(a.contains_key(must), "{must} is not installed: {a:#?}");
     }
