@@ -88,7 +88,8 @@ go_node trainer 127.0.0.1:12345 "$WORK/trainer.log"
 if wait_for "$WORK/trainer.log" "Idle for" &&
   "$P2P" --metadata="$META" --local_server_name=127.0.0.1 --quiet get foo/bar "$WORK/from-go.bin" 2>"$WORK/get1.log" &&
   cmp -s "$WORK/from-go.bin" <(head -c $((SIZE_MB << 20)) /dev/zero) &&
-  "$P2P" --metadata="$META" --local_server_name=127.0.0.1 list foo/ 2>/dev/null | grep -q "^foo/bar"; then
+  "$P2P" --metadata="$META" --local_server_name=127.0.0.1 list foo/ >"$WORK/list.txt" 2>/dev/null &&
+  grep -q "^foo/bar" "$WORK/list.txt"; then
   echo "PASS go -> ours: fetched upstream's Go object foo/bar ($SIZE_MB MiB) and listed it"
 else
   echo "FAIL go -> ours: $(tail -3 "$WORK/trainer.log" "$WORK/get1.log" 2>/dev/null | tr '\n' ' ')"
