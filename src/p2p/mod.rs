@@ -9,7 +9,8 @@
 //! * `payload.rs` the metadata value; `meta.rs` reading and changing it;
 //! * `layout.rs` where shards land in a receiver's buffers; `choose.rs` which shard
 //!   next and from where; `fetch.rs` the workers and the publisher;
-//! * `memory.rs` counted registrations; `store.rs` [`P2pStore`]; `config.rs`;
+//! * `memory.rs` counted registrations; `store.rs` [`P2pStore`], `vocab.rs` the words
+//!   of its API; `config.rs`;
 //! * `agent.rs` the HTTP endpoint through which other nodes ask this one to fetch a
 //!   copy (`replicate_to`).
 
@@ -23,6 +24,7 @@ pub mod memory;
 pub mod meta;
 pub mod payload;
 pub mod store;
+pub mod vocab;
 
 pub use agent::Agent;
 pub use config::P2pConfig;

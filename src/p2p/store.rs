@@ -6,11 +6,12 @@
 
 use super::config::P2pConfig;
 use super::error::{P2pError, P2pResult};
-use super::fetch::{Progress, Receiver};
+use super::fetch::Receiver;
 use super::layout::lay_out;
 use super::memory::Registrations;
 use super::meta::{Meta, Updated};
 use super::payload::{cuts, Payload};
+pub use super::vocab::{Fetched, GetOptions, ObjectInfo};
 use crate::metadata::versioned::open_versioned;
 use crate::te::TransferEngine;
 use parking_lot::Mutex;
@@ -20,45 +21,6 @@ use std::sync::Arc;
 
 /// Where receivers register the buffers they fetch into (upstream's Go store's).
 const RECEIVER_LOCATION: &str = "cpu:0";
-
-/// An object in the metadata, as `list` reports it (upstream's `PayloadInfo`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ObjectInfo {
-    /// Its name.
-    pub name: String,
-    /// Its size in bytes.
-    pub size: u64,
-    /// Its shard size.
-    pub max_shard_size: u64,
-    /// The sizes of the buffers it was registered from.
-    pub size_list: Vec<u64>,
-    /// The nodes holding a copy of any of its shards, sorted.
-    pub holders: Vec<String>,
-}
-
-/// How a `get_replica` runs.
-#[derive(Default, Clone, Copy)]
-pub struct GetOptions<'a> {
-    /// Shards whose bytes already in the buffers match their CRC-32C are kept, not
-    /// fetched (a receiver restarted over the same file-backed buffers resumes).
-    pub resume_by_checksum: bool,
-    /// Told of the bytes landed so far and the object's size.
-    pub progress: Option<Progress<'a>>,
-    /// Ask only these nodes (segment names).
-    pub only: Option<&'a [String]>,
-}
-
-/// What a successful `get_replica` moved.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Fetched {
-    /// Bytes that were already in the buffers (an earlier attempt's, or matching
-    /// their CRC-32C) and were kept.
-    pub kept: u64,
-    /// Bytes fetched from other nodes.
-    pub fetched: u64,
-    /// Bytes fetched from each node, most first.
-    pub by_source: Vec<(String, u64)>,
-}
 
 /// An object this node holds.
 struct Held {

@@ -339,7 +339,9 @@ impl Flaky {
     fn check(&self) -> EngineResult<()> {
         let n = self.calls.fetch_add(1, Ordering::SeqCst);
         if (self.from..=self.to).contains(&n) {
-            return Err(mooncake::Error::Metadata("the metadata store is down".into()));
+            return Err(mooncake::Error::Metadata(
+                "the metadata store is down".into(),
+            ));
         }
         Ok(())
     }
@@ -358,7 +360,12 @@ impl VersionedStore for Flaky {
         self.check()?;
         self.inner.put(key, value)
     }
-    fn compare_and_swap(&self, key: &str, version: u64, value: Option<&[u8]>) -> EngineResult<bool> {
+    fn compare_and_swap(
+        &self,
+        key: &str,
+        version: u64,
+        value: Option<&[u8]>,
+    ) -> EngineResult<bool> {
         self.check()?;
         self.inner.compare_and_swap(key, version, value)
     }
@@ -399,6 +406,9 @@ fn a_fetch_interrupted_by_the_metadata_store_going_down_completes_or_resumes() {
     }
     assert!(into == data);
     let p = payload_of(&meta, "obj");
-    assert!(p.shards.iter().all(|s| s.held_by(receiver.local_server_name())));
+    assert!(p
+        .shards
+        .iter()
+        .all(|s| s.held_by(receiver.local_server_name())));
     receiver.delete_replica("obj").unwrap();
 }
