@@ -79,23 +79,9 @@ impl Mapping {
         } else {
             libc::MAP_PRIVATE
         };
-        // SAFETY: a fresh mapping chosen by the kernel over a file this call borrows;
-        // the mapping outlives the descriptor, as mmap allows.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                size,
-                libc::PROT_READ | libc::PROT_WRITE,
-                flags,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
+        // The mapping outlives the borrowed descriptor, as mmap allows.
         Ok(Mapping {
-            addr: ptr as u64,
+            addr: mmap(size, flags, file.as_raw_fd())?,
             len,
             file: None,
         })
@@ -196,6 +182,16 @@ fn map(len: u64, file: Option<OwnedFd>) -> io::Result<Mapping> {
             -1,
         ),
     };
+    Ok(Mapping {
+        addr: mmap(size, flags, fd)?,
+        len,
+        file,
+    })
+}
+
+/// A fresh readable and writable mapping of `size` bytes (of `fd` from offset 0, or
+/// anonymous with `fd` -1), placed by the kernel: its address.
+fn mmap(size: usize, flags: libc::c_int, fd: libc::c_int) -> io::Result<u64> {
     // SAFETY: a fresh mapping chosen by the kernel; no existing memory is affected.
     let ptr = unsafe {
         libc::mmap(
@@ -210,11 +206,7 @@ fn map(len: u64, file: Option<OwnedFd>) -> io::Result<Mapping> {
     if ptr == libc::MAP_FAILED {
         return Err(io::Error::last_os_error());
     }
-    Ok(Mapping {
-        addr: ptr as u64,
-        len,
-        file,
-    })
+    Ok(ptr as u64)
 }
 
 impl Drop for Mapping {

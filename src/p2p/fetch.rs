@@ -19,6 +19,10 @@ use std::time::{Duration, Instant};
 
 /// How long a worker waits for a change before it looks again.
 const WAIT_SLICE: Duration = Duration::from_millis(100);
+/// The shortest time between two publishes of landed shards (what lands meanwhile goes
+/// in one compare-and-swap): the payload is rewritten a few times a second, not once per
+/// shard. Prunes, an idle worker and the end of the fetch publish at once.
+const PUBLISH_GAP: Duration = Duration::from_millis(100);
 /// How often an idle receiver (free slots, nothing it may fetch) re-reads the payload
 /// for copies other receivers published meanwhile.
 const REFRESH_EVERY: Duration = Duration::from_millis(50);
@@ -289,6 +293,9 @@ impl Receiver<'_> {
     fn publish(&self, shared: &Mutex<Shared>, changed: &Condvar) {
         let mut failures = 0u32;
         let mut read_at = Instant::now();
+        let mut published_at = Instant::now()
+            .checked_sub(PUBLISH_GAP)
+            .unwrap_or_else(Instant::now);
         let mut sh = shared.lock();
         loop {
             if sh.error.is_some() && sh.working == 0 {
@@ -296,11 +303,18 @@ impl Receiver<'_> {
                 return;
             }
             let pending = !(sh.unpublished.is_empty() && sh.dead.is_empty() && sh.bad.is_empty());
-            if !pending {
-                if sh.working == 0 {
-                    return;
-                }
-                if sh.want_fresh && read_at.elapsed() >= REFRESH_EVERY {
+            if !pending && sh.working == 0 {
+                return;
+            }
+            let stale = sh.want_fresh && read_at.elapsed() >= REFRESH_EVERY;
+            let publish_now = pending
+                && (!sh.dead.is_empty()
+                    || !sh.bad.is_empty()
+                    || sh.working == 0
+                    || stale
+                    || published_at.elapsed() >= PUBLISH_GAP);
+            if !publish_now {
+                if stale {
                     sh.want_fresh = false;
                     drop(sh);
                     let fresh = self.meta.get(self.name);
@@ -314,13 +328,18 @@ impl Receiver<'_> {
                     }
                     continue;
                 }
-                let wait = match sh.want_fresh {
-                    true => REFRESH_EVERY.saturating_sub(read_at.elapsed()),
-                    false => WAIT_SLICE,
-                };
-                changed.wait_for(&mut sh, wait);
+                let mut wait = WAIT_SLICE;
+                if pending {
+                    wait = wait.min(PUBLISH_GAP.saturating_sub(published_at.elapsed()));
+                }
+                if sh.want_fresh {
+                    wait = wait.min(REFRESH_EVERY.saturating_sub(read_at.elapsed()));
+                }
+                changed.wait_for(&mut sh, wait.max(Duration::from_millis(1)));
                 continue;
             }
+            sh.want_fresh = false;
+            published_at = Instant::now();
             let shards = std::mem::take(&mut sh.unpublished);
             let dead = std::mem::take(&mut sh.dead);
             let bad = std::mem::take(&mut sh.bad);

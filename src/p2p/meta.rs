@@ -142,6 +142,12 @@ mod tests {
         Meta::new(Box::new(InMemoryVersionedStore::default()))
     }
 
+    /// Registers object "a" (three shards of node "n:1") in `m`.
+    fn with_a(m: &Meta) {
+        let a = Payload::registered("a", "n:1", &[(64, 10)], 4, None);
+        assert!(m.create(&a, false).unwrap());
+    }
+
     #[test]
     fn objects_are_created_once_unless_forced() {
         let m = meta();
@@ -157,11 +163,7 @@ mod tests {
     #[test]
     fn an_update_that_empties_the_payload_deletes_it() {
         let m = meta();
-        m.create(
-            &Payload::registered("a", "n:1", &[(64, 10)], 4, None),
-            false,
-        )
-        .unwrap();
+        with_a(&m);
         match m.update("a", |p| p.add_replica(0, loc("r:1"))).unwrap() {
             Updated::Kept(p) => assert!(p.shards[0].held_by("r:1")),
             other => panic!("{other:?}"),
@@ -181,11 +183,7 @@ mod tests {
     #[test]
     fn concurrent_updates_all_stick() {
         let m = meta();
-        m.create(
-            &Payload::registered("a", "n:1", &[(64, 10)], 4, None),
-            false,
-        )
-        .unwrap();
+        with_a(&m);
         std::thread::scope(|s| {
             for t in 0..4 {
                 let m = &m;

@@ -156,24 +156,6 @@ impl P2pStore {
         location: &str,
         force: bool,
     ) -> P2pResult<()> {
-        // SAFETY: forwarded contract.
-        unsafe { self.register_owned(name, buffers, max_shard_size, location, force, None) }
-    }
-
-    /// [`P2pStore::register`], keeping `owned` (the memory behind `buffers`) alive
-    /// while the object is held.
-    ///
-    /// # Safety
-    /// As [`P2pStore::register`].
-    unsafe fn register_owned(
-        &self,
-        name: &str,
-        buffers: &[(u64, u64)],
-        max_shard_size: u64,
-        location: &str,
-        force: bool,
-        owned: Option<Box<[u8]>>,
-    ) -> P2pResult<()> {
         self.check_open()?;
         check_name(name)?;
         if buffers.is_empty() || max_shard_size == 0 {
@@ -202,17 +184,20 @@ impl P2pStore {
             created?;
             return Err(P2pError::Exists(name.to_string()));
         }
-        self.held.lock().insert(
-            name.to_string(),
-            Held {
-                gold: true,
-                buffers: buffers.to_vec(),
-                owned,
-            },
-        );
+        self.hold(name, true, buffers)
+    }
+
+    /// Records that this node holds `name` (`gold`: registered here) in `buffers`; a
+    /// store closed meanwhile (whose `close` may have missed it) withdraws it again.
+    fn hold(&self, name: &str, gold: bool, buffers: &[(u64, u64)]) -> P2pResult<()> {
+        let held = Held {
+            gold,
+            buffers: buffers.to_vec(),
+            owned: None,
+        };
+        self.held.lock().insert(name.to_string(), held);
         if self.closed.load(Ordering::Acquire) {
-            // Closed while registering: `close` may have missed this copy.
-            let _ = self.release(name, true);
+            let _ = self.release(name, gold);
             return Err(P2pError::Closed);
         }
         Ok(())
@@ -303,21 +288,6 @@ impl P2pStore {
         buffers: &[(u64, u64)],
         options: GetOptions<'_>,
     ) -> P2pResult<Fetched> {
-        // SAFETY: forwarded contract.
-        unsafe { self.fetch_into(name, buffers, options, None) }
-    }
-
-    /// Fetches `name` into `buffers`, holding `owned` (their memory) with it.
-    ///
-    /// # Safety
-    /// As [`P2pStore::get_replica`].
-    unsafe fn fetch_into(
-        &self,
-        name: &str,
-        buffers: &[(u64, u64)],
-        options: GetOptions<'_>,
-        owned: Option<Box<[u8]>>,
-    ) -> P2pResult<Fetched> {
         self.check_open()?;
         check_name(name)?;
         if buffers.is_empty() {
@@ -368,19 +338,7 @@ impl P2pStore {
             return Err(e);
         }
         self.partial.lock().remove(name);
-        self.held.lock().insert(
-            name.to_string(),
-            Held {
-                gold: false,
-                buffers: buffers.to_vec(),
-                owned,
-            },
-        );
-        if self.closed.load(Ordering::Acquire) {
-            // Closed while fetching: `close` may have missed this copy.
-            let _ = self.release(name, false);
-            return Err(P2pError::Closed);
-        }
+        self.hold(name, false, buffers)?;
         Ok(Fetched {
             kept,
             fetched: total - kept,
@@ -438,16 +396,18 @@ impl P2pStore {
         }
         let copy: Box<[u8]> = data.into();
         let buffers = [(copy.as_ptr() as u64, copy.len() as u64)];
-        // SAFETY: the buffer is `copy`, which the held object owns and never changes.
-        unsafe {
-            self.register_owned(
-                name,
-                &buffers,
-                self.config.shard_size,
-                "cpu:0",
-                false,
-                Some(copy),
-            )
+        // SAFETY: the buffer is `copy`, which the held object then owns, unchanged.
+        unsafe { self.register(name, &buffers, self.config.shard_size, "cpu:0", false) }?;
+        self.keep(name, copy);
+        Ok(())
+    }
+
+    /// Keeps `memory` (behind the buffers of `name`, which this node just took up)
+    /// alive while the object is held; when it was withdrawn meanwhile (the store
+    /// closed), the memory is freed now.
+    fn keep(&self, name: &str, memory: Box<[u8]>) {
+        if let Some(h) = self.held.lock().get_mut(name) {
+            h.owned = Some(memory);
         }
     }
 
@@ -491,8 +451,13 @@ impl P2pStore {
             resume_by_checksum: false,
             ..options
         };
-        // SAFETY: `memory` is ours alone; the held object keeps it alive and unchanged.
-        unsafe { self.fetch_into(name, &buffers, options, Some(memory)) }?;
+        // SAFETY: `memory` is ours alone; the held object then keeps it, unchanged.
+        if let Err(e) = unsafe { self.get_replica_with(name, &buffers, options) } {
+            // `memory` is freed now: what landed in it cannot be resumed.
+            self.partial.lock().remove(name);
+            return Err(e);
+        }
+        self.keep(name, memory);
         Ok(size as u64)
     }
 
