@@ -330,12 +330,9 @@ mod tests {
     use super::*;
     use mooncake::config::flags::settings_from;
 
-    fn parse(args: &[&str]) -> Result<Settings, String> {
-        settings_from(args, kind_of, settings).map_err(|e| e.to_string())
-    }
-
     #[test]
     fn commands_and_flags() {
+        let parse = |args: &[&str]| settings_from(args, kind_of, settings);
         let s = parse(&[
             "--metadata=http://h:8080/metadata",
             "get",

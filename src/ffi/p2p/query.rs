@@ -4,6 +4,8 @@ use super::handle::{emit, node};
 use super::mooncake_p2p_t;
 use crate::ffi::args::c_str_or;
 use crate::ffi::boundary::ffi_boundary;
+use crate::ffi::fail::FfiError;
+use crate::p2p::{P2pResult, P2pStore};
 use serde_json::{json, Value};
 use std::ffi::c_char;
 
@@ -27,25 +29,21 @@ pub unsafe extern "C" fn mooncake_p2p_list(
     len: usize,
 ) -> i64 {
     ffi_boundary!({
-        let h = node(p)?;
-        // SAFETY: NULL or NUL-terminated, per the contract.
-        let prefix = unsafe { c_str_or(prefix, "") };
-        let objects: Vec<Value> = h
-            .store
-            .list(&prefix)?
-            .into_iter()
-            .map(|o| {
-                json!({
-                    "name": o.name,
-                    "size": o.size,
-                    "max_shard_size": o.max_shard_size,
-                    "size_list": o.size_list,
-                    "holders": o.holders,
-                })
-            })
-            .collect();
         // SAFETY: per the contract.
-        unsafe { emit(buf, len, &Value::Array(objects).to_string()) }
+        unsafe {
+            answer_json(p, prefix, buf, len, |store, prefix| {
+                let objects = store.list(prefix)?.into_iter().map(|o| {
+                    json!({
+                        "name": o.name,
+                        "size": o.size,
+                        "max_shard_size": o.max_shard_size,
+                        "size_list": o.size_list,
+                        "holders": o.holders,
+                    })
+                });
+                Ok(Value::Array(objects.collect()))
+            })
+        }
     })
 }
 
@@ -64,11 +62,31 @@ pub unsafe extern "C" fn mooncake_p2p_discover_peers(
     len: usize,
 ) -> i64 {
     ffi_boundary!({
-        let h = node(p)?;
-        // SAFETY: NULL or NUL-terminated, per the contract.
-        let prefix = unsafe { c_str_or(prefix, "") };
-        let peers = h.store.discover_peers(&prefix)?;
         // SAFETY: per the contract.
-        unsafe { emit(buf, len, &json!(peers).to_string()) }
+        unsafe {
+            answer_json(p, prefix, buf, len, |store, prefix| {
+                Ok(json!(store.discover_peers(prefix)?))
+            })
+        }
     })
+}
+
+/// What `query` makes of node `p`'s store and `prefix` (NULL: ""), written into `buf`
+/// as JSON text the way `mooncake_p2p_list` writes.
+///
+/// # Safety
+/// `prefix` NULL or NUL-terminated; `buf` NULL or writable for `len` bytes.
+unsafe fn answer_json(
+    p: mooncake_p2p_t,
+    prefix: *const c_char,
+    buf: *mut c_char,
+    len: usize,
+    query: impl FnOnce(&P2pStore, &str) -> P2pResult<Value>,
+) -> Result<i64, FfiError> {
+    let h = node(p)?;
+    // SAFETY: NULL or NUL-terminated, per the contract.
+    let prefix = unsafe { c_str_or(prefix, "") };
+    let text = query(&h.store, &prefix)?.to_string();
+    // SAFETY: per the contract.
+    unsafe { emit(buf, len, &text) }
 }
