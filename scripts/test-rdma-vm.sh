@@ -6,7 +6,9 @@
 #  * interop_p2p, interop_http: ours <-> upstream 0.3.13 (python TransferEngine and
 #    transfer_engine_bench --protocol=rdma) both ways, P2PHANDSHAKE and HTTP metadata;
 #  * store_interop, store_interop_mixed: upstream's store clients on our master, ours on
-#    upstream's, and mixed clusters, all over RDMA.
+#    upstream's, and mixed clusters, all over RDMA;
+#  * p2p_rdma: the P2P Store with RDMA-only engines: a seed's object fetched by three
+#    receivers at once and then from their replicas alone, bytes and NIC counters checked.
 #
 #   scripts/test-rdma-vm.sh [TEST_BINARY_NAME[:FILTER[,FILTER...]]...]
 #
@@ -20,7 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 tests=("$@")
-[ ${#tests[@]} -gt 0 ] || tests=(rdma_real interop_p2p interop_http store_interop store_interop_mixed)
+[ ${#tests[@]} -gt 0 ] || tests=(rdma_real interop_p2p interop_http store_interop store_interop_mixed p2p_rdma)
 
 cargo build --bins
 args=()
