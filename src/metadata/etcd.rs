@@ -14,6 +14,7 @@
 use super::store::MetadataStore;
 use super::versioned::{Versioned, VersionedStore};
 use crate::codec::base64;
+use crate::codec::debug_by_field::debug_by_field;
 use crate::error::{Error, Result};
 use parking_lot::Mutex;
 use serde_json::{json, Value};

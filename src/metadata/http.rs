@@ -20,6 +20,7 @@ use serde_json::Value;
 use super::store::MetadataStore;
 use super::versioned::{Versioned, VersionedStore};
 use crate::codec::base64;
+use crate::codec::debug_by_field::debug_by_field;
 use crate::error::{Error, Result};
 
 /// Characters `curl_easy_escape` escapes: everything except the RFC 3986 unreserved set.

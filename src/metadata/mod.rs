@@ -1,19 +1,5 @@
 //! Segment metadata: descriptors, key layout, and the stores that hold them.
 
-/// Implements `Debug` for a metadata store by the one field that tells it apart (the
-/// rest are connections).
-macro_rules! debug_by_field {
-    ($store:ident, $field:ident) => {
-        impl std::fmt::Debug for $store {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.debug_struct(stringify!($store))
-                    .field(stringify!($field), &self.$field)
-                    .finish_non_exhaustive()
-            }
-        }
-    };
-}
-
 mod buffer_desc;
 pub mod descriptor;
 pub mod descriptor_rdma;

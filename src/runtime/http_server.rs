@@ -26,6 +26,7 @@ mod response;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 
+use crate::codec::debug_by_field::debug_by_field;
 use crate::error::{Error, ErrorKind::Socket, Result};
 use crate::runtime::conn_threads::ConnLimits;
 use crate::runtime::tcp_acceptor::{StreamTimeouts, TcpAcceptor};
@@ -45,13 +46,7 @@ pub struct HttpServer {
     acceptor: TcpAcceptor,
 }
 
-impl std::fmt::Debug for HttpServer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HttpServer")
-            .field("addr", &self.acceptor.local_addr())
-            .finish_non_exhaustive()
-    }
-}
+debug_by_field!(HttpServer, addr = acceptor.local_addr());
 
 impl HttpServer {
     /// Binds `bind` (port 0 picks a free port) and serves every request with `handler`;

@@ -8,6 +8,7 @@ use super::disk_tier::DiskTier;
 use super::error::{StoreError, StoreResult};
 use super::heartbeat::Heartbeat;
 use super::state::{ClientState, SharedState, StateGuard};
+use crate::codec::debug_by_field::debug_by_field;
 use crate::config::Config;
 use crate::host::addr::join_host_port;
 use crate::metadata::MetadataSource;
@@ -47,13 +48,7 @@ pub struct Client {
     disk_tier: Mutex<Option<DiskTier>>,
 }
 
-impl std::fmt::Debug for Client {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Client")
-            .field("hostname", &self.hostname)
-            .finish_non_exhaustive()
-    }
-}
+debug_by_field!(Client, hostname);
 
 impl Client {
     /// Sets up a client connected to the master at `cfg.master_server_addr` over

@@ -4,6 +4,7 @@
 use super::auth::RedisAuth;
 use super::connection::Connection;
 use super::resp::{expect_ok, Reply};
+use crate::codec::debug_by_field::debug_by_field;
 use crate::error::{Error, Result};
 use crate::metadata::store::MetadataStore;
 
@@ -13,13 +14,8 @@ pub struct RedisMetadataStore {
     pub(super) conn: Connection,
 }
 
-impl std::fmt::Debug for RedisMetadataStore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisMetadataStore")
-            .field("address", &self.conn.address())
-            .finish_non_exhaustive()
-    }
-}
+// The address only: the connection also holds the credentials.
+debug_by_field!(RedisMetadataStore, address = conn.address());
 
 impl RedisMetadataStore {
     /// A client of `redis://host[:port]` (port 12001 when missing, as upstream); it
@@ -48,5 +44,23 @@ impl MetadataStore for RedisMetadataStore {
             Reply::Integer(_) => Ok(()),
             other => Err(Error::Metadata(format!("redis DEL: unexpected {other:?}"))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_shows_the_address_not_the_credentials() {
+        let auth = RedisAuth {
+            username: "user".into(),
+            password: "hunter2".into(),
+            db: 3,
+        };
+        let store = RedisMetadataStore::new("redis://h:6379", auth).unwrap();
+        let shown = format!("{store:?}");
+        assert_eq!(shown, "RedisMetadataStore { address: \"h:6379\", .. }");
+        assert!(!shown.contains("hunter2"));
     }
 }

@@ -14,6 +14,7 @@ use super::address;
 use super::link::Link;
 use super::shared_memory::SharedMemory;
 use super::wire::{Op, WireRangedRead};
+use crate::codec::debug_by_field::debug_by_field;
 use crate::host::net::random_u64;
 use crate::store::api::{write_piece, StoreApi};
 use crate::store::error::{StoreError, StoreResult};
@@ -41,13 +42,7 @@ pub struct DummyClient {
     hostname: String,
 }
 
-impl std::fmt::Debug for DummyClient {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DummyClient")
-            .field("real_client", &self.hostname)
-            .finish_non_exhaustive()
-    }
-}
+debug_by_field!(DummyClient, real_client = hostname);
 
 impl DummyClient {
     /// Connects to the real client serving `server_address` (`host:port`, or a port;
