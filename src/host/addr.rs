@@ -22,6 +22,21 @@ pub fn parse_host_port(name: &str, default_port: u16) -> (String, u16) {
     }
 }
 
+/// Upstream's `getHostNameWithoutPort`: the host of `[v6]:port` (unbracketed), else
+/// everything before the last `:` (the whole name when there is none). Unlike
+/// [`parse_host_port`], a bare IPv6 address loses its last group, as upstream's does.
+pub fn host_without_port(ep: &str) -> String {
+    if let Some(rest) = ep.strip_prefix('[') {
+        if let Some((host, _)) = rest.split_once(']') {
+            return host.to_string();
+        }
+    }
+    match ep.rfind(':') {
+        Some(i) => ep[..i].to_string(),
+        None => ep.to_string(),
+    }
+}
+
 /// Formats `host:port`, bracketing IPv6 hosts.
 pub fn join_host_port(host: &str, port: u16) -> String {
     if host.contains(':') {
@@ -49,6 +64,10 @@ mod tests {
             parse_host_port("fe80::1%eth0:99", 7),
             ("fe80::1%eth0".into(), 99)
         );
+        assert_eq!(host_without_port("10.0.0.1:1234"), "10.0.0.1");
+        assert_eq!(host_without_port("[::1]:80"), "::1");
+        assert_eq!(host_without_port("localhost"), "localhost");
+        assert_eq!(host_without_port("fe80::1"), "fe80:");
         assert_eq!(join_host_port("::1", 5), "[::1]:5");
         assert_eq!(join_host_port("10.0.0.1", 5), "10.0.0.1:5");
     }

@@ -22,6 +22,7 @@ use parking_lot::Mutex;
 
 use super::offload::DiskTier;
 use super::tables::{dur_ns, Tables};
+use crate::host::addr::host_without_port;
 use crate::wire::master_api::{ClientStatus, Uuid, DEFAULT_RPC_TIMEOUT};
 
 /// How long a client whose connections are all gone keeps its segments (unreachable)
@@ -259,30 +260,5 @@ impl Liveness {
             out.push((*c, ips));
         }
         out
-    }
-}
-
-/// Upstream's `getHostNameWithoutPort`: `[v6]:port` -> `v6`, else up to the last `:`.
-fn host_without_port(ep: &str) -> String {
-    if let Some(rest) = ep.strip_prefix('[') {
-        if let Some((host, _)) = rest.split_once(']') {
-            return host.to_string();
-        }
-    }
-    match ep.rfind(':') {
-        Some(i) => ep[..i].to_string(),
-        None => ep.to_string(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::host_without_port;
-
-    #[test]
-    fn hosts() {
-        assert_eq!(host_without_port("10.0.0.1:1234"), "10.0.0.1");
-        assert_eq!(host_without_port("[::1]:80"), "::1");
-        assert_eq!(host_without_port("localhost"), "localhost");
     }
 }
