@@ -1,28 +1,37 @@
 //! Objects in the caller's memory: registering them (gold copies), fetching them into
 //! the caller's buffers (replicas), and letting either go.
 
-use super::handle::node_and_name;
+use super::handle::{node_and_name, P2pHandle};
 use super::mooncake_p2p_t;
 use crate::ffi::args::{c_slice, c_str, c_str_or};
 use crate::ffi::boundary::ffi_boundary;
 use crate::ffi::fail::{invalid, FfiError};
-use crate::p2p::GetOptions;
+use crate::p2p::{GetOptions, P2pResult, P2pStore};
+use std::borrow::Cow;
 use std::ffi::{c_char, c_int};
+use std::sync::Arc;
 
-/// The `count` buffers `(addrs[i], sizes[i])`.
+/// The node behind `p`, the object name `name` and the `count` buffers
+/// `(addrs[i], sizes[i])`, checked in that order.
 ///
 /// # Safety
-/// `addrs` and `sizes` NULL or holding `count` entries.
-unsafe fn buffers(
+/// `name` NULL or NUL-terminated, outliving the call; `addrs` and `sizes` NULL or
+/// holding `count` entries.
+unsafe fn object_args<'a>(
+    p: mooncake_p2p_t,
+    name: *const c_char,
     addrs: *const u64,
     sizes: *const u64,
     count: usize,
-) -> Result<Vec<(u64, u64)>, FfiError> {
+) -> Result<(Arc<P2pHandle>, Cow<'a, str>, Vec<(u64, u64)>), FfiError> {
+    // SAFETY: forwarded contract.
+    let (h, name) = unsafe { node_and_name(p, name) }?;
     // SAFETY: `count` entries, per the contract.
     let addrs = unsafe { c_slice(addrs, count, "addrs") }?;
     // SAFETY: as above.
     let sizes = unsafe { c_slice(sizes, count, "sizes") }?;
-    Ok(addrs.iter().copied().zip(sizes.iter().copied()).collect())
+    let buffers = addrs.iter().copied().zip(sizes.iter().copied()).collect();
+    Ok((h, name, buffers))
 }
 
 /// Publishes object `name` made of the `count` buffers `(addrs[i], sizes[i])` of this
@@ -55,10 +64,8 @@ pub unsafe extern "C" fn mooncake_p2p_register(
     force: c_int,
 ) -> c_int {
     ffi_boundary!({
-        // SAFETY: NULL or NUL-terminated, per the contract.
-        let (h, name) = unsafe { node_and_name(p, name) }?;
-        // SAFETY: `count` entries each, per the contract.
-        let buffers = unsafe { buffers(addrs, sizes, count) }?;
+        // SAFETY: per the contract.
+        let (h, name, buffers) = unsafe { object_args(p, name, addrs, sizes, count) }?;
         // SAFETY: NULL or NUL-terminated, per the contract.
         let location = unsafe { c_str_or(location, "cpu:0") };
         // SAFETY: the caller keeps the buffers valid and unchanged until the object is
@@ -83,9 +90,7 @@ pub unsafe extern "C" fn mooncake_p2p_register(
 pub unsafe extern "C" fn mooncake_p2p_unregister(p: mooncake_p2p_t, name: *const c_char) -> c_int {
     ffi_boundary!({
         // SAFETY: NULL or NUL-terminated, per the contract.
-        let (h, name) = unsafe { node_and_name(p, name) }?;
-        h.store.unregister(&name)?;
-        Ok(0)
+        unsafe { withdraw(p, name, P2pStore::unregister) }
     })
 }
 
@@ -104,10 +109,23 @@ pub unsafe extern "C" fn mooncake_p2p_delete_replica(
 ) -> c_int {
     ffi_boundary!({
         // SAFETY: NULL or NUL-terminated, per the contract.
-        let (h, name) = unsafe { node_and_name(p, name) }?;
-        h.store.delete_replica(&name)?;
-        Ok(0)
+        unsafe { withdraw(p, name, P2pStore::delete_replica) }
     })
+}
+
+/// Body of the two withdrawals: `how` applied to node `p`'s store and object `name`.
+///
+/// # Safety
+/// `name` must be NULL or NUL-terminated.
+unsafe fn withdraw(
+    p: mooncake_p2p_t,
+    name: *const c_char,
+    how: impl FnOnce(&P2pStore, &str) -> P2pResult<()>,
+) -> Result<c_int, FfiError> {
+    // SAFETY: forwarded contract.
+    let (h, name) = unsafe { node_and_name(p, name) }?;
+    how(&h.store, &name)?;
+    Ok(0)
 }
 
 /// Fetches object `name` into the `count` buffers `(addrs[i], sizes[i])` (upstream's
@@ -140,10 +158,8 @@ pub unsafe extern "C" fn mooncake_p2p_get_replica(
     count: usize,
 ) -> c_int {
     ffi_boundary!({
-        // SAFETY: NULL or NUL-terminated, per the contract.
-        let (h, name) = unsafe { node_and_name(p, name) }?;
-        // SAFETY: `count` entries each, per the contract.
-        let buffers = unsafe { buffers(addrs, sizes, count) }?;
+        // SAFETY: per the contract.
+        let (h, name, buffers) = unsafe { object_args(p, name, addrs, sizes, count) }?;
         // SAFETY: the caller's buffers are ours to write, then kept, per the contract.
         unsafe { h.store.get_replica(&name, &buffers) }?;
         Ok(0)
@@ -176,10 +192,8 @@ pub unsafe extern "C" fn mooncake_p2p_get_replica_ex(
     fetched_out: *mut u64,
 ) -> c_int {
     ffi_boundary!({
-        // SAFETY: NULL or NUL-terminated, per the contract.
-        let (h, name) = unsafe { node_and_name(p, name) }?;
-        // SAFETY: `count` entries each, per the contract.
-        let buffers = unsafe { buffers(addrs, sizes, count) }?;
+        // SAFETY: per the contract.
+        let (h, name, buffers) = unsafe { object_args(p, name, addrs, sizes, count) }?;
         // SAFETY: `peer_count` entries, per the contract.
         let peers = unsafe { c_slice(peers, peer_count, "peers") }?;
         let only = peers
