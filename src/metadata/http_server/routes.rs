@@ -250,49 +250,23 @@ mod tests {
         }
         let v2 = tb.get_versioned("k").unwrap().version;
         assert!(v2 > v);
+        // The status of `method` on `k` with one header.
+        let status = |method: &str, header: (&str, &str), body: &[u8]| {
+            call(&tb, method, k, &[header], body).reply.status
+        };
         // A list of tags, one of them current; then `*`.
         let list = format!("\"{v}\", \"{v2}\"");
-        assert_eq!(
-            call(&tb, "PUT", k, &[("If-Match", &list)], b"d")
-                .reply
-                .status,
-            200
-        );
-        assert_eq!(
-            call(&tb, "DELETE", k, &[("If-Match", "*")], b"")
-                .reply
-                .status,
-            200
-        );
+        assert_eq!(status("PUT", ("If-Match", &list), b"d"), 200);
+        assert_eq!(status("DELETE", ("If-Match", "*"), b""), 200);
         // Gone: If-Match fails with 412, not 404; If-None-Match creates.
-        assert_eq!(
-            call(&tb, "DELETE", k, &[("If-Match", "*")], b"")
-                .reply
-                .status,
-            412
-        );
-        assert_eq!(
-            call(&tb, "PUT", k, &[("If-Match", &now)], b"e")
-                .reply
-                .status,
-            412
-        );
+        assert_eq!(status("DELETE", ("If-Match", "*"), b""), 412);
+        assert_eq!(status("PUT", ("If-Match", &now), b"e"), 412);
         assert_eq!(tb.get("k"), None);
         assert_eq!(call(&tb, "DELETE", k, &[], b"").reply.status, 404);
         // GET ignores preconditions.
         call(&tb, "PUT", k, &[], b"f");
-        assert_eq!(
-            call(&tb, "GET", k, &[("If-Match", "\"0\"")], b"")
-                .reply
-                .status,
-            200
-        );
-        assert_eq!(
-            call(&tb, "GET", k, &[("If-None-Match", "*")], b"")
-                .reply
-                .status,
-            200
-        );
+        assert_eq!(status("GET", ("If-Match", "\"0\""), b""), 200);
+        assert_eq!(status("GET", ("If-None-Match", "*"), b""), 200);
     }
 
     #[test]
