@@ -38,25 +38,18 @@ fn total(counts: &[usize], what: &str) -> Result<usize, FfiError> {
         .ok_or_else(|| invalid(format!("{what} add up to more than any array")))
 }
 
-/// Reads the flattened arguments into one [`RangedRead`] per buffer.
+/// Reads the flattened per-key arguments into one [`RangedRead`] per buffer of `bufs`,
+/// buffer `i` taking `kcounts[i]` keys.
 ///
 /// # Safety
 /// As for `mooncake_store_get_into_ranges`.
 unsafe fn reads_arg(
-    buffers: *const *mut c_void,
-    key_counts: *const usize,
-    buffer_count: usize,
+    bufs: &[*mut c_void],
+    kcounts: &[usize],
     keys: *const *const c_char,
     range_counts: *const usize,
     ranges: *const mooncake_range_t,
 ) -> Result<Vec<RangedRead>, FfiError> {
-    // SAFETY: `buffer_count` entries each, per the contract.
-    let (bufs, kcounts) = unsafe {
-        (
-            c_slice(buffers, buffer_count, "buffers")?,
-            c_slice(key_counts, buffer_count, "key_counts")?,
-        )
-    };
     let nkeys = total(kcounts, "key_counts")?;
     // SAFETY: `nkeys` entries each, per the contract.
     let (names, rcounts) = unsafe {
@@ -72,7 +65,7 @@ unsafe fn reads_arg(
     // SAFETY: the sum of `range_counts` entries, per the contract.
     let all = unsafe { c_slice(ranges, total(rcounts, "range_counts")?, "ranges") }?;
     let (mut key_at, mut range_at) = (0, 0);
-    let mut out = Vec::with_capacity(buffer_count);
+    let mut out = Vec::with_capacity(bufs.len());
     for (&buffer, &nk) in bufs.iter().zip(kcounts) {
         let mut read = RangedRead {
             buffer: buffer as u64,
@@ -121,17 +114,15 @@ pub unsafe extern "C" fn mooncake_store_get_into_ranges(
 ) -> c_int {
     ffi_boundary!(name = function, {
         let h = client(store)?;
-        // SAFETY: per the contract.
-        let reads = unsafe {
-            reads_arg(
-                buffers,
-                key_counts,
-                buffer_count,
-                keys,
-                range_counts,
-                ranges,
+        // SAFETY: `buffer_count` entries each, per the contract.
+        let (bufs, kcounts) = unsafe {
+            (
+                c_slice(buffers, buffer_count, "buffers")?,
+                c_slice(key_counts, buffer_count, "key_counts")?,
             )
-        }?;
+        };
+        // SAFETY: per the contract.
+        let reads = unsafe { reads_arg(bufs, kcounts, keys, range_counts, ranges) }?;
         let count: usize = reads
             .iter()
             .flat_map(|r| &r.keys)
