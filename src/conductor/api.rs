@@ -271,8 +271,12 @@ mod tests {
 
     #[test]
     fn paths_of_request_targets() {
-        assert_eq!(origin_path("/v1/stats?x=1"), "/v1/stats");
-        assert_eq!(origin_path("http://h:1/v1/schedule"), "/v1/schedule");
-        assert_eq!(origin_path("http://h:1"), "/");
+        for (target, path) in [
+            ("/v1/stats?x=1", "/v1/stats"),
+            ("http://h:1/v1/schedule", "/v1/schedule"),
+            ("http://h:1", "/"),
+        ] {
+            assert_eq!(origin_path(target), path, "{target}");
+        }
     }
 }

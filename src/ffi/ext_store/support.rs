@@ -10,10 +10,12 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use std::ffi::{c_char, c_void};
 
-/// Upstream's Python `ReplicateConfig`, as JSON.
-#[derive(Deserialize)]
+/// Upstream's Python `ReplicateConfig`, as JSON; a missing field takes upstream's
+/// default (one replica, every other field zero, false or empty).
+#[derive(Default, Deserialize)]
 #[serde(default)]
 struct ConfigJson {
+    #[serde(default = "one_replica")]
     replica_num: u64,
     nof_replica_num: u64,
     dfs_replica_num: u64,
@@ -29,24 +31,9 @@ struct ConfigJson {
     group_ids: Option<Vec<String>>,
 }
 
-impl Default for ConfigJson {
-    fn default() -> Self {
-        ConfigJson {
-            replica_num: 1,
-            nof_replica_num: 0,
-            dfs_replica_num: 0,
-            soft_pin_action: 0,
-            with_soft_pin: None,
-            soft_pin_ttl_ms: None,
-            with_hard_pin: false,
-            preferred_segments: Vec::new(),
-            preferred_segment: String::new(),
-            preferred_nof_segments: Vec::new(),
-            prefer_alloc_in_same_node: false,
-            data_type: 0,
-            group_ids: None,
-        }
-    }
+/// The `replica_num` of a config that does not give one.
+fn one_replica() -> u64 {
+    ReplicateConfig::default().replica_num
 }
 
 /// Parses a config (NULL: defaults); malformed JSON is a shim failure (-1).
@@ -192,14 +179,9 @@ mod tests {
     fn configs_parse_like_upstream_python() {
         // SAFETY: NULL and NUL-terminated literals.
         unsafe {
-            assert_eq!(
-                config_arg(std::ptr::null()).unwrap(),
-                ReplicateConfig::default()
-            );
-            assert_eq!(
-                config_arg(c"{}".as_ptr()).unwrap(),
-                ReplicateConfig::default()
-            );
+            for defaults in [std::ptr::null(), c"{}".as_ptr()] {
+                assert_eq!(config_arg(defaults).unwrap(), ReplicateConfig::default());
+            }
             let c = config_arg(
                 cr#"{"replica_num":2,"soft_pin_action":1,"soft_pin_ttl_ms":5,"with_hard_pin":true,
                      "preferred_segments":["a:1"],"preferred_segment":"b:2","group_ids":["g"],

@@ -20,11 +20,15 @@ mod tests {
 
     #[test]
     fn ports_come_from_addresses() {
-        assert_eq!(port_of("127.0.0.1:50052"), Some(50052));
-        assert_eq!(port_of("[::1]:7"), Some(7));
-        assert_eq!(port_of("9000"), Some(9000));
-        assert_eq!(port_of("localhost"), None);
-        assert_eq!(port_of("host:0"), None);
+        for (address, port) in [
+            ("127.0.0.1:50052", Some(50052)),
+            ("[::1]:7", Some(7)),
+            ("9000", Some(9000)),
+            ("localhost", None),
+            ("host:0", None),
+        ] {
+            assert_eq!(port_of(address), port, "{address}");
+        }
         assert_eq!(socket_name(50052), "mooncake_client_50052.sock");
     }
 }
