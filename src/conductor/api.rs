@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::index::medium;
 use super::instances::{InstanceSpec, Role};
-use super::json_reply::{error, json_reply, parse, send, Answer, MAX_HASHES};
+use super::json_reply::{answer, error, json_reply, Answer, MAX_HASHES};
 use super::scheduler::{Completion, Refusal, ScheduleRequest};
 use super::{indexer, report, Conductor};
 use crate::runtime::http_server::{HttpHandler, HttpReply};
@@ -37,11 +37,11 @@ impl HttpHandler for Api {
         }
         match (method, path) {
             ("GET", "/v1/instances") => json_reply(200, &report::instances(c)),
-            ("POST", "/v1/instances") => send(register(c, body)),
+            ("POST", "/v1/instances") => answer(body, |b| register(c, b)),
             ("DELETE", p) => unregister(c, &p["/v1/instances/".len()..]),
-            (_, "/v1/events") => send(events(c, body)),
-            (_, "/v1/schedule") => send(schedule(c, body)),
-            (_, "/v1/complete") => send(complete(c, body)),
+            (_, "/v1/events") => answer(body, |b| events(c, b)),
+            (_, "/v1/schedule") => answer(body, |b| schedule(c, b)),
+            (_, "/v1/complete") => answer(body, |b| complete(c, b)),
             (_, "/v1/stats") => json_reply(200, &report::stats(c)),
             (_, "/metrics") => HttpReply {
                 status: 200,
@@ -85,8 +85,7 @@ struct InstanceBody {
     max_batch: u64,
 }
 
-fn register(c: &Conductor, body: &[u8]) -> Answer {
-    let b: InstanceBody = parse(body)?;
+fn register(c: &Conductor, b: InstanceBody) -> Answer {
     if b.id.is_empty() || b.id.len() > 256 || b.id.contains('/') {
         return Err(error(400, "id must be 1-256 characters without '/'"));
     }
@@ -132,8 +131,7 @@ struct EventsBody {
     medium: Option<String>,
 }
 
-fn events(c: &Conductor, body: &[u8]) -> Answer {
-    let b: EventsBody = parse(body)?;
+fn events(c: &Conductor, b: EventsBody) -> Answer {
     if b.stored.len() + b.removed.len() > MAX_HASHES {
         return Err(error(
             400,
@@ -180,8 +178,7 @@ struct ScheduleBody {
     now_ms: Option<f64>,
 }
 
-fn schedule(c: &Conductor, body: &[u8]) -> Answer {
-    let b: ScheduleBody = parse(body)?;
+fn schedule(c: &Conductor, b: ScheduleBody) -> Answer {
     check_ms(&[
         ("ttft_slo_ms", b.ttft_slo_ms),
         ("tbt_slo_ms", b.tbt_slo_ms),
@@ -229,8 +226,7 @@ struct CompleteBody {
     now_ms: Option<f64>,
 }
 
-fn complete(c: &Conductor, body: &[u8]) -> Answer {
-    let b: CompleteBody = parse(body)?;
+fn complete(c: &Conductor, b: CompleteBody) -> Answer {
     check_ms(&[
         ("prefill_ms", Some(b.prefill_ms)),
         ("queue_ms", Some(b.queue_ms)),

@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 
 use super::events::KeyReader;
 use super::index::{medium, Slot};
-use super::json_reply::{error, json_reply, parse, send, Answer, MAX_HASHES};
+use super::json_reply::{answer, error, json_reply, Answer, MAX_HASHES};
 use super::sources::{SourceError, SourceSpec};
 use super::Conductor;
 use crate::runtime::http_server::HttpReply;
@@ -17,10 +17,10 @@ use crate::runtime::http_server::HttpReply;
 /// Serves one indexer endpoint (the caller checked the method).
 pub fn handle(c: &Conductor, path: &str, body: &[u8]) -> HttpReply {
     match path {
-        "/register" => send(register(c, body)),
-        "/unregister" => send(unregister(c, body)),
-        "/query" => send(query(c, body, true)),
-        "/query_by_hash" => send(query(c, body, false)),
+        "/register" => answer(body, |b| register(c, b)),
+        "/unregister" => answer(body, |b| unregister(c, b)),
+        "/query" => answer(body, |b| query(c, b, true)),
+        "/query_by_hash" => answer(body, |b| query(c, b, false)),
         "/services" => services(c),
         _ => error(404, &format!("no such endpoint: {path}")),
     }
@@ -45,8 +45,7 @@ struct RegisterBody {
     additionalsalt: Option<String>,
 }
 
-fn register(c: &Conductor, body: &[u8]) -> Answer {
-    let b: RegisterBody = parse(body)?;
+fn register(c: &Conductor, b: RegisterBody) -> Answer {
     let _ = (
         &b.replay_endpoint,
         &b.modelname,
@@ -87,8 +86,7 @@ struct UnregisterBody {
     dp_rank: i64,
 }
 
-fn unregister(c: &Conductor, body: &[u8]) -> Answer {
-    let b: UnregisterBody = parse(body)?;
+fn unregister(c: &Conductor, b: UnregisterBody) -> Answer {
     let tenant = b.tenant_id.unwrap_or_else(|| "default".into());
     let key = format!("{}|{tenant}|{}", b.instance_id, b.dp_rank);
     let Some(spec) = c.sources.remove(&key) else {
@@ -139,8 +137,7 @@ struct QueryBody {
     cache_salt: Option<String>,
 }
 
-fn query(c: &Conductor, body: &[u8], by_tokens: bool) -> Answer {
-    let b: QueryBody = parse(body)?;
+fn query(c: &Conductor, b: QueryBody, by_tokens: bool) -> Answer {
     let _ = (&b.model, &b.lora_name, &b.lora_id, &b.cache_salt);
     if b.block_size == 0 {
         return Err(error(400, "block_size must be > 0"));

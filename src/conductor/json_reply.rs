@@ -1,5 +1,5 @@
 //! JSON bodies and replies shared by the conductor's HTTP API ([`super::api`]) and its
-//! indexer API ([`super::indexer`]): the reply shapes, body parsing, the handlers'
+//! indexer API ([`super::indexer`]): the reply shapes, body parsing (a handler gets its body parsed), the handlers'
 //! early-refusal result and the request size bound.
 
 use serde::{Deserialize, Serialize};
@@ -36,4 +36,13 @@ pub type Answer = Result<HttpReply, HttpReply>;
 /// The reply an [`Answer`] sends.
 pub fn send(answer: Answer) -> HttpReply {
     answer.unwrap_or_else(|refusal| refusal)
+}
+
+/// The reply to a request with a JSON body: what `handler` answers to the body, or the
+/// 400 of a body that does not [`parse`].
+pub fn answer<'a, T: Deserialize<'a>>(
+    body: &'a [u8],
+    handler: impl FnOnce(T) -> Answer,
+) -> HttpReply {
+    send(parse(body).and_then(handler))
 }
