@@ -7,7 +7,7 @@
 use crate::error::Error;
 use crate::ffi::args::{c_str, require_out, write_truncated};
 use crate::ffi::boundary::ffi_boundary;
-use crate::ffi::engines::ENGINES;
+use crate::ffi::engines::{checked_no_op, ENGINES};
 use crate::ffi::fail::invalid;
 use crate::ffi::te_types::*;
 use crate::te::TransferEngine;
@@ -53,10 +53,7 @@ pub unsafe extern "C" fn createTransferEngine(
 /// Always safe to call; the handle is validated.
 #[no_mangle]
 pub unsafe extern "C" fn discoverTopology(engine: transfer_engine_t) -> c_int {
-    ffi_boundary!({
-        ENGINES.get(engine)?;
-        Ok(0)
-    })
+    ffi_boundary!({ checked_no_op(engine) })
 }
 
 /// Writes `ip:port` of the engine's RPC daemon into `buf_out` like snprintf: truncated
@@ -132,10 +129,9 @@ pub unsafe extern "C" fn uninstallTransport(
     engine: transfer_engine_t,
     proto: *const c_char,
 ) -> c_int {
-    let _ = proto;
     ffi_boundary!({
-        ENGINES.get(engine)?;
-        Ok(0)
+        let _ = proto;
+        checked_no_op(engine)
     })
 }
 

@@ -6,7 +6,8 @@
 
 use crate::error::Error;
 use crate::ffi::boundary::ffi_boundary;
-use crate::ffi::engines::{engine_and_name, ENGINES};
+use crate::ffi::engines::{checked_no_op, engine_and_name, ENGINES};
+use crate::ffi::fail::FfiError;
 use crate::ffi::te_types::*;
 use std::ffi::{c_char, c_int};
 
@@ -22,8 +23,7 @@ pub unsafe extern "C" fn openSegment(
 ) -> segment_id_t {
     ffi_boundary!({
         // SAFETY: NULL or NUL-terminated, per the contract.
-        let (e, name) = unsafe { engine_and_name(engine, segment_name, "segment_name") }?;
-        Ok(e.open_segment(&name)?)
+        unsafe { open_named(engine, segment_name, true) }
     })
 }
 
@@ -39,9 +39,28 @@ pub unsafe extern "C" fn openSegmentNoCache(
 ) -> segment_id_t {
     ffi_boundary!({
         // SAFETY: NULL or NUL-terminated, per the contract.
-        let (e, name) = unsafe { engine_and_name(engine, segment_name, "segment_name") }?;
-        Ok(e.open_segment_no_cache(&name)?)
+        unsafe { open_named(engine, segment_name, false) }
     })
+}
+
+/// Body of the two opens: the segment named `segment_name`, through the descriptor
+/// cache when `cached`, else with its cached descriptor refreshed first.
+///
+/// # Safety
+/// `segment_name` must be NULL or NUL-terminated.
+unsafe fn open_named(
+    engine: transfer_engine_t,
+    segment_name: *const c_char,
+    cached: bool,
+) -> Result<segment_id_t, FfiError> {
+    // SAFETY: forwarded contract.
+    let (e, name) = unsafe { engine_and_name(engine, segment_name, "segment_name") }?;
+    let id = if cached {
+        e.open_segment(&name)?
+    } else {
+        e.open_segment_no_cache(&name)?
+    };
+    Ok(id)
 }
 
 /// Does nothing, as upstream. Returns 0, or -1 for a bad handle.
@@ -53,10 +72,9 @@ pub unsafe extern "C" fn closeSegment(
     engine: transfer_engine_t,
     segment_id: segment_id_t,
 ) -> c_int {
-    let _ = segment_id;
     ffi_boundary!({
-        ENGINES.get(engine)?;
-        Ok(0)
+        let _ = segment_id;
+        checked_no_op(engine)
     })
 }
 
@@ -70,10 +88,9 @@ pub unsafe extern "C" fn warmupEfaSegment(
     engine: transfer_engine_t,
     segment_name: *const c_char,
 ) -> c_int {
-    let _ = segment_name;
     ffi_boundary!({
-        ENGINES.get(engine)?;
-        Ok(0)
+        let _ = segment_name;
+        checked_no_op(engine)
     })
 }
 
