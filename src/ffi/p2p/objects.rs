@@ -11,6 +11,9 @@ use std::borrow::Cow;
 use std::ffi::{c_char, c_int};
 use std::sync::Arc;
 
+/// A live node, an object name and the buffers `(address, size)` of a call.
+type ObjectArgs<'a> = (Arc<P2pHandle>, Cow<'a, str>, Vec<(u64, u64)>);
+
 /// The node behind `p`, the object name `name` and the `count` buffers
 /// `(addrs[i], sizes[i])`, checked in that order.
 ///
@@ -23,7 +26,7 @@ unsafe fn object_args<'a>(
     addrs: *const u64,
     sizes: *const u64,
     count: usize,
-) -> Result<(Arc<P2pHandle>, Cow<'a, str>, Vec<(u64, u64)>), FfiError> {
+) -> Result<ObjectArgs<'a>, FfiError> {
     // SAFETY: forwarded contract.
     let (h, name) = unsafe { node_and_name(p, name) }?;
     // SAFETY: `count` entries, per the contract.
