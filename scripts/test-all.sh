@@ -121,12 +121,12 @@ stop_load
 if [ -z "${MOONCAKE_SKIP_RDMA_VM:-}" ]; then
   vm=0
   # Every direction over real verbs, with P2P names and with our HTTP metadata
-  # server, and the store's data path with upstream's clients. On demand
+  # server, the store's data path with upstream's clients, and the P2P Store. On demand
   # (scripts/test-rdma-vm.sh with no argument, 13 minutes): upstream's HTTP metadata
   # server too, the store's lease, death, restart and eviction cases (they run over
   # TCP in cargo test) and store_interop_mixed (mixed clusters over RDMA).
   stage "rdma vm" bash scripts/test-rdma-vm.sh rdma_real interop_p2p interop_http:http_ours \
-    store_interop:basic_ops,replication || vm=$?
+    store_interop:basic_ops,replication p2p_rdma || vm=$?
   if [ "$vm" = 125 ]; then
     skip_check "RDMA suite" "the SoftRoCE VM could not boot here (see above)"
   fi
