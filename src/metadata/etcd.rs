@@ -12,7 +12,7 @@
 //! bytes either way, so each side sees the other's writes.
 
 use super::store::MetadataStore;
-use super::versioned::{Versioned, VersionedStore};
+use super::versioned::{Swapped, Versioned, VersionedStore};
 use crate::codec::base64;
 use crate::codec::debug_by_field::debug_by_field;
 use crate::error::{Error, Result};
@@ -335,6 +335,25 @@ pub(crate) fn txn_succeeded(reply: &Value, what: &str) -> Result<bool> {
     Ok(reply.get("succeeded").and_then(Value::as_bool) == Some(true))
 }
 
+/// What a swap's `/v3/kv/txn` reply says: written (with the revision of a put, which is
+/// the key's new mod revision), or lost with the key as its failure branch read it.
+pub(crate) fn swap_outcome(key: &str, put: bool, reply: &Value) -> Result<Swapped> {
+    let what = format!("compare-and-swap of '{key}'");
+    if txn_succeeded(reply, &what)? {
+        let revision = number(reply.get("header").and_then(|h| h.get("revision")))
+            .and_then(|r| u64::try_from(r).ok())
+            .filter(|&r| r > 0);
+        return Ok(Swapped::Written(revision.filter(|_| put)));
+    }
+    let range = reply
+        .get("responses")
+        .and_then(Value::as_array)
+        .and_then(|responses| responses.first())
+        .and_then(|response| response.get("response_range"))
+        .ok_or_else(|| Error::Metadata(format!("etcd {what}: no read in the reply: {reply}")))?;
+    Ok(Swapped::Lost(range_versioned(key, range)?))
+}
+
 /// `key`'s value and version in a `/v3/kv/range` reply for it.
 pub(crate) fn range_versioned(key: &str, reply: &Value) -> Result<Option<Versioned>> {
     let what = format!("get of '{key}'");
@@ -377,6 +396,14 @@ impl EtcdMetadataStore {
         txn_succeeded(&reply, &format!("{what} of '{key}'"))
     }
 
+    /// The request of a swap: a `request_put` of `value`, or a delete of `key` (`None`).
+    fn swap_request(key: &str, value: Option<&[u8]>) -> Value {
+        match value {
+            Some(value) => Self::put_request(key, value),
+            None => json!({"request_delete_range": {"key": b64(key.as_bytes())}}),
+        }
+    }
+
     /// A `request_put` of `key = value`.
     fn put_request(key: &str, value: &[u8]) -> Value {
         json!({"request_put": {"key": b64(key.as_bytes()), "value": b64(value)}})
@@ -407,11 +434,33 @@ impl VersionedStore for EtcdMetadataStore {
             return Ok(false);
         }
         let compare = json!({"target": "MOD", "mod_revision": version.to_string()});
-        let request = match value {
-            Some(value) => Self::put_request(key, value),
-            None => json!({"request_delete_range": {"key": b64(key.as_bytes())}}),
-        };
-        self.txn_one(key, compare, request, "compare-and-swap")
+        self.txn_one(
+            key,
+            compare,
+            Self::swap_request(key, value),
+            "compare-and-swap",
+        )
+    }
+
+    fn swap(&self, key: &str, version: u64, value: Option<&[u8]>) -> Result<Swapped> {
+        if i64::try_from(version).is_err() {
+            return Ok(Swapped::Lost(self.get_versioned(key)?));
+        }
+        let body = json!({
+            "compare": [{
+                "key": b64(key.as_bytes()),
+                "result": "EQUAL",
+                "target": "MOD",
+                "mod_revision": version.to_string(),
+            }],
+            "success": [Self::swap_request(key, value)],
+            "failure": [{"request_range": {"key": b64(key.as_bytes())}}],
+        });
+        let what = format!("compare-and-swap of '{key}'");
+        let reply = self
+            .call("/v3/kv/txn", &body)
+            .map_err(|e| Error::Metadata(format!("etcd {what}: {e}")))?;
+        swap_outcome(key, value.is_some(), &reply)
     }
 
     fn list(&self, prefix: &str) -> Result<Vec<(String, Versioned)>> {
@@ -487,6 +536,38 @@ mod tests {
         assert!(txn_succeeded(&json!({"header": {}, "succeeded": true}), "t").unwrap());
         assert!(!txn_succeeded(&json!({"header": {}}), "t").unwrap());
         assert!(txn_succeeded(&json!({"error": "x"}), "t").is_err());
+    }
+
+    #[test]
+    fn swap_replies_say_written_or_lost_with_the_key_as_it_stands() {
+        let written = json!({"header": {"revision": "3"}, "succeeded": true});
+        assert_eq!(
+            swap_outcome("k", true, &written).unwrap(),
+            Swapped::Written(Some(3))
+        );
+        assert_eq!(
+            swap_outcome("k", false, &written).unwrap(),
+            Swapped::Written(None)
+        );
+        let lost = json!({"header": {"revision": "4"}, "responses": [{"response_range": {
+            "header": {"revision": "4"},
+            "kvs": [{"key": "aw==", "mod_revision": "4", "value": "djE="}],
+        }}]});
+        assert_eq!(
+            swap_outcome("k", true, &lost).unwrap(),
+            Swapped::Lost(Some(Versioned {
+                value: b"v1".to_vec(),
+                version: 4
+            }))
+        );
+        let gone = json!({"header": {}, "responses": [{"response_range": {"header": {}}}]});
+        assert_eq!(swap_outcome("k", true, &gone).unwrap(), Swapped::Lost(None));
+        for bad in [
+            json!({"header": {}}),
+            json!({"header": {}, "responses": [{}]}),
+        ] {
+            assert!(swap_outcome("k", true, &bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

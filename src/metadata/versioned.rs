@@ -19,7 +19,7 @@ mod seam;
 
 pub use memory::InMemoryVersionedStore;
 pub(crate) use memory::VersionedMap;
-pub use seam::{Versioned, VersionedStore};
+pub use seam::{Swapped, Versioned, VersionedStore};
 
 use super::{etcd, http, redis, MetadataSource};
 use crate::error::{Error, Result};

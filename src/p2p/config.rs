@@ -1,6 +1,7 @@
 //! The P2P Store's settings, from `MC_P2P_*` variables.
 
 use crate::config::number_in_range;
+use std::time::Duration;
 
 /// How a P2P store fetches and registers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +23,11 @@ pub struct P2pConfig {
     /// before it gives up (`MC_P2P_NO_SOURCE_RETRIES`, 0-100, default 5; backing off
     /// from 100 ms to 1 s).
     pub no_source_retries: u32,
+    /// The shortest time between two rewrites of the payload by one receiver
+    /// (`MC_P2P_PUBLISH_MS`, 10-10000 ms, default 100): the shards that land
+    /// meanwhile are published in one compare-and-swap. Longer eases the metadata
+    /// store when many receivers fetch one object; shorter spreads new copies sooner.
+    pub publish_gap: Duration,
 }
 
 impl Default for P2pConfig {
@@ -32,6 +38,7 @@ impl Default for P2pConfig {
             shard_size: 16 << 20,
             checksum: true,
             no_source_retries: 5,
+            publish_gap: Duration::from_millis(100),
         }
     }
 }
@@ -54,6 +61,12 @@ impl P2pConfig {
             shard_size: num("MC_P2P_SHARD_SIZE", 4096, 4 << 30, d.shard_size),
             checksum: get("MC_P2P_CHECKSUM").map_or(true, |v| v.trim() != "0"),
             no_source_retries: num("MC_P2P_NO_SOURCE_RETRIES", 0, 100, 5) as u32,
+            publish_gap: Duration::from_millis(num(
+                "MC_P2P_PUBLISH_MS",
+                10,
+                10_000,
+                d.publish_gap.as_millis() as u64,
+            )),
         }
     }
 }
@@ -79,6 +92,7 @@ mod tests {
             ("MC_P2P_SHARD_SIZE", "1048576"),
             ("MC_P2P_CHECKSUM", "0"),
             ("MC_P2P_NO_SOURCE_RETRIES", "1"),
+            ("MC_P2P_PUBLISH_MS", "250"),
         ]));
         assert_eq!(
             c,
@@ -88,11 +102,13 @@ mod tests {
                 shard_size: 1 << 20,
                 checksum: false,
                 no_source_retries: 1,
+                publish_gap: Duration::from_millis(250),
             }
         );
         let c = P2pConfig::from_lookup(env(&[
             ("MC_P2P_CONCURRENCY", "0"),
             ("MC_P2P_SHARD_SIZE", "12"),
+            ("MC_P2P_PUBLISH_MS", "1"),
         ]));
         assert_eq!(c, P2pConfig::default());
     }

@@ -19,13 +19,6 @@ use std::time::{Duration, Instant};
 
 /// How long a worker waits for a change before it looks again.
 const WAIT_SLICE: Duration = Duration::from_millis(100);
-/// The shortest time between two publishes of landed shards (what lands meanwhile goes
-/// in one compare-and-swap): the payload is rewritten a few times a second, not once per
-/// shard. Prunes, an idle worker and the end of the fetch publish at once.
-const PUBLISH_GAP: Duration = Duration::from_millis(100);
-/// How often an idle receiver (free slots, nothing it may fetch) re-reads the payload
-/// for copies other receivers published meanwhile.
-const REFRESH_EVERY: Duration = Duration::from_millis(50);
 /// The longest pause between two publishes that failed (metadata unreachable).
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
@@ -56,6 +49,9 @@ pub struct Receiver<'a> {
 struct Shared {
     plan: Plan,
     payload: Payload,
+    /// The version `payload` was read or written at, when known: the next publish
+    /// swaps over it without reading first.
+    version: Option<u64>,
     /// Landed shards not yet published.
     unpublished: Vec<usize>,
     /// Sources found dead, to prune.
@@ -120,6 +116,7 @@ impl Receiver<'_> {
                 None => plan,
             },
             payload,
+            version: None,
             // Shards already here (an earlier attempt's) are published again.
             unpublished: (0..landed.len()).filter(|&s| landed[s]).collect(),
             dead: Vec::new(),
@@ -248,12 +245,11 @@ impl Receiver<'_> {
     fn refresh(&self, shared: &Mutex<Shared>, stuck: &[usize]) -> P2pResult<()> {
         let fruitless = shared.lock().fruitless;
         std::thread::sleep(backoff(fruitless));
-        let fresh = match self.meta.get(self.name)? {
-            Some((payload, _)) => payload,
-            None => return Err(P2pError::NotFound(self.name.to_string())),
+        let Some((fresh, version)) = self.meta.get(self.name)? else {
+            return Err(P2pError::NotFound(self.name.to_string()));
         };
         let mut sh = shared.lock();
-        self.adopt(&mut sh, fresh)?;
+        self.adopt(&mut sh, fresh, Some(version))?;
         let usable = stuck
             .iter()
             .any(|&s| !sh.plan.usable(&sh.payload, s).is_empty());
@@ -272,9 +268,9 @@ impl Receiver<'_> {
         Ok(())
     }
 
-    /// Takes `fresh` as the payload to choose sources from, if it still describes
-    /// the same shards.
-    fn adopt(&self, sh: &mut Shared, fresh: Payload) -> P2pResult<()> {
+    /// Takes `fresh` (at `version`, when known) as the payload to choose sources
+    /// from, if it still describes the same shards.
+    fn adopt(&self, sh: &mut Shared, fresh: Payload, version: Option<u64>) -> P2pResult<()> {
         if fresh.shard_sizes() != sh.payload.shard_sizes() {
             return Err(P2pError::Corrupt {
                 name: self.name.to_string(),
@@ -284,17 +280,26 @@ impl Receiver<'_> {
             });
         }
         sh.payload = fresh;
+        sh.version = version;
         Ok(())
     }
 
     /// The publisher: until the workers are done and everything is published, adds
     /// landed shards as sources and prunes dead or bad ones, one compare-and-swap per
     /// round.
+    ///
+    /// Landed shards are published at most every `publish_gap` (what lands meanwhile
+    /// goes in one compare-and-swap), so the payload is rewritten a few times a second,
+    /// not once per shard; prunes and the end of the fetch publish at once. While a
+    /// worker has nothing it may fetch, the payload is re-read (or the pending shards
+    /// published) every half gap, for copies other receivers published meanwhile.
     fn publish(&self, shared: &Mutex<Shared>, changed: &Condvar) {
+        let publish_gap = self.config.publish_gap;
+        let refresh_every = publish_gap / 2;
         let mut failures = 0u32;
         let mut read_at = Instant::now();
         let mut published_at = Instant::now()
-            .checked_sub(PUBLISH_GAP)
+            .checked_sub(publish_gap)
             .unwrap_or_else(Instant::now);
         let mut sh = shared.lock();
         loop {
@@ -306,13 +311,13 @@ impl Receiver<'_> {
             if !pending && sh.working == 0 {
                 return;
             }
-            let stale = sh.want_fresh && read_at.elapsed() >= REFRESH_EVERY;
+            let stale = sh.want_fresh && read_at.elapsed() >= refresh_every;
             let publish_now = pending
                 && (!sh.dead.is_empty()
                     || !sh.bad.is_empty()
                     || sh.working == 0
                     || stale
-                    || published_at.elapsed() >= PUBLISH_GAP);
+                    || published_at.elapsed() >= publish_gap);
             if !publish_now {
                 if stale {
                     sh.want_fresh = false;
@@ -320,8 +325,8 @@ impl Receiver<'_> {
                     let fresh = self.meta.get(self.name);
                     read_at = Instant::now();
                     sh = shared.lock();
-                    if let Ok(Some((payload, _))) = fresh {
-                        if let Err(e) = self.adopt(&mut sh, payload) {
+                    if let Ok(Some((payload, version))) = fresh {
+                        if let Err(e) = self.adopt(&mut sh, payload, Some(version)) {
                             sh.error.get_or_insert(e);
                         }
                         changed.notify_all();
@@ -330,10 +335,10 @@ impl Receiver<'_> {
                 }
                 let mut wait = WAIT_SLICE;
                 if pending {
-                    wait = wait.min(PUBLISH_GAP.saturating_sub(published_at.elapsed()));
+                    wait = wait.min(publish_gap.saturating_sub(published_at.elapsed()));
                 }
                 if sh.want_fresh {
-                    wait = wait.min(REFRESH_EVERY.saturating_sub(read_at.elapsed()));
+                    wait = wait.min(refresh_every.saturating_sub(read_at.elapsed()));
                 }
                 changed.wait_for(&mut sh, wait.max(Duration::from_millis(1)));
                 continue;
@@ -343,6 +348,7 @@ impl Receiver<'_> {
             let shards = std::mem::take(&mut sh.unpublished);
             let dead = std::mem::take(&mut sh.dead);
             let bad = std::mem::take(&mut sh.bad);
+            let known = sh.version.map(|version| (sh.payload.clone(), version));
             drop(sh);
             // A source that answers again was not dead (the metadata may have been
             // unreachable when it was looked up): it keeps its locations.
@@ -350,7 +356,7 @@ impl Receiver<'_> {
                 .into_iter()
                 .filter(|segment| self.engine.probe(segment).is_err())
                 .collect();
-            let outcome = self.meta.update(self.name, |p| {
+            let outcome = self.meta.update_from(self.name, known, |p| {
                 let mut changed = false;
                 for &s in &shards {
                     let here = Location {
@@ -374,7 +380,7 @@ impl Receiver<'_> {
             });
             sh = shared.lock();
             match outcome {
-                Ok(Updated::Kept(fresh)) => {
+                Ok((Updated::Kept(fresh), version)) => {
                     failures = 0;
                     read_at = Instant::now();
                     log::debug!(
@@ -387,11 +393,11 @@ impl Receiver<'_> {
                             .map(|s| s.gold.len() + s.replica_list.len())
                             .sum::<usize>()
                     );
-                    if let Err(e) = self.adopt(&mut sh, fresh) {
+                    if let Err(e) = self.adopt(&mut sh, fresh, version) {
                         sh.error.get_or_insert(e);
                     }
                 }
-                Ok(Updated::Missing | Updated::Deleted) => {
+                Ok((Updated::Missing | Updated::Deleted, _)) => {
                     sh.error
                         .get_or_insert(P2pError::NotFound(self.name.to_string()));
                 }

@@ -5,7 +5,7 @@
 
 use super::error::{P2pError, P2pResult};
 use super::payload::Payload;
-use crate::metadata::versioned::VersionedStore;
+use crate::metadata::versioned::{Swapped, VersionedStore};
 
 /// Upstream's key prefix: an object `name` lives at `mooncake/checkpoint/<name>`.
 pub const KEY_PREFIX: &str = "mooncake/checkpoint/";
@@ -60,32 +60,51 @@ impl Meta {
     }
 
     /// Applies `change` to the payload of `name` until it is written over the version
-    /// it was read at (a concurrent change makes it read and apply again). `change`
-    /// says whether it changed anything; a payload with no location left is deleted,
-    /// as upstream does.
+    /// it was read at (a concurrent change makes it apply again to the payload as it
+    /// then stands). `change` says whether it changed anything; a payload with no
+    /// location left is deleted, as upstream does.
     pub fn update(
         &self,
         name: &str,
-        mut change: impl FnMut(&mut Payload) -> bool,
+        change: impl FnMut(&mut Payload) -> bool,
     ) -> P2pResult<Updated> {
+        self.update_from(name, None, change)
+            .map(|(updated, _)| updated)
+    }
+
+    /// [`update`](Self::update) starting from `known`, a payload of `name` with the
+    /// version it was read or written at, instead of reading it first (when it is
+    /// stale, the lost swap brings the payload as it stands). Also returns the version
+    /// of the payload in [`Updated::Kept`], when the store tells it.
+    pub fn update_from(
+        &self,
+        name: &str,
+        known: Option<(Payload, u64)>,
+        mut change: impl FnMut(&mut Payload) -> bool,
+    ) -> P2pResult<(Updated, Option<u64>)> {
+        let mut current = match known {
+            Some(known) => Some(known),
+            None => self.get(name)?,
+        };
         loop {
-            let Some((mut payload, version)) = self.get(name)? else {
-                return Ok(Updated::Missing);
+            let Some((mut payload, version)) = current else {
+                return Ok((Updated::Missing, None));
             };
             if !change(&mut payload) {
-                return Ok(Updated::Kept(payload));
+                return Ok((Updated::Kept(payload), Some(version)));
             }
             let empty = payload.is_empty();
             let value = (!empty).then(|| payload.encode());
             let swapped = self
                 .store
-                .compare_and_swap(&key(name), version, value.as_deref())
+                .swap(&key(name), version, value.as_deref())
                 .map_err(|e| metadata_error("updating", name, e))?;
-            match (swapped, empty) {
-                (true, true) => return Ok(Updated::Deleted),
-                (true, false) => return Ok(Updated::Kept(payload)),
-                (false, _) => continue,
-            }
+            current = match swapped {
+                Swapped::Written(_) if empty => return Ok((Updated::Deleted, None)),
+                Swapped::Written(written) => return Ok((Updated::Kept(payload), written)),
+                Swapped::Lost(None) => None,
+                Swapped::Lost(Some(now)) => Some((Payload::decode(name, &now.value)?, now.version)),
+            };
         }
     }
 

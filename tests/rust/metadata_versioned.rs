@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use kv_servers::{Etcd, Redis};
 use mooncake::metadata::http_server::HttpMetadataServer;
 use mooncake::metadata::versioned::{
-    open_versioned, InMemoryVersionedStore, Versioned, VersionedStore,
+    open_versioned, InMemoryVersionedStore, Swapped, Versioned, VersionedStore,
 };
 use mooncake::metadata::MetadataSource;
 use serde_json::{json, Value};
@@ -84,6 +84,41 @@ fn single_key_contract(store: &dyn VersionedStore, ns: &str) {
     assert_eq!(get(store, &key).unwrap().value, b"", "an empty value");
 }
 
+/// A swap writes over the current version (telling the new one, where the store
+/// does, as a get then reads it) and, over a stale one, writes nothing and returns the
+/// key as it stands.
+fn swap_contract(store: &dyn VersionedStore, ns: &str) {
+    let key = format!("{ns}/swapped");
+    assert_eq!(
+        store.swap(&key, 1, Some(b"x")).unwrap(),
+        Swapped::Lost(None)
+    );
+    assert!(store.create(&key, b"first").unwrap());
+    let v1 = get(store, &key).unwrap();
+    let Swapped::Written(written) = store.swap(&key, v1.version, Some(b"second")).unwrap() else {
+        panic!("a swap over the current version was not written");
+    };
+    let v2 = get(store, &key).unwrap();
+    assert_eq!(v2.value, b"second");
+    if let Some(version) = written {
+        assert_eq!(version, v2.version, "the version the swap told");
+    }
+    assert_eq!(
+        store.swap(&key, v1.version, Some(b"stale")).unwrap(),
+        Swapped::Lost(Some(v2.clone())),
+        "a stale swap returns the key as it stands"
+    );
+    assert_eq!(
+        store.swap(&key, v2.version, None).unwrap(),
+        Swapped::Written(None)
+    );
+    assert_eq!(get(store, &key), None, "deleted by the swap");
+    assert_eq!(
+        store.swap(&key, v2.version, None).unwrap(),
+        Swapped::Lost(None)
+    );
+}
+
 /// A listing holds exactly the keys that start with the prefix, in order, each with
 /// the version a get reads.
 fn list_contract(store: &dyn VersionedStore, ns: &str) {
@@ -145,8 +180,26 @@ fn increment(store: &dyn VersionedStore, key: &str, deadline: Instant) -> usize 
     unreachable!()
 }
 
+/// One increment of the counter at `key` (which exists) by swaps alone: a lost swap's
+/// value is the next try's start, with no read of its own; the attempts.
+fn increment_by_swap(store: &dyn VersionedStore, key: &str, deadline: Instant) -> usize {
+    let mut current = get(store, key);
+    for attempt in 1.. {
+        assert!(Instant::now() < deadline, "the counter did not finish");
+        let v = current.expect("the counter exists");
+        let n: u64 = std::str::from_utf8(&v.value).unwrap().parse().unwrap();
+        let next = (n + 1).to_string();
+        match store.swap(key, v.version, Some(next.as_bytes())).unwrap() {
+            Swapped::Written(_) => return attempt,
+            Swapped::Lost(now) => current = now,
+        }
+    }
+    unreachable!()
+}
+
 /// `THREADS` threads, each with its own store, increment one counter `INCREMENTS`
-/// times each from nothing: the final count is exact.
+/// times each from nothing (half by read and compare-and-swap, half by swaps alone,
+/// once the first has created it): the final count is exact.
 fn counter_is_exact(stores: &[&dyn VersionedStore], ns: &str) {
     assert_eq!(stores.len(), THREADS);
     let key = format!("{ns}/counter");
@@ -154,11 +207,17 @@ fn counter_is_exact(stores: &[&dyn VersionedStore], ns: &str) {
     let attempts: usize = std::thread::scope(|s| {
         let handles: Vec<_> = stores
             .iter()
-            .map(|&store| {
+            .enumerate()
+            .map(|(i, &store)| {
                 let key = &key;
                 s.spawn(move || {
                     (0..INCREMENTS)
-                        .map(|_| increment(store, key, deadline))
+                        .map(|_| match i % 2 {
+                            1 if get(store, key).is_some() => {
+                                increment_by_swap(store, key, deadline)
+                            }
+                            _ => increment(store, key, deadline),
+                        })
                         .sum::<usize>()
                 })
             })
@@ -174,6 +233,7 @@ fn counter_is_exact(stores: &[&dyn VersionedStore], ns: &str) {
 fn exercise(conn: &str, ns: &str) {
     let store = open_versioned(conn).expect("open");
     single_key_contract(store.as_ref(), ns);
+    swap_contract(store.as_ref(), ns);
     list_contract(store.as_ref(), ns);
     let stores: Vec<Box<dyn VersionedStore>> = (0..THREADS)
         .map(|_| open_versioned(conn).unwrap())
@@ -186,6 +246,7 @@ fn exercise(conn: &str, ns: &str) {
 fn in_memory_store() {
     let store = InMemoryVersionedStore::default();
     single_key_contract(&store, "t");
+    swap_contract(&store, "t");
     list_contract(&store, "t");
     let shared: &dyn VersionedStore = &store;
     counter_is_exact(&[shared; THREADS], "t");

@@ -6,7 +6,7 @@ use std::ops::Bound;
 
 use parking_lot::Mutex;
 
-use super::seam::{Versioned, VersionedStore};
+use super::seam::{Swapped, Versioned, VersionedStore};
 use crate::error::Result;
 
 /// Keys in order, each with its value and the version of its last write. One counter
@@ -113,6 +113,20 @@ impl VersionedStore for InMemoryVersionedStore {
         Ok(true)
     }
 
+    fn swap(&self, key: &str, version: u64, value: Option<&[u8]>) -> Result<Swapped> {
+        let mut map = self.map.lock();
+        if map.version_of(key) != Some(version) {
+            return Ok(Swapped::Lost(map.get(key).cloned()));
+        }
+        Ok(Swapped::Written(match value {
+            Some(value) => Some(map.insert(key, value.to_vec())),
+            None => {
+                map.remove(key);
+                None
+            }
+        }))
+    }
+
     fn list(&self, prefix: &str) -> Result<Vec<(String, Versioned)>> {
         Ok(self.map.lock().list(prefix))
     }
@@ -169,5 +183,17 @@ mod tests {
         assert!(s.compare_and_swap("k", v3.version, None).unwrap());
         assert_eq!(s.get_versioned("k").unwrap(), None);
         assert!(!s.compare_and_swap("k", v3.version, None).unwrap());
+        assert!(s.create("k", b"f").unwrap());
+        let v4 = s.get_versioned("k").unwrap().unwrap();
+        assert_eq!(
+            s.swap("k", v3.version, Some(b"g")).unwrap(),
+            Swapped::Lost(Some(v4.clone()))
+        );
+        let Swapped::Written(Some(v5)) = s.swap("k", v4.version, Some(b"g")).unwrap() else {
+            panic!("the swap over the current version was not written");
+        };
+        assert_eq!(s.get_versioned("k").unwrap().unwrap().version, v5);
+        assert_eq!(s.swap("k", v5, None).unwrap(), Swapped::Written(None));
+        assert_eq!(s.swap("k", v5, None).unwrap(), Swapped::Lost(None));
     }
 }
