@@ -130,24 +130,35 @@ in_node() {
 }
 
 # Waits until every file in "$@" (after the first argument, a text) contains the text;
-# prints the seconds since $T0.
+# prints the seconds since $T0. One grep per 50 ms and bash's own clock, so the polling
+# takes no CPU the nodes could use.
 wait_all() {
   local text=$1
   shift
-  local deadline=$(( $(date +%s) + 600 ))
-  while :; do
-    local done=1
-    for f in "$@"; do grep -q "$text" "$f" 2>/dev/null || done=0; done
-    [ $done = 1 ] && break
-    [ "$(date +%s)" -lt $deadline ] || die "timed out waiting for '$text' in $*"
-    sleep 0.02
+  local deadline=$(( SECONDS + 600 ))
+  while [ -n "$(grep -L -e "$text" "$@")" ]; do
+    [ "$SECONDS" -lt $deadline ] || die "timed out waiting for '$text' in $*"
+    sleep 0.05
   done
-  echo "$(date +%s.%N) - $T0" | bc
+  echo "$EPOCHREALTIME - $T0" | bc
 }
 
+# Stops the processes "$@" (not children of this shell: they were started in command
+# substitutions) and waits until they are gone, so none is still leaving the metadata
+# while the next run is timed; a process that has not left after 10 s is killed.
 stop_pids() {
-  for pid in "$@"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "$@"; do wait "$pid" 2>/dev/null || true; done
+  kill "$@" 2>/dev/null || true
+  local deadline=$(( SECONDS + 10 )) pid
+  for pid in "$@"; do
+    while kill -0 "$pid" 2>/dev/null; do
+      if [ "$SECONDS" -ge $deadline ]; then
+        log "process $pid did not stop within 10 s; killed"
+        kill -9 "$pid" 2>/dev/null || true
+        break
+      fi
+      sleep 0.05
+    done
+  done
 }
 
 ours_run() {
@@ -163,7 +174,7 @@ ours_run() {
     sleep 0.02
   done
   local pids=() logs=()
-  T0=$(date +%s.%N)
+  T0=$EPOCHREALTIME
   for i in $(seq 1 "$n"); do
     pids+=("$(in_node "$i" "$dir/r$i.log" "$P2P" --metadata="$META" \
       --local_server_name="$(node_ip "$i")" --quiet --concurrency="$CONCURRENCY" --serve \
@@ -194,7 +205,7 @@ upstream_run() {
     sleep 0.02
   done
   local pids=() logs=()
-  T0=$(date +%s.%N)
+  T0=$EPOCHREALTIME
   for i in $(seq 1 "$n"); do
     pids+=("$(in_node "$i" "$dir/i$i.log" "${env[@]}" "$UPSTREAM" -cmd inferencer \
       -metadata_server "$META" -local_server_name "$(node_ip "$i"):12345" -file_size_mb "$SIZE_MB")")

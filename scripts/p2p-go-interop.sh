@@ -3,10 +3,11 @@
 #
 # Upstream's Go store is its example program (mooncake-p2p-store/src/example), built by
 # the user with upstream's own build.sh; this script never builds it (upstream's source
-# cannot be fetched from the registries a fresh machine reaches, so this check is run
-# on demand, not by the test command). The program links libtransfer_engine.so: ours is
-# put under that name, so the Go store runs on our Transfer Engine. It always asks for
-# RDMA; MC_FORCE_TCP=1 makes our library install TCP instead.
+# cannot be fetched from the registries a fresh machine reaches, so the test command
+# runs this check only where UPSTREAM_P2P_EXAMPLE names a build). The program links
+# libtransfer_engine.so: ours is put under that name, so the Go store runs on our
+# Transfer Engine. It always asks for RDMA; MC_FORCE_TCP=1 makes our library install
+# TCP instead.
 #
 #   1. Go registers foo/bar (its trainer: 64 MiB of anonymous memory, 64 MiB shards);
 #      `mooncake_p2p get` fetches it from the Go node (every byte zero, as the trainer's
@@ -33,6 +34,8 @@ P2P="$ROOT/target/release/mooncake_p2p"
 WORK=$(mktemp -d)
 PIDS=()
 cleanup() {
+  # Killed by PID below; bash need not report each as a killed job.
+  disown -a 2>/dev/null || true
   for pid in "${PIDS[@]:-}"; do [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true; done
   rm -rf "$WORK"
 }

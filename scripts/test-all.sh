@@ -19,7 +19,8 @@
 #     C ABI tests under
 #     AddressSanitizer, the header check, interop against the peer, packaging.
 #  4. scripts/test-python.sh: the Python package's tests against our library, and the
-#     same modules against upstream's wheel.
+#     same modules against upstream's wheel; scripts/p2p-go-interop.sh (upstream's Go
+#     P2P store and ours on one etcd) where UPSTREAM_P2P_EXAMPLE names upstream's build.
 #  5. scripts/test-rdma-vm.sh: the RDMA suite (our engines, upstream interop and the
 #     store) on real verbs in a throw-away SoftRoCE VM.
 #  6. Release checks: scripts/check-sanitizers.sh (the library itself under ASan, and
@@ -33,7 +34,8 @@
 # MOONCAKE_SKIP_SANITIZERS, MOONCAKE_SKIP_VALGRIND, MOONCAKE_SKIP_GLIBC,
 # MOONCAKE_SKIP_PACKAGING, MOONCAKE_SKIP_PYTHON, MOONCAKE_SKIP_C_TESTS,
 # MOONCAKE_SKIP_RDMA_VM, MOONCAKE_SKIP_KV_SERVERS, MOONCAKE_SKIP_TSAN, MOONCAKE_SKIP_MIRI,
-# MOONCAKE_SKIP_FUZZ, MOONCAKE_SKIP_SOAK, MOONCAKE_SKIP_STYLE, MOONCAKE_PEER_VENV, MOONCAKE_TEST_THREADS.
+# MOONCAKE_SKIP_FUZZ, MOONCAKE_SKIP_SOAK, MOONCAKE_SKIP_STYLE, MOONCAKE_PEER_VENV, MOONCAKE_TEST_THREADS,
+# UPSTREAM_P2P_EXAMPLE.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 started=$SECONDS
@@ -118,6 +120,17 @@ if [ -z "${MOONCAKE_SKIP_PYTHON:-}" ]; then
   stage "python" bash scripts/test-python.sh || true
 fi
 stop_load
+# Upstream's Go P2P store and ours on one etcd, both ways. It needs upstream's example
+# program built from upstream's source, which no registry a fresh machine reaches
+# carries: it runs where UPSTREAM_P2P_EXAMPLE names that build, and is otherwise listed
+# as not run (the payload bytes that program writes are checked in cargo test:
+# src/p2p/payload.rs).
+NOT_RUN=()
+if [ -n "${UPSTREAM_P2P_EXAMPLE:-}" ]; then
+  stage "p2p go interop" bash scripts/p2p-go-interop.sh || true
+else
+  NOT_RUN+=("NOT RUN p2p go interop: UPSTREAM_P2P_EXAMPLE names no build of upstream's Go p2p-store-example (upstream's source is on no registry this machine reaches; scripts/p2p-go-interop.sh)")
+fi
 if [ -z "${MOONCAKE_SKIP_RDMA_VM:-}" ]; then
   vm=0
   # Every direction over real verbs, with P2P names and with our HTTP metadata
@@ -161,7 +174,7 @@ echo
 echo "stage                        duration  result"
 for line in "${STAGES[@]}"; do echo "$line"; done
 echo
-for line in "${TOOLS_SKIPPED[@]}" "${SKIPS_REFUSED[@]}" "${FAILED_STAGES[@]}"; do echo "$line"; done
+for line in "${TOOLS_SKIPPED[@]}" "${NOT_RUN[@]}" "${SKIPS_REFUSED[@]}" "${FAILED_STAGES[@]}"; do echo "$line"; done
 [ ${#SKIPS_REFUSED[@]} = 0 ] || [ "$status" != 0 ] || status=1
 echo "summary: $(count passed) passed, $(count failed) failed, ${#FAILED_STAGES[@]} stage(s) failed, ${#SKIPS_REFUSED[@]} skip(s) refused under CI ($((SECONDS - started)) s)"
 exit "$status"
