@@ -32,6 +32,8 @@ pub struct Lane {
     current: Arc<Mutex<Option<Arc<Connection>>>>,
     v2: bool,
     inline_wait: Duration,
+    /// Dropped to stop the sender thread at once (it never carries a message).
+    stop: Option<crossbeam_channel::Sender<()>>,
     sender: Option<JoinHandle<()>>,
 }
 
@@ -39,6 +41,7 @@ impl Lane {
     /// Starts a lane; it connects on first use and reconnects after failures.
     pub fn start(config: LaneConfig) -> std::io::Result<Lane> {
         let (tx, rx) = crossbeam_channel::unbounded();
+        let (stop, stopped) = crossbeam_channel::bounded(0);
         let ledger = Ledger {
             queued_bytes: Arc::new(AtomicU64::new(0)),
             stopping: Arc::new(AtomicBool::new(false)),
@@ -50,6 +53,7 @@ impl Lane {
             config,
             current: current.clone(),
             queue: rx,
+            stopped,
             ledger: ledger.clone(),
         };
         let sender = std::thread::Builder::new()
@@ -60,6 +64,7 @@ impl Lane {
             current,
             v2,
             inline_wait,
+            stop: Some(stop),
             sender: Some(sender),
         })
     }
@@ -198,6 +203,7 @@ fn receive_inline(fd: std::os::fd::RawFd, slice: &Slice) -> Outcome {
 impl Drop for Lane {
     fn drop(&mut self) {
         self.ledger.stopping.store(true, Ordering::SeqCst);
+        drop(self.stop.take());
         if let Some(sender) = self.sender.take() {
             let _ = sender.join();
         }

@@ -13,7 +13,6 @@ use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 /// The sender thread of a lane: pipelines queued slices onto the current
 /// connection, connecting (and reconnecting) as needed.
@@ -21,6 +20,8 @@ pub(super) struct SenderCtx {
     pub(super) config: LaneConfig,
     pub(super) current: Arc<Mutex<Option<Arc<Connection>>>>,
     pub(super) queue: Receiver<Slice>,
+    /// Disconnected when the lane stops (nothing is ever sent on it).
+    pub(super) stopped: Receiver<()>,
     pub(super) ledger: Ledger,
 }
 
@@ -31,15 +32,12 @@ impl SenderCtx {
     pub(super) fn run(self) {
         let mut conn: Option<Arc<Connection>> = None;
         loop {
-            let first = match self.queue.recv_timeout(Duration::from_millis(200)) {
-                Ok(s) => s,
-                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
-                    if self.ledger.stopping.load(Ordering::SeqCst) {
-                        break;
-                    }
-                    continue;
-                }
-                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
+            let first = crossbeam_channel::select! {
+                recv(self.queue) -> slice => match slice {
+                    Ok(s) => s,
+                    Err(_) => break,
+                },
+                recv(self.stopped) -> _ => break,
             };
             if self.ledger.stopping.load(Ordering::SeqCst) {
                 self.fail(first);
