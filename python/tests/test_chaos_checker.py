@@ -1,0 +1,64 @@
+"""The network-fault campaign's history checker (scripts/netns_chaos/checker.py) on
+made-up histories: what it must count as lost, torn or stale, and what it must not."""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "netns_chaos"))
+
+import checker  # noqa: E402
+
+
+def put(key, v, t0, t1, ok=True):
+    return {"op": "put", "key": key, "ver": list(v), "t0": t0, "t1": t1, "ok": ok}
+
+
+def get(key, v, t0, t1, ok=True, torn=False, op="get"):
+    return {"op": op, "key": key, "t0": t0, "t1": t1, "ok": ok,
+            "got": list(v) if v else None, "torn": torn}
+
+
+def remove(key, t0, t1, ok=True):
+    return {"op": "remove", "key": key, "t0": t0, "t1": t1, "ok": ok}
+
+
+def test_a_clean_history_has_no_findings():
+    h = [put("a", (1, 1), 0, 1), get("a", (1, 1), 2, 3), get("a", (1, 1), 10, 11, op="final"),
+         {"op": "healed", "t": 9, "recovered": 10.5}]
+    s = checker.check(h)
+    assert (s["lost"], s["torn"], s["stale"]) == (0, 0, 0)
+    assert s["acknowledged_puts"] == 1 and s["recovery_s"] == 1.5
+
+
+def test_an_acknowledged_put_unreadable_after_healing_is_lost():
+    h = [put("a", (1, 1), 0, 1), get("a", None, 10, 11, ok=False, op="final")]
+    assert checker.check(h)["lost"] == 1
+    assert checker.check([put("a", (1, 1), 0, 1)])["lost"] == 1, "never read again"
+
+
+def test_a_failed_put_or_a_remove_since_excuses_absence():
+    assert checker.check([put("a", (1, 1), 0, 1, ok=False)])["lost"] == 0
+    h = [put("a", (1, 1), 0, 1), remove("a", 2, 3, ok=False)]
+    assert checker.check(h)["lost"] == 0, "the remove may have taken effect"
+
+
+def test_bytes_no_put_wrote_are_torn():
+    h = [put("a", (1, 1), 0, 1), get("a", (1, 1), 2, 3, torn=True), get("a", (9, 9), 4, 5)]
+    assert checker.check(h)["torn"] == 2
+
+
+def test_an_older_version_after_a_newer_was_acknowledged_is_stale():
+    h = [put("a", (1, 1), 0, 1), remove("a", 2, 3), put("a", (1, 2), 4, 5),
+         get("a", (1, 1), 6, 7)]
+    assert checker.check(h)["stale"] == 1
+
+
+def test_overlapping_operations_may_return_either_version():
+    # The second put began before the first was acknowledged: no order between them.
+    h = [put("a", (1, 1), 0, 5), put("a", (1, 2), 1, 6), get("a", (1, 1), 7, 8)]
+    assert checker.check(h)["stale"] == 0
+
+
+def test_the_longest_gap_between_successes_is_the_unavailability():
+    h = [put("a", (1, 1), 0, 1), get("a", None, 2, 9, ok=False), get("a", (1, 1), 9, 11)]
+    assert checker.check(h)["longest_unavailable_s"] == 10
