@@ -7,10 +7,12 @@
 //! killed and restarted on its address. Needs etcd (`MOONCAKE_SKIP_KV_SERVERS=1`
 //! skips) and, for the upstream client, the peer (`MOONCAKE_SKIP_INTEROP=1`).
 
+mod cut_link;
 mod interop_common;
 mod kv_servers;
 mod store_interop_common;
 
+use cut_link::CutLink;
 use interop_common::{pattern, peer, ChildGuard};
 use kv_servers::{Etcd, Redis};
 use mooncake::metadata::etcd::EtcdMetadataStore;
@@ -581,6 +583,45 @@ fn a_leader_stopped_gracefully_hands_over_at_once() {
     load.wait_acked(load.acked() + 50);
     let (acked, failed) = load.stop();
     assert_eq!(failed, 0);
+    assert_all_readable(&clients[0], &acked);
+    drop(clients);
+}
+
+/// The leader reaches etcd through a link the test cuts, the standby and the clients
+/// reach it directly (a partition between the leader and etcd alone): the leader's
+/// lease runs out while it still streams to the standby, and the standby must take
+/// over while the cut lasts, not when it heals; nothing acknowledged is lost, and once
+/// healed the old leader stands by.
+#[test]
+fn a_leader_cut_off_from_etcd_hands_over_while_the_cut_lasts() {
+    let Some(etcd) = Etcd::start("a_leader_cut_off_from_etcd_hands_over_while_the_cut_lasts")
+    else {
+        return;
+    };
+    let link = CutLink::to(etcd.port);
+    let a = HaMaster::start_with(
+        &[&format!("--etcd_endpoints=127.0.0.1:{}", link.port())],
+        &[],
+    );
+    a.wait_leader();
+    let b = HaMaster::start(&etcd, &[]);
+    b.wait_in_sync_standby();
+    let clients = vec![Arc::new(client(&etcd, 64 * MIB))];
+    let load = Load::start(&clients, "cut", 900);
+    load.wait_acked(50);
+    link.cut();
+    b.wait_leader();
+    assert!(
+        !a.health().contains("\"role\":\"leader\""),
+        "two leaders: the one cut off from etcd still says it leads"
+    );
+    load.wait_acked(load.acked() + 50);
+    link.heal();
+    a.wait_for("to stand by after the cut healed", |h| {
+        h.contains("\"role\":\"standby\"")
+    });
+    load.wait_acked(load.acked() + 20);
+    let (acked, _failed) = load.stop();
     assert_all_readable(&clients[0], &acked);
     drop(clients);
 }

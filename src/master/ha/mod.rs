@@ -38,6 +38,7 @@ use serde_json::json;
 use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -191,8 +192,13 @@ impl HttpHandler for HaAdminHandler {
         if path == "/kv_events/status" && method == "GET" {
             return admin::kv_events_status(&self.1);
         }
-        let role = self.0.role();
         let master = self.0.master();
+        // A leader whose serving time ran out (its lease not renewed) answers nothing:
+        // it says so before its renewal attempt gives up.
+        let role = match (self.0.role(), &master) {
+            (Role::Leader, Some(m)) if !m.is_serving() => Role::Suspended,
+            (role, _) => role,
+        };
         if path == "/health" {
             let s = self.0 .0.read();
             let serving = role == Role::Leader && master.is_some();
@@ -337,10 +343,28 @@ impl Node<'_> {
             return;
         };
         let mut copy = Mirror::default();
-        let end = stream::follow(addr, &mut copy, &|m| {
-            self.status.set_in_sync(m.complete);
-            !(self.stop)()
+        // The stream alone cannot tell that the view moved on: a leader cut off from
+        // etcd but not from this standby keeps streaming after its lease expired. A
+        // watcher re-reads the view every third of the TTL (on its own thread, so a
+        // slow etcd never holds up the stream and the leader's writes waiting on it).
+        let moved_on = AtomicBool::new(false);
+        let following = AtomicBool::new(true);
+        let end = std::thread::scope(|scope| {
+            let election = &self.election;
+            scope.spawn(|| watch_view(election, leader, &following, &moved_on));
+            let end = stream::follow(addr, &mut copy, &|m| {
+                self.status.set_in_sync(m.complete);
+                !(self.stop)() && !moved_on.load(Ordering::Acquire)
+            });
+            following.store(false, Ordering::Release);
+            end
         });
+        if moved_on.load(Ordering::Acquire) {
+            log::warn!(
+                "master ha: the view no longer names {} as leader; leaving its stream",
+                leader.rpc
+            );
+        }
         self.status.set_in_sync(false);
         if copy.complete {
             *mirror = copy;
@@ -505,6 +529,29 @@ impl Node<'_> {
                     next_renewal = Instant::now() + POLL * 2;
                 }
             }
+        }
+    }
+}
+
+/// While `following`, re-reads the view every third of the TTL and sets `moved_on`
+/// once it names no leader or another one than `leader` (an unreadable view
+/// changes nothing: without etcd this standby could not campaign anyway).
+fn watch_view(election: &Election, leader: &Leader, following: &AtomicBool, moved_on: &AtomicBool) {
+    let every = election.ttl() / 3;
+    let mut next = Instant::now() + every;
+    while following.load(Ordering::Acquire) {
+        if Instant::now() < next {
+            std::thread::sleep(POLL.min(every));
+            continue;
+        }
+        next = Instant::now() + every;
+        match election.leader() {
+            Ok(Some(l)) if l == *leader => {}
+            Ok(_) => {
+                moved_on.store(true, Ordering::Release);
+                return;
+            }
+            Err(e) => log::debug!("master ha: reading the view while following: {e}"),
         }
     }
 }
