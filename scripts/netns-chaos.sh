@@ -2,11 +2,15 @@
 # Network-fault scenarios on a Mooncake Store cluster in network namespaces
 # (scripts/netns-cluster.sh), each checked by scripts/netns_chaos/checker.py.
 #
-#   scripts/netns-chaos.sh [--seconds N] [--keep DIR] [SCENARIO...]
+#   scripts/netns-chaos.sh [--seconds N] [--keep DIR] [--impl ours|upstream|both]
+#                          [SCENARIO...]
 #
 # Each scenario builds a fresh cluster: three etcd members (e1-e3), two masters with HA
 # on them (m1, m2), two clients that are also segment owners (c1, c2; our Python store
-# client, scripts/netns_chaos/workload.py, with P2PHANDSHAKE for the data path). The
+# client, scripts/netns_chaos/workload.py, with P2PHANDSHAKE for the data path). With
+# --impl upstream (or both, the default where the upstream peer is installed:
+# scripts/upstream-peer.sh) the same cluster runs upstream 0.3.13's mooncake_master and
+# Python client from its PyPI wheel instead. The
 # clients put, get and remove 64 KiB values for N seconds (default 30) while the fault
 # is applied and undone; then each reads back everything it holds, and the checker
 # proves that nothing acknowledged was lost, no read was torn and none was stale
@@ -22,7 +26,8 @@
 #
 # One line per scenario: operations, acknowledged puts, lost, torn, stale, the longest
 # stretch with no successful operation, and the time from healing to the clients'
-# first success. Exits 1 when a scenario loses, tears or serves stale data.
+# first success, per implementation. Exits 1 when a scenario loses, tears or serves
+# stale data on ours; upstream's findings are reported, not failed.
 # Needs root, iproute2, nftables, etcd and python3; builds the release binaries.
 set -euo pipefail
 
@@ -32,11 +37,13 @@ source "$ROOT/scripts/netns-cluster.sh"
 
 SECONDS_OF_LOAD=30
 KEEP=
+IMPL=
 SCENARIOS=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) SECONDS_OF_LOAD=$2; shift 2 ;;
     --keep) KEEP=$2; shift 2 ;;
+    --impl) IMPL=$2; shift 2 ;;
     -*) echo "usage: scripts/netns-chaos.sh [--seconds N] [--keep DIR] [SCENARIO...]" >&2; exit 2 ;;
     *) SCENARIOS+=("$1"); shift ;;
   esac
@@ -44,10 +51,35 @@ done
 [ ${#SCENARIOS[@]} -gt 0 ] || SCENARIOS=(leader-paused leader-isolated leader-etcd-cut loss)
 command -v etcd >/dev/null || { echo "netns-chaos: needs etcd (apt-get install etcd-server)" >&2; exit 1; }
 
+PEER_VENV=${MOONCAKE_PEER_VENV:-$HOME/.cache/mooncake-peer/venv}
+if [ -z "$IMPL" ]; then
+  if [ -x "$PEER_VENV/bin/python" ]; then IMPL=both; else IMPL=ours; fi
+fi
+case "$IMPL" in
+  ours) IMPLS=(ours) ;;
+  upstream) IMPLS=(upstream) ;;
+  both) IMPLS=(ours upstream) ;;
+  *) echo "netns-chaos: --impl is ours, upstream or both" >&2; exit 2 ;;
+esac
+if [ "$IMPL" != ours ]; then
+  PEER_VENV=$(bash "$ROOT/scripts/upstream-peer.sh" | tail -1)
+fi
 (cd "$ROOT" && ${CARGO:-cargo} build --release --lib --bin mooncake_master) >&2
-MASTER="$ROOT/target/release/mooncake_master"
-export MOONCAKE_LIBRARY="$ROOT/target/release/libmooncake.so"
-export PYTHONPATH="$ROOT/python"
+
+# Sets MASTER, PYTHON and the environment for implementation $1.
+use_impl() {
+  if [ "$1" = ours ]; then
+    MASTER="$ROOT/target/release/mooncake_master"
+    PYTHON=python3
+    export MOONCAKE_LIBRARY="$ROOT/target/release/libmooncake.so"
+    export PYTHONPATH="$ROOT/python"
+  else
+    MASTER="$(env -u PYTHONPATH "$PEER_VENV/bin/python" -c \
+      'import mooncake, os; print(os.path.dirname(mooncake.__file__))')/mooncake_master"
+    PYTHON="$PEER_VENV/bin/python"
+    unset MOONCAKE_LIBRARY PYTHONPATH
+  fi
+}
 
 log() { echo "[netns-chaos] $*" >&2; }
 
@@ -120,7 +152,7 @@ start_clients() {
   local work=$1 i
   CLIENT_PIDS=()
   for i in 1 2; do
-    nc_run "c$i" "$work/c$i.log" python3 "$ROOT/scripts/netns_chaos/workload.py" \
+    nc_run "c$i" "$work/c$i.log" "$PYTHON" "$ROOT/scripts/netns_chaos/workload.py" \
       --client "$i" --host "$(nc_ip "c$i")" --metadata P2PHANDSHAKE \
       --master "etcd://$ETCD_LIST" --history "$work/history-c$i.jsonl" \
       --seconds "$SECONDS_OF_LOAD" --healed "$work/healed" --ready "$work/ready-c$i" \
@@ -178,13 +210,24 @@ apply_fault() {
 }
 
 run_scenario() {
-  local scenario=$1 work
+  local scenario=$1 impl=$2 work
   work=$(mktemp -d /tmp/netns-chaos.XXXXXX)
   nc_init
-  start_cluster "$work"
-  start_clients "$work"
-  local started=$SECONDS
-  apply_fault "$scenario"
+  local started failed=
+  if ! start_cluster "$work"; then
+    failed="the cluster did not start"
+  elif ! start_clients "$work"; then
+    failed="the clients did not set up"
+  else
+    started=$SECONDS
+    apply_fault "$scenario" || failed="the fault could not be applied"
+  fi
+  if [ -n "$failed" ]; then
+    nc_down
+    trap - EXIT
+    echo "$impl $scenario ERROR: $failed (logs: $work)"
+    return 1
+  fi
   # The load runs its full time; the fault is undone before it ends.
   while [ $((SECONDS - started)) -lt "$SECONDS_OF_LOAD" ]; do sleep 0.2; done
   nc_heal
@@ -200,12 +243,13 @@ run_scenario() {
   done
   local summary rc=0
   summary=$(python3 "$ROOT/scripts/netns_chaos/checker.py" "$work"/history-c*.jsonl) || rc=$?
+  [ "$impl" = ours ] || rc=0
   nc_down
   trap - EXIT
-  echo "$scenario $summary"
+  echo "$impl $scenario $summary"
   if [ -n "$KEEP" ]; then
     mkdir -p "$KEEP"
-    mv "$work" "$KEEP/$scenario"
+    mv "$work" "$KEEP/$impl-$scenario"
   else
     rm -rf "$work"
   fi
@@ -214,7 +258,10 @@ run_scenario() {
 
 status=0
 for scenario in "${SCENARIOS[@]}"; do
-  log "scenario $scenario"
-  run_scenario "$scenario" || status=1
+  for impl in "${IMPLS[@]}"; do
+    log "scenario $scenario: $impl"
+    use_impl "$impl"
+    run_scenario "$scenario" "$impl" || status=1
+  done
 done
 exit $status

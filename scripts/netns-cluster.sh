@@ -46,6 +46,7 @@ nc_init() {
   NC_NET="10.201.$run"
   NC_BRIDGE_NS="mcnc${run}br"
   trap nc_down EXIT
+  trap 'exit 130' INT TERM
   ip netns add "$NC_BRIDGE_NS"
   ip -n "$NC_BRIDGE_NS" link add br0 type bridge
   ip -n "$NC_BRIDGE_NS" link set br0 up

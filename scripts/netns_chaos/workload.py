@@ -70,6 +70,16 @@ def get_record(store, key, op="get"):
     return record
 
 
+def put_record(store, key, client, seq, size):
+    t0 = time.time()
+    try:
+        ok = store.put(key, value(client, seq, size)) == 0
+    except Exception:
+        ok = False
+    return {"op": "put", "key": key, "ver": [client, seq], "t0": t0, "t1": time.time(),
+            "ok": ok}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--client", type=int, required=True)
@@ -117,13 +127,7 @@ def main():
             seq += 1
             n += 1
             key = f"c{args.client}-k{n}"
-            t0 = time.time()
-            try:
-                ok = store.put(key, value(args.client, seq, args.size)) == 0
-            except Exception:
-                ok = False
-            rec.write({"op": "put", "key": key, "ver": [args.client, seq], "t0": t0,
-                       "t1": time.time(), "ok": ok})
+            rec.write(put_record(store, key, args.client, seq, args.size))
             held.append(key)
         elif roll < 0.85:
             rec.write(get_record(store, rng.choice(held)))
@@ -145,14 +149,9 @@ def main():
         # A fresh key each try: a put of a key that exists fails.
         seq += 1
         key = f"c{args.client}-probe{seq}"
-        t0 = time.time()
-        try:
-            ok = store.put(key, value(args.client, seq, args.size)) == 0
-        except Exception:
-            ok = False
-        rec.write({"op": "put", "key": key, "ver": [args.client, seq], "t0": t0,
-                   "t1": time.time(), "ok": ok})
-        if ok:
+        r = put_record(store, key, args.client, seq, args.size)
+        rec.write(r)
+        if r["ok"]:
             recovered = time.time()
             held.append(key)
         else:
