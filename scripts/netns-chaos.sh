@@ -21,6 +21,9 @@
 #   leader-isolated   the leader master cut off from every node for 12 s
 #   leader-etcd-cut   the leader master cut off from the three etcd members for 12 s
 #                     (the clients still reach it)
+#   standby-cut       the leader master cut off from the standby for 12 s
+#   owner-cut         the two clients (each a segment owner) cut off from each other
+#                     for 12 s: reads of the other's objects fail cleanly, none hangs
 #   loss              5 % packet loss on every link for the whole load
 #   none              no fault (the workload and checker alone; not in the default set)
 #
@@ -48,7 +51,8 @@ while [ $# -gt 0 ]; do
     *) SCENARIOS+=("$1"); shift ;;
   esac
 done
-[ ${#SCENARIOS[@]} -gt 0 ] || SCENARIOS=(leader-paused leader-isolated leader-etcd-cut loss)
+[ ${#SCENARIOS[@]} -gt 0 ] ||
+  SCENARIOS=(leader-paused leader-isolated leader-etcd-cut standby-cut owner-cut loss)
 command -v etcd >/dev/null || { echo "netns-chaos: needs etcd (apt-get install etcd-server)" >&2; exit 1; }
 
 PEER_VENV=${MOONCAKE_PEER_VENV:-$HOME/.cache/mooncake-peer/venv}
@@ -196,6 +200,22 @@ apply_fault() {
       nc_cut "$lead" e1
       nc_cut "$lead" e2
       nc_cut "$lead" e3
+      sleep 12
+      nc_heal
+      ;;
+    standby-cut)
+      sleep 5
+      local standby=m1
+      [ "$lead" = m1 ] && standby=m2
+      log "cutting the leader ($lead) off from the standby ($standby) for 12 s"
+      nc_cut "$lead" "$standby"
+      sleep 12
+      nc_heal
+      ;;
+    owner-cut)
+      sleep 5
+      log "cutting client c1 off from client c2 (each owns a segment) for 12 s"
+      nc_cut c1 c2
       sleep 12
       nc_heal
       ;;

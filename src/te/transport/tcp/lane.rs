@@ -1,8 +1,8 @@
 //! TCP initiator side: a "lane" is one persistent connection to a peer with a sender
 //! thread that pipelines requests ([`super::sender`]) and a receiver thread that
 //! reads the replies in order ([`super::receiver`]). A broken connection fails only
-//! the slice it was rejected for; the other slices in flight are retried once on a
-//! fresh connection.
+//! the slice it was rejected for; the other slices in flight go again, a few times at
+//! most, on a fresh connection.
 
 use super::io::{recv_exact, send_all};
 use super::lane_state::{

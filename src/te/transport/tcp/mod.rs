@@ -29,6 +29,13 @@ use std::sync::Arc;
 use std::time::Duration;
 use target::TcpTarget;
 
+/// How often one slice may go again after its connection broke. A peer that closes the
+/// connection after rejecting one request (upstream does) can reset it before the
+/// replies of the requests ahead of the rejected one are read, so those go again
+/// although nothing was wrong with them, once per rejection in the batch; a slice
+/// whose peer keeps dropping it fails after this many tries.
+const BROKEN_CONNECTION_RETRIES: u8 = 3;
+
 /// Requests at least this long are split across a peer's lanes.
 const SPLIT_THRESHOLD: u64 = 512 << 10;
 /// Smallest piece a split request is cut into.
@@ -255,7 +262,7 @@ impl TcpTransport {
                 remote: req.remote + offset,
                 len,
                 task: task.clone(),
-                retries_left: 1,
+                retries_left: BROKEN_CONNECTION_RETRIES,
             };
             if inline {
                 lane.try_inline(vec![slice])
@@ -298,7 +305,7 @@ impl TcpTransport {
                 remote: r.remote,
                 len: r.len,
                 task: task.clone(),
-                retries_left: 1,
+                retries_left: BROKEN_CONNECTION_RETRIES,
             });
             tasks.push(task);
         }
