@@ -56,17 +56,21 @@ nc_init() {
 # The namespace of node $1.
 nc_ns() { echo "${NC_BRIDGE_NS%br}n$1"; }
 
-# The address of node $1.
-nc_ip() {
+# The index of node $1 (the order nodes were added in).
+nc_index() {
   local i
   for i in "${!NC_NODES[@]}"; do
-    if [ "${NC_NODES[$i]}" = "$1" ]; then
-      echo "$NC_NET.$((i + 10))"
-      return
-    fi
+    [ "${NC_NODES[$i]}" = "$1" ] && { echo "$i"; return; }
   done
   echo "netns-cluster: no node '$1'" >&2
   return 1
+}
+
+# The address of node $1.
+nc_ip() {
+  local i
+  i=$(nc_index "$1") || return 1
+  echo "$NC_NET.$((i + 10))"
 }
 
 # Adds node $1 (letters and digits): its namespace, its link to the bridge, its address.
@@ -93,10 +97,8 @@ EOF
 # The bridge-side end of node $1's link.
 nc_bridge_end() {
   local i
-  for i in "${!NC_NODES[@]}"; do
-    [ "${NC_NODES[$i]}" = "$1" ] && { echo "mcb$i"; return; }
-  done
-  return 1
+  i=$(nc_index "$1") || return 1
+  echo "mcb$i"
 }
 
 # Runs "$@" (after node $1 and log file $2) in the node's namespace, in the background;

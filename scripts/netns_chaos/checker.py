@@ -77,9 +77,7 @@ def check(records):
         if is_stale(r, written, puts[key].values(), removes[key]):
             stale.append(r)
 
-    final_of = {}
-    for r in finals:
-        final_of[r["key"]] = r
+    final_of = {r["key"]: r for r in finals}
     for key, versions in puts.items():
         acked = [p for p in versions.values() if p["ok"]]
         if not acked:
@@ -94,7 +92,7 @@ def check(records):
             lost.append({"key": key, "why": "not readable after healing", "put": newest})
         else:
             got = versions.get(ver(final.get("got")))
-            if got is not None and got["t0"] < newest["t0"] and got["t1"] < newest["t0"]:
+            if got is not None and got["t1"] < newest["t0"]:
                 lost.append({"key": key, "why": "an older version after healing", "put": newest})
 
     successes = sorted(r["t1"] for r in records if r.get("ok") and "t1" in r)
