@@ -2,8 +2,9 @@
 //! processes (data verified byte for byte, and the bytes counted on that path), the
 //! target still refuses what it refuses over TCP, `MC_DISABLE_SAME_HOST` keeps
 //! sockets, a target that may not be copied into (another user) is reached over TCP
-//! instead, and a target killed mid-transfer fails the transfer without harming the
-//! initiator. Cross-process cases run our `transfer_engine_bench` as the target.
+//! instead, a target killed mid-transfer fails the transfer without harming the
+//! initiator, and one paused mid-batch over sockets fails the batch within the
+//! progress deadline. Cross-process cases run our `transfer_engine_bench` as the target.
 
 mod interop_common;
 
@@ -309,6 +310,64 @@ fn a_target_killed_mid_transfer_fails_the_transfer_only() {
     // The initiator lives on and still works with its own memory.
     local[0] = 9;
     assert_eq!(local[0], 9);
+}
+
+#[test]
+fn a_target_paused_mid_batch_over_tcp_fails_the_batch_within_its_deadline() {
+    let (target, name) = bench_target(&[], 256 * MIB);
+    // Over sockets, where a paused target stops answering (through this host's mapping
+    // of its memory a paused target is still written, as it should be); a transfer
+    // that moves nothing for 1 s gives up.
+    let initiator = engine_with(Config {
+        disable_same_host: true,
+        tcp_progress_timeout_secs: 1,
+        tcp_status_timeout_secs: 1,
+        ..Config::global().clone()
+    });
+    let id = initiator.open_segment(&name).unwrap();
+    let remote = target_buffer(&initiator, id);
+    let mut local = vec![5u8; 256 * MIB as usize];
+    let laddr = local.as_mut_ptr() as u64;
+    initiator
+        .register_memory(laddr, local.len() as u64, "cpu:0", false)
+        .unwrap();
+    let slice = 16 * MIB;
+    let batch: Vec<TransferRequest> = (0..16)
+        .map(|i| req(Op::Write, laddr + i * slice, id, remote + i * slice, slice))
+        .collect();
+    let pid = target.pid();
+    let pauser = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(20));
+        let _ = Command::new("kill")
+            .args(["-STOP", &pid.to_string()])
+            .status();
+    });
+    // Batches go until one ends with a failure: the target stopped answering. Each
+    // request ends, none is left pending (`run` gives up on a task only after
+    // minutes, and then its status is not final).
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let statuses = run(&initiator, &batch);
+        assert!(
+            statuses.iter().all(|s| s.is_terminal()),
+            "a request never ended: {statuses:?}"
+        );
+        if statuses.contains(&TaskStatus::Failed) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the paused target never failed a batch"
+        );
+    }
+    pauser.join().unwrap();
+    // Still paused: a fresh batch fails as a whole, it does not hang.
+    let statuses = run(&initiator, &batch[..2]);
+    assert_eq!(statuses, [TaskStatus::Failed, TaskStatus::Failed]);
+    let _ = Command::new("kill")
+        .args(["-CONT", &pid.to_string()])
+        .status();
+    drop(target);
 }
 
 #[test]
