@@ -1,7 +1,13 @@
 //! KV-event subscriptions: one thread per source, subscribed over ZeroMQ to a Mooncake
 //! master's or an engine's publisher, reconnecting after failures, feeding what it
 //! reads into the index under the source's instance. Sequence gaps are counted.
+//!
+//! HA masters (every master of a cluster subscribed to, for one instance) number each
+//! leader's term apart, in the upper 32 bits of the sequence, and start it with
+//! `cleared` and the new leader's whole state: a batch of a term older than the newest
+//! one an instance has seen is a deposed leader's late message, and is ignored.
 
+use std::collections::HashMap;
 use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -93,6 +99,7 @@ struct SourceStats {
     skipped: AtomicU64,
     undecodable: AtomicU64,
     lost_batches: AtomicU64,
+    stale_batches: AtomicU64,
     last_seq: AtomicU64,
     last_error: Mutex<String>,
 }
@@ -125,10 +132,14 @@ impl Source {
     }
 }
 
+/// The newest term (a sequence number's upper 32 bits) each instance has seen.
+type Terms = Arc<Mutex<HashMap<String, u64>>>;
+
 /// Every subscription of one conductor.
 #[derive(Debug, Default)]
 pub struct Sources {
     list: Mutex<Vec<Source>>,
+    terms: Terms,
 }
 
 impl Sources {
@@ -170,6 +181,7 @@ impl Sources {
             stats: Arc::clone(&stats),
             stop: Arc::clone(&stop),
             stream: Arc::clone(&stream),
+            terms: Arc::clone(&self.terms),
         };
         let thread = std::thread::Builder::new()
             .name("mc-kv-sub".into())
@@ -234,6 +246,7 @@ impl Sources {
                         "skipped_events": n(&st.skipped),
                         "undecodable_messages": n(&st.undecodable),
                         "lost_batches": n(&st.lost_batches),
+                        "stale_batches": n(&st.stale_batches),
                         "last_error": st.last_error.lock().clone(),
                     })
                 })
@@ -267,6 +280,7 @@ struct Worker {
     stats: Arc<SourceStats>,
     stop: Arc<AtomicBool>,
     stream: Arc<Mutex<Option<TcpStream>>>,
+    terms: Terms,
 }
 
 impl Worker {
@@ -334,13 +348,14 @@ impl Worker {
         let Some(payload) = frames.last() else {
             return true;
         };
-        if frames.len() >= 2 {
-            if let Ok(seq) = <[u8; 8]>::try_from(frames[frames.len() - 2].as_slice()) {
-                let seq = u64::from_be_bytes(seq);
-                let last = st.last_seq.swap(seq, Ordering::Relaxed);
-                if last > 0 && seq > last + 1 {
-                    st.lost_batches.fetch_add(seq - last - 1, Ordering::Relaxed);
-                }
+        let seq = (frames.len() >= 2)
+            .then(|| <[u8; 8]>::try_from(frames[frames.len() - 2].as_slice()).ok())
+            .flatten()
+            .map(u64::from_be_bytes);
+        if let Some(seq) = seq {
+            let last = st.last_seq.swap(seq, Ordering::Relaxed);
+            if last > 0 && seq > last + 1 && seq >> 32 == last >> 32 {
+                st.lost_batches.fetch_add(seq - last - 1, Ordering::Relaxed);
             }
         }
         let batch = match decode_batch(payload, &self.keys) {
@@ -358,6 +373,16 @@ impl Worker {
             return false;
         };
         let id = &self.spec.instance;
+        // Held while the batch is applied: a deposed leader's batch checked before a
+        // new term began is not applied after that term's `cleared`.
+        let mut terms = self.terms.lock();
+        let newest = terms.entry(id.clone()).or_insert(0);
+        let term = seq.map_or(*newest, |s| s >> 32);
+        if term < *newest {
+            st.stale_batches.fetch_add(1, Ordering::Relaxed);
+            return true;
+        }
+        *newest = term;
         conductor.with(|s| {
             for event in &batch.events {
                 match event {

@@ -252,6 +252,15 @@ impl MasterService {
         self.reads.all_keys()
     }
 
+    /// Starts an HA term of view `view_version` on the KV-event stream: its own range
+    /// of sequence numbers, then `cleared` and a `stored` event for every object held
+    /// (see `kv_events`). Called before the term serves anything.
+    pub fn announce_term(&self, view_version: i64) {
+        self.t
+            .kv_events
+            .start_term(view_version, self.reads.stored_events());
+    }
+
     /// Number of objects (all states, all tenants).
     pub fn key_count(&self) -> usize {
         self.reads.key_count()

@@ -268,10 +268,14 @@ impl Object {
 
     /// Whether a complete value exists: a COMPLETE memory replica or a disk copy.
     pub fn has_complete(&self) -> bool {
+        self.has_complete_memory() || !self.disk_replicas().is_empty()
+    }
+
+    /// Whether some memory replica is COMPLETE.
+    pub fn has_complete_memory(&self) -> bool {
         self.replicas
             .iter()
             .any(|r| r.status == ReplicaStatus::Complete)
-            || !self.disk_replicas().is_empty()
     }
 
     /// Whether it has no replica at all, in memory or on disk.

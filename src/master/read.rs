@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use super::kv_events::payload::{EventKind, PendingEvent};
+use super::kv_events::Medium;
 use super::object::Object;
 use super::objects::NUM_SHARDS;
 use super::promotion::Promotions;
@@ -185,6 +187,31 @@ impl Reads {
         }
         keys.sort();
         keys
+    }
+
+    /// A `stored` event for every object with a complete value (a memory replica
+    /// makes it `cpu`, disk copies alone `disk`), for an HA term's KV-event resync.
+    pub(super) fn stored_events(&self) -> Vec<PendingEvent> {
+        let mut events = Vec::new();
+        for i in 0..NUM_SHARDS {
+            self.t.objects.lock(i).for_each(|tenant, key, o| {
+                if !o.has_complete() {
+                    return;
+                }
+                events.push(PendingEvent {
+                    kind: EventKind::Stored,
+                    key: key.to_string(),
+                    medium: if o.has_complete_memory() {
+                        Medium::Cpu
+                    } else {
+                        Medium::Disk
+                    },
+                    tenant: tenant.to_string(),
+                    group: o.group_id().to_string(),
+                });
+            });
+        }
+        events
     }
 
     /// Number of objects (all states, all tenants).

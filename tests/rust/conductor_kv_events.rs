@@ -3,15 +3,22 @@
 //! subscribed to the master's publisher. Keys that are block hashes appear under the
 //! store instance (and leave when removed); other keys are read through
 //! `--kv_events_key_regex`; a global-cache-aware placement pulls a prefix from the
-//! store; and the subscription survives a master restart.
+//! store; and the subscription survives a master restart. With HA masters, a new
+//! leader's term (`cleared` and its state under a higher term number) replaces the
+//! index, and a deposed leader's late batch is ignored.
 
 #[path = "store_support/cluster.rs"]
 mod cluster;
 
 use cluster::{eventually, free_ports, Master, DEADLINE};
+use mooncake::codec::zmtp::{PubLimits, PubSocket};
 use mooncake::conductor::events::KeyReader;
 use mooncake::conductor::sources::SourceSpec;
 use mooncake::conductor::{Conductor, ConductorConfig, InstanceSpec, Role, ScheduleRequest};
+use mooncake::master::kv_events::payload::{
+    encode_batch, EventKind, Medium, Numbered, PendingEvent, Shape,
+};
+use mooncake::runtime::conn_threads::ConnLimits;
 use mooncake::wire::master_api::{
     MasterApi, ObjectMeta, ReplicaType, ReplicateConfig, Segment, Uuid,
 };
@@ -193,4 +200,131 @@ fn the_index_follows_a_real_masters_events() {
     );
     assert!(conductor.sources.stats()[0]["connects"].as_u64().unwrap() >= 2);
     conductor.shutdown();
+}
+
+/// One HA master's publisher, as the conductor sees it: batches numbered within a term.
+struct TermPublisher {
+    socket: PubSocket,
+    next: u64,
+}
+
+impl TermPublisher {
+    fn bind() -> TermPublisher {
+        let limits = PubLimits {
+            high_water_mark: 1000,
+            max_queued_bytes: 1 << 20,
+            connections: ConnLimits::new(4, 4),
+        };
+        let socket = PubSocket::bind("127.0.0.1:0".parse().unwrap(), limits).unwrap();
+        TermPublisher { socket, next: 1 }
+    }
+
+    fn endpoint(&self) -> String {
+        format!("tcp://{}", self.socket.local_addr())
+    }
+
+    /// Publishes one batch of `events` (kind and block hash) in `term`.
+    fn publish(&mut self, term: u64, events: &[(EventKind, u64)]) {
+        let pending: Vec<PendingEvent> = events
+            .iter()
+            .map(|(kind, hash)| PendingEvent {
+                kind: *kind,
+                key: if *kind == EventKind::Cleared {
+                    String::new()
+                } else {
+                    hash.to_string()
+                },
+                medium: Medium::Cpu,
+                tenant: "default".into(),
+                group: String::new(),
+            })
+            .collect();
+        let numbered: Vec<Numbered<'_>> = pending
+            .iter()
+            .zip(events)
+            .map(|(event, (kind, hash))| Numbered {
+                event,
+                id: 1,
+                hash: (*kind != EventKind::Cleared).then_some(*hash),
+            })
+            .collect();
+        let shape = Shape {
+            backend_id: "pool".into(),
+            legacy: true,
+            object_key: true,
+        };
+        let payload = encode_batch(0, &numbered, &shape);
+        let seq = term << 32 | self.next;
+        self.next += 1;
+        self.socket.send(&[b"", &seq.to_be_bytes(), &payload]);
+    }
+}
+
+fn stale_batches(c: &Conductor) -> u64 {
+    let stats = c.sources.stats();
+    stats
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["stale_batches"].as_u64().unwrap())
+        .sum()
+}
+
+#[test]
+fn a_new_leaders_term_replaces_the_index_and_a_deposed_leader_is_ignored() {
+    let (mut old, mut new) = (TermPublisher::bind(), TermPublisher::bind());
+    let conductor = Conductor::new(ConductorConfig::default());
+    for (rank, p) in [&old, &new].into_iter().enumerate() {
+        let spec = SourceSpec {
+            endpoint: p.endpoint(),
+            instance: "pool".into(),
+            tenant: "default".into(),
+            dp_rank: rank as i64,
+            kind: "Mooncake".into(),
+        };
+        let keys = KeyReader { pattern: None };
+        conductor.sources.add(&conductor, spec, keys).unwrap();
+    }
+    // The old leader's term 5: published until the conductor has it (its subscription
+    // is in effect from then on).
+    let deadline = Instant::now() + DEADLINE;
+    while prefix_on(&conductor, "pool", &[101]) == 0 {
+        assert!(Instant::now() < deadline, "the first term never arrived");
+        old.publish(5, &[(EventKind::Stored, 101)]);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The new leader's term 6: everything it holds after `cleared`, again until seen.
+    while prefix_on(&conductor, "pool", &[202]) == 0 {
+        assert!(Instant::now() < deadline, "the new term never arrived");
+        new.publish(6, &[(EventKind::Cleared, 0), (EventKind::Stored, 202)]);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        prefix_on(&conductor, "pool", &[101]),
+        0,
+        "cleared by the new term"
+    );
+    // A late batch of the deposed leader is ignored, whenever it arrives.
+    old.publish(5, &[(EventKind::Stored, 303)]);
+    eventually(
+        "the deposed leader's batch is counted as stale",
+        || stale_batches(&conductor) >= 1,
+        || format!("{}", conductor.sources.stats()),
+    );
+    assert_eq!(prefix_on(&conductor, "pool", &[303]), 0);
+    new.publish(6, &[(EventKind::Removed, 202), (EventKind::Stored, 404)]);
+    eventually(
+        "the new term goes on",
+        || prefix_on(&conductor, "pool", &[404]) == 1,
+        String::new,
+    );
+    assert_eq!(prefix_on(&conductor, "pool", &[202]), 0);
+    let stats = conductor.sources.stats();
+    let lost: u64 = stats
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["lost_batches"].as_u64().unwrap())
+        .sum();
+    assert_eq!(lost, 0, "a new term is no gap: {stats}");
 }

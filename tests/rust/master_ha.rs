@@ -4,16 +4,20 @@
 //! the new leader with a third standing by), etcd itself restarted under load, and
 //! upstream 0.3.13's Python client against our HA masters. Every acknowledged object
 //! must stay readable with its exact bytes. Also a master with `--enable_snapshot`
-//! killed and restarted on its address. Needs etcd (`MOONCAKE_SKIP_KV_SERVERS=1`
-//! skips) and, for the upstream client, the peer (`MOONCAKE_SKIP_INTEROP=1`).
+//! killed and restarted on its address. A KV-event subscriber of both masters rebuilds
+//! the new leader's state across a failover from the stream alone. Needs etcd
+//! (`MOONCAKE_SKIP_KV_SERVERS=1` skips) and, for the upstream client, the peer
+//! (`MOONCAKE_SKIP_INTEROP=1`).
 
 mod cut_link;
 mod interop_common;
+mod kv_events_support;
 mod kv_servers;
 mod store_interop_common;
 
 use cut_link::CutLink;
 use interop_common::{pattern, peer, ChildGuard};
+use kv_events_support::{Batch, Sub};
 use kv_servers::{Etcd, Redis};
 use mooncake::metadata::etcd::EtcdMetadataStore;
 use mooncake::metadata::MetadataStore;
@@ -21,6 +25,7 @@ use mooncake::store::{Client, ReplicateConfig, SetupConfig};
 use mooncake::wire::master_api::{ErrorCode, MasterApi, Segment, Uuid};
 use mooncake::wire::rpc_client::MasterRpcClient;
 use parking_lot::Mutex;
+use std::collections::BTreeSet;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -736,4 +741,143 @@ fn snapshot_restart_serves_every_object() {
     assert_all_readable(&c, &["after".to_string(), keys[5].clone()]);
     drop(c);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A KV-event subscriber of every master, following the procedure README gives: a
+/// batch of a term older than the newest seen is a deposed leader's and is ignored; a
+/// `cleared` starts the index afresh; `stored` and `removed` add and drop keys.
+struct FollowingIndex {
+    subs: Vec<Sub>,
+    term: u64,
+    keys: BTreeSet<String>,
+    ignored: u64,
+}
+
+impl FollowingIndex {
+    fn connect(endpoints: &[u16]) -> FollowingIndex {
+        let subs = endpoints
+            .iter()
+            .map(|port| {
+                let mut sub = Sub::connect(([127, 0, 0, 1], *port).into());
+                sub.subscribe_all();
+                sub.sync();
+                sub
+            })
+            .collect();
+        FollowingIndex {
+            subs,
+            term: 0,
+            keys: BTreeSet::new(),
+            ignored: 0,
+        }
+    }
+
+    fn apply(&mut self, batch: &Batch) {
+        let term = batch.seq >> 32;
+        if term < self.term {
+            self.ignored += 1;
+            return;
+        }
+        self.term = term;
+        for event in &batch.events {
+            let key = || event.get("object_key").map(|k| k.str().to_string());
+            match event.get("event_type").map(|t| t.str()) {
+                Some("cleared") => self.keys.clear(),
+                Some("stored") => {
+                    self.keys.insert(key().expect("object_key"));
+                }
+                Some("removed") => {
+                    self.keys.remove(&key().expect("object_key"));
+                }
+                other => panic!("unexpected event type {other:?}"),
+            }
+        }
+    }
+
+    /// Reads what has arrived until the index holds exactly `want`, from a term of
+    /// `min_term` or later.
+    fn converge_to(&mut self, want: &BTreeSet<String>, min_term: u64, what: &str) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while self.keys != *want || self.term < min_term {
+            assert!(
+                Instant::now() < deadline,
+                "{what}: the index has {} keys, the leader {} (term {}; missing {:?}, extra {:?})",
+                self.keys.len(),
+                want.len(),
+                self.term,
+                want.difference(&self.keys).take(5).collect::<Vec<_>>(),
+                self.keys.difference(want).take(5).collect::<Vec<_>>()
+            );
+            let mut batches = Vec::new();
+            for sub in &mut self.subs {
+                if let Some(b) = sub.try_recv(Duration::from_millis(20)) {
+                    batches.push(b);
+                }
+            }
+            for b in &batches {
+                self.apply(b);
+            }
+        }
+    }
+}
+
+/// Every key the leader behind `metrics_port` holds.
+fn leader_keys(m: &HaMaster) -> BTreeSet<String> {
+    let (code, body) = http_get(&format!("http://127.0.0.1:{}/get_all_keys", m.metrics_port))
+        .expect("get_all_keys");
+    assert_eq!(code, 200, "{body}");
+    body.lines()
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+/// Two HA masters publishing KV events, a subscriber connected to both: puts and
+/// removes on the first leader, then the leader paused past its lease; the new leader
+/// starts its term with `cleared` and its whole state under a higher term number, so
+/// the subscriber's index is the new leader's key set, before and after more writes
+/// and after the old leader resumes.
+#[test]
+fn a_kv_event_subscriber_follows_the_leader_across_a_failover() {
+    let Some(etcd) = Etcd::start("a_kv_event_subscriber_follows_the_leader_across_a_failover")
+    else {
+        return;
+    };
+    let events = [free_port(), free_port()];
+    let flags = |port: u16| {
+        vec![
+            "--enable_kv_events=true".to_string(),
+            format!("--kv_events_bind_endpoint=tcp://127.0.0.1:{port}"),
+            "--kv_events_backend_id=pool".into(),
+        ]
+    };
+    let (fa, fb) = (flags(events[0]), flags(events[1]));
+    let a = HaMaster::start(&etcd, &fa.iter().map(String::as_str).collect::<Vec<_>>());
+    a.wait_leader();
+    let b = HaMaster::start(&etcd, &fb.iter().map(String::as_str).collect::<Vec<_>>());
+    b.wait_in_sync_standby();
+    let mut index = FollowingIndex::connect(&events);
+    let c = client(&etcd, 64 * MIB);
+    let keys = put_until_acked(&c, "first", 30);
+    for key in &keys[..5] {
+        c.remove(key, false).expect("remove");
+    }
+    index.converge_to(&leader_keys(&a), 1, "on the first leader");
+    let first_term = index.term;
+
+    a.signal("-STOP");
+    b.wait_leader();
+    // The new leader's term numbers higher: its resync replaces the index.
+    index.converge_to(&leader_keys(&b), first_term + 1, "after the failover");
+    let more = put_until_acked(&c, "second", 10);
+    c.remove(&more[0], false).expect("remove");
+    a.signal("-CONT");
+    a.wait_for("to stand by after it resumed", |h| {
+        h.contains("\"role\":\"standby\"")
+    });
+    let after = put_until_acked(&c, "third", 5);
+    let want = leader_keys(&b);
+    assert!(want.contains(&after[4]) && !want.contains(&more[0]));
+    index.converge_to(&want, first_term + 1, "after the old leader resumed");
+    drop(c);
 }

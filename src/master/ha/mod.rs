@@ -414,6 +414,9 @@ impl Node<'_> {
             .campaign(&self.settings.rpc_advertised, &repl_addr)
         {
             Ok(Some(t)) => {
+                // Subscribers learn the new term, and what it holds, before any of its
+                // own events.
+                master.announce_term(t.revision);
                 master.serve_until(asked + serving_span(self.election.ttl()));
                 t
             }

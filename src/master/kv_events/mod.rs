@@ -8,6 +8,13 @@
 //! and [`KvEvents`] the PUB socket (`crate::codec::zmtp`) and its worker thread. Which
 //! master operations emit what is decided at the call sites (`write`, `remove`,
 //! `eviction`): see [`Medium::for_put_end`].
+//!
+//! Across an HA failover (ours, not upstream's: its master publishes nothing there), a
+//! leader's term is numbered apart from every other ([`term_first_seq`]) and starts
+//! with `cleared` and a `stored` event for every object the new leader holds, so a
+//! subscriber connected to every master's endpoint rebuilds its index from the stream
+//! alone: on `cleared` it forgets the backend, and it ignores batches of a term older
+//! than the newest it has seen (a deposed leader's late messages).
 
 pub mod config;
 pub mod payload;
@@ -18,7 +25,8 @@ pub use config::{KvEventConfig, KV_EVENT_FLAGS};
 pub use payload::Medium;
 pub use pipeline::KvEventStats;
 pub use publisher::{
-    KvEvents, HIGH_WATER_MARK, MAX_QUEUED_BYTES, MAX_SUBSCRIBERS, MAX_SUBSCRIBERS_PER_PEER,
+    term_first_seq, KvEvents, HIGH_WATER_MARK, MAX_QUEUED_BYTES, MAX_SUBSCRIBERS,
+    MAX_SUBSCRIBERS_PER_PEER,
 };
 
 use crate::wire::master_api::ReplicaType;

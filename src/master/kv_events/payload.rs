@@ -11,6 +11,10 @@ pub enum EventKind {
     Stored,
     /// The object is gone (`removed`, legacy `BlockRemoved`).
     Removed,
+    /// Forget everything this backend announced before (`cleared`, legacy
+    /// `AllBlocksCleared`): an HA leader's term starts with it, followed by a `stored`
+    /// for every object it holds.
+    Cleared,
 }
 
 /// Where the object's bytes are, as events name it.
@@ -45,6 +49,19 @@ pub struct PendingEvent {
     pub tenant: String,
     /// The object's group id ("" when none).
     pub group: String,
+}
+
+impl PendingEvent {
+    /// The `cleared` event that starts an HA leader's term.
+    pub fn cleared() -> PendingEvent {
+        PendingEvent {
+            kind: EventKind::Cleared,
+            key: String::new(),
+            medium: Medium::Cpu,
+            tenant: String::new(),
+            group: String::new(),
+        }
+    }
 }
 
 /// The settings that shape every event map.
@@ -85,32 +102,44 @@ pub fn encode_batch(timestamp_ms: i64, events: &[Numbered<'_>], shape: &Shape) -
 
 /// How many keys an event map has: 13 always, 2 legacy (`type`, `block_hashes`), 1 for
 /// `object_key`, then 3 + 1 legacy (`parent_block_hash`) for stored or 1 for removed.
+/// A `cleared` map has the envelope alone: 12, and 1 legacy (`type`).
 fn map_len(kind: EventKind, shape: &Shape) -> u32 {
     let legacy = u32::from(shape.legacy);
     let tail = match kind {
         EventKind::Stored => 3 + legacy,
         EventKind::Removed => 1,
+        EventKind::Cleared => return 12 + legacy,
     };
     13 + 2 * legacy + u32::from(shape.object_key) + tail
+}
+
+/// `event_type` and the legacy `type` of `kind`.
+fn type_names(kind: EventKind) -> (&'static str, &'static str) {
+    match kind {
+        EventKind::Stored => ("stored", "BlockStored"),
+        EventKind::Removed => ("removed", "BlockRemoved"),
+        EventKind::Cleared => ("cleared", "AllBlocksCleared"),
+    }
 }
 
 fn event_map(e: &mut Encoder, timestamp_ms: i64, n: &Numbered<'_>, shape: &Shape) {
     let ev = n.event;
     let stored = ev.kind == EventKind::Stored;
+    let (event_type, legacy_type) = type_names(ev.kind);
     e.map(map_len(ev.kind, shape));
     e.str("event_id");
     e.uint(n.id);
     e.str("timestamp");
     e.int(timestamp_ms);
     e.str("event_type");
-    e.str(if stored { "stored" } else { "removed" });
+    e.str(event_type);
     if shape.legacy {
         e.str("type");
-        e.str(if stored {
-            "BlockStored"
-        } else {
-            "BlockRemoved"
-        });
+        e.str(legacy_type);
+    }
+    if ev.kind == EventKind::Cleared {
+        cleared_envelope(e, shape);
+        return;
     }
     for unknown in ["model_name", "block_size", "additional_salt", "lora_name"] {
         e.str(unknown);
@@ -160,6 +189,27 @@ fn event_map(e: &mut Encoder, timestamp_ms: i64, n: &Numbered<'_>, shape: &Shape
             e.nil();
         }
     } else {
+        e.nil();
+    }
+}
+
+/// The rest of a `cleared` map: it is about the whole backend, so tenant, group and
+/// medium are nil.
+fn cleared_envelope(e: &mut Encoder, shape: &Shape) {
+    for unknown in [
+        "model_name",
+        "block_size",
+        "additional_salt",
+        "lora_name",
+        "tenant_id",
+    ] {
+        e.str(unknown);
+        e.nil();
+    }
+    e.str("backend_id");
+    e.str(&shape.backend_id);
+    for none in ["group_id", "medium", "dp_rank"] {
+        e.str(none);
         e.nil();
     }
 }
@@ -348,6 +398,38 @@ mod tests {
         ]
         .concat();
         assert_eq!(encode_batch(TS, &batch, &shape(false, false)), golden);
+    }
+
+    #[test]
+    fn a_cleared_event_is_the_envelope_alone_byte_by_byte() {
+        let e = PendingEvent::cleared();
+        let batch = [Numbered {
+            event: &e,
+            id: 9,
+            hash: None,
+        }];
+        let golden: Vec<u8> = [
+            &[0x93][..],
+            &[0xcf, 0x00, 0x00, 0x01, 0x8b, 0xcf, 0xe5, 0x68, 0x7b],
+            &[0x91, 0x8d], // 1 event, 13 keys
+            b"\xa8event_id\x09",
+            b"\xa9timestamp\xcf\x00\x00\x01\x8b\xcf\xe5\x68\x7b",
+            b"\xaaevent_type\xa7cleared",
+            b"\xa4type\xb0AllBlocksCleared",
+            b"\xaamodel_name\xc0",
+            b"\xaablock_size\xc0",
+            b"\xafadditional_salt\xc0",
+            b"\xa9lora_name\xc0",
+            b"\xa9tenant_id\xc0",
+            b"\xaabackend_id\xa5node0",
+            b"\xa8group_id\xc0",
+            b"\xa6medium\xc0",
+            b"\xa7dp_rank\xc0",
+            &[0x00],
+        ]
+        .concat();
+        assert_eq!(encode_batch(TS, &batch, &shape(true, true)), golden);
+        assert_eq!(map_len(EventKind::Cleared, &shape(false, true)), 12);
     }
 
     #[test]

@@ -1,14 +1,16 @@
 //! From enqueued events to numbered, encoded batches, without threads or sockets: the
 //! bounded queue (the oldest event dropped on overflow), the sequence numbers (one
 //! consumed per published batch and per dropped event, so a consumer sees the loss as
-//! a gap), the event ids, the key filter and the counters.
+//! a gap), the event ids, the key filter and the counters. An HA leader's term starts
+//! with [`Pipeline::start_term`]: the term's own range of sequence numbers, and its
+//! resync (`cleared`, then `stored` for every object) ahead of anything else.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::{Condvar, Mutex};
 
-use super::payload::{encode_batch, Numbered, PendingEvent, Shape};
+use super::payload::{encode_batch, EventKind, Numbered, PendingEvent, Shape};
 use crate::wire::kv_key_hash::seq_hash;
 
 /// Most events in one published batch (upstream's `kMaxBatchSize`).
@@ -41,6 +43,8 @@ pub struct Prepared {
 #[derive(Default)]
 struct Queue {
     events: VecDeque<PendingEvent>,
+    /// A term's resync, published before `events` and outside the queue's bound.
+    resync: VecDeque<PendingEvent>,
     stopping: bool,
 }
 
@@ -94,12 +98,38 @@ impl Pipeline {
         self.ready.notify_one();
     }
 
-    /// Up to [`MAX_BATCH`] events, oldest first; waits for one unless stopping. Empty
-    /// once stopped and drained.
+    /// Starts an HA leader's term: the events still queued are dropped (another leader
+    /// may have served since they happened), the term's batches are numbered from
+    /// `first_seq` on (never lower than before), and `cleared` followed by `objects`
+    /// (the leader's state, as `stored` events) go out before anything queued later.
+    /// The resync is not bounded by the queue's capacity: it is the object table once.
+    pub fn start_term(&self, first_seq: u64, objects: Vec<PendingEvent>) {
+        let mut q = self.queue.lock();
+        if q.stopping {
+            return;
+        }
+        let stale = q.events.len() + q.resync.len();
+        self.dropped_events
+            .fetch_add(stale as u64, Ordering::Relaxed);
+        q.events.clear();
+        q.resync.clear();
+        self.next_seq.fetch_max(first_seq, Ordering::Relaxed);
+        q.resync.push_back(PendingEvent::cleared());
+        q.resync.extend(objects);
+        drop(q);
+        self.ready.notify_one();
+    }
+
+    /// Up to [`MAX_BATCH`] events, oldest first (a term's resync before the rest);
+    /// waits for one unless stopping. Empty once stopped and drained.
     pub fn next_batch(&self) -> Vec<PendingEvent> {
         let mut q = self.queue.lock();
-        while q.events.is_empty() && !q.stopping {
+        while q.events.is_empty() && q.resync.is_empty() && !q.stopping {
             self.ready.wait(&mut q);
+        }
+        if !q.resync.is_empty() {
+            let n = q.resync.len().min(MAX_BATCH);
+            return q.resync.drain(..n).collect();
         }
         let n = q.events.len().min(MAX_BATCH);
         q.events.drain(..n).collect()
@@ -120,7 +150,7 @@ impl Pipeline {
         let mut numbered = Vec::with_capacity(batch.len());
         for event in batch {
             let hash = seq_hash(&event.key);
-            if hash.is_none() {
+            if hash.is_none() && event.kind != EventKind::Cleared {
                 self.skipped_unparsed_keys.fetch_add(1, Ordering::Relaxed);
                 if !self.shape.object_key || event.key.is_empty() {
                     continue;
@@ -249,5 +279,37 @@ mod tests {
         let p = without.prepare(&[ev("abc"), ev("7")], 0).unwrap();
         assert_eq!((p.seq, p.events), (1, 1));
         assert!(p.payload.windows(10).any(|w| w == b"\xa8event_id\x01"));
+    }
+
+    #[test]
+    fn a_term_drops_what_is_queued_and_resyncs_first_beyond_the_bound() {
+        let p = pipeline(2, false);
+        p.enqueue(ev("1"));
+        p.enqueue(ev("2"));
+        let objects: Vec<PendingEvent> = (10..80).map(|i| ev(&i.to_string())).collect();
+        p.start_term(7 << 32 | 1, objects);
+        let first = p.next_batch();
+        assert_eq!(first.len(), 64);
+        assert_eq!(first[0].kind, EventKind::Cleared);
+        assert_eq!(keys(&first[1..3]), ["10", "11"]);
+        let prepared = p.prepare(&first, 0).unwrap();
+        assert_eq!(prepared.seq, 7 << 32 | 1);
+        assert_eq!(prepared.events, 64, "cleared is published without a key");
+        // Queued while the resync is out, beyond the capacity of 2: the oldest goes
+        // (a gap of one), the resync stays whole.
+        for k in ["100", "101", "102"] {
+            p.enqueue(ev(k));
+        }
+        let rest = p.next_batch();
+        assert_eq!(rest.len(), 7);
+        assert_eq!(keys(&rest)[..2], ["73", "74"]);
+        assert_eq!(p.prepare(&rest, 0).unwrap().seq, 7 << 32 | 3);
+        assert_eq!(keys(&p.next_batch()), ["101", "102"]);
+        // The two stale events and the one pushed out of the full queue.
+        assert_eq!(p.stats().dropped_events, 3);
+        assert_eq!(p.stats().skipped_unparsed_keys, 0);
+        // A later term never numbers lower.
+        p.start_term(3, Vec::new());
+        assert!(p.prepare(&p.next_batch(), 0).unwrap().seq > 7 << 32 | 2);
     }
 }

@@ -191,6 +191,16 @@ impl KvEvents {
         }
     }
 
+    /// Starts an HA leader's term of view `view_version`: its batches are numbered from
+    /// [`term_first_seq`] on, and it publishes `cleared`, then `objects` (a `stored`
+    /// event for every object it holds), before any event of its own operations.
+    /// Events still queued from an earlier term are dropped.
+    pub fn start_term(&self, view_version: i64, objects: Vec<PendingEvent>) {
+        if let Some(r) = &self.running {
+            r.pipeline.start_term(term_first_seq(view_version), objects);
+        }
+    }
+
     /// The counters (all zero when disabled).
     pub fn stats(&self) -> KvEventStats {
         self.running
@@ -245,6 +255,15 @@ fn publish_loop(pipeline: &Pipeline, mut socket: PubSocket) {
     }
     socket.linger(LINGER);
     socket.close();
+}
+
+/// The first sequence number of an HA term of view `view_version` (the etcd revision
+/// that elected the leader): the view in the upper 32 bits, the batch's number in the
+/// term in the lower ones, so that numbers grow across leaders and a subscriber tells
+/// terms apart by `seq >> 32`. Views past 2^32 - 1 share the last term number.
+pub fn term_first_seq(view_version: i64) -> u64 {
+    let term = u64::try_from(view_version.max(0)).map_or(0, |v| v.min(u64::from(u32::MAX)));
+    term << 32 | 1
 }
 
 /// Milliseconds since the Unix epoch.
