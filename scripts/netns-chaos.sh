@@ -2,8 +2,14 @@
 # Network-fault scenarios on a Mooncake Store cluster in network namespaces
 # (scripts/netns-cluster.sh), each checked by scripts/netns_chaos/checker.py.
 #
-#   scripts/netns-chaos.sh [--seconds N] [--keep DIR] [--impl ours|upstream|both]
+#   scripts/netns-chaos.sh [--seconds N] [--minutes M] [--keep DIR]
+#                          [--impl ours|upstream|both] [--profile release|debug]
 #                          [SCENARIO...]
+#
+# --minutes M is the campaign: the scenarios again and again, in rounds, until M
+# minutes have passed (each round runs every scenario once per implementation), then
+# one line of totals. --profile picks our build (default release; CI runs debug, which
+# its tests built already).
 #
 # Each scenario builds a fresh cluster: three etcd members (e1-e3), two masters with HA
 # on them (m1, m2), two clients that are also segment owners (c1, c2; our Python store
@@ -24,14 +30,29 @@
 #   standby-cut       the leader master cut off from the standby for 12 s
 #   owner-cut         the two clients (each a segment owner) cut off from each other
 #                     for 12 s: reads of the other's objects fail cleanly, none hangs
+#   owner-master-cut  client c2 (a segment owner) cut off from both masters for 6 s,
+#                     within its client TTL; c1 still reaches it
+#   etcd-faults       one etcd member (not the leader) cut off for 8 s, then the etcd
+#                     leader SIGSTOPped for 10 s
+#   flapping          the leader master's link down 2 s, up 2 s, four times
 #   loss              5 % packet loss on every link for the whole load
+#   delay             50 ± 20 ms on every link each way for the whole load (netem, or a
+#                     netfilter queue where the kernel has no netem)
 #   none              no fault (the workload and checker alone; not in the default set)
 #
-# One line per scenario: operations, acknowledged puts, lost, torn, stale, the longest
-# stretch with no successful operation, and the time from healing to the clients'
-# first success, per implementation. Exits 1 when a scenario loses, tears or serves
-# stale data on ours; upstream's findings are reported, not failed.
-# Needs root, iproute2, nftables, etcd and python3; builds the release binaries.
+# While a scenario runs, scripts/netns_chaos/roles.py samples both masters' /health
+# ten times a second, and the checker also proves that no master served while another
+# served a view without a break. On ours, scripts/netns_chaos/kv_index.py subscribes to
+# both masters' KV events; once all is healed and written its index must hold exactly
+# the leader's keys ("kv_index: match").
+#
+# One line per scenario: operations, acknowledged puts, lost, torn, stale, two
+# writers, the longest stretch with no successful operation, and the time from healing
+# to the clients' first success, per implementation. Exits 1 when a scenario loses,
+# tears or serves stale data, or has two writers, on ours; upstream's findings are
+# reported, not failed.
+# Needs root, iproute2, nftables, iptables (delay without netem), curl, etcd and
+# python3; builds our binaries.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -39,20 +60,35 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$ROOT/scripts/netns-cluster.sh"
 
 SECONDS_OF_LOAD=30
+MINUTES=
 KEEP=
 IMPL=
+PROFILE=release
 SCENARIOS=()
+usage() {
+  echo "usage: scripts/netns-chaos.sh [--seconds N] [--minutes M] [--keep DIR]" \
+    "[--impl ours|upstream|both] [--profile release|debug] [SCENARIO...]" >&2
+  exit 2
+}
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) SECONDS_OF_LOAD=$2; shift 2 ;;
+    --minutes) MINUTES=$2; shift 2 ;;
     --keep) KEEP=$2; shift 2 ;;
     --impl) IMPL=$2; shift 2 ;;
-    -*) echo "usage: scripts/netns-chaos.sh [--seconds N] [--keep DIR] [SCENARIO...]" >&2; exit 2 ;;
+    --profile) PROFILE=$2; shift 2 ;;
+    -*) usage ;;
     *) SCENARIOS+=("$1"); shift ;;
   esac
 done
 [ ${#SCENARIOS[@]} -gt 0 ] ||
-  SCENARIOS=(leader-paused leader-isolated leader-etcd-cut standby-cut owner-cut loss)
+  SCENARIOS=(leader-paused leader-isolated leader-etcd-cut standby-cut owner-cut
+    owner-master-cut etcd-faults flapping loss delay)
+case "$PROFILE" in
+  release) BUILD=(--release) ;;
+  debug) BUILD=() ;;
+  *) usage ;;
+esac
 command -v etcd >/dev/null || { echo "netns-chaos: needs etcd (apt-get install etcd-server)" >&2; exit 1; }
 
 PEER_VENV=${MOONCAKE_PEER_VENV:-$HOME/.cache/mooncake-peer/venv}
@@ -68,14 +104,14 @@ esac
 if [ "$IMPL" != ours ]; then
   PEER_VENV=$(bash "$ROOT/scripts/upstream-peer.sh" | tail -1)
 fi
-(cd "$ROOT" && ${CARGO:-cargo} build --release --lib --bin mooncake_master) >&2
+(cd "$ROOT" && ${CARGO:-cargo} build "${BUILD[@]}" --lib --bin mooncake_master) >&2
 
 # Sets MASTER, PYTHON and the environment for implementation $1.
 use_impl() {
   if [ "$1" = ours ]; then
-    MASTER="$ROOT/target/release/mooncake_master"
+    MASTER="$ROOT/target/$PROFILE/mooncake_master"
     PYTHON=python3
-    export MOONCAKE_LIBRARY="$ROOT/target/release/libmooncake.so"
+    export MOONCAKE_LIBRARY="$ROOT/target/$PROFILE/libmooncake.so"
     export PYTHONPATH="$ROOT/python"
   else
     MASTER="$(env -u PYTHONPATH "$PEER_VENV/bin/python" -c \
@@ -135,13 +171,15 @@ start_cluster() {
       --listen-client-urls "http://$ip:2379" --advertise-client-urls "http://$ip:2379" \
       --listen-peer-urls "http://$ip:2380" --initial-advertise-peer-urls "http://$ip:2380" \
       --initial-cluster "$cluster" --initial-cluster-state new --log-level error
+    printf -v "ETCD_PID_$node" '%s' "$NC_PID"
   done
   for node in e1 e2 e3; do poll 30 etcd_healthy "$node" || { log "etcd $node is not healthy"; return 1; }; done
   ETCD_LIST="$(nc_ip e1):2379;$(nc_ip e2):2379;$(nc_ip e3):2379"
   for node in m1 m2; do
     nc_run "$node" "$work/$node.log" "$MASTER" --enable_ha=true \
       --etcd_endpoints="$ETCD_LIST" --rpc_address="$(nc_ip "$node")" --port=50051 \
-      --metrics_port=9003
+      --metrics_port=9003 --enable_kv_events=true --kv_events_backend_id=pool \
+      --kv_events_bind_endpoint="tcp://$(nc_ip "$node"):5557"
     printf -v "MASTER_PID_$node" '%s' "$NC_PID"
     if [ "$node" = m1 ]; then
       poll 30 is_leader m1 || { log "m1 did not lead"; return 1; }
@@ -149,6 +187,51 @@ start_cluster() {
       poll 30 is_standby m2 || { log "m2 did not stand by"; return 1; }
     fi
   done
+}
+
+# The etcd member that leads the etcd cluster, as node $1 sees it.
+etcd_leader() {
+  local node status
+  for node in e1 e2 e3; do
+    status=$(in_node c1 curl -s -m 1 -X POST -d '{}' \
+      "http://$(nc_ip "$node"):2379/v3/maintenance/status" 2>/dev/null) || continue
+    python3 -c '
+import json, sys
+s = json.loads(sys.argv[1])
+sys.exit(0 if s["header"]["member_id"] == s["leader"] else 1)' "$status" 2>/dev/null &&
+      { echo "$node"; return; }
+  done
+  return 1
+}
+
+# Starts the role sampler (scripts/netns_chaos/roles.py) in c1's namespace.
+start_roles() {
+  local work=$1
+  nc_run c1 "$work/roles.log" python3 "$ROOT/scripts/netns_chaos/roles.py" \
+    --master "m1=$(nc_ip m1):9003" --master "m2=$(nc_ip m2):9003" \
+    --out "$work/roles.jsonl" --stop "$work/release"
+}
+
+# Starts the KV-event subscriber (scripts/netns_chaos/kv_index.py) of both masters in
+# c1's namespace (ours only: upstream's wheel master publishes no KV events).
+start_kv_index() {
+  local work=$1
+  [ "$2" = ours ] || return 0
+  nc_run c1 "$work/kv-index.log" python3 "$ROOT/scripts/netns_chaos/kv_index.py" \
+    --endpoint "$(nc_ip m1):5557" --endpoint "$(nc_ip m2):5557" \
+    --out "$work/kv-index.json" --stop "$work/release"
+}
+
+# Whether the subscriber's index holds exactly the leader's keys (writes its
+# comparison to $1/kv-index.result).
+kv_index_matches() {
+  local work=$1 lead
+  lead=$(leader) || return 1
+  in_node c1 curl -s -m 5 "http://$(nc_ip "$lead"):9003/get_all_keys" >"$work/leader-keys.txt" ||
+    return 1
+  [ -e "$work/kv-index.json" ] || return 1
+  python3 "$ROOT/scripts/netns_chaos/checker.py" kv-index "$work/kv-index.json" \
+    "$work/leader-keys.txt" >"$work/kv-index.result"
 }
 
 # Starts the two workload clients; sets CLIENT_PIDS.
@@ -160,7 +243,7 @@ start_clients() {
       --client "$i" --host "$(nc_ip "c$i")" --metadata P2PHANDSHAKE \
       --master "etcd://$ETCD_LIST" --history "$work/history-c$i.jsonl" \
       --seconds "$SECONDS_OF_LOAD" --healed "$work/healed" --ready "$work/ready-c$i" \
-      --release "$work/release"
+      --go "$work/go" --loaded "$work/loaded-c$i" --release "$work/release"
     CLIENT_PIDS+=("$NC_PID")
   done
   poll 60 test -e "$work/ready-c1" -a -e "$work/ready-c2" || { log "the clients did not set up"; return 1; }
@@ -173,10 +256,15 @@ leader() {
   return 1
 }
 
-# Applies scenario $1's fault (and undoes it) while the clients run.
+# Starts the clients' load (they wait for $GO).
+go() { touch "$GO"; }
+
+# Starts the load and applies scenario $1's fault (and undoes it) while it runs; a
+# lasting fault (loss, delay) is in place before the load starts.
 apply_fault() {
   local scenario=$1 lead pid
   lead=$(leader) || { log "no leader before the fault"; return 1; }
+  case "$scenario" in loss | delay) ;; *) go ;; esac
   local pid_var="MASTER_PID_$lead"
   pid=${!pid_var}
   case "$scenario" in
@@ -219,10 +307,53 @@ apply_fault() {
       sleep 12
       nc_heal
       ;;
+    owner-master-cut)
+      sleep 5
+      log "cutting client c2 (a segment owner) off from both masters for 6 s"
+      nc_cut c2 m1
+      nc_cut c2 m2
+      sleep 6
+      nc_heal
+      ;;
+    etcd-faults)
+      sleep 5
+      local etcd_lead member
+      etcd_lead=$(etcd_leader) || { log "no etcd leader"; return 1; }
+      for member in e1 e2 e3; do [ "$member" = "$etcd_lead" ] || break; done
+      log "cutting etcd member $member off from every node for 8 s"
+      nc_isolate "$member"
+      sleep 8
+      nc_heal
+      poll 30 etcd_healthy "$member" || log "etcd member $member did not come back"
+      etcd_lead=$(etcd_leader) || { log "no etcd leader after the cut"; return 1; }
+      local etcd_pid_var="ETCD_PID_$etcd_lead"
+      log "pausing the etcd leader ($etcd_lead, pid ${!etcd_pid_var}) for 10 s"
+      nc_pause "${!etcd_pid_var}"
+      sleep 10
+      nc_resume "${!etcd_pid_var}"
+      ;;
+    flapping)
+      sleep 5
+      log "the leader's ($lead) link down 2 s and up 2 s, four times"
+      local round
+      for round in 1 2 3 4; do
+        nc_link_down "$lead"
+        sleep 2
+        nc_link_up "$lead"
+        sleep 2
+      done
+      ;;
     loss)
       log "5 % loss on every link"
       local node
       for node in e1 e2 e3 m1 m2 c1 c2; do nc_loss "$node" 5; done
+      go
+      ;;
+    delay)
+      log "50 ± 20 ms on every link each way"
+      local node
+      for node in e1 e2 e3 m1 m2 c1 c2; do nc_delay "$node" 50 20 || return 1; done
+      go
       ;;
     none) log "no fault" ;;
     *) log "unknown scenario $scenario"; return 2 ;;
@@ -232,14 +363,15 @@ apply_fault() {
 run_scenario() {
   local scenario=$1 impl=$2 work
   work=$(mktemp -d /tmp/netns-chaos.XXXXXX)
+  GO="$work/go"
   nc_init
-  local started failed=
+  local failed=
   if ! start_cluster "$work"; then
     failed="the cluster did not start"
-  elif ! start_clients "$work"; then
+  elif ! start_roles "$work" || ! start_kv_index "$work" "$impl" ||
+    ! start_clients "$work"; then
     failed="the clients did not set up"
   else
-    started=$SECONDS
     apply_fault "$scenario" || failed="the fault could not be applied"
   fi
   if [ -n "$failed" ]; then
@@ -248,13 +380,25 @@ run_scenario() {
     echo "$impl $scenario ERROR: $failed (logs: $work)"
     return 1
   fi
-  # The load runs its full time; the fault is undone before it ends.
-  while [ $((SECONDS - started)) -lt "$SECONDS_OF_LOAD" ]; do sleep 0.2; done
+  # The load runs its full time on each client's own clock; a fault that lasts (loss,
+  # delay) is undone only after that, so every operation of the load met it.
+  poll $((SECONDS_OF_LOAD + 120)) test -e "$work/loaded-c1" -a -e "$work/loaded-c2" ||
+    log "a client did not finish its load"
   nc_heal
   touch "$work/healed"
   # Every client reads its keys back before any closes (closing unmounts a segment).
   poll 180 test -e "$work/history-c1.jsonl.done" -a -e "$work/history-c2.jsonl.done" ||
     log "a client did not finish reading back"
+  # Nothing is written any more: the subscriber's index must come to hold exactly the
+  # leader's keys.
+  local kv_index="n/a (no KV events)"
+  if [ "$impl" = ours ]; then
+    if poll 30 kv_index_matches "$work"; then
+      kv_index=match
+    else
+      kv_index="differs $(cat "$work/kv-index.result" 2>/dev/null)"
+    fi
+  fi
   touch "$work/release"
   local pid
   for pid in "${CLIENT_PIDS[@]}"; do
@@ -262,11 +406,13 @@ run_scenario() {
     while kill -0 "$pid" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.2; done
   done
   local summary rc=0
-  summary=$(python3 "$ROOT/scripts/netns_chaos/checker.py" "$work"/history-c*.jsonl) || rc=$?
+  summary=$(python3 "$ROOT/scripts/netns_chaos/checker.py" "$work"/history-c*.jsonl \
+    "$work/roles.jsonl") || rc=$?
+  [ "$kv_index" != "${kv_index#differs}" ] && rc=1
   [ "$impl" = ours ] || rc=0
   nc_down
   trap - EXIT
-  echo "$impl $scenario $summary"
+  echo "$impl $scenario $summary kv_index: $kv_index"
   if [ -n "$KEEP" ]; then
     mkdir -p "$KEEP"
     mv "$work" "$KEEP/$impl-$scenario"
@@ -276,12 +422,20 @@ run_scenario() {
   return $rc
 }
 
-status=0
-for scenario in "${SCENARIOS[@]}"; do
-  for impl in "${IMPLS[@]}"; do
-    log "scenario $scenario: $impl"
-    use_impl "$impl"
-    run_scenario "$scenario" "$impl" || status=1
+status=0 runs=0 failures=0 rounds=0
+campaign_start=$SECONDS
+while :; do
+  rounds=$((rounds + 1))
+  for scenario in "${SCENARIOS[@]}"; do
+    for impl in "${IMPLS[@]}"; do
+      log "scenario $scenario: $impl${MINUTES:+ (round $rounds)}"
+      use_impl "$impl"
+      runs=$((runs + 1))
+      run_scenario "$scenario" "$impl" || { status=1; failures=$((failures + 1)); }
+    done
   done
+  [ -n "$MINUTES" ] && [ $((SECONDS - campaign_start)) -lt $((MINUTES * 60)) ] || break
 done
+[ -z "$MINUTES" ] ||
+  echo "campaign: $rounds round(s), $runs scenario runs, $failures failed, $(( (SECONDS - campaign_start) / 60 )) min"
 exit $status

@@ -15,15 +15,18 @@
 #   nc_isolate A         A reaches no other node, and none reaches A
 #   nc_loss A PCT        PCT % of A's packets, in and out, dropped at random (nftables)
 #   nc_rate A RATE       A's link capped at RATE each way (tc tbf, e.g. 100mbit)
-#   nc_delay A MS JIT    MS ± JIT ms on A's link each way (tc netem; returns 2 with the
-#                        reason where the kernel has no netem)
+#   nc_delay A MS JIT    MS ± JIT ms on A's link each way (tc netem; where the kernel
+#                        has no netem, a netfilter queue (iptables NFQUEUE) to
+#                        scripts/netns_chaos/delayer.py in A's namespace holds each
+#                        packet that long)
 #   nc_link_down A / nc_link_up A   A's link down or up (a flapping link)
 #   nc_pause PID / nc_resume PID    SIGSTOP / SIGCONT
 #
 # Processes: `nc_run NODE LOG CMD...` starts CMD in NODE's namespace (output to LOG) and
 # sets NC_PID; `nc_stop PID` stops it (TERM, then KILL after 10 s).
 #
-# Needs root, iproute2 and nftables (apt-get install iproute2 nftables).
+# Needs root, iproute2, nftables and, for delay without netem, iptables (apt-get
+# install iproute2 nftables iptables).
 
 NC_NET=
 NC_BRIDGE_NS=
@@ -31,6 +34,8 @@ NC_NODES=()
 NC_PIDS=()
 NC_PID=
 NC_NETEM=
+NC_DELAYERS=()
+NC_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 # Creates the bridge namespace; `nc_down` runs on EXIT from now on.
 nc_init() {
@@ -183,14 +188,29 @@ nc_netem_available() {
 
 nc_delay() {
   local node=$1 ms=$2 jitter=$3
-  if ! nc_netem_available; then
-    echo "netns-cluster: no delay: $NC_NETEM" >&2
-    return 2
+  if nc_netem_available; then
+    ip netns exec "$(nc_ns "$node")" tc qdisc replace dev eth0 root netem \
+      delay "${ms}ms" "${jitter}ms"
+    ip netns exec "$NC_BRIDGE_NS" tc qdisc replace dev "$(nc_bridge_end "$node")" root netem \
+      delay "${ms}ms" "${jitter}ms"
+    return
   fi
-  ip netns exec "$(nc_ns "$node")" tc qdisc replace dev eth0 root netem \
-    delay "${ms}ms" "${jitter}ms"
-  ip netns exec "$NC_BRIDGE_NS" tc qdisc replace dev "$(nc_bridge_end "$node")" root netem \
-    delay "${ms}ms" "${jitter}ms"
+  local ready
+  ready=$(mktemp -u /tmp/netns-delayer.XXXXXX)
+  nc_run "$node" /dev/null python3 "$NC_DIR/netns_chaos/delayer.py" --queue 0 \
+    --delay-ms "$ms" --jitter-ms "$jitter" --ready "$ready"
+  NC_DELAYERS+=("$NC_PID")
+  local deadline=$((SECONDS + 10))
+  until [ -e "$ready" ]; do
+    kill -0 "$NC_PID" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ] ||
+      { echo "netns-cluster: the delayer for $node did not start" >&2; return 1; }
+    sleep 0.05
+  done
+  rm -f "$ready"
+  # nftables' own `queue` statement is not built into every kernel that has the queue;
+  # iptables' NFQUEUE target (through nftables' xtables compatibility) is.
+  ip netns exec "$(nc_ns "$node")" iptables -A OUTPUT -o eth0 -j NFQUEUE --queue-num 0
+  ip netns exec "$(nc_ns "$node")" iptables -A INPUT -i eth0 -j NFQUEUE --queue-num 0
 }
 
 nc_link_down() { ip -n "$(nc_ns "$1")" link set eth0 down; }
@@ -208,11 +228,15 @@ nc_heal() {
   for node in "${NC_NODES[@]}"; do
     ns=$(nc_ns "$node")
     ip netns exec "$ns" nft flush table inet mcfault
+    ! command -v iptables >/dev/null || ip netns exec "$ns" iptables -F 2>/dev/null || true
     ip netns exec "$ns" tc qdisc del dev eth0 root 2>/dev/null || true
     ip netns exec "$NC_BRIDGE_NS" tc qdisc del dev "$(nc_bridge_end "$node")" root \
       2>/dev/null || true
     nc_link_up "$node"
   done
+  local pid
+  for pid in "${NC_DELAYERS[@]}"; do nc_stop "$pid"; done
+  NC_DELAYERS=()
 }
 
 # Kills every process started here and deletes every namespace.
@@ -257,6 +281,20 @@ for _ in range(100):
     except OSError:
         pass
 print(ok)
+EOF
+}
+
+# The milliseconds node $1 takes to connect to node $2's port $3 (the fastest of 5).
+nc_connect_ms() {
+  ip netns exec "$(nc_ns "$1")" python3 - "$(nc_ip "$2")" "$3" <<'EOF'
+import socket, sys, time
+best = None
+for _ in range(5):
+    t = time.monotonic()
+    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5).close()
+    ms = (time.monotonic() - t) * 1000
+    best = ms if best is None else min(best, ms)
+print(int(best))
 EOF
 }
 
@@ -319,13 +357,16 @@ while True:
   nc_rate b 10mbit
   check "rate cap: a reaches b" nc_reaches a b 7000
   nc_heal
-  if nc_netem_available; then
-    nc_delay b 50 20
-    check "delay: a reaches b" nc_reaches a b 7000
-    nc_heal
-  else
-    echo "NOTE delay: $NC_NETEM"
-  fi
+  nc_netem_available || echo "NOTE delay by a netfilter queue: $NC_NETEM"
+  nc_delay b 50 20
+  check "delay: a reaches b" nc_reaches a b 7000
+  local rtt
+  rtt=$(nc_connect_ms a b 7000)
+  check "delay 50 ± 20 ms each way: a connection to b takes 60-200 ms ($rtt ms)" \
+    test "$rtt" -ge 60 -a "$rtt" -le 200
+  nc_heal
+  rtt=$(nc_connect_ms a b 7000)
+  check "healed: a connection to b takes under 60 ms ($rtt ms)" test "$rtt" -lt 60
   local pid=${NC_PIDS[0]}
   nc_pause "$pid"
   stopped() { [[ "$(cat "/proc/$1/status")" == *$'\nState:\tT'* ]]; }

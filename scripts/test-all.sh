@@ -19,8 +19,10 @@
 #     C ABI tests under
 #     AddressSanitizer, the header check, interop against the peer, packaging.
 #  4. scripts/test-python.sh: the Python package's tests against our library, and the
-#     same modules against upstream's wheel; scripts/p2p-go-interop.sh (upstream's Go
-#     P2P store and ours on one etcd) where UPSTREAM_P2P_EXAMPLE names upstream's build.
+#     same modules against upstream's wheel; scripts/netns-chaos.sh, three
+#     network-fault scenarios in network namespaces (root); scripts/p2p-go-interop.sh
+#     (upstream's Go P2P store and ours on one etcd) where UPSTREAM_P2P_EXAMPLE names
+#     upstream's build.
 #  5. scripts/test-rdma-vm.sh: the RDMA suite (our engines, upstream interop and the
 #     store) on real verbs in a throw-away SoftRoCE VM.
 #  6. Release checks: scripts/check-sanitizers.sh (the library itself under ASan, and
@@ -34,7 +36,8 @@
 # MOONCAKE_SKIP_SANITIZERS, MOONCAKE_SKIP_VALGRIND, MOONCAKE_SKIP_GLIBC,
 # MOONCAKE_SKIP_PACKAGING, MOONCAKE_SKIP_PYTHON, MOONCAKE_SKIP_C_TESTS,
 # MOONCAKE_SKIP_RDMA_VM, MOONCAKE_SKIP_KV_SERVERS, MOONCAKE_SKIP_TSAN, MOONCAKE_SKIP_MIRI,
-# MOONCAKE_SKIP_FUZZ, MOONCAKE_SKIP_SOAK, MOONCAKE_SKIP_STYLE, MOONCAKE_PEER_VENV, MOONCAKE_TEST_THREADS,
+# MOONCAKE_SKIP_FUZZ, MOONCAKE_SKIP_SOAK, MOONCAKE_SKIP_NETNS, MOONCAKE_SKIP_STYLE,
+# MOONCAKE_PEER_VENV, MOONCAKE_TEST_THREADS,
 # UPSTREAM_P2P_EXAMPLE.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -120,6 +123,12 @@ if [ -z "${MOONCAKE_SKIP_PYTHON:-}" ]; then
   stage "python" bash scripts/test-python.sh || true
 fi
 stop_load
+if [ -z "${MOONCAKE_SKIP_NETNS:-}" ]; then
+  # Three network-fault scenarios on ours (the campaign: scripts/netns-chaos.sh
+  # --minutes N): a paused HA leader, a leader cut off from etcd, delay on every link.
+  stage "network faults" bash scripts/netns-chaos.sh --impl ours --profile debug \
+    --seconds 20 leader-paused leader-etcd-cut delay || true
+fi
 # Upstream's Go P2P store and ours on one etcd, both ways. It needs upstream's example
 # program built from upstream's source, which no registry a fresh machine reaches
 # carries: it runs where UPSTREAM_P2P_EXAMPLE names that build, and is otherwise listed

@@ -17,6 +17,8 @@
 #   glibc 2.28 build                     objdump [binutils], ziglang + cargo-zigbuild (PyPI)
 #   interop                              the upstream 0.3.13 peer (scripts/upstream-peer.sh)
 #   etcd and Redis metadata tests        etcd [etcd-server], redis-server [redis-server]
+#   network faults (scripts/netns-chaos.sh)  root, ip [iproute2], nft [nftables],
+#                                        iptables [iptables], curl [curl], etcd
 #   RDMA suite in the SoftRoCE VM        qemu, a kernel, rdma-core (scripts/rxe-vm.sh --missing)
 #                                        and the peer
 
@@ -26,6 +28,7 @@ _tools_packaging="cmake:cmake make:make pkg-config:pkg-config"
 _tools_valgrind="valgrind:valgrind"
 _tools_glibc="objdump:binutils"
 _tools_kv="etcd:etcd-server redis-server:redis-server"
+_tools_netns="ip:iproute2 nft:nftables iptables:iptables curl:curl etcd:etcd-server"
 
 _python_ok() {
   command -v python3 >/dev/null && python3 -c 'import venv, ensurepip' 2>/dev/null
@@ -52,7 +55,7 @@ _missing_commands() {
 tools_install() {
   # shellcheck disable=SC2086
   local pkgs
-  pkgs="$(_missing_packages $_tools_c $_tools_packaging $_tools_valgrind $_tools_glibc $_tools_kv | sort -u | tr '\n' ' ')"
+  pkgs="$(_missing_packages $_tools_c $_tools_packaging $_tools_valgrind $_tools_glibc $_tools_kv $_tools_netns | sort -u | tr '\n' ' ')"
   _python_ok || pkgs="$pkgs python3 python3-venv python3-pip"
   # The verbs header that verbs_layout compares our struct layouts with.
   [ -e /usr/include/infiniband/verbs.h ] || pkgs="$pkgs libibverbs-dev"
@@ -143,6 +146,15 @@ tools_check() {
   # shellcheck disable=SC2086
   missing="$(_missing_commands $_tools_kv)"
   [ -z "$missing" ] || _skip MOONCAKE_SKIP_KV_SERVERS "etcd and Redis tests" "missing $missing (apt-get install etcd-server redis-server)"
+  if [ -z "${MOONCAKE_SKIP_NETNS:-}" ]; then
+    # shellcheck disable=SC2086
+    missing="$(_missing_commands $_tools_netns)"
+    if [ "$(id -u)" != 0 ]; then
+      _skip MOONCAKE_SKIP_NETNS "network faults" "network namespaces need root"
+    elif [ -n "$missing" ]; then
+      _skip MOONCAKE_SKIP_NETNS "network faults" "missing $missing (apt-get install iproute2 nftables iptables curl etcd-server)"
+    fi
+  fi
   command -v valgrind >/dev/null || _skip MOONCAKE_SKIP_VALGRIND "valgrind" "valgrind is not installed (apt-get install valgrind)"
   if [ -z "${MOONCAKE_SKIP_GLIBC:-}" ]; then
     command -v objdump >/dev/null || _skip MOONCAKE_SKIP_GLIBC "glibc 2.28 build" "objdump is missing (apt-get install binutils)"

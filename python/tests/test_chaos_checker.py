@@ -62,3 +62,50 @@ def test_overlapping_operations_may_return_either_version():
 def test_the_longest_gap_between_successes_is_the_unavailability():
     h = [put("a", (1, 1), 0, 1), get("a", None, 2, 9, ok=False), get("a", (1, 1), 9, 11)]
     assert checker.check(h)["longest_unavailable_s"] == 10
+
+
+def role(master, t0, t1, serving, view):
+    return {"op": "role", "master": master, "t0": t0, "t1": t1, "serving": serving,
+            "view": view}
+
+
+def test_a_handover_is_one_writer_at_a_time():
+    h = [role("m1", 0, 0.1, True, 1), role("m2", 0, 0.1, False, None),
+         role("m1", 1, 1.1, False, 1), role("m2", 1.2, 1.3, True, 2),
+         role("m1", 2, 2.1, False, None), role("m2", 2, 2.1, True, 2)]
+    s = checker.check(h)
+    assert (s["role_samples"], s["two_writers"]) == (6, 0)
+
+
+def test_a_master_serving_inside_anothers_unbroken_view_is_two_writers():
+    h = [role("m1", 0, 0.1, True, 1), role("m2", 0.5, 0.6, True, 2),
+         role("m1", 1, 1.1, True, 1)]
+    s = checker.check(h)
+    assert s["two_writers"] == 1
+    assert s["examples"]["two_writers"][0]["also_serving"]["master"] == "m2"
+
+
+def test_a_sample_overlapping_the_stretchs_ends_proves_nothing():
+    # m2's sample began before m1's first answer came: m1 may have stopped serving
+    # (and m2 started) in between; and a change of view is a break.
+    h = [role("m1", 0, 0.5, True, 1), role("m2", 0.4, 0.6, True, 2),
+         role("m1", 1, 1.1, True, 1),
+         role("m1", 2, 2.1, True, 3), role("m2", 2.5, 2.6, True, 4), role("m1", 3, 3.1, True, 5)]
+    assert checker.check(h)["two_writers"] == 0
+
+
+def test_unavailability_is_measured_for_all_and_per_client():
+    h = [put("c1-k1", (1, 1), 0, 1), put("c2-k1", (2, 1), 0, 2), put("c1-k2", (1, 2), 1, 6),
+         put("c2-k2", (2, 2), 3, 4)]
+    s = checker.check(h)
+    assert s["longest_unavailable_s"] == 2
+    assert s["longest_unavailable_per_client_s"] == {"c1": 5, "c2": 2}
+
+
+def test_a_subscribers_index_matches_or_differs_from_the_leaders_keys():
+    same = checker.compare_index({"keys": ["a", "b"], "term": 3}, ["b", "a"])
+    assert same["kv_index"] == "match" and same["keys"] == 2
+    off = checker.compare_index({"keys": ["a", "z"], "term": 3, "ignored": 2}, ["a", "b"])
+    assert (off["kv_index"], off["missing"], off["extra"]) == ("differs", 1, 1)
+    assert off["examples"] == {"missing": ["b"], "extra": ["z"]}
+    assert off["ignored_batches"] == 2

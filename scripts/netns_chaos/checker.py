@@ -9,6 +9,8 @@ A history is one JSON object per line, one per operation:
   {"op": "final", ...}   a get made after the faults healed (same fields as "get")
   {"op": "healed", "t": s, "recovered": s | null}   when the client saw the heal, and
                                                      its first success after it
+  {"op": "role", "master": m, "t0": s, "t1": s, "serving": bool, "view": v}
+                         a sample of master m's /health (scripts/netns_chaos/roles.py)
 
 `ok` is the client's acknowledgement; an operation that failed may still have taken
 effect (its request may have reached the master), so the checks count only what
@@ -21,10 +23,20 @@ acknowledged operations prove:
   P began (or a remove acknowledged before the read began came after it);
 * lost: after healing, a key with an acknowledged put and no remove begun since holds
   nothing, or a version older than that put;
-* unavailable: the longest stretch in which no operation of any client succeeded.
+* unavailable: the longest stretch in which no operation of any client succeeded, and
+  per client (the prefix of its keys, "c1-..."), the longest in which none of its own
+  did;
+* two writers: a master said it served while another served without a break: two
+  samples of master A serving the same view, and between them (the whole of its
+  request and answer) a sample of master B serving. A leader serves a view without a
+  break: once its lease is gone it never serves that view again.
 
-Usage: checker.py HISTORY... (prints a JSON summary; exits 1 when anything is lost,
-torn or stale).
+Usage: checker.py HISTORY... (histories and role samples; prints a JSON summary; exits
+1 when anything is lost, torn or stale, or two masters served at once).
+
+       checker.py kv-index INDEX_JSON LEADER_KEYS (compares a KV-event subscriber's
+       index, scripts/netns_chaos/kv_index.py, with the leader's keys, one per line;
+       prints a JSON summary; exits 1 when they differ).
 """
 
 import json
@@ -95,13 +107,18 @@ def check(records):
             if got is not None and got["t1"] < newest["t0"]:
                 lost.append({"key": key, "why": "an older version after healing", "put": newest})
 
-    successes = sorted(r["t1"] for r in records if r.get("ok") and "t1" in r)
-    longest = max((b - a for a, b in zip(successes, successes[1:])), default=0.0)
+    longest = longest_gap(r for r in records if r.get("ok") and "t1" in r)
+    by_client = defaultdict(list)
+    for r in records:
+        if r.get("ok") and "t1" in r and "key" in r:
+            by_client[r["key"].split("-", 1)[0]].append(r)
+    per_client = {c: round(longest_gap(rs), 2) for c, rs in sorted(by_client.items())}
     recovered = [
         r["recovered"] - r["t"] for r in records if r["op"] == "healed" and r.get("recovered")
     ]
     unrecovered = sum(1 for r in records if r["op"] == "healed" and not r.get("recovered"))
     ops = [r for r in records if r["op"] in ("put", "get", "remove")]
+    two_writers = overlapping_writers([r for r in records if r["op"] == "role"])
     return {
         "operations": len(ops),
         "acknowledged": sum(1 for r in ops if r["ok"]),
@@ -110,10 +127,41 @@ def check(records):
         "torn": len(torn),
         "stale": len(stale),
         "longest_unavailable_s": round(longest, 2),
+        "longest_unavailable_per_client_s": per_client,
         "recovery_s": round(max(recovered), 2) if recovered else None,
         "clients_not_recovered": unrecovered,
-        "examples": {"lost": lost[:3], "torn": torn[:3], "stale": stale[:3]},
+        "role_samples": sum(1 for r in records if r["op"] == "role"),
+        "two_writers": len(two_writers),
+        "examples": {"lost": lost[:3], "torn": torn[:3], "stale": stale[:3],
+                     "two_writers": two_writers[:3]},
     }
+
+
+def longest_gap(successes):
+    """The longest time between two consecutive successes' ends."""
+    ends = sorted(r["t1"] for r in successes)
+    return max((b - a for a, b in zip(ends, ends[1:])), default=0.0)
+
+
+def overlapping_writers(samples):
+    """Samples of one master serving inside another's unbroken stretch of serving one
+    view (two consecutive serving samples of that view), as (stretch, sample) pairs."""
+    by_master = defaultdict(list)
+    for s in samples:
+        by_master[s["master"]].append(s)
+    found = []
+    for a, own in by_master.items():
+        own.sort(key=lambda s: s["t0"])
+        stretches = [
+            (s1, s2) for s1, s2 in zip(own, own[1:])
+            if s1["serving"] and s2["serving"] and s1["view"] == s2["view"]
+        ]
+        others = [s for b, lst in by_master.items() if b != a for s in lst if s["serving"]]
+        for s1, s2 in stretches:
+            for b in others:
+                if s1["t1"] < b["t0"] and b["t1"] < s2["t0"]:
+                    found.append({"serving": [s1, s2], "also_serving": b})
+    return found
 
 
 def is_stale(read, written, puts, removes):
@@ -131,10 +179,33 @@ def is_stale(read, written, puts, removes):
     return False
 
 
+def compare_index(index, leader_keys):
+    """How a subscriber's index (kv_index.py's dump) differs from the leader's keys."""
+    have, want = set(index["keys"]), set(leader_keys)
+    missing, extra = sorted(want - have), sorted(have - want)
+    return {
+        "kv_index": "match" if not (missing or extra) else "differs",
+        "keys": len(want),
+        "missing": len(missing),
+        "extra": len(extra),
+        "term": index.get("term"),
+        "ignored_batches": index.get("ignored", 0),
+        "examples": {"missing": missing[:3], "extra": extra[:3]},
+    }
+
+
 def main():
+    if sys.argv[1:2] == ["kv-index"]:
+        with open(sys.argv[2]) as f:
+            index = json.load(f)
+        with open(sys.argv[3]) as f:
+            keys = [line.strip() for line in f if line.strip()]
+        result = compare_index(index, keys)
+        print(json.dumps(result))
+        sys.exit(0 if result["kv_index"] == "match" else 1)
     summary = check(load(sys.argv[1:]))
     print(json.dumps(summary))
-    bad = summary["lost"] + summary["torn"] + summary["stale"]
+    bad = summary["lost"] + summary["torn"] + summary["stale"] + summary["two_writers"]
     sys.exit(1 if bad else 0)
 
 

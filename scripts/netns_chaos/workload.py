@@ -7,7 +7,7 @@ Every value carries a header (magic, client, sequence number, body length, CRC-3
 the body) and a body derived from (client, sequence), so a read tells which put wrote
 it and whether the bytes are whole.
 
-After --seconds of load it waits for --healed (a file the scenario creates once the
+After --seconds of load it creates --loaded, waits for --healed (a file the scenario creates once the
 faults are undone), records when it saw it and its first success after it, then reads
 every key it holds once more (retrying each until --settle seconds after the heal) as
 "final" records; it writes HISTORY.done and closes once --release exists.
@@ -93,6 +93,11 @@ def main():
     ap.add_argument("--healed", required=True)
     ap.add_argument("--settle", type=float, default=60)
     ap.add_argument("--ready", help="a file created once the client is set up")
+    ap.add_argument("--go", help="a file whose creation starts the load (the scenario "
+                                 "creates it once a lasting fault is in place)")
+    ap.add_argument("--loaded", help="a file created once the load has run its time (the "
+                                     "scenario heals its faults after that, so that no "
+                                     "operation of the load runs on a healed network)")
     ap.add_argument("--release", required=True,
                     help="a file whose creation lets the client close (after every "
                          "client has read its keys back: closing unmounts its segment)")
@@ -110,6 +115,8 @@ def main():
         sys.exit(1)
     if args.ready:
         open(args.ready, "w").close()
+    while args.go and not os.path.exists(args.go):
+        time.sleep(0.01)
     rng = random.Random(args.client)
     held, seq, n = [], 0, 0
     start = time.time()
@@ -140,6 +147,8 @@ def main():
                 ok = False
             rec.write({"op": "remove", "key": key, "t0": t0, "t1": time.time(), "ok": ok})
 
+    if args.loaded:
+        open(args.loaded, "w").close()
     while not os.path.exists(args.healed):
         time.sleep(0.05)
     healed = time.time()

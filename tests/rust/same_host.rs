@@ -282,24 +282,31 @@ fn an_initiator_of_another_user_goes_over_tcp() {
     drop(target);
 }
 
+/// 256 MiB of `fill` registered with `e`, and its address.
+fn registered(e: &TransferEngine, fill: u8) -> (Vec<u8>, u64) {
+    let mut local = vec![fill; 256 * MIB as usize];
+    let addr = local.as_mut_ptr() as u64;
+    e.register_memory(addr, local.len() as u64, "cpu:0", false)
+        .unwrap();
+    (local, addr)
+}
+
+/// Sends `sig` (`-KILL`, `-STOP`) to process `pid` 20 ms from now, from a thread.
+fn signal_soon(pid: u32, sig: &'static str) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(20));
+        let _ = Command::new("kill").args([sig, &pid.to_string()]).status();
+    })
+}
+
 #[test]
 fn a_target_killed_mid_transfer_fails_the_transfer_only() {
     let (mut target, name) = bench_target(&[], 256 * MIB);
     let initiator = engine();
     let id = initiator.open_segment(&name).unwrap();
     let remote = target_buffer(&initiator, id);
-    let mut local = vec![3u8; 256 * MIB as usize];
-    let laddr = local.as_mut_ptr() as u64;
-    initiator
-        .register_memory(laddr, local.len() as u64, "cpu:0", false)
-        .unwrap();
-    let pid = target.child.id();
-    let killer = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(20));
-        let _ = Command::new("kill")
-            .args(["-KILL", &pid.to_string()])
-            .status();
-    });
+    let (mut local, laddr) = registered(&initiator, 3);
+    let killer = signal_soon(target.pid(), "-KILL");
     // Writes until one fails: the target is gone.
     let deadline = Instant::now() + Duration::from_secs(60);
     while ok(&initiator, req(Op::Write, laddr, id, remote, 256 * MIB)) {
@@ -326,22 +333,13 @@ fn a_target_paused_mid_batch_over_tcp_fails_the_batch_within_its_deadline() {
     });
     let id = initiator.open_segment(&name).unwrap();
     let remote = target_buffer(&initiator, id);
-    let mut local = vec![5u8; 256 * MIB as usize];
-    let laddr = local.as_mut_ptr() as u64;
-    initiator
-        .register_memory(laddr, local.len() as u64, "cpu:0", false)
-        .unwrap();
+    let (_local, laddr) = registered(&initiator, 5);
     let slice = 16 * MIB;
     let batch: Vec<TransferRequest> = (0..16)
         .map(|i| req(Op::Write, laddr + i * slice, id, remote + i * slice, slice))
         .collect();
     let pid = target.pid();
-    let pauser = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(20));
-        let _ = Command::new("kill")
-            .args(["-STOP", &pid.to_string()])
-            .status();
-    });
+    let pauser = signal_soon(pid, "-STOP");
     // Batches go until one ends with a failure: the target stopped answering. Each
     // request ends, none is left pending (`run` gives up on a task only after
     // minutes, and then its status is not final).
