@@ -4,6 +4,8 @@ made-up histories: what it must count as lost, torn or stale, and what it must n
 import os
 import sys
 
+import pytest
+
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "netns_chaos"))
 
 import checker  # noqa: E402
@@ -109,3 +111,13 @@ def test_a_subscribers_index_matches_or_differs_from_the_leaders_keys():
     assert (off["kv_index"], off["missing"], off["extra"]) == ("differs", 1, 1)
     assert off["examples"] == {"missing": ["b"], "extra": ["z"]}
     assert off["ignored_batches"] == 2
+
+
+def test_a_client_that_never_recovered_fails_the_check(tmp_path, capsys, monkeypatch):
+    history = tmp_path / "h.jsonl"
+    history.write_text('{"op": "healed", "t": 9, "recovered": null}\n')
+    monkeypatch.setattr(sys, "argv", ["checker.py", str(history)])
+    with pytest.raises(SystemExit) as exit_:
+        checker.main()
+    assert exit_.value.code == 1
+    assert '"clients_not_recovered": 1' in capsys.readouterr().out

@@ -32,7 +32,8 @@ acknowledged operations prove:
   break: once its lease is gone it never serves that view again.
 
 Usage: checker.py HISTORY... (histories and role samples; prints a JSON summary; exits
-1 when anything is lost, torn or stale, or two masters served at once).
+1 when anything is lost, torn or stale, two masters served at once, or a client had
+no success within its settle time after the heal, 60 s by default).
 
        checker.py kv-index INDEX_JSON LEADER_KEYS (compares a KV-event subscriber's
        index, scripts/netns_chaos/kv_index.py, with the leader's keys, one per line;
@@ -205,7 +206,8 @@ def main():
         sys.exit(0 if result["kv_index"] == "match" else 1)
     summary = check(load(sys.argv[1:]))
     print(json.dumps(summary))
-    bad = summary["lost"] + summary["torn"] + summary["stale"] + summary["two_writers"]
+    bad = (summary["lost"] + summary["torn"] + summary["stale"] + summary["two_writers"]
+           + summary["clients_not_recovered"])
     sys.exit(1 if bad else 0)
 
 
