@@ -6,7 +6,8 @@
 //! publish nothing (checked with a marker put: one worker publishes in order, so the
 //! marker's event comes right after whatever came before it); `/kv_events/status` must
 //! count exactly what was published. Also: the switches, a master whose publisher
-//! cannot start, and HA (only the leader publishes; a promotion replays nothing).
+//! cannot start, and HA (only the leader publishes; a promotion opens a term:
+//! `cleared`, then the restored objects, numbered from the new view).
 
 #[path = "store_support/cluster.rs"]
 mod cluster;
@@ -189,7 +190,11 @@ impl Events {
         assert_eq!(id, self.last_id + 1, "event ids run without gaps");
         self.last_id = id;
         assert_eq!(event.get("timestamp"), Some(&V::U(timestamp)));
-        if event.get("seq_hashes").unwrap().array().is_empty() {
+        // A `cleared` event has no hashes at all.
+        if event
+            .get("seq_hashes")
+            .is_some_and(|hashes| hashes.array().is_empty())
+        {
             self.unparsed += 1;
         }
         event
@@ -603,8 +608,14 @@ impl HaKv {
     }
 }
 
+/// The view version a master's `/health` reports.
+fn view_version(health: &str) -> u64 {
+    let v: serde_json::Value = serde_json::from_str(health).expect("health is JSON");
+    v["view_version"].as_u64().expect("a view version")
+}
+
 #[test]
-fn with_ha_only_the_leader_publishes_and_a_promotion_replays_nothing() {
+fn with_ha_only_the_leader_publishes_and_a_promotion_opens_a_term_with_its_state() {
     let Some(redis) = kv_servers::Redis::start("kv_events HA", None) else {
         return;
     };
@@ -621,6 +632,10 @@ fn with_ha_only_the_leader_publishes_and_a_promotion_replays_nothing() {
     });
     let mut on_a = Events::open(kv_addr_in_log(&a.proc), shape("a"));
     let mut on_b = Events::open(kv_addr_in_log(&b.proc), shape("b"));
+    // a's term began before these subscriptions, with a batch holding only `cleared`
+    // (a held nothing): numbered from a's view, event 1.
+    let view_a = view_version(&a.health());
+    (on_a.last_seq, on_a.last_id) = (view_a << 32 | 1, 1);
 
     let rpc = a.rpc();
     rpc.mount_segment(&segment(16 * MIB), CLIENT).unwrap();
@@ -643,12 +658,41 @@ fn with_ha_only_the_leader_publishes_and_a_promotion_replays_nothing() {
 
     a.proc.kill();
     b.wait_for("b leads", |h| h.contains("\"role\":\"leader\""));
+    let view_b = view_version(&b.health());
+    assert!(view_b > view_a, "views {view_a} then {view_b}");
     let rpc = b.rpc();
     assert_eq!(rpc.exist_key("3", T), Ok(true));
     put_via(&rpc, "4", SMALL, "").unwrap();
-    // Its first message: sequence 1, event 1, the new put; the restored objects were
-    // not announced again.
+    // b's term: numbered from its own view; first `cleared`, then a `stored` for each
+    // object it restored (in no set order), then its own put.
+    on_b.last_seq = view_b << 32;
+    let cleared = on_b.next();
+    assert_eq!(cleared.get("event_type"), Some(&V::S("cleared".into())));
+    assert_eq!(cleared.get("type"), Some(&V::S("AllBlocksCleared".into())));
+    assert_eq!(cleared.get("backend_id"), Some(&V::S("b".into())));
+    assert_eq!(cleared.get("tenant_id"), Some(&V::Nil));
+    assert_eq!(cleared.get("object_key"), None);
+    assert_eq!(map_len(&cleared), 13);
+    let mut restored: Vec<String> = (0..2)
+        .map(|_| {
+            let e = on_b.next();
+            let key = e.get("object_key").unwrap().str().to_string();
+            let id = e.get("event_id").unwrap().uint();
+            let ts = e.get("timestamp").unwrap().uint();
+            let hash = key.parse().unwrap();
+            let want = expected_map(&stored(&key, Some(hash)), id, ts, &on_b.shape);
+            assert_eq!(e, want);
+            key
+        })
+        .collect();
+    restored.sort();
+    assert_eq!(restored, ["1", "3"]);
+    assert_eq!(on_b.last_seq, view_b << 32 | 1, "the resync is one batch");
     on_b.expect(&stored("4", Some(4)));
-    assert_eq!((on_b.last_seq, on_b.last_id), (1, 1));
-    wait_status(b.metrics_port, &on_b, 0);
+    assert_eq!((on_b.last_seq, on_b.last_id), (view_b << 32 | 2, 4));
+    eventually(
+        "the status counts the two batches and four events",
+        || http_get(b.metrics_port, "/kv_events/status") == status_body(true, 2, 4, 0, 0),
+        || http_get(b.metrics_port, "/kv_events/status"),
+    );
 }
