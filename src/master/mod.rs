@@ -256,9 +256,10 @@ impl MasterService {
     /// of sequence numbers, then `cleared` and a `stored` event for every object held
     /// (see `kv_events`). Called before the term serves anything.
     pub fn announce_term(&self, view_version: i64) {
-        self.t
-            .kv_events
-            .start_term(view_version, self.reads.stored_events());
+        let events = &self.t.kv_events;
+        if events.enabled() {
+            events.start_term(view_version, self.reads.stored_events());
+        }
     }
 
     /// Number of objects (all states, all tenants).
