@@ -47,10 +47,11 @@
 # the leader's keys ("kv_index: match").
 #
 # One line per scenario: operations, acknowledged puts, lost, torn, stale, two
-# writers, the longest stretch with no successful operation, and the time from healing
-# to the clients' first success, per implementation. Exits 1 when a scenario loses,
-# tears or serves stale data, or has two writers, on ours; upstream's findings are
-# reported, not failed.
+# writers, the longest stretch with no successful operation (of all clients and of
+# each), the time from healing to the clients' first success, and the KV index, per
+# implementation. Exits 1 when a scenario on ours loses, tears or serves stale data,
+# has two writers, a client that does not recover within 60 s of the heal, or a KV
+# index that differs; upstream's findings are reported, not failed.
 # Needs root, iproute2, nftables, iptables (delay without netem), curl, etcd and
 # python3; builds our binaries.
 set -euo pipefail
@@ -189,7 +190,7 @@ start_cluster() {
   done
 }
 
-# The etcd member that leads the etcd cluster, as node $1 sees it.
+# The etcd member that leads the etcd cluster (each member asked from c1's namespace).
 etcd_leader() {
   local node status
   for node in e1 e2 e3; do
