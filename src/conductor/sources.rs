@@ -376,7 +376,10 @@ impl Worker {
         // Held while the batch is applied: a deposed leader's batch checked before a
         // new term began is not applied after that term's `cleared`.
         let mut terms = self.terms.lock();
-        let newest = terms.entry(id.clone()).or_insert(0);
+        if !terms.contains_key(id) {
+            terms.insert(id.clone(), 0);
+        }
+        let newest = terms.get_mut(id).expect("inserted above");
         let term = seq.map_or(*newest, |s| s >> 32);
         if term < *newest {
             st.stale_batches.fetch_add(1, Ordering::Relaxed);
