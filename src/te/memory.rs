@@ -1,10 +1,11 @@
 //! The engine's registered memory regions and the guards that keep a region alive
 //! while a transfer touches it.
 
+use super::region_leases::PinTables;
 use super::shared_regions::{EpochTable, Share};
 use crate::error::{Error, Result};
 use crate::sys::cuda::Gpu;
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,6 +27,9 @@ pub struct Region {
     pub device: Option<u32>,
     /// The file same-host peers may map it through, once shared.
     pub share: OnceLock<Share>,
+    /// Its epoch slot and generation while it is leased to same-host peers (caller
+    /// memory they copy with `process_vm_*`, see `te::region_leases`).
+    lease: Mutex<Option<(u64, u64)>>,
     in_use: RwLock<()>,
     removed: AtomicBool,
 }
@@ -66,6 +70,8 @@ pub struct MemoryRegistry {
     regions: RwLock<BTreeMap<u64, Arc<Region>>>,
     /// Generations of the shared regions (created with the first one).
     epochs: OnceLock<Arc<EpochTable>>,
+    /// Same-host peers' pins on leased regions.
+    pins: PinTables,
 }
 
 impl MemoryRegistry {
@@ -113,6 +119,7 @@ impl MemoryRegistry {
                     remote_accessible: remote,
                     device: crate::sys::cuda::device_of(r.addr),
                     share: OnceLock::new(),
+                    lease: Mutex::new(None),
                     in_use: RwLock::new(()),
                     removed: AtomicBool::new(false),
                 }),
@@ -139,6 +146,7 @@ impl MemoryRegistry {
         if let (Some(share), Some(epochs)) = (region.share.get(), self.epochs.get()) {
             epochs.retire(share.slot, share.gen);
         }
+        self.end_lease(&region);
         let _exclusive = region.in_use.write();
         region.removed.store(true, Ordering::Release);
         Ok(())
@@ -155,15 +163,7 @@ impl MemoryRegistry {
                 "region {addr:#x} is not remotely accessible host memory"
             )));
         }
-        let epochs = match self.epochs.get() {
-            Some(e) => e.clone(),
-            None => {
-                let table = EpochTable::new().map_err(|e| {
-                    Error::InvalidArgument(format!("creating the same-host epoch table: {e}"))
-                })?;
-                self.epochs.get_or_init(|| Arc::new(table)).clone()
-            }
-        };
+        let epochs = self.epoch_table()?;
         let (slot, gen) = epochs
             .assign()
             .ok_or_else(|| Error::InvalidArgument("every same-host epoch slot is taken".into()))?;
@@ -189,6 +189,69 @@ impl MemoryRegistry {
             epochs.retire(slot, gen);
         }
         Ok(())
+    }
+
+    /// The generations table, created with the first region shared or leased.
+    fn epoch_table(&self) -> Result<Arc<EpochTable>> {
+        if let Some(e) = self.epochs.get() {
+            return Ok(e.clone());
+        }
+        let table = EpochTable::new().map_err(|e| {
+            Error::InvalidArgument(format!("creating the same-host epoch table: {e}"))
+        })?;
+        Ok(self.epochs.get_or_init(|| Arc::new(table)).clone())
+    }
+
+    /// Leases `region` (remotely accessible host memory, not shared as a file) to
+    /// same-host peers: its epoch `(slot, generation)`, assigned on the first call and
+    /// kept until it is unregistered. `None` when it cannot be leased (unregistered,
+    /// GPU memory, no slot left).
+    pub fn lease(&self, region: &Arc<Region>) -> Option<(u64, u64)> {
+        if !region.remote_accessible || region.device.is_some() {
+            return None;
+        }
+        let epochs = self.epoch_table().ok()?;
+        let mut lease = region.lease.lock();
+        if let Some(held) = *lease {
+            return Some(held);
+        }
+        // Checked under the lease lock: unregistration takes the lease after removing
+        // the region, so one assigned here is always ended.
+        let registered = self
+            .regions
+            .read()
+            .get(&region.addr)
+            .is_some_and(|r| Arc::ptr_eq(r, region));
+        if !registered {
+            return None;
+        }
+        *lease = Some(epochs.assign()?);
+        *lease
+    }
+
+    /// Ends `region`'s lease, if any: peers' checks fail from now on, and this returns
+    /// once no copy through it is under way.
+    fn end_lease(&self, region: &Region) {
+        let Some((slot, gen)) = region.lease.lock().take() else {
+            return;
+        };
+        if let Some(epochs) = self.epochs.get() {
+            epochs.retire(slot, gen);
+        }
+        self.pins.wait_unpinned(slot);
+    }
+
+    /// Ends every lease (the same-host listener stops: no peer may copy on its own
+    /// from then on); returns once no copy through one is under way.
+    pub fn end_leases(&self) {
+        for region in self.regions() {
+            self.end_lease(&region);
+        }
+    }
+
+    /// The pin tables of same-host peers' connections.
+    pub fn pin_tables(&self) -> &PinTables {
+        &self.pins
     }
 
     /// The table of shared regions' generations, once a region was shared.

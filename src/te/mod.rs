@@ -3,6 +3,7 @@
 pub mod batch;
 pub mod engine;
 pub mod memory;
+pub mod region_leases;
 pub mod rpc;
 pub mod segment;
 pub mod shared_regions;

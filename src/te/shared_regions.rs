@@ -75,7 +75,7 @@ impl EpochTable {
             return;
         }
         *current = gen + 1;
-        self.cell(slot).store(gen + 1, Ordering::Release);
+        self.cell(slot).store(gen + 1, Ordering::SeqCst);
         s.free.push(slot);
     }
 
@@ -107,7 +107,7 @@ impl PeerEpochs {
         }
         // SAFETY: as in `EpochTable::cell`, on this process's mapping of the file.
         let cell = unsafe { &*((self.page.addr() + slot * 8) as *const AtomicU64) };
-        cell.load(Ordering::Acquire) == gen
+        cell.load(Ordering::SeqCst) == gen
     }
 }
 

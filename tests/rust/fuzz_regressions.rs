@@ -275,7 +275,7 @@ fn write_seeds() {
         shm::encode_share_request(0x7f00_0000_1000).to_vec(),
     );
     let reply = shm::ShareReply {
-        shared: true,
+        kind: shm::ShareKind::Mapped,
         base: 0x7f00_0000_0000,
         len: 1 << 30,
         offset: 0,
@@ -283,6 +283,11 @@ fn write_seeds() {
         gen: 9,
     };
     add("same_host_wire", "share_reply", reply.encode().to_vec());
+    let leased = shm::ShareReply {
+        kind: shm::ShareKind::Leased,
+        ..reply
+    };
+    add("same_host_wire", "share_reply_leased", leased.encode().to_vec());
     let req = shm::Request {
         op: mooncake::te::Op::Write,
         remote: 0x7f00_0000_1000,

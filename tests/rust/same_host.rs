@@ -555,3 +555,114 @@ fn memory_shared_by_a_killed_store_owner_is_never_claimed_written() {
     assert!(client.get("first").is_err());
     client.close();
 }
+
+#[test]
+fn caller_memory_is_leased_once_and_never_written_once_unregistered() {
+    use std::sync::Arc;
+    let block = MIB;
+    let blocks = 8u64;
+    let len = block * blocks;
+    let Served {
+        target,
+        initiator,
+        remote,
+        raddr,
+        id,
+    } = served(len as usize, engine);
+    let data = pattern(len as usize, 3);
+    assert_eq!(round_trip(&initiator, id, raddr, &data), data);
+    assert_eq!(remote, data);
+    if process_vm_allowed() {
+        assert!(
+            initiator.same_host_leased_bytes() >= 2 * len,
+            "{} bytes through the lease",
+            initiator.same_host_leased_bytes()
+        );
+    }
+    let initiator = Arc::new(initiator);
+    for cycle in 0..3 {
+        if cycle > 0 {
+            target.register_memory(raddr, len, "cpu:0", true).unwrap();
+        }
+        unregistered_while_written(&target, &initiator, id, raddr, block, blocks);
+    }
+    // Registered again: a new lease, and writes land again.
+    let leased_before = initiator.same_host_leased_bytes();
+    target.register_memory(raddr, len, "cpu:0", true).unwrap();
+    let newer = pattern(len as usize, 8);
+    assert_eq!(round_trip(&initiator, id, raddr, &newer), newer);
+    assert_eq!(bytes_at(raddr, len as usize), newer);
+    if process_vm_allowed() {
+        assert!(initiator.same_host_leased_bytes() >= leased_before + 2 * len);
+    }
+    target.unregister_memory(raddr).unwrap();
+    drop(remote);
+}
+
+/// A writer keeps overwriting the target's region at `raddr` (`blocks` of `block`
+/// bytes), a new fill each time, in one submission of several requests, while the
+/// target unregisters it: once the unregistration returned, nothing lands there.
+fn unregistered_while_written(
+    target: &TransferEngine,
+    initiator: &std::sync::Arc<TransferEngine>,
+    id: i32,
+    raddr: u64,
+    block: u64,
+    blocks: u64,
+) {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+    let len = block * blocks;
+    let written = Arc::new(AtomicU64::new(0));
+    let unregistered = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (initiator, written, unregistered) =
+            (initiator.clone(), written.clone(), unregistered.clone());
+        std::thread::spawn(move || {
+            let mut local = vec![0u8; len as usize];
+            let laddr = local.as_mut_ptr() as u64;
+            initiator
+                .register_memory(laddr, len, "cpu:0", false)
+                .unwrap();
+            let mut written_after = 0;
+            let mut tries_after = 0;
+            for round in 0u64.. {
+                let after = unregistered.load(Ordering::SeqCst);
+                if after && tries_after == 20 {
+                    break;
+                }
+                local.fill((round % 251) as u8 + 1);
+                let reqs: Vec<_> = (0..blocks)
+                    .map(|b| req(Op::Write, laddr + b * block, id, raddr + b * block, block))
+                    .collect();
+                let all = run(&initiator, &reqs)
+                    .iter()
+                    .all(|s| *s == TaskStatus::Completed);
+                if after {
+                    tries_after += 1;
+                    written_after += u32::from(all);
+                } else if all {
+                    written.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+            initiator.unregister_memory(laddr).unwrap();
+            written_after
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while written.load(Ordering::SeqCst) < 3 {
+        assert!(Instant::now() < deadline, "the writer never wrote");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    target.unregister_memory(raddr).unwrap();
+    // Every copy under way ended before the unregistration returned: nothing lands
+    // in the memory from here on.
+    let snapshot = bytes_at(raddr, len as usize);
+    unregistered.store(true, Ordering::SeqCst);
+    assert_eq!(
+        writer.join().unwrap(),
+        0,
+        "writes succeeded after the unregistration"
+    );
+    assert_eq!(bytes_at(raddr, len as usize), snapshot);
+}

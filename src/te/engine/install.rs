@@ -118,6 +118,13 @@ impl TransferEngine {
         let same_host = self.inner.local.transports.get::<SameHostTransport>();
         same_host.map_or(0, |t| t.bytes_moved_mapped())
     }
+
+    /// Of [`TransferEngine::same_host_bytes`], those copied into and out of peers'
+    /// registered memory they leased to this process (no round trip per batch).
+    pub fn same_host_leased_bytes(&self) -> u64 {
+        let same_host = self.inner.local.transports.get::<SameHostTransport>();
+        same_host.map_or(0, |t| t.bytes_moved_leased())
+    }
 }
 
 impl Inner {

@@ -1,17 +1,21 @@
 //! The initiator's mappings of peers' shared regions: per peer socket, the regions it
-//! shared (mapped once, with their epoch slots) and the regions it said it cannot
-//! share. A copy through a mapping checks the region's generation before and after;
+//! shared (mapped once, with their epoch slots), the regions it leased (copied with
+//! `process_vm_*`, see `leased.rs`) with the connection those leases live on, and the
+//! regions it said it cannot share. A copy through a mapping checks the region's generation before and after;
 //! a peer that exited has its mappings dropped (so its memory is freed) at the next
 //! sweep.
 
-use super::wire::{Request, ShareReply};
+use super::leased::{LeasedRegion, PeerLease};
+use super::wire::{Request, ShareKind, ShareReply};
 use crate::host::mapping::Mapping;
+use crate::te::region_leases::PeerPins;
 use crate::te::shared_regions::PeerEpochs;
 use crate::te::transport::local::copy_bytes;
 use crate::te::transport::request::Op;
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, HashMap};
 use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -54,6 +58,9 @@ struct Peer {
     process: PeerProcess,
     epochs: Option<Arc<PeerEpochs>>,
     regions: BTreeMap<u64, Arc<MappedRegion>>,
+    /// The connection the peer's leases live on, once it leased one.
+    lease: Option<Arc<PeerLease>>,
+    leased: BTreeMap<u64, Arc<LeasedRegion>>,
     /// Regions the peer cannot share: base → length.
     unshared: BTreeMap<u64, u64>,
 }
@@ -62,6 +69,8 @@ struct Peer {
 pub enum Lookup {
     /// A mapped region holds all of it.
     Mapped(Arc<MappedRegion>),
+    /// A region leased to this process holds all of it.
+    Leased(Arc<LeasedRegion>),
     /// The region holding its first byte is known: not shareable, or too short.
     Unshared,
     /// Nothing: worth asking the peer to share.
@@ -100,41 +109,90 @@ impl MappedPeers {
                 return Lookup::Unshared;
             }
         }
+        if let Some((_, r)) = peer.leased.range(..=addr).next_back() {
+            if r.contains(addr, len) {
+                return Lookup::Leased(r.clone());
+            }
+            if r.contains(addr, 1) {
+                return Lookup::Unshared;
+            }
+        }
         match peer.unshared.range(..=addr).next_back() {
             Some((&base, &n)) if addr - base < n => Lookup::Unshared,
             _ => Lookup::Unknown,
         }
     }
 
+    /// The connection `socket`'s leases live on (a second handle to it) and the
+    /// peer's pid, once it leased a region: share requests to a leasing peer go there.
+    pub fn lease_connection(&self, socket: &str) -> Option<(UnixStream, i32)> {
+        let peers = self.peers.read();
+        let peer = peers.get(socket)?;
+        let conn = peer.lease.as_ref()?.connection().try_clone().ok()?;
+        Some((conn, peer.process.pid))
+    }
+
+    /// The pid of `socket`'s peer, once something of it is recorded.
+    pub fn peer_pid(&self, socket: &str) -> Option<i32> {
+        self.peers.read().get(socket).map(|p| p.process.pid)
+    }
+
     /// Records a share reply from `socket`'s peer (pid `pid`) with the files that came
-    /// with it: maps a shared region, or remembers an unshareable one.
-    pub fn record(&self, socket: &str, pid: i32, reply: &ShareReply, files: Vec<OwnedFd>) {
+    /// with it: maps a shared region, records a leased one, or remembers an
+    /// unshareable one. `conn` is the connection it came on, `None` for the peer's
+    /// lease connection; it is handed back unless a first lease keeps it.
+    pub fn record(
+        &self,
+        socket: &str,
+        pid: i32,
+        reply: &ShareReply,
+        files: Vec<OwnedFd>,
+        conn: Option<UnixStream>,
+    ) -> Option<UnixStream> {
         if reply.len == 0 {
-            return;
+            return conn;
         }
         let mut peers = self.peers.write();
         let peer = peers.entry(socket.to_string()).or_insert_with(|| Peer {
             process: PeerProcess::open(pid),
             epochs: None,
             regions: BTreeMap::new(),
+            lease: None,
+            leased: BTreeMap::new(),
             unshared: BTreeMap::new(),
         });
         let mut files = files.into_iter();
-        let mapped = match (reply.shared, files.next(), files.next()) {
-            (true, Some(region_file), Some(epoch_file)) => {
+        let (first, second) = (files.next(), files.next());
+        let mut conn = conn;
+        let recorded = match (reply.kind, first, second) {
+            (ShareKind::Mapped, Some(region_file), Some(epoch_file)) => {
                 map_region(peer, reply, region_file, epoch_file)
+                    .map(|region| peer.regions.insert(reply.base, Arc::new(region)))
+                    .is_some()
             }
-            _ => None,
+            (ShareKind::Leased, Some(epoch_file), Some(pin_file)) => {
+                lease_region(peer, reply, epoch_file, pin_file, &mut conn)
+            }
+            _ => false,
         };
-        match mapped {
-            Some(region) => {
-                peer.regions.insert(reply.base, Arc::new(region));
+        if !recorded {
+            if peer.unshared.len() >= MAX_UNSHARED {
+                peer.unshared.clear();
             }
-            None => {
-                if peer.unshared.len() >= MAX_UNSHARED {
-                    peer.unshared.clear();
-                }
-                peer.unshared.insert(reply.base, reply.len);
+            peer.unshared.insert(reply.base, reply.len);
+        }
+        conn
+    }
+
+    /// Forgets a leased region (unregistered at the peer).
+    pub fn forget_leased(&self, socket: &str, region: &LeasedRegion) {
+        if let Some(peer) = self.peers.write().get_mut(socket) {
+            let same = peer
+                .leased
+                .get(&region.base)
+                .is_some_and(|r| std::ptr::eq(Arc::as_ptr(r), region));
+            if same {
+                peer.leased.remove(&region.base);
             }
         }
     }
@@ -223,24 +281,71 @@ impl PeerProcess {
     }
 }
 
+/// The peer's epoch table, mapped from `file` the first time.
+fn peer_epochs(peer: &mut Peer, file: OwnedFd) -> Option<Arc<PeerEpochs>> {
+    if let Some(e) = &peer.epochs {
+        return Some(e.clone());
+    }
+    let e = Arc::new(
+        PeerEpochs::map(file)
+            .map_err(|e| log::warn!("same-host: mapping a peer's epoch table: {e}"))
+            .ok()?,
+    );
+    peer.epochs = Some(e.clone());
+    Some(e)
+}
+
+/// Records a leased region; a peer's first lease keeps the connection it came on
+/// (taken out of `conn`), later ones must come on that connection (`conn` is `None`).
+fn lease_region(
+    peer: &mut Peer,
+    reply: &ShareReply,
+    epoch_file: OwnedFd,
+    pin_file: OwnedFd,
+    conn: &mut Option<UnixStream>,
+) -> bool {
+    let lease = match (&peer.lease, conn.is_some()) {
+        (Some(lease), false) => lease.clone(),
+        (None, true) => {
+            let pins = match PeerPins::map(pin_file) {
+                Ok(p) => p,
+                Err(e) => {
+                    log::warn!("same-host: mapping a peer's pin table: {e}");
+                    return false;
+                }
+            };
+            let Some(control) = conn.take() else {
+                return false;
+            };
+            let lease = Arc::new(PeerLease::new(control, pins));
+            peer.lease = Some(lease.clone());
+            lease
+        }
+        // A lease on another connection than the peer's lease connection: its pins
+        // would count on a connection this process may close. Asked again later.
+        _ => return false,
+    };
+    let Some(epochs) = peer_epochs(peer, epoch_file) else {
+        return false;
+    };
+    let region = LeasedRegion::new(
+        reply.base,
+        reply.len,
+        (reply.slot, reply.gen),
+        epochs,
+        lease,
+    );
+    peer.leased.insert(reply.base, Arc::new(region));
+    true
+}
+
 fn map_region(
     peer: &mut Peer,
     reply: &ShareReply,
     region_file: OwnedFd,
     epoch_file: OwnedFd,
 ) -> Option<MappedRegion> {
-    let epochs = match &peer.epochs {
-        Some(e) => e.clone(),
-        None => {
-            let e = Arc::new(
-                PeerEpochs::map(epoch_file)
-                    .map_err(|e| log::warn!("same-host: mapping a peer's epoch table: {e}"))
-                    .ok()?,
-            );
-            peer.epochs = Some(e.clone());
-            e
-        }
-    };
+    let epochs = peer_epochs(peer, epoch_file)?;
     let mapping = Mapping::from_shared_file(region_file, reply.offset + reply.len)
         .map_err(|e| log::warn!("same-host: mapping a peer's region: {e}"))
         .ok()?;

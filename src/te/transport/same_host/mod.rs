@@ -11,7 +11,9 @@
 //! initiator, so an initiator that gives up on a stalled target risks nothing.
 //! Regions the target shares as files (its store segments) are mapped here once and
 //! copied with plain loads and stores, checked against the target's epoch table
-//! (`mapped.rs`).
+//! (`mapped.rs`); other registered host memory is leased once instead, and copied
+//! with `process_vm_*` without a round trip, pinned in a table the target waits on
+//! before it lets the region go (`leased.rs`, `te::region_leases`).
 //!
 //! Permission: the kernel's ptrace access check on the target, so the initiator must
 //! run as the same user (or hold `CAP_SYS_PTRACE`); with Yama `ptrace_scope=1` the
@@ -22,6 +24,7 @@
 
 mod copy;
 pub mod identity;
+mod leased;
 mod mapped;
 pub mod target;
 pub mod transport;
@@ -30,6 +33,7 @@ pub mod wire;
 use crate::te::transport::request::Op;
 use crate::te::transport::tcp::wire::{decode_status, STATUS_LEN};
 use copy::Direction;
+use leased::{LeasedRegion, Outcome};
 use mapped::{Copied, Lookup, MappedPeers};
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
@@ -37,6 +41,7 @@ use std::io::{self, Read, Write};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixStream};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::sync::Once;
 use std::time::Duration;
 pub use wire::Request;
@@ -81,6 +86,10 @@ pub struct SameHostInitiator {
     mapped: MappedPeers,
     /// Bytes moved through those mappings (a part of `moved`).
     moved_mapped: AtomicU64,
+    /// Bytes moved through leases (a part of `moved`).
+    moved_leased: AtomicU64,
+    /// One share request at a time (a peer's leases must all come on one connection).
+    share_lock: Mutex<()>,
 }
 
 impl SameHostInitiator {
@@ -95,7 +104,15 @@ impl SameHostInitiator {
             moved: AtomicU64::new(0),
             mapped: MappedPeers::default(),
             moved_mapped: AtomicU64::new(0),
+            moved_leased: AtomicU64::new(0),
+            share_lock: Mutex::new(()),
         }
+    }
+
+    /// Bytes moved through regions peers leased to this process (no round trip to
+    /// the peer), a part of [`SameHostInitiator::bytes_moved`].
+    pub fn bytes_moved_leased(&self) -> u64 {
+        self.moved_leased.load(Ordering::Relaxed)
     }
 
     /// Bytes moved through peers' shared regions mapped here (no round trip to the
@@ -117,8 +134,9 @@ impl SameHostInitiator {
     /// Moves every request to the target at `socket`. Requests into a region the
     /// target shared (a file mapped here once; asked for the first time a region is
     /// met) are copied directly, checking the region is still registered before and
-    /// after. The others go as one batch on one connection: the target grants (pins)
-    /// or refuses each, this thread copies the granted ones with
+    /// after; requests into a region it leased are copied with `process_vm_*`, the
+    /// region pinned and checked. The others go as one batch on one connection: the
+    /// target grants (pins) or refuses each, this thread copies the granted ones with
     /// `process_vm_readv/writev`, then releases them. Blocks until done; one result
     /// per request, in order. Local ranges are the caller's memory, valid for the
     /// transfer, as for every transport.
@@ -128,9 +146,10 @@ impl SameHostInitiator {
         }
         let mut done: Vec<Option<Result<(), SameHostError>>> = vec![None; reqs.len()];
         let mut moved = 0;
+        let mut leased: Vec<(usize, Arc<LeasedRegion>)> = Vec::new();
         // A peer that exited must not look written to or read from through its file.
         let alive = self.mapped.peer_alive(socket);
-        for (slot, r) in done.iter_mut().zip(reqs) {
+        for ((i, slot), r) in done.iter_mut().enumerate().zip(reqs) {
             if !alive {
                 break;
             }
@@ -141,6 +160,10 @@ impl SameHostInitiator {
             if matches!(known, Lookup::Unknown) {
                 self.ask_share(socket, r.remote);
                 known = self.mapped.lookup(socket, r.remote, r.len);
+            }
+            if let Lookup::Leased(region) = known {
+                leased.push((i, region));
+                continue;
             }
             if let Lookup::Mapped(region) = known {
                 // SAFETY: the region holds the whole target range (lookup); the local
@@ -157,6 +180,9 @@ impl SameHostInitiator {
                 }
             }
         }
+        let moved_mapped = moved;
+        let moved_leased = self.copy_leased(socket, reqs, &leased, &mut done);
+        moved += moved_leased;
         if moved > 0 && !self.mapped.peer_alive(socket) {
             // It exited while this batch was copied: nothing of it is claimed.
             for slot in done.iter_mut().filter(|d| matches!(d, Some(Ok(())))) {
@@ -167,7 +193,10 @@ impl SameHostInitiator {
             moved = 0;
         }
         self.moved.fetch_add(moved, Ordering::Relaxed);
-        self.moved_mapped.fetch_add(moved, Ordering::Relaxed);
+        if moved > 0 {
+            self.moved_mapped.fetch_add(moved_mapped, Ordering::Relaxed);
+            self.moved_leased.fetch_add(moved_leased, Ordering::Relaxed);
+        }
         let rest: Vec<usize> = (0..reqs.len()).filter(|&i| done[i].is_none()).collect();
         for chunk in rest.chunks(wire::MAX_BATCH as usize) {
             let batch: Vec<Request> = chunk.iter().map(|&i| reqs[i]).collect();
@@ -180,21 +209,81 @@ impl SameHostInitiator {
             .collect()
     }
 
-    /// Asks the target to share the region holding `addr` and records the answer;
-    /// failures only mean the grant path is used.
+    /// Copies the requests into leased regions (`leased`: index and region), filling
+    /// their results; a lease found ended leaves its requests to the grant path. The
+    /// bytes moved.
+    fn copy_leased(
+        &self,
+        socket: &str,
+        reqs: &[Request],
+        leased: &[(usize, Arc<LeasedRegion>)],
+        done: &mut [Option<Result<(), SameHostError>>],
+    ) -> u64 {
+        let Some(pid) = self.mapped.peer_pid(socket).filter(|_| !leased.is_empty()) else {
+            return 0;
+        };
+        let items: Vec<(Arc<LeasedRegion>, Request)> =
+            leased.iter().map(|(i, r)| (r.clone(), reqs[*i])).collect();
+        // SAFETY: the requests name the caller's memory at `local`, valid for the
+        // transfer as for every transport; each target range lies in its region.
+        let outcomes = unsafe { leased::copy_all(pid, &items) };
+        let mut moved = 0;
+        for ((i, region), outcome) in leased.iter().zip(outcomes) {
+            match outcome {
+                Outcome::Done => {
+                    moved += reqs[*i].len;
+                    done[*i] = Some(Ok(()));
+                }
+                Outcome::Stale => self.mapped.forget_leased(socket, region),
+                Outcome::Failed(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                    self.mapped.forget_peer(socket);
+                    done[*i] = Some(Err(
+                        self.give_up(socket, format!("the kernel refused the copy: {e}"))
+                    ));
+                }
+                Outcome::Failed(e) => {
+                    done[*i] = Some(Err(SameHostError::Failed(format!("same-host copy: {e}"))))
+                }
+            }
+        }
+        moved
+    }
+
+    /// Asks the target to share or lease the region holding `addr` and records the
+    /// answer; failures only mean the grant path is used. A peer that leased a region
+    /// is asked on the connection its leases live on.
     fn ask_share(&self, socket: &str, addr: u64) {
-        let Ok((conn, pid)) = self.take(socket) else {
+        let _one = self.share_lock.lock();
+        if !matches!(self.mapped.lookup(socket, addr, 1), Lookup::Unknown) {
             return;
+        }
+        let (conn, pid, on_lease) = match self.mapped.lease_connection(socket) {
+            Some((conn, pid)) => (conn, pid, true),
+            None => match self.take(socket) {
+                Ok((conn, pid)) => (conn, pid, false),
+                Err(_) => return,
+            },
         };
         let asked = (&conn)
             .write_all(&wire::encode_share_request(addr))
             .and_then(|()| read_share_reply(&conn));
         match asked {
             Ok((reply, files)) => {
-                self.mapped.record(socket, pid, &reply, files);
-                self.give_back(socket, conn, pid);
+                let back =
+                    self.mapped
+                        .record(socket, pid, &reply, files, (!on_lease).then_some(conn));
+                if let Some(conn) = back {
+                    self.give_back(socket, conn, pid);
+                }
             }
-            Err(e) => log::debug!("same-host peer {socket}: share request failed: {e}"),
+            Err(e) => {
+                log::debug!("same-host peer {socket}: share request failed: {e}");
+                if on_lease {
+                    // The lease connection may be out of step: start again with a new
+                    // one (copies under way keep the old one open until they end).
+                    self.mapped.forget_peer(socket);
+                }
+            }
         }
     }
 

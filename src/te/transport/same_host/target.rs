@@ -5,16 +5,20 @@
 //! The target never touches the initiator's memory, so an initiator that gives up on
 //! a slow target has nothing to fear from it. Regions shared as files (see
 //! `te::shared_regions`) are handed to peers of this process's user on request, with
-//! the epoch table that tells them when a region stops being registered.
+//! the epoch table that tells them when a region stops being registered; other
+//! remotely accessible host memory is leased to them instead (`te::region_leases`):
+//! they copy it with `process_vm_*` without asking per batch, pinning it in their
+//! connection's pin table, which counts until that connection closes.
 
 use super::wire::{
-    decode_header, Header, Request, ShareReply, BATCH_HEADER_LEN, OK, REJECTED, RELEASE,
+    decode_header, Header, Request, ShareKind, ShareReply, BATCH_HEADER_LEN, OK, REJECTED, RELEASE,
     REQUEST_LEN, USE_TCP,
 };
 use crate::host::fd_passing;
 use crate::runtime::conn_threads::ConnLimits;
 use crate::runtime::unix_server::UnixServer;
 use crate::te::memory::{MemoryRegistry, Region};
+use crate::te::region_leases::PinTable;
 use crate::te::transport::tcp::wire::{decode_status, encode_status, STATUS_LEN};
 use std::io::{self, Read, Write};
 use std::os::unix::net::UnixStream;
@@ -29,6 +33,7 @@ struct Shared {
 /// The same-host listener and its connection threads.
 pub struct SameHostTarget {
     server: UnixServer,
+    memory: Arc<MemoryRegistry>,
 }
 
 impl SameHostTarget {
@@ -46,12 +51,17 @@ impl SameHostTarget {
         );
         super::allow_peers_to_copy();
         let shared = Shared { memory };
+        let memory = shared.memory.clone();
         let server = UnixServer::start(&name, "mc-shm", limits, move |stream| {
-            if let Err(e) = serve(stream, &shared) {
+            let mut pins = None;
+            if let Err(e) = serve(stream, &shared, &mut pins) {
                 log::debug!("same-host connection closed: {e}");
             }
+            if let Some(table) = pins {
+                shared.memory.pin_tables().close(&table);
+            }
         })?;
-        Ok(SameHostTarget { server })
+        Ok(SameHostTarget { server, memory })
     }
 
     /// The abstract socket name peers connect to.
@@ -59,14 +69,21 @@ impl SameHostTarget {
         self.server.name()
     }
 
-    /// Stops accepting, closes every connection and joins every thread, so no
-    /// registered memory is touched after this returns.
+    /// Ends every lease (waiting for copies under way), stops accepting, closes every
+    /// connection and joins every thread, so no registered memory is touched after
+    /// this returns.
     pub fn stop(&mut self) {
+        self.memory.end_leases();
         self.server.stop();
     }
 }
 
-fn serve(mut stream: &UnixStream, shared: &Shared) -> io::Result<()> {
+/// Serves one connection; `pins` is its pin table once it leased a region.
+fn serve(
+    mut stream: &UnixStream,
+    shared: &Shared,
+    pins: &mut Option<Arc<PinTable>>,
+) -> io::Result<()> {
     let peer_uid = fd_passing::peer_credentials(stream)?.uid;
     let mut head = [0u8; BATCH_HEADER_LEN];
     let mut raw = vec![0u8; REQUEST_LEN];
@@ -79,7 +96,7 @@ fn serve(mut stream: &UnixStream, shared: &Shared) -> io::Result<()> {
             Some(Header::Share) => {
                 let mut addr = [0u8; 8];
                 stream.read_exact(&mut addr)?;
-                share(stream, shared, u64::from_le_bytes(addr), peer_uid)?;
+                share(stream, shared, u64::from_le_bytes(addr), peer_uid, pins)?;
                 continue;
             }
             None => {
@@ -136,14 +153,21 @@ fn serve(mut stream: &UnixStream, shared: &Shared) -> io::Result<()> {
     }
 }
 
-/// Answers a share request for the region holding `addr`: its files go to peers of
-/// this process's user when it is a shared (file-backed) remotely accessible region of
-/// host memory; otherwise the reply says where the region is, or nothing.
-fn share(stream: &UnixStream, shared: &Shared, addr: u64, peer_uid: u32) -> io::Result<()> {
+/// Answers a share request for the region holding `addr`, for peers of this process's
+/// user: a shared (file-backed) region's files, or a lease on other remotely
+/// accessible host memory (with this connection's pin table); otherwise the reply
+/// says where the region is, or nothing.
+fn share(
+    stream: &UnixStream,
+    shared: &Shared,
+    addr: u64,
+    peer_uid: u32,
+    pins: &mut Option<Arc<PinTable>>,
+) -> io::Result<()> {
     let region = shared.memory.find(addr, 1).filter(|r| r.remote_accessible);
     let Some(region) = region else {
         let none = ShareReply {
-            shared: false,
+            kind: ShareKind::No,
             base: 0,
             len: 0,
             offset: 0,
@@ -153,7 +177,7 @@ fn share(stream: &UnixStream, shared: &Shared, addr: u64, peer_uid: u32) -> io::
         return (&*stream).write_all(&none.encode());
     };
     let mut reply = ShareReply {
-        shared: false,
+        kind: ShareKind::No,
         base: region.addr,
         len: region.len,
         offset: 0,
@@ -162,13 +186,36 @@ fn share(stream: &UnixStream, shared: &Shared, addr: u64, peer_uid: u32) -> io::
     };
     // SAFETY: geteuid has no preconditions.
     let same_user = peer_uid == unsafe { libc::geteuid() };
-    match (region.share.get(), shared.memory.epochs()) {
-        (Some(s), Some(epochs)) if same_user && region.device.is_none() => {
-            reply.shared = true;
-            reply.offset = s.offset;
-            reply.slot = s.slot;
-            reply.gen = s.gen;
-            fd_passing::send_with_fds(stream, &reply.encode(), &[&s.file, epochs.file()])
+    if !same_user || region.device.is_some() {
+        return (&*stream).write_all(&reply.encode());
+    }
+    if let (Some(s), Some(epochs)) = (region.share.get(), shared.memory.epochs()) {
+        reply.kind = ShareKind::Mapped;
+        reply.offset = s.offset;
+        reply.slot = s.slot;
+        reply.gen = s.gen;
+        return fd_passing::send_with_fds(stream, &reply.encode(), &[&s.file, epochs.file()]);
+    }
+    let table = match pins {
+        Some(t) => Some(t.clone()),
+        None => match shared.memory.pin_tables().open() {
+            Ok(t) => {
+                *pins = Some(t.clone());
+                Some(t)
+            }
+            Err(e) => {
+                log::warn!("same-host: creating a pin table: {e}; peers ask per batch");
+                None
+            }
+        },
+    };
+    let lease = table.and_then(|t| Some((t, shared.memory.lease(&region)?)));
+    match (lease, shared.memory.epochs()) {
+        (Some((table, (slot, gen))), Some(epochs)) => {
+            reply.kind = ShareKind::Leased;
+            reply.slot = slot;
+            reply.gen = gen;
+            fd_passing::send_with_fds(stream, &reply.encode(), &[epochs.file(), table.file()])
         }
         _ => (&*stream).write_all(&reply.encode()),
     }

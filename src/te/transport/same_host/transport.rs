@@ -89,6 +89,12 @@ impl SameHostTransport {
     pub fn bytes_moved_mapped(&self) -> u64 {
         self.initiator.bytes_moved_mapped()
     }
+
+    /// Of [`SameHostTransport::bytes_moved`], those moved through regions peers
+    /// leased to this engine (no round trip to the peer).
+    pub fn bytes_moved_leased(&self) -> u64 {
+        self.initiator.bytes_moved_leased()
+    }
 }
 
 impl Transport for SameHostTransport {

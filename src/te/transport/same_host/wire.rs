@@ -9,10 +9,13 @@
 //! 3. initiator: copies the granted ones itself, then sends [`RELEASE`] (a status
 //!    frame), after which the target unpins them.
 //!
-//! Or, to map a region once instead: the initiator sends a share header (count 0,
-//! [`SHARE_MARK`] in the fifth byte) and the `u64` address it wants; the target
-//! answers with a [`ShareReply`] and, when it shares the region holding that address,
-//! two files beside it (`SCM_RIGHTS`): the region's and its epoch table's.
+//! Or, to reach a region without asking per batch: the initiator sends a share header
+//! (count 0, [`SHARE_MARK`] in the fifth byte) and the `u64` address it wants; the
+//! target answers with a [`ShareReply`] and two files beside it (`SCM_RIGHTS`) when it
+//! maps or leases the region holding that address: a shared region's own file and the
+//! epoch table ([`ShareKind::Mapped`]), or the epoch table and this connection's pin
+//! table ([`ShareKind::Leased`], see `te::region_leases`). A lease lasts as long as
+//! the connection it was answered on.
 //!
 //! The decoders refuse anything else and never panic.
 
@@ -65,11 +68,22 @@ pub fn decode_header(b: &[u8; BATCH_HEADER_LEN]) -> Option<Header> {
     decode_batch(b).map(Header::Batch)
 }
 
+/// How the target lets the initiator reach a region without a round trip.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShareKind {
+    /// It does not (or the address is in no remotely accessible region): batches.
+    No,
+    /// Through its file, mapped by the initiator.
+    Mapped,
+    /// With `process_vm_*`, pinned in the connection's pin table.
+    Leased,
+}
+
 /// The answer to a share request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ShareReply {
-    /// Whether the region's files come with this reply.
-    pub shared: bool,
+    /// How the region may be reached; the files come with `Mapped` and `Leased`.
+    pub kind: ShareKind,
     /// The region's base address in the target (0 when the address is in no
     /// remotely accessible region).
     pub base: u64,
@@ -87,7 +101,11 @@ impl ShareReply {
     /// The wire form.
     pub fn encode(&self) -> [u8; SHARE_REPLY_LEN] {
         let mut out = [0u8; SHARE_REPLY_LEN];
-        out[0] = u8::from(self.shared);
+        out[0] = match self.kind {
+            ShareKind::No => 0,
+            ShareKind::Mapped => 1,
+            ShareKind::Leased => 2,
+        };
         for (i, v) in [self.base, self.len, self.offset, self.slot, self.gen]
             .into_iter()
             .enumerate()
@@ -97,9 +115,16 @@ impl ShareReply {
         out
     }
 
-    /// Decodes a reply; `None` for a bad flag, non-zero padding or a range that wraps.
+    /// Decodes a reply; `None` for an unknown kind, non-zero padding or a range that
+    /// wraps.
     pub fn decode(b: &[u8; SHARE_REPLY_LEN]) -> Option<ShareReply> {
-        if b[0] > 1 || b[1..8].iter().any(|x| *x != 0) {
+        let kind = match b[0] {
+            0 => ShareKind::No,
+            1 => ShareKind::Mapped,
+            2 => ShareKind::Leased,
+            _ => return None,
+        };
+        if b[1..8].iter().any(|x| *x != 0) {
             return None;
         }
         let word = |i: usize| {
@@ -108,7 +133,7 @@ impl ShareReply {
             u64::from_le_bytes(w)
         };
         let r = ShareReply {
-            shared: b[0] == 1,
+            kind,
             base: word(0),
             len: word(1),
             offset: word(2),
@@ -223,7 +248,7 @@ mod tests {
         head[6] = 1;
         assert_eq!(decode_header(&head), None);
         let reply = ShareReply {
-            shared: true,
+            kind: ShareKind::Mapped,
             base: 0x7f00_0000_0000,
             len: 1 << 30,
             offset: 0,
@@ -231,8 +256,13 @@ mod tests {
             gen: 7,
         };
         assert_eq!(ShareReply::decode(&reply.encode()), Some(reply));
+        let leased = ShareReply {
+            kind: ShareKind::Leased,
+            ..reply
+        };
+        assert_eq!(ShareReply::decode(&leased.encode()), Some(leased));
         let mut bad = reply.encode();
-        bad[0] = 2;
+        bad[0] = 3;
         assert_eq!(ShareReply::decode(&bad), None);
         let wraps = ShareReply {
             base: u64::MAX,
