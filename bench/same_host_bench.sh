@@ -39,7 +39,7 @@ UPSTREAM="$M/transfer_engine_bench"
 
 median() { printf '%s\n' "$@" | grep -v FAIL | sort -g | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]; else print "FAIL"}'; }
 
-declare -A UP OURS_R MEM
+declare -A UP OURS_R MEM PVM
 for round in $(seq "$ROUNDS"); do
   for op in write read; do
     for block in 65536 4194304; do
@@ -57,20 +57,28 @@ for round in $(seq "$ROUNDS"); do
         --duration="$DURATION" | grep -oE '[0-9.]+ GB/s' | grep -oE '^[0-9.]+' || echo FAIL)
       log "round $round $key memcpy: $m GB/s"
       MEM[$key]="${MEM[$key]:-} $m"
+      v=$("$MEMCPY" --threads="$THREADS" --block_size="$block" --buffer_size=$((block * batch)) \
+        --duration="$DURATION" --process_vm="$op" | grep -oE '[0-9.]+ GB/s' | grep -oE '^[0-9.]+' || echo FAIL)
+      log "round $round $key process_vm: $v GB/s"
+      PVM[$key]="${PVM[$key]:-} $v"
     done
   done
 done
 
 echo
 echo "Same host, two processes, P2PHANDSHAKE, threads $THREADS, buffer 256 MiB, ${DURATION}s per run, median of $ROUNDS interleaved rounds ($(nproc) CPUs)"
-printf '%-6s %-7s %12s %12s %12s %10s %12s\n' op block upstream ours memcpy ours/up ours/memcpy
+printf '%-6s %-7s %12s %12s %12s %12s %10s %12s %10s\n' op block upstream ours memcpy process_vm \
+  ours/up ours/memcpy ours/pvm
 for op in write read; do
   for block in 65536 4194304; do
     key="$op/$block"
     # shellcheck disable=SC2086
     up=$(median ${UP[$key]}); ours=$(median ${OURS_R[$key]}); mem=$(median ${MEM[$key]})
+    # shellcheck disable=SC2086
+    pvm=$(median ${PVM[$key]})
     if [ "$block" = 65536 ]; then bname=64KiB; else bname=4MiB; fi
-    printf '%-6s %-7s %12s %12s %12s %10s %12s\n' "$op" "$bname" "$up GB/s" "$ours GB/s" \
-      "$mem GB/s" "$(ratio "$ours" "$up")" "$(ratio "$ours" "$mem")"
+    printf '%-6s %-7s %12s %12s %12s %12s %10s %12s %10s\n' "$op" "$bname" "$up GB/s" \
+      "$ours GB/s" "$mem GB/s" "$pvm GB/s" "$(ratio "$ours" "$up")" "$(ratio "$ours" "$mem")" \
+      "$(ratio "$ours" "$pvm")"
   done
 done

@@ -168,8 +168,12 @@ impl Receiver<'_> {
             match plan.next(payload, &mut rng) {
                 Next::Done => return,
                 Next::Wait => {
-                    sh.want_fresh = true;
-                    changed.notify_all();
+                    // The publisher is told once; telling it again would wake the
+                    // other waiting workers, which would tell it again, and so on.
+                    if !sh.want_fresh {
+                        sh.want_fresh = true;
+                        changed.notify_all();
+                    }
                     changed.wait_for(&mut sh, WAIT_SLICE);
                 }
                 Next::Stuck(shards) => {
