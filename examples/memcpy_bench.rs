@@ -25,10 +25,11 @@ fn text_flag(name: &str) -> Option<String> {
     std::env::args().find_map(|a| a.strip_prefix(&format!("--{name}=")).map(str::to_string))
 }
 
-/// The holder process: allocates `bytes`, prints their address, waits for stdin to
-/// close.
+/// The holder process: allocates `bytes` and writes them (so that reads find real
+/// pages, not the kernel's shared zero page, as in the bench's target buffer), prints
+/// their address, waits for stdin to close.
 fn hold(bytes: usize) {
-    let mut memory = vec![0u8; bytes];
+    let mut memory = vec![1u8; bytes];
     println!("{}", memory.as_mut_ptr() as u64);
     let mut rest = Vec::new();
     let _ = std::io::stdin().read_to_end(&mut rest);

@@ -70,6 +70,9 @@ pub struct Config {
     /// `MC_DISABLE_SAME_HOST` (ours): never copy directly between processes on one
     /// host; peers there are reached over TCP like any other.
     pub disable_same_host: bool,
+    /// `MC_SAME_HOST_NO_LEASE` (ours): this engine does not lease its registered
+    /// caller memory to same-host peers; they ask it per batch (the grant path).
+    pub same_host_no_lease: bool,
     /// `MC_BUSY_POLL_US` (ours): how long a thread that expects a reply any moment
     /// (an RPC to the master, a small transfer) busy-polls its socket before sleeping
     /// in the kernel; 0 turns busy-polling off. Default 100.
@@ -171,6 +174,8 @@ impl Config {
             disable_local_copy: get(&["MC_DISABLE_LOCAL_COPY"])
                 .is_some_and(|v| !matches!(v.trim(), "" | "0" | "false" | "no")),
             disable_same_host: get(&["MC_DISABLE_SAME_HOST"])
+                .is_some_and(|v| !matches!(v.trim(), "" | "0" | "false" | "no")),
+            same_host_no_lease: get(&["MC_SAME_HOST_NO_LEASE"])
                 .is_some_and(|v| !matches!(v.trim(), "" | "0" | "false" | "no")),
             busy_poll_us: num(&["MC_BUSY_POLL_US"], DEFAULT_BUSY_POLL_US, 0, 100_000) as u64,
             rdma,

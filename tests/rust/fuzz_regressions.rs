@@ -287,7 +287,11 @@ fn write_seeds() {
         kind: shm::ShareKind::Leased,
         ..reply
     };
-    add("same_host_wire", "share_reply_leased", leased.encode().to_vec());
+    add(
+        "same_host_wire",
+        "share_reply_leased",
+        leased.encode().to_vec(),
+    );
     let req = shm::Request {
         op: mooncake::te::Op::Write,
         remote: 0x7f00_0000_1000,

@@ -666,3 +666,22 @@ fn unregistered_while_written(
     );
     assert_eq!(bytes_at(raddr, len as usize), snapshot);
 }
+
+#[test]
+fn a_target_that_does_not_lease_is_asked_per_batch() {
+    let target = engine_with(Config {
+        same_host_no_lease: true,
+        ..Config::global().clone()
+    });
+    let initiator = engine();
+    let mut remote = vec![0u8; MIB as usize];
+    let raddr = remote.as_mut_ptr() as u64;
+    target.register_memory(raddr, MIB, "cpu:0", true).unwrap();
+    let id = initiator.open_segment(target.segment_name()).unwrap();
+    let data = pattern(MIB as usize, 4);
+    assert_eq!(round_trip(&initiator, id, raddr, &data), data);
+    assert_eq!(remote, data);
+    assert_same_host_moved(&initiator, 2 * MIB);
+    assert_eq!(initiator.same_host_leased_bytes(), 0);
+    target.unregister_memory(raddr).unwrap();
+}

@@ -28,6 +28,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 struct Shared {
     memory: Arc<MemoryRegistry>,
+    /// Whether caller memory is leased to peers (else they ask per batch).
+    leases: bool,
 }
 
 /// The same-host listener and its connection threads.
@@ -38,8 +40,12 @@ pub struct SameHostTarget {
 
 impl SameHostTarget {
     /// Starts serving the regions of `memory` on a fresh abstract socket, at most
-    /// `limits` connections at once.
-    pub fn start(memory: Arc<MemoryRegistry>, limits: ConnLimits) -> io::Result<SameHostTarget> {
+    /// `limits` connections at once, leasing caller memory to peers when `leases`.
+    pub fn start(
+        memory: Arc<MemoryRegistry>,
+        limits: ConnLimits,
+        leases: bool,
+    ) -> io::Result<SameHostTarget> {
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
@@ -50,7 +56,7 @@ impl SameHostTarget {
             NEXT.fetch_add(1, Ordering::Relaxed)
         );
         super::allow_peers_to_copy();
-        let shared = Shared { memory };
+        let shared = Shared { memory, leases };
         let memory = shared.memory.clone();
         let server = UnixServer::start(&name, "mc-shm", limits, move |stream| {
             let mut pins = None;
@@ -195,6 +201,9 @@ fn share(
         reply.slot = s.slot;
         reply.gen = s.gen;
         return fd_passing::send_with_fds(stream, &reply.encode(), &[&s.file, epochs.file()]);
+    }
+    if !shared.leases {
+        return (&*stream).write_all(&reply.encode());
     }
     let table = match pins {
         Some(t) => Some(t.clone()),

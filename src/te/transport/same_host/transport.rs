@@ -39,7 +39,8 @@ impl SameHostTransport {
             return None;
         }
         identity::host_identity()?;
-        match SameHostTarget::start(memory.clone(), config.inbound_limits()) {
+        let leases = !config.same_host_no_lease;
+        match SameHostTarget::start(memory.clone(), config.inbound_limits(), leases) {
             Ok(target) => Some(SameHostTransport {
                 target: Mutex::new(target),
                 initiator: SameHostInitiator::new(GRANT_TIMEOUT),
