@@ -24,7 +24,7 @@
 #   SIZE_MB=256           object size
 #   RATE=250mbit            per-node cap (tc tbf rate syntax)
 #   SHARD=1MB             our shard size
-#   CONCURRENCY=4         shards one of our receivers fetches at once
+#   CONCURRENCY=8         shards one of our receivers fetches at once
 #   ROUNDS=1              runs per row and implementation (the median is shown)
 #   UPSTREAM_P2P_EXAMPLE  upstream's p2p-store-example binary (optional)
 #   LOGS=<dir>            keep every process's log there
@@ -39,7 +39,7 @@ N_LIST=${N_LIST:-"1 2 4 8"}
 SIZE_MB=${SIZE_MB:-256}
 RATE=${RATE:-250mbit}
 SHARD=${SHARD:-1MB}
-CONCURRENCY=${CONCURRENCY:-4}
+CONCURRENCY=${CONCURRENCY:-8}
 ROUNDS=${ROUNDS:-1}
 UPSTREAM=${UPSTREAM_P2P_EXAMPLE:-}
 

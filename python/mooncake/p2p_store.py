@@ -323,7 +323,7 @@ class P2PStore:
     call :meth:`close`.
 
     Settings come from ``MC_P2P_*`` variables read at creation:
-    ``MC_P2P_CONCURRENCY`` (shards fetched at once, 4), ``MC_P2P_SHARD_SIZE`` (the
+    ``MC_P2P_CONCURRENCY`` (shards fetched at once, 8), ``MC_P2P_SHARD_SIZE`` (the
     shard size of :meth:`put`, 16 MiB), ``MC_P2P_CHECKSUM`` (``0``: no CRC-32C per
     shard), ``MC_P2P_NO_SOURCE_RETRIES`` (5).
     """

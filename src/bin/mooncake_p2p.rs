@@ -39,7 +39,7 @@ Flags:
   --nic_priority_matrix JSON     move data over RDMA with this NIC priority matrix
                                  (default: TCP)
   --shard_size 16MB              shard size of put (MC_P2P_SHARD_SIZE)
-  --concurrency 4                shards fetched at once (MC_P2P_CONCURRENCY)
+  --concurrency 8                shards fetched at once (MC_P2P_CONCURRENCY)
   --agent_port 0                 the agent's port (serve, put, get --serve); 0: any
   --serve                        get: keep serving the fetched copy
   --quiet                        no progress on stderr

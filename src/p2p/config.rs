@@ -7,7 +7,8 @@ use std::time::Duration;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct P2pConfig {
     /// Shards one `get_replica` fetches at a time (`MC_P2P_CONCURRENCY`, 1-256,
-    /// default 4).
+    /// default 8: a receiver that reads from peers which each serve several others
+    /// needs that many to fill its link).
     pub concurrency: usize,
     /// Shards one `get_replica` asks of one source at a time (`MC_P2P_PER_SOURCE`,
     /// 1-256, default 2): a receiver spreads its fetches over the nodes with copies
@@ -33,7 +34,7 @@ pub struct P2pConfig {
 impl Default for P2pConfig {
     fn default() -> P2pConfig {
         P2pConfig {
-            concurrency: 4,
+            concurrency: 8,
             per_source: 2,
             shard_size: 16 << 20,
             checksum: true,
@@ -87,7 +88,7 @@ mod tests {
         };
         assert_eq!(P2pConfig::from_lookup(env(&[])), P2pConfig::default());
         let c = P2pConfig::from_lookup(env(&[
-            ("MC_P2P_CONCURRENCY", "8"),
+            ("MC_P2P_CONCURRENCY", "12"),
             ("MC_P2P_PER_SOURCE", "3"),
             ("MC_P2P_SHARD_SIZE", "1048576"),
             ("MC_P2P_CHECKSUM", "0"),
@@ -97,7 +98,7 @@ mod tests {
         assert_eq!(
             c,
             P2pConfig {
-                concurrency: 8,
+                concurrency: 12,
                 per_source: 3,
                 shard_size: 1 << 20,
                 checksum: false,

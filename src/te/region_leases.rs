@@ -11,7 +11,14 @@
 //! sequentially consistent operations, so either the peer sees the ended generation
 //! (and copies nothing) or unregistration sees its pin (and waits for the copy).
 //! A connection that closes (its peer exited or let the lease go) stops counting:
-//! the peer keeps it open for as long as it may copy through a lease.
+//! the peer keeps it open for as long as it may copy through a lease. A peer stopped
+//! (SIGSTOP) in the middle of a copy holds the unregistration until it goes on or
+//! exits, as a batch granted over the grant path does.
+//!
+//! The peer names this process by pid in `process_vm_*`; it checks through a pidfd,
+//! at the start of each submission, that the process still runs, so only a pid
+//! reused within one submission (after the whole pid space wrapped) could be reached
+//! instead.
 
 use crate::host::mapping::Mapping;
 use crate::te::shared_regions::{SLOTS, TABLE_BYTES};

@@ -187,26 +187,14 @@ impl MappedPeers {
     /// Forgets a leased region (unregistered at the peer).
     pub fn forget_leased(&self, socket: &str, region: &LeasedRegion) {
         if let Some(peer) = self.peers.write().get_mut(socket) {
-            let same = peer
-                .leased
-                .get(&region.base)
-                .is_some_and(|r| std::ptr::eq(Arc::as_ptr(r), region));
-            if same {
-                peer.leased.remove(&region.base);
-            }
+            remove_if_same(&mut peer.leased, region.base, region);
         }
     }
 
     /// Forgets a mapped region (unregistered at the peer).
     pub fn forget(&self, socket: &str, region: &MappedRegion) {
         if let Some(peer) = self.peers.write().get_mut(socket) {
-            let same = peer
-                .regions
-                .get(&region.base)
-                .is_some_and(|r| std::ptr::eq(Arc::as_ptr(r), region));
-            if same {
-                peer.regions.remove(&region.base);
-            }
+            remove_if_same(&mut peer.regions, region.base, region);
         }
     }
 
@@ -278,6 +266,17 @@ impl PeerProcess {
             // SAFETY: kill with signal 0 only checks that the process exists.
             None => unsafe { libc::kill(self.pid, 0) == 0 },
         }
+    }
+}
+
+/// Removes the entry at `base` when it is `region` itself (not a newer one recorded
+/// since at the same address).
+fn remove_if_same<T>(map: &mut BTreeMap<u64, Arc<T>>, base: u64, region: &T) {
+    if map
+        .get(&base)
+        .is_some_and(|r| std::ptr::eq(Arc::as_ptr(r), region))
+    {
+        map.remove(&base);
     }
 }
 

@@ -84,6 +84,14 @@ impl SameHostTarget {
     }
 }
 
+impl Drop for SameHostTarget {
+    /// A target dropped without [`SameHostTarget::stop`] ends its leases too: its
+    /// peers must not copy on their own into memory it no longer serves.
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
 /// Serves one connection; `pins` is its pin table once it leased a region.
 fn serve(
     mut stream: &UnixStream,
