@@ -203,8 +203,9 @@ impl MappedPeers {
         self.peers.write().remove(socket);
     }
 
-    /// Drops the mappings of peers that exited (at most once per second); whether it
-    /// looked this time.
+    /// Drops what is kept of peers that exited, and of peers that closed the
+    /// connection their leases live on (they stopped serving: an engine dropped in a
+    /// process that goes on), at most once per second; whether it looked this time.
     pub fn sweep(&self) -> bool {
         {
             let mut last = self.last_sweep.lock();
@@ -213,7 +214,13 @@ impl MappedPeers {
             }
             *last = Some(Instant::now());
         }
-        self.peers.write().retain(|_, p| p.process.is_alive());
+        self.peers.write().retain(|_, p| {
+            p.process.is_alive()
+                && !p
+                    .lease
+                    .as_ref()
+                    .is_some_and(|l| super::hung_up(l.connection()))
+        });
         true
     }
 
