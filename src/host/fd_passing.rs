@@ -1,5 +1,6 @@
 //! Unix stream socket helpers: passing open files between processes (`SCM_RIGHTS`,
-//! attached to the first bytes of a message) and the peer's credentials.
+//! attached to the first bytes of a message), the peer's credentials, and whether an
+//! idle connection's peer closed it.
 
 use std::io::{self, IoSliceMut, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -140,6 +141,19 @@ pub fn peer_credentials(stream: &UnixStream) -> io::Result<libc::ucred> {
         return Err(io::Error::last_os_error());
     }
     Ok(cred)
+}
+
+/// Whether the other end of an idle connection closed it (or wrote to it, which the
+/// peer of an idle connection never does); does not wait.
+pub fn hung_up(conn: &UnixStream) -> bool {
+    let mut poll = libc::pollfd {
+        fd: conn.as_raw_fd(),
+        events: libc::POLLIN | libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd for an open descriptor; no waiting.
+    let rc = unsafe { libc::poll(&mut poll, 1, 0) };
+    rc != 0
 }
 
 #[cfg(test)]

@@ -219,7 +219,7 @@ impl MappedPeers {
                 && !p
                     .lease
                     .as_ref()
-                    .is_some_and(|l| super::hung_up(l.connection()))
+                    .is_some_and(|l| crate::host::fd_passing::hung_up(l.connection()))
         });
         true
     }

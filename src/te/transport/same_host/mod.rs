@@ -30,6 +30,7 @@ pub mod target;
 pub mod transport;
 pub mod wire;
 
+use crate::host::fd_passing;
 use crate::te::transport::request::Op;
 use crate::te::transport::tcp::wire::{decode_status, STATUS_LEN};
 use copy::Direction;
@@ -389,7 +390,7 @@ impl SameHostInitiator {
         let conn = UnixStream::connect_addr(&SocketAddr::from_abstract_name(socket)?)?;
         conn.set_read_timeout(Some(self.io_timeout))?;
         conn.set_write_timeout(Some(self.io_timeout))?;
-        let pid = crate::host::fd_passing::peer_credentials(&conn)?.pid;
+        let pid = fd_passing::peer_credentials(&conn)?.pid;
         if pid <= 0 {
             return Err(io::Error::other("no peer credentials on the socket"));
         }
@@ -411,7 +412,7 @@ impl SameHostInitiator {
         let mut stopped = Vec::new();
         self.pools.lock().retain(|socket, pool| {
             let before = pool.len();
-            pool.retain(|(conn, pid)| process_exists(*pid) && !hung_up(conn));
+            pool.retain(|(conn, pid)| process_exists(*pid) && !fd_passing::hung_up(conn));
             if pool.is_empty() && before > 0 {
                 stopped.push(socket.clone());
             }
@@ -439,26 +440,12 @@ impl SameHostInitiator {
     }
 }
 
-/// Whether the other end of an idle pooled connection closed it (or wrote to it,
-/// which an idle target never does).
-fn hung_up(conn: &UnixStream) -> bool {
-    use std::os::fd::AsRawFd;
-    let mut poll = libc::pollfd {
-        fd: conn.as_raw_fd(),
-        events: libc::POLLIN | libc::POLLRDHUP,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd for an open descriptor; no waiting.
-    let rc = unsafe { libc::poll(&mut poll, 1, 0) };
-    rc != 0
-}
-
 /// Reads a share reply and the files beside it.
 fn read_share_reply(
     conn: &UnixStream,
 ) -> io::Result<(wire::ShareReply, Vec<std::os::fd::OwnedFd>)> {
     let mut buf = [0u8; wire::SHARE_REPLY_LEN];
-    let files = crate::host::fd_passing::read_exact_with_fds(conn, &mut buf)?
+    let files = fd_passing::read_exact_with_fds(conn, &mut buf)?
         .ok_or_else(|| io::Error::new(io::ErrorKind::UnexpectedEof, "peer closed"))?;
     let reply = wire::ShareReply::decode(&buf)
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "bad share reply"))?;
