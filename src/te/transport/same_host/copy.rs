@@ -2,6 +2,8 @@
 //! `process_vm_writev`: one system call per gigabyte at most, partial transfers
 //! continued, errors as `io::Error` (`PermissionDenied` when the kernel refuses).
 
+use super::wire::Request;
+use crate::te::transport::request::Op;
 use std::io;
 
 /// Largest piece handed to one system call.
@@ -57,6 +59,21 @@ pub unsafe fn copy(pid: i32, dir: Direction, ours: u64, theirs: u64, len: u64) -
         done += n as u64;
     }
     Ok(())
+}
+
+/// Moves one same-host request between this process and the target `pid`, in the
+/// request's direction.
+///
+/// # Safety
+/// The request's local range must be valid for its direction (written by a read,
+/// read by a write) for the duration of the call.
+pub unsafe fn copy_request(pid: i32, r: &Request) -> io::Result<()> {
+    let dir = match r.op {
+        Op::Write => Direction::Push,
+        Op::Read => Direction::Pull,
+    };
+    // SAFETY: the local range is valid per this function's contract.
+    unsafe { copy(pid, dir, r.local, r.remote, r.len) }
 }
 
 #[cfg(test)]

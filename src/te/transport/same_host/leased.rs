@@ -5,7 +5,7 @@
 //! `IOV_MAX` ranges each), and only a call that did not move everything is redone
 //! request by request, to tell which one failed.
 
-use super::copy::{self, Direction};
+use super::copy;
 use super::wire::Request;
 use crate::te::region_leases::PeerPins;
 use crate::te::shared_regions::PeerEpochs;
@@ -127,7 +127,7 @@ pub unsafe fn copy_all(pid: i32, items: &[(Arc<LeasedRegion>, Request)]) -> Vec<
                     Outcome::Done
                 } else {
                     // SAFETY: as above, one request at a time.
-                    match unsafe { copy_one(pid, &items[i].1) } {
+                    match unsafe { copy::copy_request(pid, &items[i].1) } {
                         Ok(()) => Outcome::Done,
                         Err(e) => Outcome::Failed(e),
                     }
@@ -186,19 +186,6 @@ unsafe fn copy_in_one_call(pid: i32, op: Op, reqs: &[&Request]) -> bool {
         }
     };
     moved >= 0 && moved as u64 == total
-}
-
-/// Moves one request (any length).
-///
-/// # Safety
-/// As [`copy_all`].
-unsafe fn copy_one(pid: i32, r: &Request) -> io::Result<()> {
-    let dir = match r.op {
-        Op::Write => Direction::Push,
-        Op::Read => Direction::Pull,
-    };
-    // SAFETY: the local range is valid per the contract.
-    unsafe { copy::copy(pid, dir, r.local, r.remote, r.len) }
 }
 
 #[cfg(test)]

@@ -1,9 +1,9 @@
 //! The initiator's mappings of peers' shared regions: per peer socket, the regions it
 //! shared (mapped once, with their epoch slots), the regions it leased (copied with
 //! `process_vm_*`, see `leased.rs`) with the connection those leases live on, and the
-//! regions it said it cannot share. A copy through a mapping checks the region's generation before and after;
-//! a peer that exited has its mappings dropped (so its memory is freed) at the next
-//! sweep.
+//! regions it said it cannot share. A copy through a mapping checks the region's
+//! generation before and after; a peer that exited has its mappings dropped (so its
+//! memory is freed) at the next sweep.
 
 use super::leased::{LeasedRegion, PeerLease};
 use super::wire::{Request, ShareKind, ShareReply};

@@ -31,9 +31,7 @@ pub mod transport;
 pub mod wire;
 
 use crate::host::fd_passing;
-use crate::te::transport::request::Op;
 use crate::te::transport::tcp::wire::{decode_status, STATUS_LEN};
-use copy::Direction;
 use leased::{LeasedRegion, Outcome};
 use mapped::{Copied, Lookup, MappedPeers};
 use parking_lot::Mutex;
@@ -344,7 +342,10 @@ impl SameHostInitiator {
             frame.copy_from_slice(grant);
             results.push(match decode_status(&frame) {
                 Some(wire::OK) if refused.is_some() => Err(SameHostError::UseTcp),
-                Some(wire::OK) => match copy_granted(pid, r) {
+                // SAFETY: the caller's request names its own memory at `local`, as for
+                // every transport; the kernel checks both ranges and fails rather than
+                // fault.
+                Some(wire::OK) => match unsafe { copy::copy_request(pid, r) } {
                     Ok(()) => {
                         moved += r.len;
                         Ok(())
@@ -450,17 +451,6 @@ fn read_share_reply(
     let reply = wire::ShareReply::decode(&buf)
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "bad share reply"))?;
     Ok((reply, files))
-}
-
-/// Copies one granted request between this process and the target `pid`.
-fn copy_granted(pid: i32, r: &Request) -> io::Result<()> {
-    let dir = match r.op {
-        Op::Write => Direction::Push,
-        Op::Read => Direction::Pull,
-    };
-    // SAFETY: the caller's request names its own memory at `local`, as for every
-    // transport; the kernel checks both ranges and fails rather than fault.
-    unsafe { copy::copy(pid, dir, r.local, r.remote, r.len) }
 }
 
 /// With Yama `ptrace_scope=1`, lets same-host initiators copy into and out of this
