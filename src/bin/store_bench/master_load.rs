@@ -34,7 +34,7 @@ fn note(first: &mut Option<String>, what: impl FnOnce() -> String) {
 
 /// A load phase.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
+pub enum Phase {
     /// `PutStart` + `PutEnd` of new keys (one op = both calls).
     Put,
     /// `GetReplicaList` of existing keys.
@@ -46,12 +46,18 @@ enum Phase {
 }
 
 impl Phase {
-    const ALL: [Phase; 4] = [
+    /// Every phase, in the order a load runs them by default.
+    pub const ALL: [Phase; 4] = [
         Phase::Put,
         Phase::GetReplicaList,
         Phase::ExistKey,
         Phase::Mixed,
     ];
+
+    /// The phase called `name` (as its rows print it).
+    pub fn parse(name: &str) -> Option<Phase> {
+        Phase::ALL.into_iter().find(|p| p.name() == name)
+    }
 
     fn name(self) -> &'static str {
         match self {
@@ -90,6 +96,20 @@ struct PhaseCtx<'a> {
     id: Uuid,
     keys: &'a [String],
     deadline: Instant,
+    /// Tells this run's new keys from those of earlier runs with the same prefix.
+    run: u32,
+}
+
+impl PhaseCtx<'_> {
+    /// An existing key: one of an earlier fill's (`--filled`) or of this run's.
+    fn pick(&self, rng: &mut Rng) -> String {
+        let filled = self.s.filled as usize;
+        let i = rng.below(filled + self.keys.len());
+        match i.checked_sub(filled) {
+            Some(own) => self.keys[own].clone(),
+            None => fill_key(&self.s.key_prefix, i as u64),
+        }
+    }
 }
 
 /// One load thread of one phase.
@@ -106,7 +126,12 @@ fn worker(ctx: &PhaseCtx<'_>, phase: Phase, tid: usize, m: &MasterRpcClient) -> 
         let t = Instant::now();
         let r: Result<(), String> = match op {
             Phase::Put => {
-                let key = format!("{}-{}-t{tid}-{k}", ctx.s.key_prefix, phase.name());
+                let key = format!(
+                    "{}-{}-{:08x}-t{tid}-{k}",
+                    ctx.s.key_prefix,
+                    phase.name(),
+                    ctx.run
+                );
                 match put_one(m, ctx.id, &key, len) {
                     Ok(()) => {
                         if phase == Phase::Put {
@@ -118,14 +143,14 @@ fn worker(ctx: &PhaseCtx<'_>, phase: Phase, tid: usize, m: &MasterRpcClient) -> 
                 }
             }
             Phase::GetReplicaList => {
-                let key = &ctx.keys[rng.below(ctx.keys.len())];
-                m.get_replica_list(key, DEFAULT_TENANT)
+                let key = ctx.pick(&mut rng);
+                m.get_replica_list(&key, DEFAULT_TENANT)
                     .map(|_| ())
                     .map_err(|e| format!("GetReplicaList {key}: {e}"))
             }
             Phase::ExistKey | Phase::Mixed => {
-                let key = &ctx.keys[rng.below(ctx.keys.len())];
-                match m.exist_key(key, DEFAULT_TENANT) {
+                let key = ctx.pick(&mut rng);
+                match m.exist_key(&key, DEFAULT_TENANT) {
                     Ok(true) => Ok(()),
                     Ok(false) => Err(format!("ExistKey {key}: false")),
                     Err(e) => Err(format!("ExistKey {key}: {e}")),
@@ -170,7 +195,12 @@ fn pipelined_worker(ctx: &PhaseCtx<'_>, phase: Phase, tid: usize) -> Work {
             };
             match op {
                 Phase::Put => {
-                    let key = format!("{}-{}-p{tid}-{k}", ctx.s.key_prefix, phase.name());
+                    let key = format!(
+                        "{}-{}-{:08x}-p{tid}-{k}",
+                        ctx.s.key_prefix,
+                        phase.name(),
+                        ctx.run
+                    );
                     let config = ReplicateConfig::default();
                     pipe.push::<rpc::PutStart>(&(ctx.id, key.clone(), len, config, tenant.clone()));
                     let meta = ObjectMeta {
@@ -181,12 +211,12 @@ fn pipelined_worker(ctx: &PhaseCtx<'_>, phase: Phase, tid: usize) -> Work {
                     ops.push((op, Some(key)));
                 }
                 Phase::GetReplicaList => {
-                    let key = ctx.keys[rng.below(ctx.keys.len())].clone();
+                    let key = ctx.pick(&mut rng);
                     pipe.push::<rpc::GetReplicaList>(&(key, tenant.clone()));
                     ops.push((op, None));
                 }
                 Phase::ExistKey | Phase::Mixed => {
-                    let key = ctx.keys[rng.below(ctx.keys.len())].clone();
+                    let key = ctx.pick(&mut rng);
                     pipe.push::<rpc::ExistKey>(&(key, tenant.clone()));
                     ops.push((op, None));
                 }
@@ -255,6 +285,7 @@ fn run_phase(
         id: fake.id,
         keys,
         deadline: start + s.duration,
+        run: random_u64() as u32,
     };
     let works: Vec<Work> = std::thread::scope(|scope| {
         let handles: Vec<_> = conns
@@ -340,12 +371,15 @@ fn load_with(s: &Settings, fake: &FakeClient) -> Result<Vec<Row>, String> {
         return Err(format!("prefill stored {stored} of {} keys", keys.len()));
     }
     let mut rows = Vec::new();
-    for phase in Phase::ALL {
+    for &phase in &s.phases {
         if signals::stop_requested() {
             break;
         }
-        if phase != Phase::Put && keys.is_empty() {
-            log::warn!("{}: skipped, no keys (use --prefill)", phase.name());
+        if phase != Phase::Put && keys.is_empty() && s.filled == 0 {
+            log::warn!(
+                "{}: skipped, no keys (use --prefill or --filled)",
+                phase.name()
+            );
             continue;
         }
         let (row, new) = run_phase(s, fake, &conns, &keys, phase);

@@ -1,5 +1,6 @@
 //! Command-line flags (gflags-style, via [`Flags`]) and their validated form.
 
+use crate::master_load::Phase;
 use mooncake::config::flags::{
     kind_in, parse_bool, parse_byte_size, FlagError, FlagKind, Flags, Parsed,
 };
@@ -47,6 +48,11 @@ master_load, master_fill:
   --pipeline             master_load: calls in flight per connection, sent back to
                          back and answered in order (default 1: one call at a time)
   --prefill              keys put before the load phases (default 1000)
+  --filled               master_load: the first N keys of an earlier master_fill with
+                         the same --key_prefix exist too; reads pick among them and
+                         the run's own keys (default 0)
+  --phases               master_load: subset of put_start_end,get_replica_list,
+                         exist_key,mixed, run in the order given (default all)
   --object_size          bytes per object (master_load 1024, master_fill 64)
   --objects              master_fill: objects to put (default 1000000)
   --fill_batch           master_fill: keys per BatchPutStart/BatchPutEnd; 1 = PutStart/
@@ -79,6 +85,8 @@ const FLAGS: &[(&str, bool)] = &[
     ("duration", false),
     ("pipeline", false),
     ("prefill", false),
+    ("filled", false),
+    ("phases", false),
     ("object_size", false),
     ("objects", false),
     ("fill_batch", false),
@@ -221,6 +229,10 @@ pub struct Settings {
     pub pipeline: usize,
     /// Keys put before the load phases.
     pub prefill: usize,
+    /// Keys of an earlier fill (same prefix) the load phases read too.
+    pub filled: u64,
+    /// Load phases, in order.
+    pub phases: Vec<Phase>,
     /// Object size of the load modes.
     pub object_size: u64,
     /// Objects to fill.
@@ -353,6 +365,13 @@ impl Settings {
                 .map(|s| ClientOp::parse(s.trim()).ok_or(format!("--operations: unknown '{s}'")))
                 .collect::<Result<Vec<_>, String>>()?,
         };
+        let phases = match f.get("phases") {
+            None | Some("") | Some("all") => Phase::ALL.to_vec(),
+            Some(list) => list
+                .split(',')
+                .map(|s| Phase::parse(s.trim()).ok_or(format!("--phases: unknown '{s}'")))
+                .collect::<Result<Vec<_>, String>>()?,
+        };
         let key_prefix = match f.get("key_prefix") {
             Some(p) if !p.is_empty() => p.to_string(),
             _ => format!("sb{:08x}", random_u64() as u32),
@@ -379,6 +398,8 @@ impl Settings {
             duration: Duration::from_secs(num("duration", 5, 1, 86_400)?),
             pipeline: num("pipeline", 1, 1, 1024)? as usize,
             prefill: num("prefill", 1000, 0, 100_000_000)? as usize,
+            filled: num("filled", 0, 0, 1_000_000_000)?,
+            phases,
             object_size: size("object_size", default_object)?,
             objects: num("objects", 1_000_000, 0, 1_000_000_000)?,
             fill_batch: num("fill_batch", 256, 1, 65_536)? as usize,
@@ -515,6 +536,19 @@ mod tests {
         .unwrap()
         .unwrap();
         assert_eq!((s.mix, s.put_op), ([50, 50, 0], PutOp::BatchPutFrom));
+        let s = parse(&["--mode=master_load"]).unwrap().unwrap();
+        assert_eq!((s.filled, s.phases), (0, Phase::ALL.to_vec()));
+        let s = parse(&[
+            "--mode=master_load",
+            "--filled=5000",
+            "--phases=exist_key,put_start_end",
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            (s.filled, s.phases),
+            (5000, vec![Phase::ExistKey, Phase::Put])
+        );
     }
 
     #[test]
@@ -531,6 +565,7 @@ mod tests {
             &["--mode=client", "--local_buffer_size=1K"],
             &["--mode=master_fill", "--hold=maybe"],
             &["--mode=master_load", "--threads=0"],
+            &["--mode=master_load", "--phases=exist_key,nope"],
             &["--mode=pressure", "--mix=50,50"],
             &["--mode=pressure", "--mix=50,50,1"],
             &["--mode=pressure", "--put_op=get"],
