@@ -1,8 +1,13 @@
 //! Which instance holds which prefix blocks: block hash -> holders (with the media each
 //! holds it in), and per instance the blocks it holds in least-recently-used order, so
 //! an instance's view never exceeds its KV capacity and leaves with it.
+//!
+//! The maps hash with foldhash (randomly seeded): block hashes are looked up dozens of
+//! times per schedule call, and SipHash cost more than the lookups themselves.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use foldhash::HashMap;
 
 /// An instance's place in the conductor's tables.
 pub type Slot = u32;
