@@ -11,6 +11,7 @@ mod trace;
 
 mod bench;
 mod report;
+mod scaling;
 mod settings;
 
 use std::process::ExitCode;
@@ -166,6 +167,9 @@ fn offered_load(trace: &[TraceRequest], sim: &SimConfig) -> f64 {
 }
 
 fn run(s: Settings) -> Result<(), String> {
+    if !s.scaling.is_empty() {
+        return scaling::run(&s.scaling, s.bench_calls);
+    }
     println!(
         "conductor_sim: SLOs TTFT {} ms, TBT {} ms; noise ±{:.0} %; instances' cost model {}",
         s.sim.ttft_slo_ms,

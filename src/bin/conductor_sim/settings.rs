@@ -5,6 +5,7 @@ use mooncake::conductor::{ConductorConfig, CostModel, Policy};
 use mooncake::config::comma_list;
 use mooncake::config::flags::{kind_in, parse_bool, FlagKind, Flags};
 
+use crate::scaling::{parse_points, Point};
 use crate::sim::SimConfig;
 
 pub(crate) const USAGE: &str = "\
@@ -40,6 +41,10 @@ Flags:
   --conductor \"\"             http://host:port of a running conductor instead (one
                              replay per trace, with that conductor's policy)
   --bench_calls 20000        schedule calls timed for the scheduling rate (0: skip)
+  --scaling \"\"               only measure the scheduling rate at these points,
+                             INSTANCESxBLOCKS comma-separated (e.g. 8x1000,1024x1000),
+                             each with a prefix index of BLOCKS blocks and
+                             --bench_calls calls (bench/scaling.sh)
   -h, --help";
 
 pub(crate) const FLAGS: &[(&str, bool)] = &[
@@ -62,6 +67,7 @@ pub(crate) const FLAGS: &[(&str, bool)] = &[
     ("prior", false),
     ("conductor", false),
     ("bench_calls", false),
+    ("scaling", false),
     ("early_rejection", true),
     ("help", true),
     ("h", true),
@@ -95,6 +101,7 @@ pub(crate) struct Settings {
     pub(crate) prior: CostModel,
     pub(crate) conductor: Option<String>,
     pub(crate) bench_calls: usize,
+    pub(crate) scaling: Vec<Point>,
 }
 
 pub(crate) fn cost_model(
@@ -158,6 +165,7 @@ pub(crate) fn settings(flags: &Flags) -> Result<Settings, String> {
             .filter(|c| !c.is_empty())
             .map(str::to_string),
         bench_calls: flags.number("bench_calls", 20_000)?,
+        scaling: parse_points(flags.get("scaling").unwrap_or(""))?,
     })
 }
 
