@@ -25,7 +25,7 @@ use lane_state::{LaneConfig, Slice};
 use parking_lot::RwLock;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use target::TcpTarget;
 
@@ -56,33 +56,88 @@ pub struct Endpoint {
 /// requests stay together on one lane and leave in one `sendmsg`, large ones spread.
 const STICKY_LANE_BYTES: u64 = 256 << 10;
 
+/// One peer's lanes. Lane 0 starts with the peer; each other lane (its connection and
+/// threads) starts the first time a slice finds every started lane busy, so a peer
+/// with little traffic costs one connection and two threads, not `lanes_per_peer`.
 struct Peer {
-    lanes: Vec<Lane>,
+    /// Lane slots; a slot whose lane could not be started stays `None`.
+    lanes: Box<[OnceLock<Option<Lane>>]>,
+    config: LaneConfig,
     current: AtomicUsize,
     /// When it was last used ([`IdleClock::now_ms`]).
     last_used_ms: AtomicU64,
 }
 
 impl Peer {
+    /// A peer with `lanes` slots and its first lane started.
+    fn start(config: LaneConfig, lanes: usize, now_ms: u64) -> std::io::Result<Peer> {
+        let slots: Box<[OnceLock<Option<Lane>>]> =
+            (0..lanes.max(1)).map(|_| OnceLock::new()).collect();
+        let first = Lane::start(config.clone())?;
+        let _ = slots[0].set(Some(first));
+        Ok(Peer {
+            lanes: slots,
+            config,
+            current: AtomicUsize::new(0),
+            last_used_ms: AtomicU64::new(now_ms),
+        })
+    }
+
+    /// The lane in slot `index`, if it was started.
+    fn started(&self, index: usize) -> Option<&Lane> {
+        self.lanes[index].get()?.as_ref()
+    }
+
+    /// The lane in slot `index`, started now if it was not (`None` if it cannot be).
+    fn start_lane(&self, index: usize) -> Option<&Lane> {
+        self.lanes[index]
+            .get_or_init(|| match Lane::start(self.config.clone()) {
+                Ok(lane) => Some(lane),
+                Err(e) => {
+                    log::warn!("tcp: cannot start another lane to a peer: {e}");
+                    None
+                }
+            })
+            .as_ref()
+    }
+
     /// Whether it was unused long enough at `now_ms` and has nothing in flight.
     fn is_idle(&self, clock: &IdleClock, now_ms: u64) -> bool {
         clock.is_idle(self.last_used_ms.load(Ordering::Relaxed), now_ms)
-            && self.lanes.iter().all(|l| l.load() == 0)
+            && (0..self.lanes.len()).all(|i| self.started(i).map_or(true, |l| l.load() == 0))
     }
 
     /// The lane for the next slice: the current one while it is lightly loaded, else
-    /// the least loaded one (which becomes current).
+    /// the least loaded started one, or a lane not started yet when every started lane
+    /// is busy (the chosen one becomes current).
     fn pick(&self) -> &Lane {
         let current = self.current.load(Ordering::Relaxed) % self.lanes.len();
-        if self.lanes[current].load() < STICKY_LANE_BYTES {
-            return &self.lanes[current];
+        if let Some(lane) = self.started(current) {
+            if lane.load() < STICKY_LANE_BYTES {
+                return lane;
+            }
         }
-        let (index, lane) = self
-            .lanes
-            .iter()
-            .enumerate()
-            .min_by_key(|(_, l)| l.load())
-            .expect("a peer always has at least one lane");
+        let mut best: Option<(usize, &Lane)> = None;
+        let mut unstarted = None;
+        for (index, slot) in self.lanes.iter().enumerate() {
+            match slot.get() {
+                Some(Some(lane)) => {
+                    if best.map_or(true, |(_, b)| lane.load() < b.load()) {
+                        best = Some((index, lane));
+                    }
+                }
+                Some(None) => {}
+                None => {
+                    unstarted.get_or_insert(index);
+                }
+            }
+        }
+        let (mut index, mut lane) = best.expect("lane 0 starts with the peer");
+        if lane.load() > 0 {
+            if let Some(fresh) = unstarted.and_then(|i| self.start_lane(i).map(|l| (i, l))) {
+                (index, lane) = fresh;
+            }
+        }
         self.current.store(index, Ordering::Relaxed);
         lane
     }
@@ -200,15 +255,10 @@ impl TcpTransport {
             io_timeout: self.io_timeout,
             inline_wait: lane::INLINE_WAIT,
         };
-        let lanes = (0..self.lanes_per_peer.max(1))
-            .map(|_| Lane::start(config.clone()))
-            .collect::<std::io::Result<Vec<_>>>()
-            .map_err(|e| Error::socket("starting tcp lanes", e))?;
-        let peer = Arc::new(Peer {
-            lanes,
-            current: AtomicUsize::new(0),
-            last_used_ms: AtomicU64::new(now_ms),
-        });
+        let peer = Arc::new(
+            Peer::start(config, self.lanes_per_peer, now_ms)
+                .map_err(|e| Error::socket("starting a tcp lane", e))?,
+        );
         peers.insert(endpoint.clone(), peer.clone());
         Ok(peer)
     }
@@ -406,5 +456,34 @@ mod tests {
         t.peer(&endpoint(2)).unwrap();
         assert_eq!(t.peers.read().len(), 1);
         t.shutdown();
+    }
+
+    #[test]
+    fn a_peer_starts_one_lane_and_an_idle_one_is_picked_again() {
+        let config = LaneConfig {
+            host: "127.0.0.1".into(),
+            port: 1,
+            v2: true,
+            connect_timeout: Duration::from_secs(1),
+            io_timeout: Duration::from_secs(1),
+            inline_wait: lane::INLINE_WAIT,
+        };
+        let peer = Peer::start(config, 8, 0).unwrap();
+        let started = |p: &Peer| {
+            (0..p.lanes.len())
+                .filter(|&i| p.started(i).is_some())
+                .count()
+        };
+        assert_eq!(started(&peer), 1);
+        let first: *const Lane = peer.pick();
+        for _ in 0..10 {
+            assert!(std::ptr::eq(peer.pick(), first));
+        }
+        assert_eq!(started(&peer), 1);
+        assert!(std::ptr::eq(
+            peer.start_lane(3).unwrap(),
+            peer.started(3).unwrap()
+        ));
+        assert_eq!(started(&peer), 2);
     }
 }
