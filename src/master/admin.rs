@@ -1,11 +1,14 @@
 //! The master's admin / metrics HTTP service (upstream `master_admin_service`):
-//! `/health`, `/metrics` (Prometheus text), `/metrics/summary`, `/get_all_segments`,
-//! `/get_all_keys`, `/query_key?key=`, `/get_segments_detail`, `/kv_events/status`.
+//! `/health`, `/role`, `/ha_status`, `/leader` ([`super::admin_runtime`]), `/metrics`
+//! (Prometheus text), `/metrics/summary`, `/get_all_segments`, `/get_all_keys`,
+//! `/query_key?key=`, `/batch_query_keys?keys=`, `/query_segment?segment=`,
+//! `/get_segments_detail`, `/kv_events/status`.
 
+use super::admin_runtime::RuntimeView;
 use super::kv_events::KvEvents;
 use super::MasterService;
 use crate::runtime::http_server::{HttpHandler, HttpReply};
-use crate::wire::master_api::{ErrorCode, ReplicaLocation};
+use crate::wire::master_api::{ErrorCode, ReplicaDescriptor, ReplicaLocation};
 use percent_encoding::percent_decode_str;
 use serde_json::{json, Value};
 use std::fmt::Write;
@@ -20,13 +23,11 @@ impl HttpHandler for AdminHandler {
         if method != "GET" {
             return HttpReply::text(405, "Method not allowed");
         }
+        if let Some(reply) = RuntimeView::plain().route(path) {
+            return reply;
+        }
         let master = &self.0;
         match path {
-            "/health" => json_reply(
-                200,
-                json!({"status": "ok", "role": "leader", "ha_state": "serving",
-                       "service_ready": true, "leader_address": null, "view_version": null}),
-            ),
             "/metrics" => HttpReply {
                 status: 200,
                 content_type: "text/plain; version=0.0.4",
@@ -45,6 +46,8 @@ impl HttpHandler for AdminHandler {
             }
             "/get_all_keys" => HttpReply::text(200, &lines(&master.all_keys())),
             "/query_key" => query_key(master, query),
+            "/batch_query_keys" => batch_query_keys(master, query),
+            "/query_segment" => query_segment(master, query),
             "/get_segments_detail" => segments_detail(master),
             "/kv_events/status" => kv_events_status(master.kv_events()),
             _ => HttpReply::text(404, "Not found"),
@@ -78,37 +81,93 @@ fn lines(items: &[String]) -> String {
     })
 }
 
-fn query_key(master: &MasterService, query: &str) -> HttpReply {
-    let key = query
+/// The percent-decoded value of `name` in a query string (`+` is a space).
+fn query_value(query: &str, name: &str) -> Option<String> {
+    query
         .split('&')
-        .find_map(|kv| kv.strip_prefix("key="))
-        .map(|k| {
-            percent_decode_str(&k.replace('+', " "))
+        .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+        .map(|v| {
+            percent_decode_str(&v.replace('+', " "))
                 .decode_utf8_lossy()
                 .into_owned()
-        });
-    let Some(key) = key.filter(|k| !k.is_empty()) else {
+        })
+}
+
+/// The memory replicas' buffer descriptors, as upstream writes them.
+fn memory_buffers(replicas: &[ReplicaDescriptor]) -> Vec<Value> {
+    replicas
+        .iter()
+        .filter_map(|r| match &r.location {
+            ReplicaLocation::Memory(b) => Some(json!({
+                "size_": b.size, "buffer_address_": b.buffer_address,
+                "protocol_": b.protocol, "transport_endpoint_": b.transport_endpoint
+            })),
+            _ => None,
+        })
+        .collect()
+}
+
+fn query_key(master: &MasterService, query: &str) -> HttpReply {
+    let Some(key) = query_value(query, "key").filter(|k| !k.is_empty()) else {
         return HttpReply::text(400, "Missing key parameter");
     };
     match master.query_key(&key) {
-        Ok(replicas) => {
-            let buffers: Vec<Value> = replicas
-                .iter()
-                .filter_map(|r| match &r.location {
-                    ReplicaLocation::Memory(b) => Some(json!({
-                        "size_": b.size, "buffer_address_": b.buffer_address,
-                        "protocol_": b.protocol, "transport_endpoint_": b.transport_endpoint
-                    })),
-                    _ => None,
-                })
-                .collect();
-            json_reply(200, json!({ "success": true, "data": buffers }))
-        }
+        Ok(replicas) => json_reply(
+            200,
+            json!({ "success": true, "data": memory_buffers(&replicas) }),
+        ),
         Err(code) => json_reply(
             404,
             json!({ "success": false, "error_code": code.0, "error_message": error_name(code) }),
         ),
     }
+}
+
+/// `GET /batch_query_keys?keys=a,b`: per key (the first of duplicates) its memory
+/// buffers or the error's name, keys in sorted order (upstream's shape).
+fn batch_query_keys(master: &MasterService, query: &str) -> HttpReply {
+    let keys: Vec<String> = query_value(query, "keys")
+        .filter(|k| !k.is_empty())
+        .map(|k| k.split(',').map(str::to_string).collect())
+        .unwrap_or_default();
+    if keys.is_empty() {
+        return json_reply(
+            400,
+            json!({"success": false, "error": "No keys provided. Use ?keys=key1,key2,..."}),
+        );
+    }
+    let mut data = serde_json::Map::new();
+    for key in keys {
+        if data.contains_key(&key) {
+            continue;
+        }
+        let item = match master.query_key(&key) {
+            Ok(replicas) => json!({"ok": true, "error": null, "values": memory_buffers(&replicas)}),
+            Err(code) => json!({"ok": false, "error": error_name(code), "values": null}),
+        };
+        data.insert(key, item);
+    }
+    json_reply(200, json!({"success": true, "data": data}))
+}
+
+/// `GET /query_segment?segment=NAME`: the bytes used and mounted under that name, as
+/// upstream's text; 500 when no segment has it.
+fn query_segment(master: &MasterService, query: &str) -> HttpReply {
+    let name = query_value(query, "segment").unwrap_or_default();
+    let mounts: Vec<_> = master
+        .segments_summary()
+        .into_iter()
+        .filter(|s| s.name == name)
+        .collect();
+    if mounts.is_empty() {
+        return HttpReply::text(500, "Failed to query segment");
+    }
+    let used: u64 = mounts.iter().map(|s| s.used).sum();
+    let capacity: u64 = mounts.iter().map(|s| s.size).sum();
+    HttpReply::text(
+        200,
+        &format!("{name}\nUsed(bytes): {used}\nCapacity(bytes) : {capacity}\n"),
+    )
 }
 
 /// `OBJECT_NOT_FOUND` from `OBJECT_NOT_FOUND (-704)`.

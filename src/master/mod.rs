@@ -15,6 +15,7 @@
 //! (1 s).
 
 pub mod admin;
+pub mod admin_runtime;
 mod allocate;
 pub mod allocator;
 mod clients;

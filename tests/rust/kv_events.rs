@@ -628,7 +628,7 @@ fn with_ha_only_the_leader_publishes_and_a_promotion_opens_a_term_with_its_state
     a.wait_for("a leads", |h| h.contains("\"role\":\"leader\""));
     let b = HaKv::start(&redis, "b");
     b.wait_for("b is an in-sync standby", |h| {
-        h.contains("\"role\":\"standby\"") && h.contains("\"in_sync\":true")
+        h.contains("\"ha_state\":\"standby\"") && h.contains("\"in_sync\":true")
     });
     let mut on_a = Events::open(kv_addr_in_log(&a.proc), shape("a"));
     let mut on_b = Events::open(kv_addr_in_log(&b.proc), shape("b"));

@@ -82,6 +82,40 @@ fn admin_routes_reflect_master_state() {
         r#"{"error_code":-704,"error_message":"OBJECT_NOT_FOUND","success":false}"#
     );
     assert_eq!(get(&server, "/query_key").0, 400);
+    let (code, body) = get(&server, "/batch_query_keys?keys=missing,key%20one,missing");
+    assert_eq!(code, 200);
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["success"], true);
+    assert_eq!(v["data"].as_object().unwrap().len(), 2);
+    assert_eq!(v["data"]["key one"]["ok"], true);
+    assert_eq!(v["data"]["key one"]["values"][0]["size_"], 4096);
+    assert_eq!(
+        v["data"]["missing"],
+        serde_json::json!({"ok": false, "error": "OBJECT_NOT_FOUND", "values": null})
+    );
+    let (code, body) = get(&server, "/batch_query_keys");
+    assert_eq!(code, 400);
+    assert!(body.contains("No keys provided"), "{body}");
+    assert_eq!(
+        get(&server, "/query_segment?segment=127.0.0.1%3A12345"),
+        (
+            200,
+            "127.0.0.1:12345\nUsed(bytes): 4096\nCapacity(bytes) : 1073741824\n".into()
+        )
+    );
+    assert_eq!(
+        get(&server, "/query_segment?segment=nowhere"),
+        (500, "Failed to query segment".into())
+    );
+    assert_eq!(get(&server, "/role"), (200, "leader".into()));
+    assert_eq!(get(&server, "/ha_status"), (200, "serving".into()));
+    assert_eq!(
+        get(&server, "/leader"),
+        (
+            200,
+            r#"{"leader_address":null,"present":false,"view_version":null}"#.into()
+        )
+    );
     let (code, metrics) = get(&server, "/metrics");
     assert_eq!(code, 200);
     assert!(metrics.contains("master_key_count 1"), "{metrics}");

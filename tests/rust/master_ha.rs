@@ -102,7 +102,7 @@ impl HaMaster {
 
     fn wait_in_sync_standby(&self) {
         self.wait_for("to hold a copy", |h| {
-            h.contains("\"role\":\"standby\"") && h.contains("\"in_sync\":true")
+            h.contains("\"ha_state\":\"standby\"") && h.contains("\"in_sync\":true")
         });
     }
 
@@ -486,7 +486,7 @@ fn leader_paused_past_its_lease_and_client_ttl_loses_nothing() {
         Err(ErrorCode::RPC_FAIL),
         "the resumed old leader answered a mount sent while it was stopped"
     );
-    a.wait_for("to step down", |h| h.contains("\"role\":\"standby\""));
+    a.wait_for("to step down", |h| h.contains("\"ha_state\":\"standby\""));
     let stepped_down = resumed.elapsed();
     clients[0]
         .put("after", &value_of("after"), &ReplicateConfig::default())
@@ -652,7 +652,7 @@ fn a_leader_cut_off_from_etcd_hands_over_while_the_cut_lasts() {
     acked.extend(put_until_acked(&clients[0], "cut-after", 20));
     link.heal();
     a.wait_for("to stand by after the cut healed", |h| {
-        h.contains("\"role\":\"standby\"")
+        h.contains("\"ha_state\":\"standby\"")
     });
     acked.extend(put_until_acked(&clients[0], "healed", 20));
     assert_all_readable(&clients[0], &acked);
@@ -873,7 +873,7 @@ fn a_kv_event_subscriber_follows_the_leader_across_a_failover() {
     c.remove(&more[0], false).expect("remove");
     a.signal("-CONT");
     a.wait_for("to stand by after it resumed", |h| {
-        h.contains("\"role\":\"standby\"")
+        h.contains("\"ha_state\":\"standby\"")
     });
     let after = put_until_acked(&c, "third", 5);
     let want = leader_keys(&b);

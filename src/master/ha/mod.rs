@@ -26,6 +26,7 @@ pub(super) mod state;
 pub mod stream;
 
 use crate::master::admin::{self, AdminHandler};
+use crate::master::admin_runtime::{RuntimeState, RuntimeView};
 use crate::master::kv_events::KvEvents;
 use crate::master::rpc_server::{RpcLimits, RpcServer};
 use crate::master::{MasterConfig, MasterService};
@@ -34,7 +35,6 @@ use crate::runtime::http_server::{HttpHandler, HttpReply};
 use election::{Election, Leader, Term};
 use mirror::Mirror;
 use parking_lot::RwLock;
-use serde_json::json;
 use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -181,9 +181,11 @@ impl HaStatus {
     }
 }
 
-/// The admin HTTP service of an HA master: `/health` tells the role (upstream's
-/// fields) and `/kv_events/status` the process's KV-event publisher (published to
-/// while leading); everything else is the leader's admin service, 503 elsewhere.
+/// The admin HTTP service of an HA master: `/health`, `/role`, `/ha_status` and
+/// `/leader` tell its runtime state in upstream's words (a leader whose lease cannot
+/// be renewed is a `candidate`), and `/kv_events/status` the process's KV-event
+/// publisher (published to while leading); everything else is the leader's admin
+/// service, 503 elsewhere.
 pub struct HaAdminHandler(pub Arc<HaStatus>, pub Arc<KvEvents>);
 
 impl HttpHandler for HaAdminHandler {
@@ -199,23 +201,23 @@ impl HttpHandler for HaAdminHandler {
             (Role::Leader, Some(m)) if !m.is_serving() => Role::Suspended,
             (role, _) => role,
         };
-        if path == "/health" {
+        if method == "GET" {
             let s = self.0 .0.read();
             let serving = role == Role::Leader && master.is_some();
-            let value = json!({
-                "status": "ok",
-                "role": role.name(),
-                "ha_state": if serving { "serving" } else { role.name() },
-                "service_ready": serving,
-                "leader_address": s.leader,
-                "view_version": s.view_version,
-                "in_sync": serving || s.in_sync,
-            });
-            return HttpReply {
-                status: 200,
-                content_type: "application/json",
-                body: value.to_string().into_bytes(),
+            let view = RuntimeView {
+                state: match role {
+                    Role::Starting => RuntimeState::Starting,
+                    Role::Standby => RuntimeState::Standby,
+                    Role::Leader if serving => RuntimeState::Serving,
+                    Role::Leader | Role::Suspended => RuntimeState::Candidate,
+                },
+                leader: s.leader.clone(),
+                view_version: s.view_version,
+                in_sync: Some(serving || s.in_sync),
             };
+            if let Some(reply) = view.route(path) {
+                return reply;
+            }
         }
         match master {
             Some(m) if role == Role::Leader => AdminHandler(m).handle(method, target, body),
