@@ -424,6 +424,14 @@ int mooncake_store_batch_remove(mooncake_store_t store,
                                 int *results_out);
 
 /**
+ * How many times this client's reads asked a disk owner to stage objects only its
+ * disk holds (one call per owner per batch of reads: upstream's
+ * `get_offload_rpc_read_count`). 0 before setup and for a dummy client (its reads
+ * run in the real client); -1 for a bad handle.
+ */
+int64_t mooncake_store_get_offload_rpc_read_count(mooncake_store_t store);
+
+/**
  * The sizes of `count` objects in one master call: per key the size or an error
  * code (-704 missing). Grants read leases. Returns 0, or -1 (writing nothing) for a
  * bad handle or NULL arrays or keys.

@@ -93,5 +93,7 @@ class StoreQueries:
         return [k for k, flag in zip(keys, cleared) if flag]
 
     def get_offload_rpc_read_count(self) -> int:
-        """Reads served by SSD-offload RPCs: always 0 (there is no SSD offload)."""
-        return 0
+        """How many times this client's reads asked a disk owner to stage objects only
+        its SSD holds (one call per owner per batch of reads, as upstream counts its
+        offload RPCs); 0 before setup and for a dummy client."""
+        return max(0, int(ffi.L().mooncake_store_get_offload_rpc_read_count(self._h)))

@@ -76,6 +76,9 @@ def test_eager_offload_keeps_every_evicted_object_readable(disk_dir: str, fast_h
             disk_only += mem == 0
             assert reader.get(k) == pattern(MIB, i), k
         assert disk_only > 40, f"only {disk_only} objects were on disk alone"
+        # Each read of an object only the disk held asked its owner to stage it.
+        staged = reader.get_offload_rpc_read_count()
+        assert 0 < staged <= len(keys), staged
         assert o.get(keys[0]) == pattern(MIB, 0)
         assert any(name.endswith(".bucket") for name in os.listdir(disk_dir))
         reader.close()

@@ -58,6 +58,8 @@ pub trait StoreApi: Send + Sync + std::fmt::Debug {
     fn batch_is_exist(&self, keys: &[&str]) -> Vec<StoreResult<bool>>;
     /// Per key: the object's size.
     fn batch_get_size(&self, keys: &[&str]) -> Vec<StoreResult<u64>>;
+    /// Reads that asked a disk owner to stage objects only its disk holds.
+    fn offload_rpc_read_count(&self) -> u64;
     /// Per key: its replicas.
     fn batch_get_replica_desc(&self, keys: &[&str]) -> Vec<StoreResult<Vec<ReplicaDescriptor>>>;
     /// Per key: removes it.
@@ -292,6 +294,9 @@ impl StoreApi for Client {
     }
     fn batch_get_size(&self, keys: &[&str]) -> Vec<StoreResult<u64>> {
         Client::batch_get_size(self, keys)
+    }
+    fn offload_rpc_read_count(&self) -> u64 {
+        Client::offload_rpc_read_count(self)
     }
     fn batch_get_replica_desc(&self, keys: &[&str]) -> Vec<StoreResult<Vec<ReplicaDescriptor>>> {
         Client::batch_get_replica_desc(self, keys)

@@ -274,10 +274,15 @@ fn a_disk_only_object_read_is_promoted_back_to_memory() {
         .find(|k| replicas(&b, k) == (0, 1))
         .expect("an object on disk only")
         .clone();
-    // The read counts as a hit; the owner copies the object back on its next tick.
+    // The read counts as a hit, staged by the owner from its disk (one offload call);
+    // the owner copies the object back on its next tick.
+    let staged_before = b.offload_rpc_read_count();
     assert_eq!(b.get(&cold).unwrap(), value(&cold, MIB as usize));
+    assert_eq!(b.offload_rpc_read_count(), staged_before + 1);
     eventually("the promoted memory replica", || {
         replicas(&b, &cold) == (1, 1)
     });
+    // Now memory serves it: no call to the owner.
     assert_eq!(b.get(&cold).unwrap(), value(&cold, MIB as usize));
+    assert_eq!(b.offload_rpc_read_count(), staged_before + 1);
 }

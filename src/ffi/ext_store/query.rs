@@ -34,6 +34,19 @@ pub unsafe extern "C" fn mooncake_store_batch_remove(
     })
 }
 
+/// How many times this client's reads asked a disk owner to stage objects only its
+/// disk holds (one call per owner per batch of reads: upstream's
+/// `get_offload_rpc_read_count`). 0 before setup and for a dummy client (its reads
+/// run in the real client); -1 for a bad handle.
+#[no_mangle]
+pub extern "C" fn mooncake_store_get_offload_rpc_read_count(store: mooncake_store_t) -> i64 {
+    ffi_boundary!({
+        Ok(client(store)?.map_or(0, |c| {
+            i64::try_from(c.offload_rpc_read_count()).unwrap_or(i64::MAX)
+        }))
+    })
+}
+
 /// The sizes of `count` objects in one master call: per key the size or an error
 /// code (-704 missing). Grants read leases. Returns 0, or -1 (writing nothing) for a
 /// bad handle or NULL arrays or keys.

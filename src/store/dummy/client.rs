@@ -239,6 +239,12 @@ impl StoreApi for DummyClient {
         )
     }
 
+    /// A dummy stages nothing itself: its reads run in the real client, which counts
+    /// them (as upstream, whose dummy has no count of its own).
+    fn offload_rpc_read_count(&self) -> u64 {
+        0
+    }
+
     fn batch_get_replica_desc(&self, keys: &[&str]) -> Vec<StoreResult<Vec<ReplicaDescriptor>>> {
         self.with(
             || closed(keys.len()),

@@ -57,6 +57,12 @@ impl Client {
             .ok_or(ErrorCode::INVALID_PARAMS)?)
     }
 
+    /// How many times this client's reads asked a disk owner to stage objects only its
+    /// disk holds (upstream's `get_offload_rpc_read_count`); 0 before setup.
+    pub fn offload_rpc_read_count(&self) -> u64 {
+        self.state().map_or(0, |s| s.reads().offload_rpc_reads())
+    }
+
     /// The sizes of several objects in one master call (grants read leases).
     pub fn batch_get_size(&self, keys: &[&str]) -> Vec<StoreResult<u64>> {
         self.batch_get_replica_desc(keys)

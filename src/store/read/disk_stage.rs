@@ -17,6 +17,7 @@ use crate::wire::master_api::{
 };
 use crate::wire::offload_rpc;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long an owner may take to stage a batch from its disk.
@@ -66,10 +67,12 @@ fn disk_only(resp: &GetReplicaListResponse) -> Option<(u64, u64, String)> {
 
 /// Stages, with their owners, the objects among `lists` (the replica lists of `keys`)
 /// that only a disk holds, and points their lists at the staged memory; an object
-/// whose owner cannot stage it gets the owner's error.
+/// whose owner cannot stage it gets the owner's error. Each call to an owner counts
+/// one in `calls`.
 pub(crate) fn stage(
     keys: &[String],
     lists: &mut [MasterResult<GetReplicaListResponse>],
+    calls: &AtomicU64,
 ) -> StagedDiskReads {
     let mut staged = StagedDiskReads::default();
     let began = Instant::now();
@@ -89,6 +92,7 @@ pub(crate) fn stage(
             .iter()
             .map(|&(_, _, size)| i64::try_from(size).unwrap_or(i64::MAX))
             .collect();
+        calls.fetch_add(1, Ordering::Relaxed);
         match offload_rpc::batch_get_offload_object(&owner, &storage_keys, &sizes, STAGE_TIMEOUT) {
             Ok(batch) => {
                 let held_ms = u64::try_from(began.elapsed().as_millis())

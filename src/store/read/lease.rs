@@ -18,7 +18,7 @@ use crate::wire::master_api::{
 };
 use crate::wire::rpc_client;
 use crossbeam_channel::{Receiver, Sender};
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -44,6 +44,8 @@ pub(crate) struct ReadLeases {
     /// The ending thread's queue, started with the first tracked read.
     ender: OnceLock<Sender<Vec<(String, u64)>>>,
     thread: parking_lot::Mutex<Option<JoinHandle<()>>>,
+    /// Staging calls made to disk owners (upstream's offload RPC read count).
+    offload_reads: AtomicU64,
 }
 
 /// The replica lists of one batch of reads, as `BatchGetReplicaList` returns them.
@@ -87,7 +89,14 @@ impl ReadLeases {
             support: AtomicU8::new(UNKNOWN),
             ender: OnceLock::new(),
             thread: parking_lot::Mutex::new(None),
+            offload_reads: AtomicU64::new(0),
         }
+    }
+
+    /// How many times reads asked a disk owner to stage objects only its disk holds
+    /// (one call per owner per batch of reads, as upstream counts its offload RPCs).
+    pub fn offload_rpc_reads(&self) -> u64 {
+        self.offload_reads.load(Ordering::Relaxed)
     }
 
     /// Begins reading `keys`: their replica lists (objects only a disk holds staged
@@ -96,7 +105,7 @@ impl ReadLeases {
     pub fn begin(&self, keys: &[String]) -> (ReplicaLists, ReadTicket<'_>) {
         let (mut lists, mut ticket) = self.begin_listed(keys);
         if let Ok(lists) = &mut lists {
-            ticket.staged = disk_stage::stage(keys, lists);
+            ticket.staged = disk_stage::stage(keys, lists, &self.offload_reads);
         }
         (lists, ticket)
     }
