@@ -32,9 +32,11 @@ SSD offload: --enable_offload=true (clients mount local disks) --offload_on_evic
   --offload_force_evict=false --offloading_queue_limit=50000 --offload_cap_ratio=0.5
   --promotion_on_hit=false --promotion_admission_threshold=2
   --promotion_max_per_heartbeat=1 --promotion_queue_limit=50000
-Flags that turn on other storage tiers (--root_fs_dir, --enable_cxl) are refused:
-this master does not have those features. Other upstream flags are accepted with a
-warning.";
+Upstream flags that turn on a feature this master does not have (--root_fs_dir,
+--enable_cxl, --enable_multi_tenants, --quota_bytes, --dynamic_replication_mode,
+S3 or Redis snapshot stores, --snapshot_retention_count above 1 with snapshots on)
+refuse to start; those that change nothing here are accepted and say why (README
+\"The master's flags\").";
 
 /// Flags this binary handles itself (beyond the cache-policy ones of MasterConfig).
 pub(crate) const SERVER_FLAGS: &[(&str, bool)] = &[
@@ -73,28 +75,159 @@ const IGNORED_BOOL_FLAGS: &[&str] = &[
     "enable_disk_eviction",
 ];
 
-/// Upstream flags that turn on a feature this master does not have, with the feature:
-/// `(name, is_bool, feature)`. Turning one on (true, or a non-empty value) refuses to
-/// start: running without it would silently drop a guarantee the operator asked for.
-/// Turned off, they are accepted.
-pub(crate) const REFUSED_WHEN_ON: &[(&str, bool, &str)] = &[
-    ("root_fs_dir", false, "the shared-file-system storage tier"),
-    ("enable_cxl", true, "the CXL memory tier"),
-    ("enable_multi_tenants", true, "multi-tenant quotas"),
+/// The values that leave a refused flag off.
+pub(crate) enum Off {
+    /// A boolean: false.
+    Bool,
+    /// These values (compared trimmed, ignoring case).
+    Values(&'static [&'static str]),
+}
+
+/// Upstream flags that turn on a feature this master does not have, with the feature.
+/// Turning one on refuses to start: running without it would silently drop a
+/// guarantee the operator asked for. Turned off, they are accepted.
+pub(crate) const REFUSED_WHEN_ON: &[(&str, Off, &str)] = &[
+    (
+        "root_fs_dir",
+        Off::Values(&[""]),
+        "the shared-file-system storage tier",
+    ),
+    ("enable_cxl", Off::Bool, "the CXL memory tier"),
+    ("enable_multi_tenants", Off::Bool, "multi-tenant quotas"),
+    (
+        "dynamic_replication_mode",
+        Off::Values(&["", "off"]),
+        "hot-object (dynamic) replication",
+    ),
+    ("quota_bytes", Off::Values(&["", "0"]), "a storage quota"),
+    (
+        "tenant_quota_connector_uri",
+        Off::Values(&[""]),
+        "a tenant quota policy",
+    ),
+    (
+        "snapshot_object_store_type",
+        Off::Values(&["", "local"]),
+        "a snapshot store in S3",
+    ),
+    (
+        "snapshot_payload_store_type",
+        Off::Values(&["", "local"]),
+        "a snapshot store in S3",
+    ),
+    (
+        "snapshot_payload_backend_type",
+        Off::Values(&["", "local"]),
+        "a snapshot store in S3",
+    ),
+    (
+        "snapshot_catalog_store_type",
+        Off::Values(&["", "embedded", "payload"]),
+        "a Redis snapshot catalog",
+    ),
+    (
+        "snapshot_catalog_backend_type",
+        Off::Values(&["", "embedded", "payload"]),
+        "a Redis snapshot catalog",
+    ),
+    (
+        "snapshot_catalog_store_connstring",
+        Off::Values(&[""]),
+        "a Redis snapshot catalog",
+    ),
+    (
+        "snapshot_catalog_backend_connstring",
+        Off::Values(&[""]),
+        "a Redis snapshot catalog",
+    ),
 ];
+
+/// Upstream flags that configure something this master does not have or does
+/// otherwise, so that they change nothing here, with why: accepted (logged once).
+pub(crate) const MEANINGLESS_HERE: &[(&str, &str)] = &[
+    ("batch_oplog_retry_timeout_sec", OPLOG),
+    ("oplog_batch_max_entries", OPLOG),
+    ("oplog_poll_interval_ms", OPLOG),
+    (
+        "cxl_path",
+        "it configures the CXL tier, refused with --enable_cxl",
+    ),
+    (
+        "cxl_size",
+        "it configures the CXL tier, refused with --enable_cxl",
+    ),
+    (
+        "global_file_segment_size",
+        "it sizes the shared-file-system tier, refused with --root_fs_dir",
+    ),
+    ("dynamic_replication_admission_qps_threshold", DYNAMIC),
+    ("dynamic_replication_heat_window_seconds", DYNAMIC),
+    ("dynamic_replication_max_memory_replicas", DYNAMIC),
+    ("nof_eviction_high_watermark_ratio", NOF),
+    ("nof_eviction_ratio", NOF),
+    ("nof_heartbeat_failures_threshold", NOF),
+    ("nof_heartbeat_interval_sec", NOF),
+    ("nof_heartbeat_probe_timeout_ms", NOF),
+    ("pod_name", K8S),
+    ("pod_namespace", K8S),
+    ("rpc_thread_num", THREADS),
+    ("max_threads", THREADS),
+    (
+        "snapshot_child_timeout_seconds",
+        "snapshots are journaled by a thread of the master, not a child process",
+    ),
+    (
+        "snapshot_interval_seconds",
+        "snapshots are continuous: every change is in the journal before its call answers",
+    ),
+    ("max_retry_attempts", TASKS),
+    ("max_total_finished_tasks", TASKS),
+    ("max_total_pending_tasks", TASKS),
+    ("max_total_processing_tasks", TASKS),
+    ("pending_task_timeout_sec", TASKS),
+    ("processing_task_timeout_sec", TASKS),
+    (
+        "tenant_quota_connector_type",
+        "it configures tenant quotas, refused with --tenant_quota_connector_uri",
+    ),
+];
+
+const OPLOG: &str = "HA replication streams from the leader; there is no etcd oplog to poll";
+const DYNAMIC: &str = "it tunes dynamic replication, refused with --dynamic_replication_mode";
+const NOF: &str = "no NVMe-oF segment is ever mounted here";
+const K8S: &str = "it names the pod for --ha_backend_type=k8s, which is refused";
+const THREADS: &str = "each client connection has a thread of its own; there is no pool to size";
+const TASKS: &str = "copy and move tasks are not built here: no task is ever created";
+
+/// The most snapshots a master with `--enable_snapshot=true` may be asked to keep:
+/// its snapshot directory holds the current state only.
+const MAX_RETAINED_SNAPSHOTS: u64 = 1;
 
 /// The reason a refused flag given as `name=value` stops the master, if it does.
 pub(crate) fn refusal(name: &str, value: &str) -> Option<String> {
-    let (_, is_bool, feature) = REFUSED_WHEN_ON.iter().find(|(n, _, _)| *n == name)?;
-    let on = if *is_bool {
-        parse_bool(name, value).unwrap_or(true)
-    } else {
-        !value.trim().is_empty()
+    let (_, off, feature) = REFUSED_WHEN_ON.iter().find(|(n, _, _)| *n == name)?;
+    let on = match off {
+        Off::Bool => parse_bool(name, value).unwrap_or(true),
+        Off::Values(values) => !values.iter().any(|v| v.eq_ignore_ascii_case(value.trim())),
     };
     on.then(|| {
         format!(
             "--{name}={value}: {feature} is not available in this master; refusing to \
              start without it (drop the flag to run without {feature})"
+        )
+    })
+}
+
+/// The refusal of `--snapshot_retention_count` above one while snapshots are on:
+/// older states are not kept here.
+pub(crate) fn retention_refusal(snapshots_on: bool, retention: Option<&str>) -> Option<String> {
+    let value = retention?;
+    let count: u64 = value.trim().parse().unwrap_or(u64::MAX);
+    (snapshots_on && count > MAX_RETAINED_SNAPSHOTS).then(|| {
+        format!(
+            "--snapshot_retention_count={value}: keeping older snapshots is not available in \
+             this master (its snapshot directory holds the current state, journaled \
+             continuously); refusing to start (use --snapshot_retention_count=1)"
         )
     })
 }
@@ -113,7 +246,11 @@ pub(crate) fn kind_of(name: &str) -> Option<FlagKind> {
             REFUSED_WHEN_ON
                 .iter()
                 .find(|(n, _, _)| *n == name)
-                .map(|(_, b, _)| *b)
+                .map(|(_, off, _)| matches!(off, Off::Bool))
+        })
+        .or_else(|| {
+            (MEANINGLESS_HERE.iter().any(|(n, _)| *n == name) || name == "snapshot_retention_count")
+                .then_some(false)
         })?;
     Some(if is_bool {
         FlagKind::Bool

@@ -1,7 +1,7 @@
 //! [`Settings`]: everything the master binary needs, resolved from the config file
 //! (`--config_path`) and the command line.
 
-use crate::flags::{refusal, REFUSED_WHEN_ON, SERVER_FLAGS};
+use crate::flags::{refusal, retention_refusal, MEANINGLESS_HERE, REFUSED_WHEN_ON, SERVER_FLAGS};
 use mooncake::config::flags::{parse_bool, Flags};
 use mooncake::host::net;
 use mooncake::master::config::{config_pairs, MasterConfig, MASTER_CONFIG_FLAGS};
@@ -138,9 +138,21 @@ pub(crate) fn settings(flags: &Flags) -> Result<Settings, String> {
     let mut master = MasterConfig::default();
     let mut kv_events = KvEventConfig::default();
     let mut server = std::collections::HashMap::new();
+    let last = |flag: &str| {
+        values
+            .iter()
+            .rev()
+            .find(|(n, _)| n == flag)
+            .map(|(_, v)| v.as_str())
+    };
+    let snapshots_on = last("enable_snapshot").is_some_and(|v| parse_bool("", v).unwrap_or(true));
     let refused: Vec<String> = values
         .iter()
         .filter_map(|(name, value)| refusal(name, value))
+        .chain(retention_refusal(
+            snapshots_on,
+            last("snapshot_retention_count"),
+        ))
         .collect();
     if !refused.is_empty() {
         return Err(refused.join("\n"));
@@ -155,6 +167,10 @@ pub(crate) fn settings(flags: &Flags) -> Result<Settings, String> {
             kv_events.set(&name, &value)?;
         } else if SERVER_FLAGS.iter().any(|(n, _)| *n == name) {
             server.insert(name, value);
+        } else if let Some((_, why)) = MEANINGLESS_HERE.iter().find(|(n, _)| *n == name) {
+            log::info!("--{name}={value} changes nothing in this master: {why}");
+        } else if name == "snapshot_retention_count" {
+            log::info!("--{name}={value}: the snapshot directory holds the current state");
         } else {
             log::warn!("flag --{name} is not implemented by this master; ignored");
         }

@@ -76,6 +76,16 @@ fn features_it_lacks_are_refused_not_ignored() {
         ][..],
         &["--root_fs_dir", "/mnt/ssd"],
         &["--enable_cxl=yes"],
+        &["--quota_bytes=1073741824"],
+        &["--dynamic_replication_mode=enforce"],
+        &["--snapshot_object_store_type=s3"],
+        &["--snapshot_catalog_store_type=redis"],
+        &["--tenant_quota_connector_uri=/etc/quotas.json"],
+        &[
+            "--enable_snapshot=true",
+            "--snapshot_backup_dir=/tmp/x",
+            "--snapshot_retention_count=3",
+        ],
     ] {
         let err = parse(args)
             .err()
@@ -83,6 +93,134 @@ fn features_it_lacks_are_refused_not_ignored() {
         assert!(err.contains("refusing to start"), "{args:?}: {err}");
     }
     assert!(parse(&["--enable_ha=false", "--enable_snapshot=false"]).is_ok());
+    // Off, they are accepted; so is a retention count while snapshots are off.
+    assert!(parse(&[
+        "--quota_bytes=0",
+        "--dynamic_replication_mode=off",
+        "--snapshot_object_store_type=local",
+        "--snapshot_catalog_store_type=embedded",
+        "--snapshot_retention_count=2",
+        "--snapshot_interval_seconds=600",
+        "--rpc_thread_num=8",
+        "--max_total_pending_tasks=10",
+        "--nof_heartbeat_interval_sec=5",
+    ])
+    .is_ok());
+}
+
+/// Every flag upstream 0.3.13's `mooncake_master --help` lists from master.cpp (a run
+/// of the wheel's binary).
+const UPSTREAM_MASTER_FLAGS: &[&str] = &[
+    "allocation_strategy",
+    "allow_evict_soft_pinned_objects",
+    "batch_oplog_retry_timeout_sec",
+    "client_ttl",
+    "cluster_id",
+    "config_path",
+    "cxl_path",
+    "cxl_size",
+    "default_kv_lease_ttl",
+    "default_kv_soft_pin_ttl",
+    "dynamic_replication_admission_qps_threshold",
+    "dynamic_replication_heat_window_seconds",
+    "dynamic_replication_max_memory_replicas",
+    "dynamic_replication_mode",
+    "enable_cxl",
+    "enable_disk_eviction",
+    "enable_ha",
+    "enable_http_metadata_server",
+    "enable_kv_events",
+    "enable_metadata_cleanup_on_timeout",
+    "enable_metric_reporting",
+    "enable_multi_tenants",
+    "enable_offload",
+    "enable_oplog",
+    "enable_snapshot",
+    "enable_snapshot_restore",
+    "etcd_endpoints",
+    "eviction_high_watermark_ratio",
+    "eviction_ratio",
+    "global_file_segment_size",
+    "ha_backend_connstring",
+    "ha_backend_type",
+    "http_metadata_server_host",
+    "http_metadata_server_port",
+    "kv_events_additional_salt",
+    "kv_events_backend_id",
+    "kv_events_bind_endpoint",
+    "kv_events_block_size",
+    "kv_events_dp_rank",
+    "kv_events_emit_legacy_compat",
+    "kv_events_emit_object_key",
+    "kv_events_lora_name",
+    "kv_events_model_name",
+    "kv_events_queue_capacity",
+    "kv_events_tenant_id",
+    "max_kv_soft_pin_ttl",
+    "max_retry_attempts",
+    "max_threads",
+    "max_total_finished_tasks",
+    "max_total_pending_tasks",
+    "max_total_processing_tasks",
+    "memory_allocator",
+    "metrics_host",
+    "metrics_port",
+    "nof_eviction_high_watermark_ratio",
+    "nof_eviction_ratio",
+    "nof_heartbeat_failures_threshold",
+    "nof_heartbeat_interval_sec",
+    "nof_heartbeat_probe_timeout_ms",
+    "offload_cap_ratio",
+    "offload_force_evict",
+    "offload_on_evict",
+    "offloading_queue_limit",
+    "oplog_batch_max_entries",
+    "oplog_poll_interval_ms",
+    "pending_task_timeout_sec",
+    "pod_name",
+    "pod_namespace",
+    "port",
+    "processing_task_timeout_sec",
+    "promotion_admission_threshold",
+    "promotion_max_per_heartbeat",
+    "promotion_on_hit",
+    "promotion_queue_limit",
+    "put_start_discard_timeout_sec",
+    "put_start_release_timeout_sec",
+    "quota_bytes",
+    "root_fs_dir",
+    "rpc_address",
+    "rpc_conn_timeout_seconds",
+    "rpc_enable_tcp_no_delay",
+    "rpc_interface",
+    "rpc_port",
+    "rpc_thread_num",
+    "snapshot_backup_dir",
+    "snapshot_catalog_backend_connstring",
+    "snapshot_catalog_backend_type",
+    "snapshot_catalog_store_connstring",
+    "snapshot_catalog_store_type",
+    "snapshot_child_timeout_seconds",
+    "snapshot_interval_seconds",
+    "snapshot_object_store_type",
+    "snapshot_payload_backend_type",
+    "snapshot_payload_store_type",
+    "snapshot_retention_count",
+    "tenant_quota_connector_type",
+    "tenant_quota_connector_uri",
+];
+
+#[test]
+fn every_upstream_flag_is_handled_refused_or_accepted_as_meaningless() {
+    let unknown: Vec<&str> = UPSTREAM_MASTER_FLAGS
+        .iter()
+        .copied()
+        .filter(|f| crate::flags::kind_of(f).is_none())
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "upstream flags this master does not know: {unknown:?}"
+    );
 }
 
 #[test]
