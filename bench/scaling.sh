@@ -57,22 +57,9 @@ THREADS=${THREADS:-4}
 DURATION=${DURATION:-3}
 CALLS=${CALLS:-20000}
 
-log() { echo "[scaling] $*" >&2; }
-
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/scaling.XXXXXX")
-PIDS=()
-cleanup() {
-  local pid
-  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+LOG_TAG=scaling
+# shellcheck source=te_common.sh
+source "$ROOT/bench/te_common.sh"
 
 wants() { [[ " $CURVES " == *" $1 "* ]]; }
 
@@ -87,21 +74,6 @@ mkdir -p "$OUT"
 # --- helpers ------------------------------------------------------------------------------
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
-forget() {
-  local keep=() p
-  for p in "${PIDS[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
-  PIDS=("${keep[@]}")
-}
-
-stop_pid() {
-  local pid=$1
-  kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
-  forget "$pid"
 }
 
 # wait_for FILE PATTERN PID SECONDS: until FILE holds PATTERN, while PID lives.
@@ -182,8 +154,8 @@ if wants master_objects; then
     read -r get exist put <<<"$res"
     awk -v n="$n" -v a="$rss0" -v b="$rss1" -v g="$get" -v e="$exist" -v p="$put" \
       'BEGIN { printf "%d,%.1f,%.1f,%s,%s,%s\n", n, b / 1024, (b - a) * 1024 / n, g, e, p }' >>"$csv"
-    stop_pid "$FILL_PID"
-    stop_pid "$MASTER_PID"
+    stop_target "$FILL_PID"
+    stop_target "$MASTER_PID"
   done
   cat "$csv"
 fi
@@ -200,8 +172,8 @@ if wants master_connections; then
     read -r get exist put <<<"$res"
     echo "$c,$get,$exist,$put" >>"$csv"
   done
-  stop_pid "$FILL_PID"
-  stop_pid "$MASTER_PID"
+  stop_target "$FILL_PID"
+  stop_target "$MASTER_PID"
   cat "$csv"
 fi
 

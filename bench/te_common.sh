@@ -1,8 +1,8 @@
 # Shared by the Transfer Engine benchmarks (te_bench.sh, same_host_bench.sh): a work
-# directory and child cleanup, and running one target/initiator pair of
-# transfer_engine_bench processes on 127.0.0.1 (P2PHANDSHAKE) with the flags in the
-# caller's COMMON array and DURATION, THREADS. Sourced, not run; the caller sets
-# LOG_TAG first.
+# directory and child cleanup (log, WORK, PIDS, forget, stop_target; scaling.sh uses
+# these too), and running one target/initiator pair of transfer_engine_bench processes
+# on 127.0.0.1 (P2PHANDSHAKE) with the flags in the caller's COMMON array and DURATION,
+# THREADS. Sourced, not run; the caller sets LOG_TAG first.
 
 log() { echo "[${LOG_TAG:-bench}] $*" >&2; }
 

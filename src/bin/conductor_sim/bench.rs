@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use mooncake::conductor::api::Api;
 use mooncake::conductor::{
-    Completion, Conductor, ConductorConfig, InstanceSpec, Policy, Role, ScheduleRequest,
+    Completion, Conductor, ConductorConfig, InstanceSpec, Policy, Role, ScheduleRequest, Scheduler,
 };
 use mooncake::runtime::http_server::{self, HttpHandler, HttpReply, HttpServer};
 use serde_json::json;
@@ -45,6 +45,35 @@ pub(crate) fn thread_cpu_seconds(name: &str) -> f64 {
         total += (at(11) + at(12)) / ticks;
     }
     total
+}
+
+/// Registers prefill instances `p0..` holding `prefill_kv_blocks` blocks each and
+/// decode instances `d0..` without limits.
+pub(crate) fn register_fleet(
+    sch: &mut Scheduler,
+    prefill: usize,
+    decode: usize,
+    prefill_kv_blocks: u64,
+) -> Result<(), String> {
+    for i in 0..prefill {
+        let spec = InstanceSpec {
+            id: format!("p{i}"),
+            role: Role::Prefill,
+            kv_capacity_blocks: prefill_kv_blocks,
+            max_batch: 0,
+        };
+        sch.register(spec, 0.0).map_err(|e| e.to_string())?;
+    }
+    for i in 0..decode {
+        let spec = InstanceSpec {
+            id: format!("d{i}"),
+            role: Role::Decode,
+            kv_capacity_blocks: 0,
+            max_batch: 0,
+        };
+        sch.register(spec, 0.0).map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }
 
 /// Answers every request with one fixed placement: the HTTP server's own cost, the
@@ -116,27 +145,7 @@ pub(crate) fn bench(s: &Settings, trace: &[TraceRequest]) -> Result<(), String> 
     let sim = &s.sim;
     let config = conductor_config(s, Policy::GlobalCacheAware, sim);
     let register = |c: &Conductor| {
-        c.with(|sch| {
-            for i in 0..sim.prefill {
-                let spec = InstanceSpec {
-                    id: format!("p{i}"),
-                    role: Role::Prefill,
-                    kv_capacity_blocks: sim.prefill_kv_blocks,
-                    max_batch: 0,
-                };
-                sch.register(spec, 0.0).map_err(|e| e.to_string())?;
-            }
-            for i in 0..sim.decode {
-                let spec = InstanceSpec {
-                    id: format!("d{i}"),
-                    role: Role::Decode,
-                    kv_capacity_blocks: 0,
-                    max_batch: 0,
-                };
-                sch.register(spec, 0.0).map_err(|e| e.to_string())?;
-            }
-            Ok::<(), String>(())
-        })
+        c.with(|sch| register_fleet(sch, sim.prefill, sim.decode, sim.prefill_kv_blocks))
     };
     let conductor = Conductor::new(config.clone());
     register(&conductor)?;

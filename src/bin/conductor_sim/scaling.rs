@@ -17,9 +17,9 @@
 use std::time::Instant;
 
 use mooncake::conductor::index::medium;
-use mooncake::conductor::{
-    Completion, Conductor, ConductorConfig, InstanceSpec, Policy, Role, ScheduleRequest,
-};
+use mooncake::conductor::{Completion, Conductor, ConductorConfig, Policy, ScheduleRequest};
+
+use crate::bench::register_fleet;
 
 /// Blocks per stored chain (a conversation's context).
 const CHAIN: u64 = 32;
@@ -105,24 +105,7 @@ fn prepare(point: Point) -> Result<std::sync::Arc<Conductor>, String> {
     };
     let conductor = Conductor::new(config);
     conductor.with(|sch| {
-        for i in 0..prefill {
-            let spec = InstanceSpec {
-                id: format!("p{i}"),
-                role: Role::Prefill,
-                kv_capacity_blocks: per_prefill + CHAIN,
-                max_batch: 0,
-            };
-            sch.register(spec, 0.0).map_err(|e| e.to_string())?;
-        }
-        for i in 0..decode {
-            let spec = InstanceSpec {
-                id: format!("d{i}"),
-                role: Role::Decode,
-                kv_capacity_blocks: 0,
-                max_batch: 0,
-            };
-            sch.register(spec, 0.0).map_err(|e| e.to_string())?;
-        }
+        register_fleet(sch, prefill, decode, per_prefill + CHAIN)?;
         let mut stored = Vec::with_capacity(CHAIN as usize);
         for c in 0..chains {
             stored.clear();
