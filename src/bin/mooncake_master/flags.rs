@@ -24,6 +24,8 @@ HA: --enable_ha=true --etcd_endpoints=h1:2379,h2:2379 (or --ha_backend_connstrin
   --cluster_id=mooncake_cluster  --rpc_interface=<nic> (the address clients are told
   when --rpc_address is 0.0.0.0)  --ha_lease_ttl_sec=3  --ha_sync_timeout_ms=2000
 Snapshots: --enable_snapshot=true --snapshot_backup_dir=<dir> (restored at start)
+  --snapshot_interval_seconds=600 --snapshot_retention_count=2 (point-in-time copies
+  kept in <dir>/archive/<unix ms>/; each restores as a --snapshot_backup_dir)
 KV events: --enable_kv_events=true --kv_events_bind_endpoint=tcp://*:5557
   --kv_events_backend_id=<id>  --kv_events_emit_legacy_compat=true
   --kv_events_emit_object_key=true  --kv_events_queue_capacity=65536 (0 = unbounded)
@@ -34,7 +36,7 @@ SSD offload: --enable_offload=true (clients mount local disks) --offload_on_evic
   --promotion_max_per_heartbeat=1 --promotion_queue_limit=50000
 Upstream flags that turn on a feature this master does not have (--root_fs_dir,
 --enable_cxl, --enable_multi_tenants, --quota_bytes, --dynamic_replication_mode,
-S3 or Redis snapshot stores, --snapshot_retention_count above 1 with snapshots on)
+S3 or Redis snapshot stores)
 refuse to start; those that change nothing here are accepted and say why (README
 \"The master's flags\").";
 
@@ -64,6 +66,8 @@ pub(crate) const SERVER_FLAGS: &[(&str, bool)] = &[
     ("enable_snapshot", true),
     ("enable_snapshot_restore", true),
     ("snapshot_backup_dir", false),
+    ("snapshot_interval_seconds", false),
+    ("snapshot_retention_count", false),
 ];
 
 /// Upstream flags accepted for compatibility that change nothing here.
@@ -176,10 +180,6 @@ pub(crate) const MEANINGLESS_HERE: &[(&str, &str)] = &[
         "snapshot_child_timeout_seconds",
         "snapshots are journaled by a thread of the master, not a child process",
     ),
-    (
-        "snapshot_interval_seconds",
-        "snapshots are continuous: every change is in the journal before its call answers",
-    ),
     ("max_retry_attempts", TASKS),
     ("max_total_finished_tasks", TASKS),
     ("max_total_pending_tasks", TASKS),
@@ -199,10 +199,6 @@ const K8S: &str = "it names the pod for --ha_backend_type=k8s, which is refused"
 const THREADS: &str = "each client connection has a thread of its own; there is no pool to size";
 const TASKS: &str = "copy and move tasks are not built here: no task is ever created";
 
-/// The most snapshots a master with `--enable_snapshot=true` may be asked to keep:
-/// its snapshot directory holds the current state only.
-const MAX_RETAINED_SNAPSHOTS: u64 = 1;
-
 /// The reason a refused flag given as `name=value` stops the master, if it does.
 pub(crate) fn refusal(name: &str, value: &str) -> Option<String> {
     let (_, off, feature) = REFUSED_WHEN_ON.iter().find(|(n, _, _)| *n == name)?;
@@ -214,20 +210,6 @@ pub(crate) fn refusal(name: &str, value: &str) -> Option<String> {
         format!(
             "--{name}={value}: {feature} is not available in this master; refusing to \
              start without it (drop the flag to run without {feature})"
-        )
-    })
-}
-
-/// The refusal of `--snapshot_retention_count` above one while snapshots are on:
-/// older states are not kept here.
-pub(crate) fn retention_refusal(snapshots_on: bool, retention: Option<&str>) -> Option<String> {
-    let value = retention?;
-    let count: u64 = value.trim().parse().unwrap_or(u64::MAX);
-    (snapshots_on && count > MAX_RETAINED_SNAPSHOTS).then(|| {
-        format!(
-            "--snapshot_retention_count={value}: keeping older snapshots is not available in \
-             this master (its snapshot directory holds the current state, journaled \
-             continuously); refusing to start (use --snapshot_retention_count=1)"
         )
     })
 }

@@ -46,7 +46,9 @@ fn run_ha(s: Settings, ha: HaSettings) -> Result<(), String> {
     )
     .map_err(|e| format!("admin HTTP on {}: {e}", s.metrics))?;
     let initial = match &s.snapshot {
-        Some(dir) => snapshot::load(dir).map_err(|e| format!("{}: {e}", dir.display()))?,
+        Some(plan) => {
+            snapshot::load(&plan.dir).map_err(|e| format!("{}: {e}", plan.dir.display()))?
+        }
         None => Default::default(),
     };
     eprintln!(
@@ -87,7 +89,8 @@ fn run(mut s: Settings) -> Result<(), String> {
     let kv_events = start_kv_events(&s.kv_events);
     let master = MasterService::with_kv_events(s.master, kv_events.clone());
     let _snapshot = match &s.snapshot {
-        Some(dir) => {
+        Some(plan) => {
+            let dir = &plan.dir;
             let state = snapshot::load(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
             let n = master.restore(&state);
             if n > 0 || !state.segments.is_empty() {
@@ -98,7 +101,7 @@ fn run(mut s: Settings) -> Result<(), String> {
                 );
             }
             Some(
-                snapshot::SnapshotWriter::start(dir, &master)
+                snapshot::SnapshotWriter::start(plan, &master)
                     .map_err(|e| format!("snapshot in {}: {e}", dir.display()))?,
             )
         }

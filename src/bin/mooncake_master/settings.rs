@@ -1,10 +1,11 @@
 //! [`Settings`]: everything the master binary needs, resolved from the config file
 //! (`--config_path`) and the command line.
 
-use crate::flags::{refusal, retention_refusal, MEANINGLESS_HERE, REFUSED_WHEN_ON, SERVER_FLAGS};
+use crate::flags::{refusal, MEANINGLESS_HERE, REFUSED_WHEN_ON, SERVER_FLAGS};
 use mooncake::config::flags::{parse_bool, Flags};
 use mooncake::host::net;
 use mooncake::master::config::{config_pairs, MasterConfig, MASTER_CONFIG_FLAGS};
+use mooncake::master::ha::snapshot::SnapshotPlan;
 use mooncake::master::ha::HaSettings;
 use mooncake::master::kv_events::{KvEventConfig, KV_EVENT_FLAGS};
 use mooncake::master::rpc_server::{self, RpcLimits};
@@ -26,8 +27,9 @@ pub(crate) struct Settings {
     pub(crate) kv_events: KvEventConfig,
     /// `--enable_ha`.
     pub(crate) ha: Option<HaSettings>,
-    /// `--enable_snapshot` / `--enable_snapshot_restore`: the snapshot directory.
-    pub(crate) snapshot: Option<PathBuf>,
+    /// `--enable_snapshot` / `--enable_snapshot_restore`: the snapshot directory and
+    /// its point-in-time copies.
+    pub(crate) snapshot: Option<SnapshotPlan>,
 }
 
 /// The `ip:port` clients are told: `--rpc_address`, or `--rpc_interface`'s address
@@ -54,7 +56,7 @@ fn ha_settings(
     get: &dyn Fn(&str, &str) -> String,
     rpc: SocketAddr,
     rpc_limits: RpcLimits,
-    snapshot: Option<PathBuf>,
+    snapshot: Option<SnapshotPlan>,
 ) -> Result<Option<HaSettings>, String> {
     if !parse_bool("enable_ha", &get("enable_ha", "false"))? {
         return Ok(None);
@@ -107,7 +109,7 @@ fn ha_settings(
         rpc_advertised: advertised(rpc, &get("rpc_interface", ""))?,
         lease_ttl: Duration::from_secs(ttl),
         rpc_limits,
-        snapshot_dir: snapshot,
+        snapshot,
     }))
 }
 
@@ -138,21 +140,9 @@ pub(crate) fn settings(flags: &Flags) -> Result<Settings, String> {
     let mut master = MasterConfig::default();
     let mut kv_events = KvEventConfig::default();
     let mut server = std::collections::HashMap::new();
-    let last = |flag: &str| {
-        values
-            .iter()
-            .rev()
-            .find(|(n, _)| n == flag)
-            .map(|(_, v)| v.as_str())
-    };
-    let snapshots_on = last("enable_snapshot").is_some_and(|v| parse_bool("", v).unwrap_or(true));
     let refused: Vec<String> = values
         .iter()
         .filter_map(|(name, value)| refusal(name, value))
-        .chain(retention_refusal(
-            snapshots_on,
-            last("snapshot_retention_count"),
-        ))
         .collect();
     if !refused.is_empty() {
         return Err(refused.join("\n"));
@@ -169,8 +159,6 @@ pub(crate) fn settings(flags: &Flags) -> Result<Settings, String> {
             server.insert(name, value);
         } else if let Some((_, why)) = MEANINGLESS_HERE.iter().find(|(n, _)| *n == name) {
             log::info!("--{name}={value} changes nothing in this master: {why}");
-        } else if name == "snapshot_retention_count" {
-            log::info!("--{name}={value}: the snapshot directory holds the current state");
         } else {
             log::warn!("flag --{name} is not implemented by this master; ignored");
         }
@@ -215,7 +203,18 @@ pub(crate) fn settings(flags: &Flags) -> Result<Settings, String> {
         if dir.trim().is_empty() {
             return Err("--enable_snapshot=true needs --snapshot_backup_dir".into());
         }
-        Some(PathBuf::from(dir.trim()))
+        let number = |name: &str, default: &str| {
+            get(name, default)
+                .trim()
+                .parse::<u64>()
+                .map_err(|_| format!("--{name}: not a non-negative integer"))
+        };
+        Some(SnapshotPlan {
+            dir: PathBuf::from(dir.trim()),
+            archive_every: Duration::from_secs(number("snapshot_interval_seconds", "600")?.max(1)),
+            archive_keep: usize::try_from(number("snapshot_retention_count", "2")?)
+                .unwrap_or(usize::MAX),
+        })
     } else {
         None
     };

@@ -4,7 +4,6 @@
 use super::*;
 use crate::flags::kind_of;
 use mooncake::config::flags::settings_from;
-use std::path::Path;
 
 fn parse(args: &[&str]) -> Result<Settings, String> {
     settings_from(args, kind_of, settings).map_err(|e| e.to_string())
@@ -81,11 +80,6 @@ fn features_it_lacks_are_refused_not_ignored() {
         &["--snapshot_object_store_type=s3"],
         &["--snapshot_catalog_store_type=redis"],
         &["--tenant_quota_connector_uri=/etc/quotas.json"],
-        &[
-            "--enable_snapshot=true",
-            "--snapshot_backup_dir=/tmp/x",
-            "--snapshot_retention_count=3",
-        ],
     ] {
         let err = parse(args)
             .err()
@@ -93,14 +87,12 @@ fn features_it_lacks_are_refused_not_ignored() {
         assert!(err.contains("refusing to start"), "{args:?}: {err}");
     }
     assert!(parse(&["--enable_ha=false", "--enable_snapshot=false"]).is_ok());
-    // Off, they are accepted; so is a retention count while snapshots are off.
+    // Off, they are accepted.
     assert!(parse(&[
         "--quota_bytes=0",
         "--dynamic_replication_mode=off",
         "--snapshot_object_store_type=local",
         "--snapshot_catalog_store_type=embedded",
-        "--snapshot_retention_count=2",
-        "--snapshot_interval_seconds=600",
         "--rpc_thread_num=8",
         "--max_total_pending_tasks=10",
         "--nof_heartbeat_interval_sec=5",
@@ -304,6 +296,33 @@ fn ha_and_snapshot_flags() {
     assert!(parse(&["--enable_ha"])
         .unwrap_err()
         .contains("--etcd_endpoints"));
+    let s = parse(&[
+        "--enable_snapshot",
+        "--snapshot_backup_dir=/var/lib/mc",
+        "--snapshot_interval_seconds=60",
+        "--snapshot_retention_count=5",
+    ])
+    .unwrap();
+    let plan = s.snapshot.unwrap();
+    assert_eq!(
+        (
+            plan.dir.to_str(),
+            plan.archive_every.as_secs(),
+            plan.archive_keep
+        ),
+        (Some("/var/lib/mc"), 60, 5)
+    );
+    let plan = parse(&["--enable_snapshot", "--snapshot_backup_dir=/d"])
+        .unwrap()
+        .snapshot
+        .unwrap();
+    assert_eq!((plan.archive_every.as_secs(), plan.archive_keep), (600, 2));
+    assert!(parse(&[
+        "--enable_snapshot",
+        "--snapshot_backup_dir=/d",
+        "--snapshot_retention_count=x"
+    ])
+    .is_err());
     assert!(parse(&["--enable_snapshot=1"])
         .unwrap_err()
         .contains("--snapshot_backup_dir"));
@@ -370,7 +389,7 @@ fn ha_and_snapshot_flags() {
             ha.rpc_advertised.as_str(),
             ha.lease_ttl.as_secs(),
             ha.cluster_id.as_str(),
-            ha.snapshot_dir.as_deref().and_then(Path::to_str),
+            ha.snapshot.as_ref().and_then(|p| p.dir.to_str()),
         );
         assert_eq!(got, want, "{args:?}");
     }

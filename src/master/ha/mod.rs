@@ -100,8 +100,9 @@ pub struct HaSettings {
     pub lease_ttl: Duration,
     /// `--rpc_conn_timeout_seconds`, `--rpc_max_connections[_per_peer]`.
     pub rpc_limits: RpcLimits,
-    /// `--snapshot_backup_dir` when `--enable_snapshot`: the leader keeps a snapshot.
-    pub snapshot_dir: Option<PathBuf>,
+    /// `--snapshot_backup_dir` when `--enable_snapshot`: the leader keeps a snapshot
+    /// (and its point-in-time copies).
+    pub snapshot: Option<snapshot::SnapshotPlan>,
 }
 
 /// A master's role.
@@ -440,16 +441,15 @@ impl Node<'_> {
             self.settings.rpc_advertised,
             term.revision
         );
-        let _snapshot =
-            match &self.settings.snapshot_dir {
-                Some(dir) => Some(snapshot::SnapshotWriter::start(dir, &master).map_err(
-                    |source| HaError::Snapshot {
-                        dir: dir.clone(),
-                        source,
-                    },
-                )?),
-                None => None,
-            };
+        let _snapshot = match &self.settings.snapshot {
+            Some(plan) => Some(snapshot::SnapshotWriter::start(plan, &master).map_err(
+                |source| HaError::Snapshot {
+                    dir: plan.dir.clone(),
+                    source,
+                },
+            )?),
+            None => None,
+        };
         let end = self.serve_term(&master, &term, rpc);
         drop(replication);
         let end = match end {
