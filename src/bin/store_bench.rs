@@ -37,6 +37,8 @@ mod client_ops;
 mod fake_client;
 #[path = "store_bench/master_load.rs"]
 mod master_load;
+#[path = "store_bench/phase.rs"]
+mod phase;
 #[path = "store_bench/pipeline.rs"]
 mod pipeline;
 #[path = "store_bench/pressure.rs"]

@@ -5,7 +5,6 @@ use mooncake::conductor::{ConductorConfig, CostModel, Policy};
 use mooncake::config::comma_list;
 use mooncake::config::flags::{kind_in, parse_bool, FlagKind, Flags};
 
-use crate::scaling::{parse_points, Point};
 use crate::sim::SimConfig;
 
 pub(crate) const USAGE: &str = "\
@@ -178,5 +177,62 @@ pub(crate) fn conductor_config(s: &Settings, policy: Policy, sim: &SimConfig) ->
         early_rejection: true,
         cost_model: s.prior,
         ..ConductorConfig::default()
+    }
+}
+
+/// One point of the sweep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Point {
+    pub(crate) instances: usize,
+    pub(crate) blocks: u64,
+}
+
+/// Reads `8x1000,1024x100000`.
+pub(crate) fn parse_points(list: &str) -> Result<Vec<Point>, String> {
+    list.split(',')
+        .filter(|p| !p.trim().is_empty())
+        .map(|p| {
+            let (i, b) = p
+                .trim()
+                .split_once('x')
+                .ok_or_else(|| format!("--scaling: '{p}' is not INSTANCESxBLOCKS"))?;
+            let instances: usize = i
+                .parse()
+                .map_err(|_| format!("--scaling: bad instance count in '{p}'"))?;
+            let blocks: u64 = b
+                .parse()
+                .map_err(|_| format!("--scaling: bad block count in '{p}'"))?;
+            if instances < 2 || blocks == 0 {
+                return Err(format!(
+                    "--scaling: '{p}' needs >= 2 instances and >= 1 block"
+                ));
+            }
+            Ok(Point { instances, blocks })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn points_are_read_and_checked() {
+        assert_eq!(
+            parse_points("8x1000, 1024x1000000").unwrap(),
+            vec![
+                Point {
+                    instances: 8,
+                    blocks: 1000
+                },
+                Point {
+                    instances: 1024,
+                    blocks: 1_000_000
+                }
+            ]
+        );
+        for bad in ["8", "1x10", "8x0", "ax10", "8x-1"] {
+            assert!(parse_points(bad).is_err(), "{bad}");
+        }
     }
 }

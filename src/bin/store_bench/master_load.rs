@@ -9,6 +9,7 @@
 //! connection ([`Pipe`]) on which it keeps rounds of N operations in flight.
 
 use crate::fake_client::{connect, put_batch, put_one, FakeClient};
+use crate::phase::Phase;
 use crate::pipeline::{decode, Pipe};
 use crate::settings::Settings;
 use crate::stats::{report, Row, Samples};
@@ -29,43 +30,6 @@ const PROGRESS_PERIOD: Duration = Duration::from_secs(5);
 fn note(first: &mut Option<String>, what: impl FnOnce() -> String) {
     if first.is_none() {
         *first = Some(what());
-    }
-}
-
-/// A load phase.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
-    /// `PutStart` + `PutEnd` of new keys (one op = both calls).
-    Put,
-    /// `GetReplicaList` of existing keys.
-    GetReplicaList,
-    /// `ExistKey` of existing keys.
-    ExistKey,
-    /// The three above in turn.
-    Mixed,
-}
-
-impl Phase {
-    /// Every phase, in the order a load runs them by default.
-    pub const ALL: [Phase; 4] = [
-        Phase::Put,
-        Phase::GetReplicaList,
-        Phase::ExistKey,
-        Phase::Mixed,
-    ];
-
-    /// The phase called `name` (as its rows print it).
-    pub fn parse(name: &str) -> Option<Phase> {
-        Phase::ALL.into_iter().find(|p| p.name() == name)
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Phase::Put => "put_start_end",
-            Phase::GetReplicaList => "get_replica_list",
-            Phase::ExistKey => "exist_key",
-            Phase::Mixed => "mixed",
-        }
     }
 }
 

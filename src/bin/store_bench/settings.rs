@@ -1,6 +1,6 @@
 //! Command-line flags (gflags-style, via [`Flags`]) and their validated form.
 
-use crate::master_load::Phase;
+use crate::phase::Phase;
 use mooncake::config::flags::{
     kind_in, parse_bool, parse_byte_size, FlagError, FlagKind, Flags, Parsed,
 };
