@@ -531,6 +531,17 @@ int mooncake_store_setup_on_engine(mooncake_store_t store,
                                    const char *ssd_offload_path);
 
 /**
+ * Starts the client HTTP server of a set-up store (upstream's
+ * `setup(..., enable_client_http_server=True, client_http_port=P)`) on all
+ * interfaces at `port` (0: one the system picks): `GET /health`, `/metrics`
+ * (upstream's `mooncake_transfer_*` and `mooncake_client_rpc_*` families) and
+ * `/metrics/summary`; it stops when the store is closed. Returns the port bound,
+ * -600 when not set up, for a dummy client or when the port cannot be bound, -1 for
+ * a bad handle or a port above 65535.
+ */
+int mooncake_store_start_http_server(mooncake_store_t store, int port);
+
+/**
  * Reads byte ranges of objects into `buffer_count` destination buffers. Buffer `i`
  * takes the next `key_counts[i]` entries of `keys` (and of `range_counts`); key
  * entry `e` takes the next `range_counts[e]` entries of `ranges`; `results_out` gets

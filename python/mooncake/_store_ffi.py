@@ -98,6 +98,7 @@ STORE_PROTOTYPES: Dict[str, Tuple[Any, Sequence[Any]]] = {
     "mooncake_store_batch_remove": (c_int, [_h, _keys, c_size_t, c_int, POINTER(c_int)]),
     "mooncake_store_batch_get_size": (c_int, [_h, _keys, c_size_t, POINTER(c_int64)]),
     "mooncake_store_get_offload_rpc_read_count": (c_int64, [_h]),
+    "mooncake_store_start_http_server": (c_int, [_h, c_int]),
     "mooncake_store_get_replica_desc": (c_int64, [_h, c_char_p, c_void_p, c_size_t]),
     "mooncake_store_batch_get_replica_desc": (
         c_int64,

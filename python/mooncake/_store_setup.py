@@ -122,6 +122,7 @@ def dict_setup(config: Dict[Any, Any]) -> Optional[DictSetup]:
         "ssd_offload_path": values.get("ssd_offload_path", ""),
         "tenant_id": values.get("tenant_id", "default"),
         "enable_client_http_server": parse_bool(values.get("enable_client_http_server", ""), False),
+        "client_http_port": int(port),
         "ipc_socket_path": values.get("ipc_socket_path", ""),
     }
     return DictSetup(

@@ -212,7 +212,8 @@ class MooncakeDistributedStore(StoreQueries, UnsupportedStoreMethods):
         self._warn_options(a)
         host, meta, protocol, devices, master = strings
         offload = _offload_arg(a)
-        return self._do_setup(host, meta, sizes[0], sizes[1], protocol, devices, master, offload, engine)
+        http = _int_arg(a["client_http_port"], "client_http_port") if a["enable_client_http_server"] else None
+        return self._do_setup(host, meta, sizes[0], sizes[1], protocol, devices, master, offload, engine, http)
 
     def _setup_dict(self, config: Dict[str, Any]) -> int:
         d = dict_setup(config)
@@ -227,14 +228,13 @@ class MooncakeDistributedStore(StoreQueries, UnsupportedStoreMethods):
             warn_unsupported("ipc_socket_path")
         self._warn_options(d.options)
         offload = _offload_arg(d.options)
-        return self._do_setup(d.host, d.metadata, d.segment, d.buffer, d.protocol, d.devices, d.master, offload)
+        http = d.options["client_http_port"] if d.options["enable_client_http_server"] else None
+        return self._do_setup(d.host, d.metadata, d.segment, d.buffer, d.protocol, d.devices, d.master, offload, None, http)
 
     @staticmethod
     def _warn_options(a: Dict[str, Any]) -> None:
         if a.get("tenant_id", "default") not in ("default", "", None):
             warn_unsupported(f"tenant {a.get('tenant_id')!r} (the default tenant is used)")
-        if a.get("enable_client_http_server"):
-            warn_unsupported("the client HTTP server")
 
     def _do_setup(
         self,
@@ -247,6 +247,7 @@ class MooncakeDistributedStore(StoreQueries, UnsupportedStoreMethods):
         master: bytes,
         offload: Optional[bytes] = None,
         engine: Any = None,
+        http_port: Optional[int] = None,
     ) -> int:
         with self._lock:
             if self._set_up:
@@ -261,6 +262,15 @@ class MooncakeDistributedStore(StoreQueries, UnsupportedStoreMethods):
                 rc = ffi.L().mooncake_store_setup_with_offload(
                     self._h, host, meta, seg, buf, protocol, devices, master, True, offload
                 )
+            if rc == 0 and http_port is not None:
+                # The client HTTP server (/health, /metrics, /metrics/summary): a
+                # setup asking for one that cannot start fails.
+                port = ffi.L().mooncake_store_start_http_server(self._h, http_port)
+                if port < 0:
+                    log.error("the client HTTP server could not start on port %d: %s", http_port,
+                              ffi.last_error() or "see the library's log")
+                    self._replace_handle()
+                    rc = port
             self._set_up, self._local_buffer = rc == 0, buf
             self._engine = engine if rc == 0 else None
             if rc != 0:

@@ -282,3 +282,59 @@ def test_async_store(master: Master, k: Keys) -> None:
             s.no_such_attribute
     finally:
         assert s.close() == 0
+
+
+# --- the client HTTP server -----------------------------------------------------------
+
+
+def _http_get(port: int, path: str) -> tuple:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def test_client_http_server_reports_health_and_metrics(master: Master, k: Keys) -> None:
+    """``setup(..., enable_client_http_server=True, client_http_port=P)`` serves
+    upstream's ``/health``, ``/metrics`` and ``/metrics/summary`` for the client."""
+    from store_env import _free_ports
+
+    (port,) = _free_ports(1)
+    s = MooncakeDistributedStore()
+    assert s.setup("127.0.0.1", master.metadata, SEGMENT, LOCAL_BUFFER, "tcp", "", master.addr,
+                   enable_client_http_server=True, client_http_port=port) == 0
+    assert s.put(k("m"), b"x" * 100) == 0
+    assert s.get(k("m")) == b"x" * 100
+    assert _http_get(port, "/health") == (200, '{"status":"healthy","code":0}')
+    code, text = _http_get(port, "/metrics")
+    assert code == 200
+    for family, kind in [
+        ("mooncake_transfer_read_bytes", "counter"),
+        ("mooncake_transfer_write_bytes", "counter"),
+        ("mooncake_transfer_get_latency", "histogram"),
+        ("mooncake_transfer_put_latency", "histogram"),
+        ("mooncake_client_rpc_count", "counter"),
+        ("mooncake_client_rpc_latency", "histogram"),
+        ("mooncake_transfer_read_operation_count", "counter"),
+        ("mooncake_transfer_read_operation_bytes", "counter"),
+        ("mooncake_transfer_read_operation_latency", "histogram"),
+        ("mooncake_transfer_write_operation_count", "counter"),
+        ("mooncake_transfer_write_operation_bytes", "counter"),
+        ("mooncake_transfer_write_operation_latency", "histogram"),
+    ]:
+        assert f"# TYPE {family} {kind}\n" in text, family
+    written = [line for line in text.splitlines() if line.startswith("mooncake_transfer_write_bytes{")]
+    assert written and int(written[0].split()[-1]) >= 100, written
+    assert 'mooncake_transfer_write_operation_count{client_mode="real",op_name="put"} ' in text
+    series = "\n".join(line for line in text.splitlines() if "_bucket" not in line)
+    # A read asks for the replica list (ours with a read lease: BatchBeginRead).
+    reads = ('rpc_name="GetReplicaList"' in text) or ('rpc_name="BatchBeginRead"' in text)
+    assert 'rpc_name="PutStart"' in text and reads, series
+    code, summary = _http_get(port, "/metrics/summary")
+    assert code == 200 and summary.startswith("Client Metrics Summary"), summary
+    assert _http_get(port, "/nope")[0] == 404
+    assert s.close() == 0

@@ -5,9 +5,11 @@
 //! [`DummyClient`]: super::dummy::DummyClient
 
 use super::client::{Client, Health};
+use super::metrics::Direction;
 use super::vocab::{BatchWrite, Pieces, RangedRead, RangedResults, ReadTarget, WriteMode};
 use crate::store::error::{StoreError, StoreResult};
 use crate::wire::master_api::{ErrorCode, ReplicaDescriptor, ReplicateConfig};
+use std::time::Instant;
 
 /// A store client as the C ABI sees it. Every method has the semantics and return
 /// codes of the [`Client`] method of the same name.
@@ -60,6 +62,8 @@ pub trait StoreApi: Send + Sync + std::fmt::Debug {
     fn batch_get_size(&self, keys: &[&str]) -> Vec<StoreResult<u64>>;
     /// Reads that asked a disk owner to stage objects only its disk holds.
     fn offload_rpc_read_count(&self) -> u64;
+    /// Starts the client HTTP server on `port` (0: any); the port bound.
+    fn start_http_server(&self, port: u16) -> StoreResult<u16>;
     /// Per key: its replicas.
     fn batch_get_replica_desc(&self, keys: &[&str]) -> Vec<StoreResult<Vec<ReplicaDescriptor>>>;
     /// Per key: removes it.
@@ -246,6 +250,21 @@ impl ReadTarget for Provided {
     }
 }
 
+impl Client {
+    /// Records a read of `keys` objects begun at `started`, by what it returned.
+    fn record_reads(
+        &self,
+        op: &'static str,
+        keys: usize,
+        results: &[StoreResult<u64>],
+        started: Instant,
+    ) {
+        let moved = results.iter().filter_map(|r| r.as_ref().ok()).sum();
+        self.metrics()
+            .record(Direction::Read, op, keys, moved, started.elapsed());
+    }
+}
+
 impl StoreApi for Client {
     fn hostname(&self) -> String {
         Client::hostname(self).to_string()
@@ -257,33 +276,77 @@ impl StoreApi for Client {
         Client::close(self)
     }
     fn put(&self, key: &str, value: &[u8], config: &ReplicateConfig) -> StoreResult<()> {
-        Client::put(self, key, value, config)
+        let started = Instant::now();
+        let r = Client::put(self, key, value, config);
+        let moved = if r.is_ok() { value.len() as u64 } else { 0 };
+        self.metrics()
+            .record(Direction::Write, "put", 1, moved, started.elapsed());
+        r
     }
     fn upsert(&self, key: &str, value: &[u8], config: &ReplicateConfig) -> StoreResult<()> {
-        Client::upsert(self, key, value, config)
+        let started = Instant::now();
+        let r = Client::upsert(self, key, value, config);
+        let moved = if r.is_ok() { value.len() as u64 } else { 0 };
+        self.metrics()
+            .record(Direction::Write, "upsert", 1, moved, started.elapsed());
+        r
     }
     unsafe fn batch_write_raw(&self, batch: BatchWrite<'_>) -> Vec<StoreResult<()>> {
+        let started = Instant::now();
         // SAFETY: forwarded contract.
-        unsafe { Client::batch_write_raw(self, batch) }
+        let results = unsafe { Client::batch_write_raw(self, batch) };
+        let moved: u64 = results
+            .iter()
+            .zip(batch.items)
+            .filter(|(r, _)| r.is_ok())
+            .map(|(_, pieces)| pieces.iter().map(|&(_, len)| len).sum::<u64>())
+            .sum();
+        let op = match (batch.mode, batch.keys.len()) {
+            (WriteMode::Put, 1) => "put_from",
+            (WriteMode::Put, _) => "batch_put_from",
+            (WriteMode::Upsert, 1) => "upsert_from",
+            (WriteMode::Upsert, _) => "batch_upsert_from",
+        };
+        self.metrics().record(
+            Direction::Write,
+            op,
+            batch.keys.len(),
+            moved,
+            started.elapsed(),
+        );
+        results
     }
     unsafe fn batch_get_into_multi_raw(
         &self,
         keys: &[&str],
         items: &[Pieces],
     ) -> Vec<StoreResult<u64>> {
+        let started = Instant::now();
         // SAFETY: forwarded contract.
-        unsafe { Client::batch_get_into_multi_raw(self, keys, items) }
+        let results = unsafe { Client::batch_get_into_multi_raw(self, keys, items) };
+        let op = if keys.len() == 1 {
+            "get_into"
+        } else {
+            "batch_get_into"
+        };
+        self.record_reads(op, keys.len(), &results, started);
+        results
     }
     unsafe fn batch_get_alloc_addr(
         &self,
         keys: &[&str],
         alloc: &mut dyn FnMut(usize, u64) -> Option<u64>,
     ) -> Vec<StoreResult<u64>> {
+        let started = Instant::now();
         // SAFETY: forwarded contract.
-        unsafe { Client::batch_get_alloc_raw(self, keys, |i, n| alloc(i, n).map(Provided)) }
-            .into_iter()
-            .map(|r| r.map(|(_, n)| n))
-            .collect()
+        let results: Vec<StoreResult<u64>> =
+            unsafe { Client::batch_get_alloc_raw(self, keys, |i, n| alloc(i, n).map(Provided)) }
+                .into_iter()
+                .map(|r| r.map(|(_, n)| n))
+                .collect();
+        let op = if keys.len() == 1 { "get" } else { "get_batch" };
+        self.record_reads(op, keys.len(), &results, started);
+        results
     }
     unsafe fn get_into_ranges_raw(&self, reads: &[RangedRead]) -> RangedResults {
         // SAFETY: forwarded contract.
@@ -297,6 +360,9 @@ impl StoreApi for Client {
     }
     fn offload_rpc_read_count(&self) -> u64 {
         Client::offload_rpc_read_count(self)
+    }
+    fn start_http_server(&self, port: u16) -> StoreResult<u16> {
+        Client::start_http_server(self, port)
     }
     fn batch_get_replica_desc(&self, keys: &[&str]) -> Vec<StoreResult<Vec<ReplicaDescriptor>>> {
         Client::batch_get_replica_desc(self, keys)

@@ -7,11 +7,14 @@ use super::disk_tier::config::DiskTierConfig;
 use super::disk_tier::DiskTier;
 use super::error::{StoreError, StoreResult};
 use super::heartbeat::Heartbeat;
+use super::http::ClientHttp;
+use super::metrics::ClientMetrics;
 use super::state::{ClientState, SharedState, StateGuard};
 use crate::codec::debug_by_field::debug_by_field;
 use crate::config::Config;
 use crate::host::addr::join_host_port;
 use crate::metadata::MetadataSource;
+use crate::runtime::http_server::HttpServer;
 use crate::te::TransferEngine;
 use crate::wire::master_api::{ErrorCode, MasterApi, Uuid, SERVICE_VERSION};
 use parking_lot::{Mutex, RwLock};
@@ -46,6 +49,9 @@ pub struct Client {
     healthy: Arc<AtomicBool>,
     heartbeat: Mutex<Option<Heartbeat>>,
     disk_tier: Mutex<Option<DiskTier>>,
+    metrics: Arc<ClientMetrics>,
+    /// The client HTTP server, once started.
+    http: Mutex<Option<HttpServer>>,
 }
 
 debug_by_field!(Client, hostname);
@@ -223,6 +229,8 @@ impl Client {
             healthy,
             heartbeat: Mutex::new(heartbeat),
             disk_tier: Mutex::new(None),
+            metrics: Arc::new(ClientMetrics::default()),
+            http: Mutex::new(None),
         };
         if let Some(disk) = disk {
             match DiskTier::start(&client.state, disk, &host) {
@@ -256,19 +264,43 @@ impl Client {
     /// 0 healthy, 1 closed, 2 when the last heartbeat ping failed. A client without a
     /// mounted segment (or disk tier) never pings and stays healthy.
     pub fn health(&self) -> Health {
-        if self.state.read().is_none() {
-            Health::NotInitialized
-        } else if self.healthy.load(Ordering::SeqCst) {
-            Health::Healthy
-        } else {
-            Health::MasterUnreachable
+        health_of(&self.state, &self.healthy)
+    }
+
+    /// This client's operation metrics.
+    pub fn metrics(&self) -> &Arc<ClientMetrics> {
+        &self.metrics
+    }
+
+    /// Starts the client HTTP server (`/health`, `/metrics`, `/metrics/summary`) on
+    /// all interfaces at `port` (0: one the system picks), replacing a running one;
+    /// returns the port. -600 when the port cannot be bound.
+    pub fn start_http_server(&self, port: u16) -> StoreResult<u16> {
+        let (state, healthy) = (self.state.clone(), self.healthy.clone());
+        let handler = ClientHttp {
+            metrics: self.metrics.clone(),
+            health: Arc::new(move || health_of(&state, &healthy) as i32),
+        };
+        let mut http = self.http.lock();
+        if let Some(old) = http.take() {
+            old.stop();
         }
+        let addr = std::net::SocketAddr::from(([0, 0, 0, 0], port));
+        let server = HttpServer::start(addr, "client HTTP", Arc::new(handler)).map_err(|e| {
+            StoreError::invalid(format!("the client HTTP server on port {port}: {e}"))
+        })?;
+        let bound = server.local_addr().port();
+        *http = Some(server);
+        Ok(bound)
     }
 
     /// Stops the heartbeat, unmounts every segment, unregisters and frees the
     /// client's memory (after the TE stopped). Waits for running operations;
     /// idempotent.
     pub fn close(&self) {
+        if let Some(http) = self.http.lock().take() {
+            http.stop();
+        }
         if let Some(mut hb) = self.heartbeat.lock().take() {
             hb.stop();
         }
@@ -282,6 +314,17 @@ impl Client {
     /// The set-up state for one operation, or -600 once closed.
     pub(crate) fn state(&self) -> Result<StateGuard<'_>, ErrorCode> {
         StateGuard::new(self.state.read())
+    }
+}
+
+/// A client's health from its state and its last ping.
+fn health_of(state: &SharedState, healthy: &AtomicBool) -> Health {
+    if state.read().is_none() {
+        Health::NotInitialized
+    } else if healthy.load(Ordering::SeqCst) {
+        Health::Healthy
+    } else {
+        Health::MasterUnreachable
     }
 }
 

@@ -27,6 +27,7 @@ pub mod master_types;
 pub mod master_view;
 pub mod offload_rpc;
 pub mod rpc_client;
+pub mod rpc_metrics;
 pub mod struct_pack;
 mod struct_pack_std;
 pub mod wire_arg;

@@ -18,6 +18,7 @@ use super::coro_rpc;
 use super::disk_tier_api::*;
 use super::master_api::*;
 use super::master_rpcs::{both_apis, master_rpcs};
+use super::rpc_metrics::RpcMetrics;
 use super::struct_pack;
 use super::wire_arg::WireArg;
 use crate::host::busy_poll;
@@ -491,7 +492,10 @@ impl MasterRpcClient {
     /// Calls `R` and decodes its reply.
     fn invoke<R: Rpc>(&self, args: &R::Args) -> Result<R::Ret, ErrorCode> {
         let body = codec::encode_args(args);
-        let (err, reply) = self.call(R::METHOD.id(), &body)?;
+        let started = Instant::now();
+        let called = self.call(R::METHOD.id(), &body);
+        RpcMetrics::global().record(R::METHOD, started.elapsed());
+        let (err, reply) = called?;
         if err == coro_rpc::ERR_FUNCTION_NOT_REGISTERED {
             log::debug!("master rpc: the master has no {}", R::METHOD.name());
             return Err(ErrorCode::NOT_SUPPORTED);

@@ -4,8 +4,9 @@
 use crate::ffi::args::c_str_or;
 use crate::ffi::boundary::ffi_boundary;
 use crate::ffi::engines::ENGINES;
+use crate::ffi::fail::invalid;
 use crate::ffi::store::args::SetupArgs;
-use crate::ffi::store::handle::{setup_engine_handle, setup_handle};
+use crate::ffi::store::handle::{set_up_client, setup_engine_handle, setup_handle};
 use crate::ffi::store::mooncake_store_t;
 use crate::ffi::te_types::transfer_engine_t;
 use crate::store::SetupConfig;
@@ -115,5 +116,22 @@ pub unsafe extern "C" fn mooncake_store_setup_on_engine(
         // SAFETY: every string is NULL or NUL-terminated.
         let cfg = unsafe { offload_config(&args, enable_ssd_offload, ssd_offload_path) };
         setup_engine_handle(store, &cfg, engine)
+    })
+}
+
+/// Starts the client HTTP server of a set-up store (upstream's
+/// `setup(..., enable_client_http_server=True, client_http_port=P)`) on all
+/// interfaces at `port` (0: one the system picks): `GET /health`, `/metrics`
+/// (upstream's `mooncake_transfer_*` and `mooncake_client_rpc_*` families) and
+/// `/metrics/summary`; it stops when the store is closed. Returns the port bound,
+/// -600 when not set up, for a dummy client or when the port cannot be bound, -1 for
+/// a bad handle or a port above 65535.
+#[no_mangle]
+pub extern "C" fn mooncake_store_start_http_server(store: mooncake_store_t, port: c_int) -> c_int {
+    ffi_boundary!({
+        let port =
+            u16::try_from(port).map_err(|_| invalid(format!("port {port} is not 0-65535")))?;
+        let bound = set_up_client(store)?.start_http_server(port)?;
+        Ok(c_int::from(bound))
     })
 }

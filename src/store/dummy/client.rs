@@ -245,6 +245,14 @@ impl StoreApi for DummyClient {
         0
     }
 
+    /// A dummy's operations run in its real client, whose HTTP server reports them:
+    /// -600.
+    fn start_http_server(&self, _port: u16) -> StoreResult<u16> {
+        Err(StoreError::invalid(
+            "a dummy client has no HTTP server of its own: its real client (mooncake_client) reports its operations",
+        ))
+    }
+
     fn batch_get_replica_desc(&self, keys: &[&str]) -> Vec<StoreResult<Vec<ReplicaDescriptor>>> {
         self.with(
             || closed(keys.len()),
