@@ -27,6 +27,10 @@ pub struct Slice {
     pub task: Arc<Task>,
     /// How many more times it may be retried after a connection failure.
     pub retries_left: u8,
+    /// Sent again after a connection broke under it: it goes alone, its reply read
+    /// before anything else is sent, so that a peer closing on a request it refused
+    /// (and resetting the connection) cannot take it down again.
+    pub resent: bool,
 }
 
 /// Where and how a lane talks.
@@ -147,6 +151,7 @@ impl Ledger {
         }
         if charge {
             slice.retries_left -= 1;
+            slice.resent = true;
         }
         if let Err(e) = self.queue.send(slice) {
             self.settle(e.0, false);

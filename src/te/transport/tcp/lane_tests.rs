@@ -104,6 +104,7 @@ fn slice(op: Op, buf: &mut [u8]) -> (Slice, Arc<Task>) {
         len: buf.len() as u64,
         task: task.clone(),
         retries_left: 1,
+        resent: false,
     };
     (s, task)
 }
@@ -251,4 +252,62 @@ fn rejection_fails_only_that_slice_and_a_hangup_is_retried() {
     inline(&lane, vec![s]);
     assert_eq!(wait_terminal(&task), TaskStatus::Completed);
     assert_eq!(lane.load(), 0);
+}
+
+/// A v2 target as upstream's: it refuses writes whose payload starts with 0xBB and
+/// closes the connection right after the refusal, so requests pipelined behind it
+/// (unread) make the close a reset, which can take replies already sent with it.
+fn refusing_peer() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        'conns: for conn in l.incoming() {
+            let Ok(mut s) = conn else { return };
+            loop {
+                let mut h = [0u8; HEADER_LEN];
+                if s.read_exact(&mut h).is_err() {
+                    continue 'conns;
+                }
+                let header = Header::decode(&h);
+                let mut payload = vec![0u8; header.size as usize];
+                if header.op == Op::Write && s.read_exact(&mut payload).is_err() {
+                    continue 'conns;
+                }
+                if payload.first() == Some(&0xBB) {
+                    let _ = s.write_all(&encode_status(STATUS_REJECTED));
+                    continue 'conns;
+                }
+                let _ = s.write_all(&encode_status(STATUS_OK));
+            }
+        }
+    });
+    port
+}
+
+#[test]
+fn refusals_in_a_pipelined_run_fail_only_the_refused_slices() {
+    let lane = lane_to(refusing_peer(), PATIENT);
+    warm_up(&lane);
+    for round in 0..100 {
+        let refused = |i: usize| i % 3 == 1;
+        let mut bufs: Vec<Vec<u8>> = (0..7)
+            .map(|i| vec![if refused(i) { 0xBB } else { i as u8 }; 4096])
+            .collect();
+        let tasks: Vec<Arc<Task>> = bufs
+            .iter_mut()
+            .map(|b| {
+                let (s, task) = slice(Op::Write, b);
+                lane.submit(s);
+                task
+            })
+            .collect();
+        for (i, task) in tasks.iter().enumerate() {
+            let want = if refused(i) {
+                TaskStatus::Failed
+            } else {
+                TaskStatus::Completed
+            };
+            assert_eq!(wait_terminal(task), want, "round {round}, slice {i}");
+        }
+    }
 }

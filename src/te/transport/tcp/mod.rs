@@ -313,6 +313,7 @@ impl TcpTransport {
                 len,
                 task: task.clone(),
                 retries_left: BROKEN_CONNECTION_RETRIES,
+                resent: false,
             };
             if inline {
                 lane.try_inline(vec![slice])
@@ -356,6 +357,7 @@ impl TcpTransport {
                 len: r.len,
                 task: task.clone(),
                 retries_left: BROKEN_CONNECTION_RETRIES,
+                resent: false,
             });
             tasks.push(task);
         }

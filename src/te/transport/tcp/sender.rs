@@ -31,21 +31,31 @@ impl SenderCtx {
     /// Runs until the lane stops.
     pub(super) fn run(self) {
         let mut conn: Option<Arc<Connection>> = None;
+        // A resent slice met while gathering a batch: it goes next, alone.
+        let mut held: Option<Slice> = None;
         loop {
-            let first = crossbeam_channel::select! {
-                recv(self.queue) -> slice => match slice {
-                    Ok(s) => s,
-                    Err(_) => break,
+            let first = match held.take() {
+                Some(s) => s,
+                None => crossbeam_channel::select! {
+                    recv(self.queue) -> slice => match slice {
+                        Ok(s) => s,
+                        Err(_) => break,
+                    },
+                    recv(self.stopped) -> _ => break,
                 },
-                recv(self.stopped) -> _ => break,
             };
             if self.ledger.stopping.load(Ordering::SeqCst) {
                 self.fail(first);
                 continue;
             }
+            let alone = first.resent;
             let mut batch = vec![first];
-            while batch.len() < MAX_PIPELINED_PER_SEND {
+            while !alone && batch.len() < MAX_PIPELINED_PER_SEND {
                 match self.queue.try_recv() {
+                    Ok(s) if s.resent => {
+                        held = Some(s);
+                        break;
+                    }
                     Ok(s) => batch.push(s),
                     Err(_) => break,
                 }
@@ -78,13 +88,29 @@ impl SenderCtx {
             }
             if let Some(c) = &conn {
                 self.send_batch(c, batch);
+                if alone {
+                    self.wait_answered(c);
+                }
             }
         }
         if let Some(c) = conn.take() {
             self.retire(&c);
         }
-        while let Ok(s) = self.queue.try_recv() {
+        for s in held.into_iter().chain(self.queue.try_iter()) {
             self.fail(s);
+        }
+    }
+
+    /// Waits until everything sent on `conn` is answered, the connection breaks, the
+    /// lane stops, or the I/O timeout passes (the receiver then fails the rest).
+    fn wait_answered(&self, conn: &Connection) {
+        let deadline = std::time::Instant::now() + self.config.io_timeout;
+        while conn.outstanding.load(Ordering::SeqCst) > 0
+            && !conn.broken.load(Ordering::SeqCst)
+            && !self.ledger.stopping.load(Ordering::SeqCst)
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_micros(50));
         }
     }
 
