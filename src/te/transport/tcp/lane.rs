@@ -6,7 +6,7 @@
 
 use super::io::{recv_exact, send_all};
 use super::lane_state::{
-    log_rejected, status_outcome, Connection, LaneConfig, Ledger, Outcome, Slice,
+    log_rejected, status_outcome, Again, Connection, LaneConfig, Ledger, Outcome, Slice,
 };
 use super::sender::SenderCtx;
 use super::wire::{Header, HEADER_LEN, STATUS_LEN};
@@ -132,9 +132,10 @@ impl Lane {
             log::debug!("tcp inline send failed: {e}");
             conn.break_now();
             drop(exclusive);
+            let why = Again::after(&e);
             slices
                 .into_iter()
-                .for_each(|s| self.ledger.send_again(s, true));
+                .for_each(|s| self.ledger.send_again(s, why));
             return Vec::new();
         }
         let spin = crate::config::Config::global().busy_poll_budget();
@@ -147,7 +148,7 @@ impl Lane {
                     conn.outstanding.fetch_add(1, Ordering::SeqCst);
                     if let Err(slice) = conn.in_flight.push(slice) {
                         conn.outstanding.fetch_sub(1, Ordering::SeqCst);
-                        self.ledger.send_again(slice, true);
+                        self.ledger.send_again(slice, Again::Broken);
                     }
                 }
                 return Vec::new();
@@ -160,16 +161,17 @@ impl Lane {
                     drop(exclusive);
                     self.ledger.settle(slice, false);
                     // The peer closes after a rejection: the rest go again, uncharged.
-                    left.for_each(|s| self.ledger.send_again(s, false));
+                    left.for_each(|s| self.ledger.send_again(s, Again::Free));
                     return Vec::new();
                 }
                 Outcome::Broken(e) => {
                     log::debug!("tcp data connection broke: {e}");
                     conn.break_now();
                     drop(exclusive);
+                    let why = Again::after(&e);
                     std::iter::once(slice)
                         .chain(left)
-                        .for_each(|s| self.ledger.send_again(s, true));
+                        .for_each(|s| self.ledger.send_again(s, why));
                     return Vec::new();
                 }
             }

@@ -142,19 +142,45 @@ impl Ledger {
         slice.task.finish_slice(ok);
     }
 
-    /// Queues a slice on the sender thread again, spending one of its retries when
-    /// `charge`; fails it when none is left or the lane is stopping.
-    pub(super) fn send_again(&self, mut slice: Slice, charge: bool) {
+    /// Queues a slice on the sender thread again, spending one of its retries unless
+    /// `why` is [`Again::Free`] (and sending it alone after [`Again::Broken`]); fails
+    /// it when none is left or the lane is stopping.
+    pub(super) fn send_again(&self, mut slice: Slice, why: Again) {
+        let charge = why != Again::Free;
         if (charge && slice.retries_left == 0) || self.stopping.load(Ordering::SeqCst) {
             self.settle(slice, false);
             return;
         }
         if charge {
             slice.retries_left -= 1;
-            slice.resent = true;
+            slice.resent = why == Again::Broken;
         }
         if let Err(e) = self.queue.send(slice) {
             self.settle(e.0, false);
+        }
+    }
+}
+
+/// Why a slice goes again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Again {
+    /// Not its fault (a request ahead of it was refused, or it never left): no retry
+    /// is spent.
+    Free,
+    /// Its connection was reset or closed: a retry is spent, and it goes alone (a
+    /// peer that closes on a refusal cannot take it down again).
+    Broken,
+    /// Its peer stopped answering (a timeout): a retry is spent; going alone would
+    /// only wait out the timeout once per slice.
+    Silent,
+}
+
+impl Again {
+    /// How a connection that failed with `e` sends its slices again.
+    pub(super) fn after(e: &std::io::Error) -> Again {
+        match e.kind() {
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => Again::Silent,
+            _ => Again::Broken,
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The receiver thread of a TCP lane's connection: reads each reply in order,
 //! settles its slice, and on a broken connection sends what was in flight again.
 
-use super::lane_state::{log_rejected, status_outcome, InFlight, Ledger, Outcome, Slice};
+use super::lane_state::{log_rejected, status_outcome, Again, InFlight, Ledger, Outcome, Slice};
 use super::reader::SocketReader;
 use super::wire::STATUS_LEN;
 use crate::te::transport::request::Op;
@@ -35,25 +35,26 @@ impl ReceiverCtx {
                     // The slices behind it are not at fault: the peer closes after a
                     // rejection, so they go again without spending a retry (each
                     // rejection fails its own slice, so this always makes progress).
-                    self.break_connection(false);
+                    self.break_connection(Again::Free);
                 }
                 Outcome::Broken(e) => {
                     log::debug!("tcp data connection broke: {e}");
                     // Marked broken before the slice goes again, so the sender retries
                     // it on a fresh connection rather than on this one.
-                    self.break_connection(true);
-                    self.ledger.send_again(slice, true);
+                    let why = Again::after(&e);
+                    self.break_connection(why);
+                    self.ledger.send_again(slice, why);
                 }
             }
         }
     }
 
     /// Closes the connection and re-queues everything still in flight on it.
-    fn break_connection(&self, charge_retries: bool) {
+    fn break_connection(&self, why: Again) {
         self.broken.store(true, Ordering::SeqCst);
         let _ = self.stream.shutdown(Shutdown::Both);
         for slice in self.in_flight.close() {
-            self.ledger.send_again(slice, charge_retries);
+            self.ledger.send_again(slice, why);
         }
     }
 

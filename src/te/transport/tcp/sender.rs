@@ -3,7 +3,7 @@
 //! replies to its receiver thread.
 
 use super::io::send_all;
-use super::lane_state::{Connection, InFlight, LaneConfig, Ledger, Slice};
+use super::lane_state::{Again, Connection, InFlight, LaneConfig, Ledger, Slice};
 use super::receiver::ReceiverCtx;
 use super::wire::{Header, HEADER_LEN};
 use crate::te::transport::request::Op;
@@ -203,7 +203,7 @@ impl SenderCtx {
             conn.outstanding.fetch_add(1, Ordering::SeqCst);
             if let Err(slice) = conn.in_flight.push(slice) {
                 conn.outstanding.fetch_sub(1, Ordering::SeqCst);
-                self.ledger.send_again(slice, false);
+                self.ledger.send_again(slice, Again::Free);
                 plan.pop();
                 headers.truncate(headers.len() - if op == Op::Write && !v2 { 2 } else { 1 });
             }
