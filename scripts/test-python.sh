@@ -7,6 +7,10 @@
 # skipped with a `SKIP` line (which fails test-all.sh under CI), or not run at all when
 # MOONCAKE_SKIP_INTEROP is set.
 # pytest (and pyzmq, msgpack) are installed into a venv under target/ if python3 lacks them.
+# torch, safetensors and numpy (the tensor tests, test_store_tensor.py) are installed once
+# into $MOONCAKE_TORCH_SITE, else ~/.cache/mooncake-torch/site (about 5 GB: PyPI's torch
+# brings its CUDA libraries, unused here); MOONCAKE_SKIP_TORCH=1 skips that install (the
+# tensor tests then skip), and so does a failed install outside CI (inside CI it fails).
 #
 #   scripts/test-python.sh [--full]   (--full: upstream's wheel as the SSD-tier owner too)
 set -euo pipefail
@@ -26,13 +30,32 @@ if ! "$py" -c 'import pytest, zmq, msgpack' 2>/dev/null; then
 fi
 
 status=0
+torch_site="${MOONCAKE_TORCH_SITE:-$HOME/.cache/mooncake-torch/site}"
+has_torch() { PYTHONPATH="$torch_site" "$py" -c 'import torch, safetensors, numpy' 2>/dev/null; }
+if [ -n "${MOONCAKE_SKIP_TORCH:-}" ]; then
+  echo "== tensor tests: torch not installed (MOONCAKE_SKIP_TORCH is set)"
+  torch_site=""
+elif ! has_torch; then
+  echo "== installing torch, safetensors, numpy into $torch_site"
+  rm -rf "$torch_site.part"
+  if "$py" -m pip install -q --no-cache-dir --target "$torch_site.part" torch safetensors numpy; then
+    rm -rf "$torch_site" && mv "$torch_site.part" "$torch_site"
+  fi
+  if ! has_torch; then
+    echo "SKIP tensor tests: torch could not be installed into $torch_site"
+    [ -z "${CI:-}" ] || status=1
+    torch_site=""
+  fi
+fi
+export MOONCAKE_TORCH_SITE="$torch_site"
+
 echo "== python tests: mooncake-rs"
 env -u PYTHONPATH MOONCAKE_PY_IMPL=ours "$py" -m pytest -q -p no:cacheprovider python/tests || status=$?
 # The engine and store suites once more over sockets only (same-host path disabled).
 echo "== python tests: mooncake-rs, MC_DISABLE_SAME_HOST=1"
 env -u PYTHONPATH MOONCAKE_PY_IMPL=ours MC_DISABLE_SAME_HOST=1 "$py" -m pytest -q -p no:cacheprovider \
   python/tests/test_engine.py python/tests/test_store.py python/tests/test_store_extensions.py \
-  python/tests/test_dummy_client.py python/tests/test_serving_integrations.py || status=$?
+  python/tests/test_dummy_client.py python/tests/test_serving_integrations.py python/tests/test_store_tensor.py || status=$?
 
 peer="${MOONCAKE_PEER_VENV:-$HOME/.cache/mooncake-peer/venv}"
 if [ -x "$peer/bin/python" ]; then

@@ -17,8 +17,8 @@ _MODULE = "mooncake.store"
 _STORE = "MooncakeDistributedStore"
 
 TENSOR = (
-    "tensor helpers are not implemented: they need PyTorch and upstream's tensor "
-    "metadata layout; store a tensor's bytes with put_from/get_into"
+    "the parallelism-aware tensor forms (TensorParallelism, ReadTarget, writer "
+    "partitions) are not implemented yet; use the *_with_tp forms"
 )
 SESSION = "put/get sessions (reserve, then transfer ranges, then commit) are not implemented yet"
 TASKS = "replica copy/move tasks are not implemented (the master has no task manager)"
@@ -31,19 +31,11 @@ ENGRAM = "Engram embedding tables are not implemented"
 NOF = "NVMe-oF segments are not supported"
 
 _TENSOR_METHODS = """
-    batch_get_tensor batch_get_tensor_into batch_get_tensor_into_cuda
     batch_get_tensor_with_parallelism batch_get_tensor_with_parallelism_into
-    batch_get_tensor_with_tp batch_get_tensor_with_tp_into batch_pub_tensor
-    batch_pub_tensor_with_tp batch_put_tensor batch_put_tensor_from
     batch_put_tensor_with_parallelism batch_put_tensor_with_parallelism_from
-    batch_put_tensor_with_tp batch_put_tensor_with_tp_from batch_upsert_pub_tensor
-    batch_upsert_tensor batch_upsert_tensor_from batch_upsert_tensor_with_parallelism
-    batch_upsert_tensor_with_parallelism_from get_tensor get_tensor_into
-    get_tensor_into_cuda get_tensor_with_parallelism get_tensor_with_parallelism_into
-    get_tensor_with_tp get_tensor_with_tp_into load_tensor_from_safetensor pub_tensor
-    pub_tensor_with_tp put_tensor put_tensor_from put_tensor_with_parallelism
-    put_tensor_with_parallelism_from put_tensor_with_tp put_tensor_with_tp_from
-    save_tensor_to_safetensor upsert_pub_tensor upsert_tensor upsert_tensor_from
+    batch_upsert_tensor_with_parallelism batch_upsert_tensor_with_parallelism_from
+    get_tensor_with_parallelism get_tensor_with_parallelism_into
+    put_tensor_with_parallelism put_tensor_with_parallelism_from
     upsert_tensor_with_parallelism upsert_tensor_with_parallelism_from
 """.split()
 _SESSION_METHODS = """
@@ -105,7 +97,7 @@ class QueryTaskResponse:
 
 
 class ParallelAxis:
-    """One axis of a tensor-parallel layout (for the unsupported tensor helpers)."""
+    """One axis of a tensor-parallel layout (for the unsupported parallelism forms)."""
 
     def __init__(self) -> None:
         self.kind: str = ""
@@ -117,14 +109,14 @@ class ParallelAxis:
 
 
 class TensorParallelism:
-    """A tensor-parallel layout: its ``axes`` (for the unsupported tensor helpers)."""
+    """A tensor-parallel layout: its ``axes`` (for the unsupported parallelism forms)."""
 
     def __init__(self) -> None:
         self.axes: List[ParallelAxis] = []
 
 
 class ReadTarget:
-    """How a tensor is read back (for the unsupported tensor helpers)."""
+    """How a tensor is read back (for the unsupported parallelism forms)."""
 
     def __init__(self) -> None:
         self.mode: str = "as_stored"
@@ -149,9 +141,6 @@ MooncakeDistributedNoFRegister = U.stub_class(
     _MODULE, "MooncakeDistributedNoFRegister", NOF, ["real_register", "real_unregister_by_endpoint"]
 )
 
-_serialize_tensor = U.function("mooncake.store._serialize_tensor", TENSOR)
-_deserialize_tensor = U.function("mooncake.store._deserialize_tensor", TENSOR)
-_tensor_metadata_size = U.function("mooncake.store._tensor_metadata_size", TENSOR)
 _get_pyclient_from_wrapper = U.function("mooncake.store._get_pyclient_from_wrapper", NATIVE)
 get_alloc_func_addr = U.function(
     "mooncake.store.get_alloc_func_addr", "upstream's native hugepage allocator is not part of mooncake-rs"

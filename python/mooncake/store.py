@@ -12,10 +12,14 @@ Differences from upstream: calls on a closed (or never set-up) store return -600
 ``batch_get_into_multi_buffers`` fills buffers larger than the object instead of
 failing. ``setup(..., engine=te)`` runs the client over the given
 ``mooncake.engine.TransferEngine`` (its segment name, RPC port, registrations and
-transports). Not supported (options accepted and ignored with a warning): tenants
-other than ``"default"``, the client HTTP server, ``ipc_socket_path``. ``setup_dummy`` forwards to this project's ``mooncake_client``
-(not upstream's). Tensor helpers, sessions, tasks and run-time segment management
-exist but raise ``NotImplementedError`` (``_store_unsupported``). ``python/README.md``
+transports). ``enable_client_http_server`` serves upstream's client endpoints
+(/health, /metrics, /metrics/summary). Not supported (options accepted and ignored
+with a warning): tenants other than ``"default"``, ``ipc_socket_path``.
+``setup_dummy`` forwards to this project's ``mooncake_client`` (not upstream's).
+Tensor methods (``_store_tensor``) store upstream's tensor layout, readable by
+upstream's client and the other way round. The parallelism-aware tensor forms,
+sessions, tasks and run-time segment management exist but raise
+``NotImplementedError`` (``_store_unsupported``). ``python/README.md``
 lists every upstream name and its status.
 """
 
@@ -55,6 +59,7 @@ from ._store_unsupported import (
     get_alloc_func_addr,
     get_free_func_addr,
 )
+from ._store_tensor import TensorMethods, deserialize_tensor, serialize_tensor, tensor_metadata_size
 from ._store_types import (
     BufferHandle,
     Descriptor,
@@ -101,10 +106,11 @@ __all__ = [
     "get_free_func_addr",
 ]
 
-# Upstream's private module functions (not supported here either).
-_serialize_tensor = _unsupported._serialize_tensor
-_deserialize_tensor = _unsupported._deserialize_tensor
-_tensor_metadata_size = _unsupported._tensor_metadata_size
+# Upstream's private module functions: the tensor codec, and a native handle (not
+# supported).
+_serialize_tensor = serialize_tensor
+_deserialize_tensor = deserialize_tensor
+_tensor_metadata_size = tensor_metadata_size
 _get_pyclient_from_wrapper = _unsupported._get_pyclient_from_wrapper
 
 # Upstream's module also exports these enums' members at module level (in this
@@ -156,7 +162,7 @@ def _first_error(results: Sequence[int]) -> int:
     return next((r for r in results if r != 0), 0)
 
 
-class MooncakeDistributedStore(StoreQueries, UnsupportedStoreMethods):
+class MooncakeDistributedStore(StoreQueries, TensorMethods, UnsupportedStoreMethods):
     """A Mooncake Store client (upstream's ``MooncakeDistributedStore``)."""
 
     def __init__(self) -> None:

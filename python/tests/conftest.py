@@ -6,7 +6,10 @@ the peer venv's python and PYTHONPATH unset, e.g.
 ``MOONCAKE_PY_IMPL=upstream $MOONCAKE_PEER_VENV/bin/python -m pytest python/tests``).
 
 The peer venv is ``$MOONCAKE_PEER_VENV``, else ``~/.cache/mooncake-peer/venv``; tests
-that need it skip when it is absent. Everything binds or targets 127.0.0.1.
+that need it skip when it is absent. ``$MOONCAKE_TORCH_SITE`` (set by
+``scripts/test-python.sh``) is a directory holding torch, safetensors and numpy,
+added to the path of the tests and of the child processes they start (the tensor
+tests skip without torch). Everything binds or targets 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -35,6 +38,10 @@ if IMPL not in ("ours", "upstream"):
 # Loopback-only engines: advertise 127.0.0.1, and keep upstream on TCP.
 os.environ.setdefault("MC_TCP_BIND_ADDRESS", "127.0.0.1")
 os.environ.setdefault("MC_FORCE_TCP", "1")
+
+TORCH_SITE = os.environ.get("MOONCAKE_TORCH_SITE", "")
+if TORCH_SITE and TORCH_SITE not in sys.path:
+    sys.path.append(TORCH_SITE)
 
 if IMPL == "ours":
     if str(PYTHON_DIR) not in sys.path:
@@ -96,8 +103,11 @@ def impl_env(which: str) -> Dict[str, str]:
     env["MOONCAKE_PY_IMPL"] = which
     env.setdefault("MC_TCP_BIND_ADDRESS", "127.0.0.1")
     env.setdefault("MC_FORCE_TCP", "1")
+    paths = [str(PYTHON_DIR)] if which == "ours" else []
+    paths += [TORCH_SITE] if TORCH_SITE else []
+    if paths:
+        env["PYTHONPATH"] = os.pathsep.join(paths)
     if which == "ours":
-        env["PYTHONPATH"] = str(PYTHON_DIR)
         lib = our_library()
         if lib is not None:
             env["MOONCAKE_LIBRARY"] = str(lib)
