@@ -643,6 +643,61 @@ int mooncake_store_host_mem_free(uint64_t addr);
 int mooncake_store_dummy_moves_in_place(mooncake_store_t store, uint64_t addr, uint64_t len);
 
 /**
+ * Maps `size` bytes of the file at `path` from `offset` (page-aligned, inside the
+ * file) shared and mounts them as a segment of this client reached by `protocol`
+ * (NULL: "tcp"), registered at `location` (NULL or "": anywhere); the segment's id
+ * goes to `id_out[0..2]`. Returns 1 (mounted), 0 for `size` 0 (nothing mounted), -1
+ * when the file cannot be mapped, the protocol is not installed, for a dummy client,
+ * a bad handle or a NULL argument, -600 when not set up, or the master's code.
+ *
+ * # Safety
+ * `path` (and `protocol`, `location` when not NULL) NUL-terminated; `id_out`
+ * writable for two entries.
+ */
+int mooncake_store_mount_file_segment(mooncake_store_t store,
+                                      const char *path,
+                                      uint64_t offset,
+                                      uint64_t size,
+                                      const char *protocol,
+                                      const char *location,
+                                      uint64_t *id_out);
+
+/**
+ * Maps `size` bytes (> 0, rounded up to a multiple of 16 MiB) of shared memory and
+ * mounts them as a segment of this client (`protocol`, `location` as for
+ * `mooncake_store_mount_file_segment`); its id goes to `id_out[0..2]` and the size
+ * mounted to `allocated_out`. Returns 0, -1 for size 0, memory that cannot be had, a
+ * protocol not installed, a dummy client, a bad handle or a NULL output, -600 when not
+ * set up, or the master's code.
+ *
+ * # Safety
+ * `protocol`, `location` NULL or NUL-terminated; `id_out` writable for two entries,
+ * `allocated_out` for one.
+ */
+int mooncake_store_allocate_and_mount_segment(mooncake_store_t store,
+                                              uint64_t size,
+                                              const char *protocol,
+                                              const char *location,
+                                              uint64_t *id_out,
+                                              uint64_t *allocated_out);
+
+/**
+ * Unmounts the segment `{id_first, id_second}` that
+ * `mooncake_store_mount_file_segment` (`allocated` 0) or
+ * `mooncake_store_allocate_and_mount_segment` (non-zero) mounted: at once
+ * (`grace_seconds` 0: its objects dropped, its memory released), or after
+ * `grace_seconds` (the master places nothing new in it meanwhile; its memory is kept
+ * 10 s longer for reads under way). Returns 0, -1 for an id this client did not mount
+ * that way, a dummy client or a bad handle, -600 when not set up, or the master's
+ * code.
+ */
+int mooncake_store_unmount_segment(mooncake_store_t store,
+                                   uint64_t id_first,
+                                   uint64_t id_second,
+                                   int allocated,
+                                   uint64_t grace_seconds);
+
+/**
  * Creates a P2P Store node named `local_server_name` (`host:port`, unique among the
  * nodes sharing the metadata; other nodes and agents reach it at `host`) with a
  * Transfer Engine of its own, keeping object payloads in the metadata store at

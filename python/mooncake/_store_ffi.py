@@ -99,6 +99,15 @@ STORE_PROTOTYPES: Dict[str, Tuple[Any, Sequence[Any]]] = {
     "mooncake_store_batch_get_size": (c_int, [_h, _keys, c_size_t, POINTER(c_int64)]),
     "mooncake_store_get_offload_rpc_read_count": (c_int64, [_h]),
     "mooncake_store_start_http_server": (c_int, [_h, c_int]),
+    "mooncake_store_mount_file_segment": (
+        c_int,
+        [_h, c_char_p, c_uint64, c_uint64, c_char_p, c_char_p, POINTER(c_uint64)],
+    ),
+    "mooncake_store_allocate_and_mount_segment": (
+        c_int,
+        [_h, c_uint64, c_char_p, c_char_p, POINTER(c_uint64), POINTER(c_uint64)],
+    ),
+    "mooncake_store_unmount_segment": (c_int, [_h, c_uint64, c_uint64, c_int, c_uint64]),
     "mooncake_store_get_replica_desc": (c_int64, [_h, c_char_p, c_void_p, c_size_t]),
     "mooncake_store_batch_get_replica_desc": (
         c_int64,

@@ -23,8 +23,8 @@ TENSOR = (
 SESSION = "put/get sessions (reserve, then transfer ranges, then commit) are not implemented yet"
 TASKS = "replica copy/move tasks are not implemented (the master has no task manager)"
 SEGMENTS = (
-    "segments are mounted by setup() and unmounted by close(); mounting, unmounting "
-    "and file-backed segments at run time are not implemented"
+    "draining the SSD tier's segment at run time is not implemented; it is unmounted "
+    "by close()"
 )
 NATIVE = "it hands out upstream's native C++ objects, which mooncake-rs does not have"
 ENGRAM = "Engram embedding tables are not implemented"
@@ -44,13 +44,7 @@ _SESSION_METHODS = """
     batch_get_into_multi_buffer_ranges
 """.split()
 _TASK_METHODS = ["create_copy_task", "create_move_task", "query_task"]
-_SEGMENT_METHODS = [
-    "mount_segment",
-    "unmount_segment",
-    "allocate_and_mount_segment",
-    "unmount_and_free_segment",
-    "unmount_local_disk_segment",
-]
+_SEGMENT_METHODS = ["unmount_local_disk_segment"]
 
 UnsupportedStoreMethods = type(
     "UnsupportedStoreMethods",

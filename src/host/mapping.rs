@@ -67,13 +67,34 @@ impl Mapping {
     /// `shared`, writes reach the file (a download lands in it); else private and
     /// copy-on-write, so the file is never changed (a file published as it is).
     pub fn of_file(file: &std::fs::File, len: u64, shared: bool) -> io::Result<Mapping> {
+        Mapping::of_file_at(file, 0, len, shared)
+    }
+
+    /// Maps `len` (> 0) bytes of a regular file from `offset` (a multiple of the page
+    /// size), which must lie inside the file; `shared` as for [`Mapping::of_file`].
+    pub fn of_file_at(
+        file: &std::fs::File,
+        offset: u64,
+        len: u64,
+        shared: bool,
+    ) -> io::Result<Mapping> {
         let size = checked_size(len)?;
-        if file.metadata()?.len() < len {
+        let file_len = file.metadata()?.len();
+        if offset.checked_add(len).map_or(true, |end| end > file_len) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!("the file is shorter than {len} bytes"),
+                format!("{len} bytes from offset {offset} exceed the file's {file_len} bytes"),
             ));
         }
+        let offset = libc::off_t::try_from(offset)
+            .ok()
+            .filter(|o| o % page_size() == 0)
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("offset {offset} is not a multiple of the page size"),
+                )
+            })?;
         let flags = if shared {
             libc::MAP_SHARED
         } else {
@@ -81,7 +102,7 @@ impl Mapping {
         };
         // The mapping outlives the borrowed descriptor, as mmap allows.
         Ok(Mapping {
-            addr: mmap(size, flags, file.as_raw_fd())?,
+            addr: mmap(size, flags, file.as_raw_fd(), offset)?,
             len,
             file: None,
         })
@@ -183,7 +204,7 @@ fn map(len: u64, file: Option<OwnedFd>) -> io::Result<Mapping> {
         ),
     };
     Ok(Mapping {
-        addr: mmap(size, flags, fd)?,
+        addr: mmap(size, flags, fd, 0)?,
         len,
         file,
     })
@@ -191,7 +212,18 @@ fn map(len: u64, file: Option<OwnedFd>) -> io::Result<Mapping> {
 
 /// A fresh readable and writable mapping of `size` bytes (of `fd` from offset 0, or
 /// anonymous with `fd` -1), placed by the kernel: its address.
-fn mmap(size: usize, flags: libc::c_int, fd: libc::c_int) -> io::Result<u64> {
+/// The system's page size.
+fn page_size() -> libc::off_t {
+    // SAFETY: sysconf reads a constant of the system.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if size > 0 {
+        size as libc::off_t
+    } else {
+        4096
+    }
+}
+
+fn mmap(size: usize, flags: libc::c_int, fd: libc::c_int, offset: libc::off_t) -> io::Result<u64> {
     // SAFETY: a fresh mapping chosen by the kernel; no existing memory is affected.
     let ptr = unsafe {
         libc::mmap(
@@ -200,7 +232,7 @@ fn mmap(size: usize, flags: libc::c_int, fd: libc::c_int) -> io::Result<u64> {
             libc::PROT_READ | libc::PROT_WRITE,
             flags,
             fd,
-            0,
+            offset,
         )
     };
     if ptr == libc::MAP_FAILED {
@@ -269,6 +301,39 @@ mod tests {
             Mapping::of_file(&file, 8193, true).is_err(),
             "longer than the file"
         );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn file_ranges_map_from_a_page_aligned_offset_inside_the_file() {
+        let dir = std::env::temp_dir().join(format!("mc-mapping-at-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("f");
+        let page = page_size() as u64;
+        let mut bytes = vec![0u8; 3 * page as usize];
+        bytes[page as usize] = 5;
+        std::fs::write(&path, &bytes).unwrap();
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        let second = Mapping::of_file_at(&file, page, 2 * page, true).unwrap();
+        // SAFETY: the mapping is live and two pages long.
+        unsafe {
+            assert_eq!(*(second.addr() as *const u8), 5);
+            *((second.addr() + 1) as *mut u8) = 6;
+        }
+        second.sync().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap()[page as usize + 1], 6);
+        for (offset, len) in [(page, 2 * page + 1), (1, page), (u64::MAX - 1, 2)] {
+            let refused = Mapping::of_file_at(&file, offset, len, true).unwrap_err();
+            assert_eq!(
+                refused.kind(),
+                io::ErrorKind::InvalidInput,
+                "{offset} {len}"
+            );
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

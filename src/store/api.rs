@@ -8,8 +8,16 @@ use super::client::{Client, Health};
 use super::metrics::Direction;
 use super::vocab::{BatchWrite, Pieces, RangedRead, RangedResults, ReadTarget, WriteMode};
 use crate::store::error::{StoreError, StoreResult};
-use crate::wire::master_api::{ErrorCode, ReplicaDescriptor, ReplicateConfig};
+use crate::wire::master_api::{ErrorCode, ReplicaDescriptor, ReplicateConfig, Uuid};
 use std::time::Instant;
+
+/// -1, as upstream answers the segment calls of a client that is not a real one.
+fn real_client_only(call: &str) -> StoreError {
+    StoreError::new(
+        ErrorCode::INTERNAL_ERROR,
+        format!("{call} needs a real client (this one forwards to a real client)"),
+    )
+}
 
 /// A store client as the C ABI sees it. Every method has the semantics and return
 /// codes of the [`Client`] method of the same name.
@@ -83,6 +91,41 @@ pub trait StoreApi: Send + Sync + std::fmt::Debug {
     fn alloc_from_mem_pool(&self, size: u64) -> StoreResult<u64> {
         let _ = size;
         Err(ErrorCode::NOT_SUPPORTED.into())
+    }
+    /// Mounts `size` bytes of the file at `path` from `offset` as a segment of its
+    /// own (see [`Client::mount_file_segment`]); -1 for a dummy client.
+    fn mount_file_segment(
+        &self,
+        path: &std::path::Path,
+        offset: u64,
+        size: u64,
+        protocol: &str,
+        location: &str,
+    ) -> StoreResult<Option<Uuid>> {
+        let _ = (path, offset, size, protocol, location);
+        Err(real_client_only("mount_segment"))
+    }
+    /// Maps and mounts `size` bytes as a segment of its own (see
+    /// [`Client::allocate_and_mount_segment`]); -1 for a dummy client.
+    fn allocate_and_mount_segment(
+        &self,
+        size: u64,
+        protocol: &str,
+        location: &str,
+    ) -> StoreResult<(Uuid, u64)> {
+        let _ = (size, protocol, location);
+        Err(real_client_only("allocate_and_mount_segment"))
+    }
+    /// Unmounts a segment mounted at run time (see
+    /// [`Client::unmount_run_time_segment`]); -1 for a dummy client.
+    fn unmount_run_time_segment(
+        &self,
+        id: Uuid,
+        allocated: bool,
+        grace_seconds: u64,
+    ) -> StoreResult<()> {
+        let _ = (id, allocated, grace_seconds);
+        Err(real_client_only("unmount_segment"))
     }
     /// Whether a dummy client's real client has all of `[addr, addr + len)` mapped
     /// (moves its data in place) rather than staging it through the local buffer;
@@ -363,6 +406,32 @@ impl StoreApi for Client {
     }
     fn start_http_server(&self, port: u16) -> StoreResult<u16> {
         Client::start_http_server(self, port)
+    }
+    fn mount_file_segment(
+        &self,
+        path: &std::path::Path,
+        offset: u64,
+        size: u64,
+        protocol: &str,
+        location: &str,
+    ) -> StoreResult<Option<Uuid>> {
+        Client::mount_file_segment(self, path, offset, size, protocol, location)
+    }
+    fn allocate_and_mount_segment(
+        &self,
+        size: u64,
+        protocol: &str,
+        location: &str,
+    ) -> StoreResult<(Uuid, u64)> {
+        Client::allocate_and_mount_segment(self, size, protocol, location)
+    }
+    fn unmount_run_time_segment(
+        &self,
+        id: Uuid,
+        allocated: bool,
+        grace_seconds: u64,
+    ) -> StoreResult<()> {
+        Client::unmount_run_time_segment(self, id, allocated, grace_seconds)
     }
     fn batch_get_replica_desc(&self, keys: &[&str]) -> Vec<StoreResult<Vec<ReplicaDescriptor>>> {
         Client::batch_get_replica_desc(self, keys)

@@ -187,36 +187,26 @@ impl Client {
             (false, true) if reuse => "tcp",
             _ => install_transport(&engine, cfg, env)?,
         };
-        let mut inner = ClientState::new(master, engine, reuse, reserved);
+        let mut inner = ClientState::new(master, engine, reuse, reserved, &host);
         inner.add_staging(cfg.local_buffer_size)?;
-        inner.mount(cfg.global_segment_size, &hostname, &host, protocol)?;
-        let segments = inner.mounted();
-        if !segments.is_empty() {
-            // A new leader learns this client's segments before any call reaches it.
-            let segments = segments.clone();
-            let client_id = inner.client_id();
-            inner.master().on_new_leader(Box::new(move |leader| {
-                leader.remount_segment(&segments, client_id)
-            }));
-        }
+        inner.mount(cfg.global_segment_size, &hostname, protocol)?;
+        // A new leader learns this client's segments (those mounted at run time too)
+        // before any call reaches it.
+        let published = inner.published();
+        let client_id = inner.client_id();
+        inner.master().on_new_leader(Box::new(move |leader| {
+            let segments = published.lock().clone();
+            match segments.is_empty() {
+                true => Ok(()),
+                false => leader.remount_segment(&segments, client_id),
+            }
+        }));
         let healthy = Arc::new(AtomicBool::new(true));
         // A client with a segment or a disk tier pings (a disk's mount lives as long as
-        // its client does at the master).
-        let heartbeat = if segments.is_empty() && disk.is_none() {
-            None
-        } else {
-            let hb = Heartbeat::start(
-                inner.master().clone(),
-                inner.client_id(),
-                segments,
-                inner.engine().metadata_publisher(),
-                healthy.clone(),
-                HEARTBEAT_PERIOD,
-            )
-            .map_err(|e| {
-                StoreError::internal(format!("setup: starting the heartbeat thread: {e}"))
-            })?;
-            Some(hb)
+        // its client does at the master); one without starts when it mounts one.
+        let heartbeat = match inner.mounted().is_empty() && disk.is_none() {
+            true => None,
+            false => Some(start_heartbeat(&inner, &healthy)?),
         };
         log::info!(
             "store: client {} set up as '{hostname}' (TE segment '{}')",
@@ -315,6 +305,35 @@ impl Client {
     pub(crate) fn state(&self) -> Result<StateGuard<'_>, ErrorCode> {
         StateGuard::new(self.state.read())
     }
+
+    /// The shared state itself (for the calls that change what the client owns).
+    pub(crate) fn shared_state(&self) -> &SharedState {
+        &self.state
+    }
+
+    /// Starts the heartbeat of `inner` unless it runs already (a client set up
+    /// without a segment starts pinging once it mounts one).
+    pub(crate) fn ensure_heartbeat(&self, inner: &ClientState) -> StoreResult<()> {
+        let mut heartbeat = self.heartbeat.lock();
+        if heartbeat.is_none() {
+            *heartbeat = Some(start_heartbeat(inner, &self.healthy)?);
+        }
+        Ok(())
+    }
+}
+
+/// Starts the heartbeat of the client `inner`, which remounts its published segments
+/// when the master asks and keeps `healthy` up to date.
+fn start_heartbeat(inner: &ClientState, healthy: &Arc<AtomicBool>) -> StoreResult<Heartbeat> {
+    Heartbeat::start(
+        inner.master().clone(),
+        inner.client_id(),
+        inner.published(),
+        inner.engine().metadata_publisher(),
+        healthy.clone(),
+        HEARTBEAT_PERIOD,
+    )
+    .map_err(|e| StoreError::internal(format!("starting the heartbeat thread: {e}")))
 }
 
 /// A client's health from its state and its last ping.

@@ -2,9 +2,10 @@
 //! `ReMountSegment` when the master answers NEED_REMOUNT, and the health flag that
 //! `health_check` reports.
 
+use super::state::PublishedSegments;
 use crate::runtime::stoppable::StoppableThread;
 use crate::te::MetadataPublisher;
-use crate::wire::master_api::{ClientStatus, MasterApi, Segment, Uuid};
+use crate::wire::master_api::{ClientStatus, MasterApi, Uuid};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,14 +17,14 @@ const FAILURES_BEFORE_WARNING: u32 = 3;
 pub struct Heartbeat(StoppableThread);
 
 impl Heartbeat {
-    /// Starts pinging `master` every `period` as `client`, remounting `segments` when
-    /// asked and then re-publishing the Transfer Engine metadata through `publisher`
+    /// Starts pinging `master` every `period` as `client`, remounting `segments` (as
+    /// they are then) when asked and then re-publishing the Transfer Engine metadata through `publisher`
     /// (a restarted master's embedded metadata server starts empty). `healthy` is true
     /// while the last ping succeeded.
     pub fn start(
         master: Arc<dyn MasterApi>,
         client: Uuid,
-        segments: Vec<Segment>,
+        segments: PublishedSegments,
         publisher: MetadataPublisher,
         healthy: Arc<AtomicBool>,
         period: Duration,
@@ -55,7 +56,7 @@ struct TickState {
 fn tick(
     master: &dyn MasterApi,
     client: Uuid,
-    segments: &[Segment],
+    segments: &PublishedSegments,
     publisher: &MetadataPublisher,
     healthy: &AtomicBool,
     state: &mut TickState,
@@ -69,7 +70,8 @@ fn tick(
             *failures = 0;
             healthy.store(true, Ordering::SeqCst);
             if resp.client_status == ClientStatus::NeedRemount {
-                match master.remount_segment(segments, client) {
+                let segments = segments.lock().clone();
+                match master.remount_segment(&segments, client) {
                     Ok(()) => {
                         log::info!("store: remounted {} segment(s)", segments.len());
                         state.republish_pending = true;

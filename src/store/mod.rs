@@ -26,6 +26,7 @@ pub mod memory;
 pub mod metrics;
 mod ops;
 mod read;
+pub mod segments;
 mod state;
 #[cfg(test)]
 pub(crate) mod test_support;

@@ -17,16 +17,34 @@ use std::net::TcpListener;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
+/// Where a segment's memory came from, which decides the call that may unmount it
+/// (upstream keeps file-backed and allocated segments in separate records).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SegmentOrigin {
+    /// The global segment `setup` mounted (unmounted by `close`).
+    Setup,
+    /// A file mapped by `mount_segment`.
+    File,
+    /// Memory mapped by `allocate_and_mount_segment`.
+    Allocated,
+}
+
 /// One segment this client contributes: what the master knows, and its memory.
 struct OwnSegment {
     /// The mounted segment.
     segment: Segment,
     /// Its memory (registered with the TE, remotely accessible).
     memory: Mapping,
+    /// Which call mounted it.
+    origin: SegmentOrigin,
 }
 
 /// The state of a client, shared with its disk-tier thread; `None` once closed.
 pub(crate) type SharedState = Arc<RwLock<Option<ClientState>>>;
+
+/// The segments the master should know this client by (remounted from here after a
+/// master restart or a leader change), shared with the heartbeat thread.
+pub(crate) type PublishedSegments = Arc<Mutex<Vec<Segment>>>;
 
 /// Everything a set-up client owns; dropped (in a safe order) by `close`.
 pub(crate) struct ClientState {
@@ -41,8 +59,15 @@ pub(crate) struct ClientState {
     te_name: String,
     /// Staging for `put` (`local_buffer_size` > 0).
     staging: Option<StagingBuffer>,
+    /// The host part of the client's name (each segment's `host_id`).
+    host: String,
     /// Mounted segments.
     segments: Vec<OwnSegment>,
+    /// What the master knows of `segments`.
+    published: PublishedSegments,
+    /// Segments unmounted with a grace period: no longer published, their memory kept
+    /// (peers may still read it) until the grace period is over.
+    draining: Vec<OwnSegment>,
     /// Buffers registered through `register_buffer`: base -> length.
     registered: Mutex<BTreeMap<u64, u64>>,
     /// The bases in `registered` that a shared engine's owner had registered already:
@@ -61,7 +86,7 @@ pub(crate) struct ClientState {
 
 impl Drop for ClientState {
     fn drop(&mut self) {
-        for s in &self.segments {
+        for s in self.segments.iter().chain(&self.draining) {
             if let Err(e) = self.master.unmount_segment(s.segment.id, self.client_id) {
                 log::warn!("store: unmounting segment {}: {e}", s.segment.id);
             }
@@ -74,7 +99,12 @@ impl Drop for ClientState {
                 .collect();
             addrs.extend(self.staging.iter().map(|s| s.memory().addr()));
             addrs.extend(self.offload_arena.iter().map(|s| s.memory().addr()));
-            addrs.extend(self.segments.iter().map(|s| s.memory.addr()));
+            addrs.extend(
+                self.segments
+                    .iter()
+                    .chain(&self.draining)
+                    .map(|s| s.memory.addr()),
+            );
             for addr in addrs {
                 // Waits until no transfer touches the region any more.
                 if let Err(e) = engine.unregister_memory(addr) {
@@ -103,13 +133,14 @@ fn random_uuid() -> Uuid {
 
 impl ClientState {
     /// The state of a client of `master` over `engine` (`shared`: given by its
-    /// creator), with a fresh client id and nothing mounted yet; `port` stays
-    /// reserved while the state lives.
+    /// creator) on `host`, with a fresh client id and nothing mounted yet; `port`
+    /// stays reserved while the state lives.
     pub(crate) fn new(
         master: Arc<dyn MasterApi>,
         engine: Arc<TransferEngine>,
         shared: bool,
         port: Option<TcpListener>,
+        host: &str,
     ) -> ClientState {
         ClientState {
             reads: ReadLeases::new(master.clone()),
@@ -118,7 +149,10 @@ impl ClientState {
             te_name: engine.segment_name().to_string(),
             engine: Some(engine),
             staging: None,
+            host: host.to_string(),
             segments: Vec::new(),
+            published: PublishedSegments::default(),
+            draining: Vec::new(),
             registered: Mutex::new(BTreeMap::new()),
             borrowed: Mutex::new(BTreeSet::new()),
             shared_engine: shared,
@@ -162,7 +196,12 @@ impl ClientState {
 
     /// The segments this client mounted, as the master knows them.
     pub(crate) fn mounted(&self) -> Vec<Segment> {
-        self.segments.iter().map(|s| s.segment.clone()).collect()
+        self.published.lock().clone()
+    }
+
+    /// The live list of [`ClientState::mounted`], for the threads that remount.
+    pub(crate) fn published(&self) -> PublishedSegments {
+        self.published.clone()
     }
 
     /// Whether `[addr, addr + len)` on `endpoint` is inside one of this client's own
@@ -257,23 +296,36 @@ impl ClientState {
         Ok(())
     }
 
-    /// Maps, registers and mounts a segment of `size` bytes named `hostname` on host
-    /// `host`, reached by `protocol` (`size` 0: none).
-    pub(crate) fn mount(
-        &mut self,
-        size: u64,
-        hostname: &str,
-        host: &str,
-        protocol: &str,
-    ) -> StoreResult<()> {
+    /// Maps, registers and mounts the global segment of `size` bytes named
+    /// `hostname`, reached by `protocol` (`size` 0: none).
+    pub(crate) fn mount(&mut self, size: u64, hostname: &str, protocol: &str) -> StoreResult<()> {
         if size == 0 {
             return Ok(());
         }
-        let memory =
-            self.registered_new(Mapping::shared(size), "the global segment", size, true)?;
-        // Same-host peers map the segment once instead of asking per transfer.
-        let shared = memory.shared_file().map(|f| f.try_clone());
-        if let Some(Ok(file)) = shared {
+        let memory = Mapping::shared(size).map_err(|e| map_error("the global segment", size, e))?;
+        self.mount_memory(memory, hostname, protocol, "*", SegmentOrigin::Setup)
+            .map_err(|e| e.context("setup: MountSegment"))?;
+        Ok(())
+    }
+
+    /// Registers `memory` (at `location`, remotely accessible) and mounts it as a
+    /// segment named `hostname`, reached by `protocol`; its new id. The memory is
+    /// released (unregistered, unmapped) when this fails.
+    pub(crate) fn mount_memory(
+        &mut self,
+        memory: Mapping,
+        hostname: &str,
+        protocol: &str,
+        location: &str,
+        origin: SegmentOrigin,
+    ) -> StoreResult<Uuid> {
+        let len = memory.len();
+        self.engine()
+            .register_memory(memory.addr(), len, location, true)
+            .map_err(|e| StoreError::invalid(format!("registering {len} bytes of segment: {e}")))?;
+        // Same-host peers map a shared-memory segment once instead of asking per
+        // transfer (a file-backed one they reach through the engine).
+        if let Some(Ok(file)) = memory.shared_file().map(|f| f.try_clone()) {
             if let Err(e) = self.engine().share_memory(memory.addr(), file, 0) {
                 log::warn!("store: the segment is not shared with same-host peers: {e}");
             }
@@ -282,17 +334,84 @@ impl ClientState {
             id: random_uuid(),
             name: hostname.to_string(),
             base: memory.addr(),
-            size,
+            size: len,
             te_endpoint: self.te_name.clone(),
             protocol: protocol.into(),
-            host_id: host.to_string(),
+            host_id: self.host.clone(),
         };
         if let Err(e) = self.master.mount_segment(&segment, self.client_id) {
             let _ = self.engine().unregister_memory(memory.addr());
-            return Err(StoreError::from(e).context("setup: MountSegment"));
+            return Err(StoreError::from(e).context("MountSegment"));
         }
-        self.segments.push(OwnSegment { segment, memory });
+        let id = segment.id;
+        self.published.lock().push(segment.clone());
+        self.segments.push(OwnSegment {
+            segment,
+            memory,
+            origin,
+        });
+        Ok(id)
+    }
+
+    /// Unmounts the segment `id` that `origin`'s call mounted: at once (`grace_ms`
+    /// 0: unmounted at the master, unregistered once no transfer touches it, and
+    /// unmapped), or gracefully (the master stops allocating in it and drops it after
+    /// `grace_ms`; its memory stays until [`ClientState::release_drained`]). -1 for an
+    /// id this client did not mount that way; the master's code when it refuses.
+    pub(crate) fn unmount_own(
+        &mut self,
+        id: Uuid,
+        origin: SegmentOrigin,
+        grace_ms: u64,
+    ) -> StoreResult<()> {
+        let Some(at) = self
+            .segments
+            .iter()
+            .position(|s| s.segment.id == id && s.origin == origin)
+        else {
+            return Err(StoreError::new(
+                ErrorCode::INTERNAL_ERROR,
+                format!(
+                    "segment {}-{} is not one this client mounted that way",
+                    id.first, id.second
+                ),
+            ));
+        };
+        if grace_ms == 0 {
+            self.master
+                .unmount_segment(id, self.client_id)
+                .map_err(StoreError::from)?;
+        } else {
+            self.master
+                .graceful_unmount_segment(id, self.client_id, grace_ms)
+                .map_err(StoreError::from)?;
+        }
+        self.published.lock().retain(|s| s.id != id);
+        let own = self.segments.remove(at);
+        if grace_ms == 0 {
+            self.release(own);
+        } else {
+            self.draining.push(own);
+        }
         Ok(())
+    }
+
+    /// Releases the memory of the gracefully unmounted segment `id` (once its grace
+    /// period is over); nothing when it is not draining.
+    pub(crate) fn release_drained(&mut self, id: Uuid) {
+        if let Some(at) = self.draining.iter().position(|s| s.segment.id == id) {
+            let own = self.draining.remove(at);
+            self.release(own);
+        }
+    }
+
+    /// Unregisters an unmounted segment's memory (waiting for transfers that still
+    /// touch it) and unmaps it.
+    fn release(&self, own: OwnSegment) {
+        if let Err(e) = self.engine().unregister_memory(own.memory.addr()) {
+            log::warn!("store: unregistering segment {:#x}: {e}", own.memory.addr());
+        }
+        drop(own);
     }
 
     /// Maps and registers (remotely readable) the arena disk reads are staged in.
