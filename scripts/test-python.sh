@@ -55,7 +55,8 @@ env -u PYTHONPATH MOONCAKE_PY_IMPL=ours "$py" -m pytest -q -p no:cacheprovider p
 echo "== python tests: mooncake-rs, MC_DISABLE_SAME_HOST=1"
 env -u PYTHONPATH MOONCAKE_PY_IMPL=ours MC_DISABLE_SAME_HOST=1 "$py" -m pytest -q -p no:cacheprovider \
   python/tests/test_engine.py python/tests/test_store.py python/tests/test_store_extensions.py \
-  python/tests/test_dummy_client.py python/tests/test_serving_integrations.py python/tests/test_store_tensor.py || status=$?
+  python/tests/test_dummy_client.py python/tests/test_serving_integrations.py python/tests/test_store_tensor.py \
+  python/tests/test_store_parallel.py python/tests/test_store_segments.py || status=$?
 
 peer="${MOONCAKE_PEER_VENV:-$HOME/.cache/mooncake-peer/venv}"
 if [ -x "$peer/bin/python" ]; then

@@ -8,7 +8,7 @@ features use (constructible, with upstream's fields and defaults).
 
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+from typing import List, Tuple
 
 from . import _unsupported as U
 from ._store_types import _Enum
@@ -16,10 +16,6 @@ from ._store_types import _Enum
 _MODULE = "mooncake.store"
 _STORE = "MooncakeDistributedStore"
 
-TENSOR = (
-    "the parallelism-aware tensor forms (TensorParallelism, ReadTarget, writer "
-    "partitions) are not implemented yet; use the *_with_tp forms"
-)
 SESSION = "put/get sessions (reserve, then transfer ranges, then commit) are not implemented yet"
 TASKS = "replica copy/move tasks are not implemented (the master has no task manager)"
 SEGMENTS = (
@@ -30,14 +26,7 @@ NATIVE = "it hands out upstream's native C++ objects, which mooncake-rs does not
 ENGRAM = "Engram embedding tables are not implemented"
 NOF = "NVMe-oF segments are not supported"
 
-_TENSOR_METHODS = """
-    batch_get_tensor_with_parallelism batch_get_tensor_with_parallelism_into
-    batch_put_tensor_with_parallelism batch_put_tensor_with_parallelism_from
-    batch_upsert_tensor_with_parallelism batch_upsert_tensor_with_parallelism_from
-    get_tensor_with_parallelism get_tensor_with_parallelism_into
-    put_tensor_with_parallelism put_tensor_with_parallelism_from
-    upsert_tensor_with_parallelism upsert_tensor_with_parallelism_from
-""".split()
+
 _SESSION_METHODS = """
     batch_put_session_start batch_put_session_end batch_put_session_revoke
     batch_get_session_start batch_get_session_end batch_put_from_multi_buffer_ranges
@@ -52,7 +41,6 @@ UnsupportedStoreMethods = type(
     {
         "__doc__": "The methods of upstream's MooncakeDistributedStore that raise NotImplementedError.",
         "__module__": __name__,
-        **U.methods(_STORE, _TENSOR_METHODS, TENSOR),
         **U.methods(_STORE, _SESSION_METHODS, SESSION),
         **U.methods(_STORE, _TASK_METHODS, TASKS),
         **U.methods(_STORE, _SEGMENT_METHODS, SEGMENTS),
@@ -90,33 +78,6 @@ class QueryTaskResponse:
         self.message: str = ""
 
 
-class ParallelAxis:
-    """One axis of a tensor-parallel layout (for the unsupported parallelism forms)."""
-
-    def __init__(self) -> None:
-        self.kind: str = ""
-        self.rank: int = 0
-        self.size: int = 1
-        self.split_dim: Optional[int] = None
-        self.expert_id: Optional[int] = None
-        self.stage_id: Optional[int] = None
-
-
-class TensorParallelism:
-    """A tensor-parallel layout: its ``axes`` (for the unsupported parallelism forms)."""
-
-    def __init__(self) -> None:
-        self.axes: List[ParallelAxis] = []
-
-
-class ReadTarget:
-    """How a tensor is read back (for the unsupported parallelism forms)."""
-
-    def __init__(self) -> None:
-        self.mode: str = "as_stored"
-        self.parallelism: Optional[TensorParallelism] = None
-
-
 class EngramStoreConfig:
     """Shape of an Engram embedding table (``EngramStore`` is not supported)."""
 
@@ -143,6 +104,6 @@ get_free_func_addr = U.function(
     "mooncake.store.get_free_func_addr", "upstream's native hugepage allocator is not part of mooncake-rs"
 )
 
-for _cls in (TaskStatus, TaskType, QueryTaskResponse, ParallelAxis, TensorParallelism, ReadTarget, EngramStoreConfig):
+for _cls in (TaskStatus, TaskType, QueryTaskResponse, EngramStoreConfig):
     _cls.__module__ = _MODULE
 del _cls

@@ -16,10 +16,10 @@ transports). ``enable_client_http_server`` serves upstream's client endpoints
 (/health, /metrics, /metrics/summary). Not supported (options accepted and ignored
 with a warning): tenants other than ``"default"``, ``ipc_socket_path``.
 ``setup_dummy`` forwards to this project's ``mooncake_client`` (not upstream's).
-Tensor methods (``_store_tensor``) store upstream's tensor layout, readable by
-upstream's client and the other way round. Segments are mounted and unmounted at run
-time too (``_store_segments``). The parallelism-aware tensor forms, sessions, tasks
-and draining the SSD tier's segment exist but raise
+Tensor methods (``_store_tensor``, ``_store_parallel``) store upstream's tensor
+layouts, readable by upstream's client and the other way round. Segments are mounted
+and unmounted at run time too (``_store_segments``). Sessions, tasks and draining the
+SSD tier's segment exist but raise
 ``NotImplementedError`` (``_store_unsupported``). ``python/README.md``
 lists every upstream name and its status.
 """
@@ -50,16 +50,15 @@ from ._store_unsupported import (
     EngramStore,
     EngramStoreConfig,
     MooncakeDistributedNoFRegister,
-    ParallelAxis,
     QueryTaskResponse,
-    ReadTarget,
     TaskStatus,
     TaskType,
-    TensorParallelism,
     UnsupportedStoreMethods,
     get_alloc_func_addr,
     get_free_func_addr,
 )
+from ._parallel_layout import ParallelAxis, ReadTarget, TensorParallelism
+from ._store_parallel import ParallelTensorMethods
 from ._store_segments import SegmentMethods
 from ._store_tensor import TensorMethods, deserialize_tensor, serialize_tensor, tensor_metadata_size
 from ._store_types import (
@@ -164,7 +163,9 @@ def _first_error(results: Sequence[int]) -> int:
     return next((r for r in results if r != 0), 0)
 
 
-class MooncakeDistributedStore(StoreQueries, TensorMethods, SegmentMethods, UnsupportedStoreMethods):
+class MooncakeDistributedStore(
+    StoreQueries, TensorMethods, ParallelTensorMethods, SegmentMethods, UnsupportedStoreMethods
+):
     """A Mooncake Store client (upstream's ``MooncakeDistributedStore``)."""
 
     def __init__(self) -> None:
