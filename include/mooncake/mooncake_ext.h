@@ -478,14 +478,17 @@ int64_t mooncake_store_batch_get_replica_desc(mooncake_store_t store,
                                               size_t buf_len);
 
 /**
- * `mooncake_store_setup` with upstream's `enable_ssd_offload` and `ssd_offload_path`
- * (Python `setup(..., enable_ssd_offload=True, ssd_offload_path=...)`): the client
- * also keeps the objects the master offloads on its local disk, in
- * `ssd_offload_path` (NULL or empty: `MOONCAKE_OFFLOAD_FILE_STORAGE_PATH`, default
- * `/data/file_storage`), and serves them to readers; the other `MOONCAKE_OFFLOAD_*`
- * variables as upstream. Returns as `mooncake_store_setup`; besides, -600 when the
- * directory is unusable (not absolute, missing, a symlink) and the master's code when
- * it does not offload (-1300 without `--enable_offload`).
+ * `mooncake_store_setup` with upstream's `enable_ssd_offload`, `ssd_offload_path` and
+ * `tenant_id` (Python `setup(..., enable_ssd_offload=True, ssd_offload_path=...,
+ * tenant_id=...)`): with `enable_ssd_offload` the client also keeps the objects the
+ * master offloads on its local disk, in `ssd_offload_path` (NULL or empty:
+ * `MOONCAKE_OFFLOAD_FILE_STORAGE_PATH`, default `/data/file_storage`), and serves them
+ * to readers; the other `MOONCAKE_OFFLOAD_*` variables as upstream. Every object call
+ * names `tenant_id` (NULL or empty: `default`), whose keys a master with
+ * `--enable_multi_tenants` keeps apart from other tenants'. Returns as
+ * `mooncake_store_setup`; besides, -600 when the directory is unusable (not absolute,
+ * missing, a symlink) and the master's code when it does not offload (-1300 without
+ * `--enable_offload`).
  *
  * # Safety
  * The strings must be NULL or NUL-terminated.
@@ -499,7 +502,8 @@ int mooncake_store_setup_with_offload(mooncake_store_t store,
                                       const char *device_name,
                                       const char *master_server_addr,
                                       bool enable_ssd_offload,
-                                      const char *ssd_offload_path);
+                                      const char *ssd_offload_path,
+                                      const char *tenant_id);
 
 /**
  * `mooncake_store_setup_with_offload` over an existing Transfer Engine (Python
@@ -513,7 +517,8 @@ int mooncake_store_setup_with_offload(mooncake_store_t store,
  * registered is accepted by `mooncake_store_register_buffer` without being
  * registered twice, and stays registered after the store is closed; the engine
  * lives at least as long as the store (destroying its handle first is safe).
- * Returns as `mooncake_store_setup_with_offload`; -1 for a bad engine handle.
+ * `tenant_id` as for `mooncake_store_setup_with_offload`. Returns as
+ * `mooncake_store_setup_with_offload`; -1 for a bad engine handle.
  *
  * # Safety
  * The strings must be NULL or NUL-terminated.
@@ -528,7 +533,8 @@ int mooncake_store_setup_on_engine(mooncake_store_t store,
                                    const char *device_name,
                                    const char *master_server_addr,
                                    bool enable_ssd_offload,
-                                   const char *ssd_offload_path);
+                                   const char *ssd_offload_path,
+                                   const char *tenant_id);
 
 /**
  * Starts the client HTTP server of a set-up store (upstream's

@@ -121,7 +121,7 @@ STORE_PROTOTYPES: Dict[str, Tuple[Any, Sequence[Any]]] = {
     "mooncake_store_setup_dummy": (c_int, [_h, c_uint64, c_uint64, c_char_p]),
     "mooncake_store_setup_with_offload": (
         c_int,
-        [_h, c_char_p, c_char_p, c_uint64, c_uint64, c_char_p, c_char_p, c_char_p, c_bool, c_char_p],
+        [_h, c_char_p, c_char_p, c_uint64, c_uint64, c_char_p, c_char_p, c_char_p, c_bool, c_char_p, c_char_p],
     ),
     "mooncake_store_alloc_from_mem_pool": (c_uint64, [_h, c_uint64]),
     "mooncake_store_dummy_moves_in_place": (c_int, [_h, c_uint64, c_uint64]),
@@ -129,7 +129,7 @@ STORE_PROTOTYPES: Dict[str, Tuple[Any, Sequence[Any]]] = {
     "mooncake_store_host_mem_free": (c_int, [c_uint64]),
     "mooncake_store_setup_on_engine": (
         c_int,
-        [_h, c_void_p, c_char_p, c_char_p, c_uint64, c_uint64, c_char_p, c_char_p, c_char_p, c_bool, c_char_p],
+        [_h, c_void_p, c_char_p, c_char_p, c_uint64, c_uint64, c_char_p, c_char_p, c_char_p, c_bool, c_char_p, c_char_p],
     ),
 }
 

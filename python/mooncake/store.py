@@ -14,7 +14,8 @@ failing. ``setup(..., engine=te)`` runs the client over the given
 ``mooncake.engine.TransferEngine`` (its segment name, RPC port, registrations and
 transports). ``enable_client_http_server`` serves upstream's client endpoints
 (/health, /metrics, /metrics/summary). Not supported (options accepted and ignored
-with a warning): tenants other than ``"default"``, ``ipc_socket_path``.
+with a warning): ``ipc_socket_path``. ``tenant_id`` names the tenant of every object
+call (a master with ``--enable_multi_tenants`` keeps tenants' keys apart).
 ``setup_dummy`` forwards to this project's ``mooncake_client`` (not upstream's).
 Tensor methods (``_store_tensor``, ``_store_parallel``) store upstream's tensor
 layouts, readable by upstream's client and the other way round. Segments are mounted
@@ -218,11 +219,11 @@ class MooncakeDistributedStore(
         ]
         sizes = [_int_arg(a[k], k) for k in ("global_segment_size", "local_buffer_size")]
         engine = None if a["engine"] is None else _engine_arg(a["engine"])
-        self._warn_options(a)
         host, meta, protocol, devices, master = strings
         offload = _offload_arg(a)
         http = _int_arg(a["client_http_port"], "client_http_port") if a["enable_client_http_server"] else None
-        return self._do_setup(host, meta, sizes[0], sizes[1], protocol, devices, master, offload, engine, http)
+        tenant = self._tenant_arg(a)
+        return self._do_setup(host, meta, sizes[0], sizes[1], protocol, devices, master, offload, engine, http, tenant)
 
     def _setup_dict(self, config: Dict[str, Any]) -> int:
         d = dict_setup(config)
@@ -235,15 +236,18 @@ class MooncakeDistributedStore(
             return _INVALID
         if d.options["ipc_socket_path"]:
             warn_unsupported("ipc_socket_path")
-        self._warn_options(d.options)
         offload = _offload_arg(d.options)
         http = d.options["client_http_port"] if d.options["enable_client_http_server"] else None
-        return self._do_setup(d.host, d.metadata, d.segment, d.buffer, d.protocol, d.devices, d.master, offload, None, http)
+        tenant = self._tenant_arg(d.options)
+        return self._do_setup(
+            d.host, d.metadata, d.segment, d.buffer, d.protocol, d.devices, d.master, offload, None, http, tenant
+        )
 
     @staticmethod
-    def _warn_options(a: Dict[str, Any]) -> None:
-        if a.get("tenant_id", "default") not in ("default", "", None):
-            warn_unsupported(f"tenant {a.get('tenant_id')!r} (the default tenant is used)")
+    def _tenant_arg(a: Dict[str, Any]) -> bytes:
+        """The tenant every object call names (``""``/None: ``default``)."""
+        tenant = a.get("tenant_id")
+        return b"" if tenant is None else ffi.text_arg(str(tenant), "tenant_id")
 
     def _do_setup(
         self,
@@ -257,19 +261,18 @@ class MooncakeDistributedStore(
         offload: Optional[bytes] = None,
         engine: Any = None,
         http_port: Optional[int] = None,
+        tenant: bytes = b"",
     ) -> int:
         with self._lock:
             if self._set_up:
                 self._replace_handle()
             if engine is not None:
                 rc = ffi.L().mooncake_store_setup_on_engine(
-                    self._h, engine, host, meta, seg, buf, protocol, devices, master, offload is not None, offload
+                    self._h, engine, host, meta, seg, buf, protocol, devices, master, offload is not None, offload, tenant
                 )
-            elif offload is None:
-                rc = ffi.L().mooncake_store_setup(self._h, host, meta, seg, buf, protocol, devices, master)
             else:
                 rc = ffi.L().mooncake_store_setup_with_offload(
-                    self._h, host, meta, seg, buf, protocol, devices, master, True, offload
+                    self._h, host, meta, seg, buf, protocol, devices, master, offload is not None, offload, tenant
                 )
             if rc == 0 and http_port is not None:
                 # The client HTTP server (/health, /metrics, /metrics/summary): a

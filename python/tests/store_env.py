@@ -53,11 +53,7 @@ def _free_ports(n: int) -> List[int]:
 def _master_binary() -> Path:
     choice = os.environ.get("MOONCAKE_TEST_MASTER", "ours")
     if choice == "upstream":
-        venv = peer_venv()
-        found = glob.glob(str(venv / "lib" / "python*" / "site-packages" / "mooncake" / "mooncake_master")) if venv else []
-        if not found:
-            pytest.skip("upstream mooncake_master not found (no peer venv)")
-        return Path(found[0])
+        return upstream_master_binary()
     if choice != "ours":
         return Path(choice)
     return our_binary("mooncake_master")
@@ -103,18 +99,28 @@ def _wait_port(port: int, proc: subprocess.Popen, log: Path, timeout: float = 30
     raise TimeoutError(f"mooncake_master did not listen on {port}:\n{log.read_text()[-3000:]}")
 
 
+def upstream_master_binary() -> Path:
+    """Upstream's mooncake_master from the peer venv; skips the test without one."""
+    venv = peer_venv()
+    found = glob.glob(str(venv / "lib" / "python*" / "site-packages" / "mooncake" / "mooncake_master")) if venv else []
+    if not found:
+        pytest.skip("upstream mooncake_master not found (no peer venv: scripts/upstream-peer.sh)")
+    return Path(found[0])
+
+
 class Master:
     """Our mooncake_master on 127.0.0.1 (ports chosen by the system) with its HTTP
-    metadata server; ``extra`` flags are appended, and ``lease_ttl_ms`` (None: the
-    master's default) is the read lease."""
+    metadata server (``binary``: another master, e.g. upstream's); ``extra`` flags are
+    appended, and ``lease_ttl_ms`` (None: the master's default) is the read lease."""
 
     def __init__(
         self,
         extra: Sequence[str] = (),
         lease_ttl_ms: Optional[int] = int(LEASE_S * 1000),
         log_prefix: str = "mooncake-master-",
+        binary: Optional[Path] = None,
     ) -> None:
-        binary = _master_binary()
+        binary = binary or _master_binary()
         self.rpc_port, self.metrics_port, self.http_port = _free_ports(3)
         self.log = Path(tempfile.mkstemp(prefix=log_prefix, suffix=".log")[1])
         args = [

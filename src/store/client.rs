@@ -187,7 +187,7 @@ impl Client {
             (false, true) if reuse => "tcp",
             _ => install_transport(&engine, cfg, env)?,
         };
-        let mut inner = ClientState::new(master, engine, reuse, reserved, &host);
+        let mut inner = ClientState::new(master, engine, reuse, reserved, &host, &cfg.tenant_id);
         inner.add_staging(cfg.local_buffer_size)?;
         inner.mount(cfg.global_segment_size, &hostname, protocol)?;
         // A new leader learns this client's segments (those mounted at run time too)

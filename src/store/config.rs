@@ -34,6 +34,10 @@ pub struct SetupConfig {
     /// The disk tier's directory; empty means `MOONCAKE_OFFLOAD_FILE_STORAGE_PATH`
     /// (default `/data/file_storage`).
     pub ssd_offload_path: String,
+    /// The tenant every object call names (upstream's `tenant_id`); empty means
+    /// `default`. A master with `--enable_multi_tenants` keeps each tenant's keys
+    /// apart; without it every tenant is `default`.
+    pub tenant_id: String,
 }
 
 impl SetupConfig {

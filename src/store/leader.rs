@@ -247,9 +247,10 @@ impl FollowingMaster {
         &self,
         client: Uuid,
         key: &str,
+        tenant: &str,
         start: impl Fn() -> MasterResult<Vec<ReplicaDescriptor>>,
     ) -> MasterResult<Vec<ReplicaDescriptor>> {
-        match self.call(|m| m.put_revoke(client, key, ReplicaType::All, DEFAULT_TENANT)) {
+        match self.call(|m| m.put_revoke(client, key, ReplicaType::All, tenant)) {
             Ok(()) => start(),
             // Not ours, or already complete: the key really exists.
             Err(_) => Err(ErrorCode::OBJECT_ALREADY_EXISTS),
@@ -322,7 +323,7 @@ impl FollowingMaster {
         let start = || self.call(|m| m.put_start(client, key, len, config, tenant));
         match self.call_tracked(|m| m.put_start(client, key, len, config, tenant)) {
             (Err(ErrorCode::OBJECT_ALREADY_EXISTS), true) => {
-                self.restart_own_put(client, key, start)
+                self.restart_own_put(client, key, tenant, start)
             }
             (r, _) => r,
         }
@@ -345,7 +346,7 @@ impl FollowingMaster {
             for (i, slot) in results.iter_mut().enumerate() {
                 if *slot == Err(ErrorCode::OBJECT_ALREADY_EXISTS) {
                     let (key, len) = (&keys[i], lens.get(i).copied().unwrap_or(0));
-                    *slot = self.restart_own_put(client, key, || {
+                    *slot = self.restart_own_put(client, key, tenant, || {
                         self.call(|m| m.put_start(client, key, len, config, tenant))
                     });
                 }

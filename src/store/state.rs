@@ -10,7 +10,7 @@ use super::memory::{Mapping, StagingBuffer};
 use super::read::lease::ReadLeases;
 use crate::host::net::random_u64;
 use crate::te::TransferEngine;
-use crate::wire::master_api::{ErrorCode, MasterApi, Segment, Uuid};
+use crate::wire::master_api::{ErrorCode, MasterApi, Segment, Uuid, DEFAULT_TENANT};
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::TcpListener;
@@ -61,6 +61,8 @@ pub(crate) struct ClientState {
     staging: Option<StagingBuffer>,
     /// The host part of the client's name (each segment's `host_id`).
     host: String,
+    /// The tenant every object call names.
+    tenant: String,
     /// Mounted segments.
     segments: Vec<OwnSegment>,
     /// What the master knows of `segments`.
@@ -133,23 +135,31 @@ fn random_uuid() -> Uuid {
 
 impl ClientState {
     /// The state of a client of `master` over `engine` (`shared`: given by its
-    /// creator) on `host`, with a fresh client id and nothing mounted yet; `port`
-    /// stays reserved while the state lives.
+    /// creator) on `host`, naming `tenant` (empty: `default`) in its object calls,
+    /// with a fresh client id and nothing mounted yet; `port` stays reserved while
+    /// the state lives.
     pub(crate) fn new(
         master: Arc<dyn MasterApi>,
         engine: Arc<TransferEngine>,
         shared: bool,
         port: Option<TcpListener>,
         host: &str,
+        tenant: &str,
     ) -> ClientState {
+        let tenant = if tenant.is_empty() {
+            DEFAULT_TENANT
+        } else {
+            tenant
+        };
         ClientState {
-            reads: ReadLeases::new(master.clone()),
+            reads: ReadLeases::new(master.clone(), tenant),
             master,
             client_id: random_uuid(),
             te_name: engine.segment_name().to_string(),
             engine: Some(engine),
             staging: None,
             host: host.to_string(),
+            tenant: tenant.to_string(),
             segments: Vec::new(),
             published: PublishedSegments::default(),
             draining: Vec::new(),
@@ -197,6 +207,11 @@ impl ClientState {
     /// The segments this client mounted, as the master knows them.
     pub(crate) fn mounted(&self) -> Vec<Segment> {
         self.published.lock().clone()
+    }
+
+    /// The tenant every object call names.
+    pub(crate) fn tenant(&self) -> &str {
+        &self.tenant
     }
 
     /// The live list of [`ClientState::mounted`], for the threads that remount.

@@ -318,7 +318,7 @@ static void test_with_master(const char *master) {
     mooncake_store_t c = mooncake_store_create();
     REQUIRE(c != NULL);
     CHECK_EQ(mooncake_store_setup_with_offload(c, "127.0.0.1", "P2PHANDSHAKE", 0, 0, "tcp", "",
-                                               master, true, "relative/ssd"),
+                                               master, true, "relative/ssd", NULL),
              -600);
     check_last_error("mooncake_store_setup_with_offload", "relative/ssd: not an absolute path");
     mooncake_store_destroy(c);

@@ -12,14 +12,17 @@ use crate::ffi::te_types::transfer_engine_t;
 use crate::store::SetupConfig;
 use std::ffi::{c_char, c_int};
 
-/// `mooncake_store_setup` with upstream's `enable_ssd_offload` and `ssd_offload_path`
-/// (Python `setup(..., enable_ssd_offload=True, ssd_offload_path=...)`): the client
-/// also keeps the objects the master offloads on its local disk, in
-/// `ssd_offload_path` (NULL or empty: `MOONCAKE_OFFLOAD_FILE_STORAGE_PATH`, default
-/// `/data/file_storage`), and serves them to readers; the other `MOONCAKE_OFFLOAD_*`
-/// variables as upstream. Returns as `mooncake_store_setup`; besides, -600 when the
-/// directory is unusable (not absolute, missing, a symlink) and the master's code when
-/// it does not offload (-1300 without `--enable_offload`).
+/// `mooncake_store_setup` with upstream's `enable_ssd_offload`, `ssd_offload_path` and
+/// `tenant_id` (Python `setup(..., enable_ssd_offload=True, ssd_offload_path=...,
+/// tenant_id=...)`): with `enable_ssd_offload` the client also keeps the objects the
+/// master offloads on its local disk, in `ssd_offload_path` (NULL or empty:
+/// `MOONCAKE_OFFLOAD_FILE_STORAGE_PATH`, default `/data/file_storage`), and serves them
+/// to readers; the other `MOONCAKE_OFFLOAD_*` variables as upstream. Every object call
+/// names `tenant_id` (NULL or empty: `default`), whose keys a master with
+/// `--enable_multi_tenants` keeps apart from other tenants'. Returns as
+/// `mooncake_store_setup`; besides, -600 when the directory is unusable (not absolute,
+/// missing, a symlink) and the master's code when it does not offload (-1300 without
+/// `--enable_offload`).
 ///
 /// # Safety
 /// The strings must be NULL or NUL-terminated.
@@ -36,6 +39,7 @@ pub unsafe extern "C" fn mooncake_store_setup_with_offload(
     master_server_addr: *const c_char,
     enable_ssd_offload: bool,
     ssd_offload_path: *const c_char,
+    tenant_id: *const c_char,
 ) -> c_int {
     ffi_boundary!({
         let args = SetupArgs {
@@ -48,12 +52,13 @@ pub unsafe extern "C" fn mooncake_store_setup_with_offload(
             master_server_addr,
         };
         // SAFETY: every string is NULL or NUL-terminated.
-        let cfg = unsafe { offload_config(&args, enable_ssd_offload, ssd_offload_path) };
+        let cfg = unsafe { offload_config(&args, enable_ssd_offload, ssd_offload_path, tenant_id) };
         setup_handle(store, &cfg)
     })
 }
 
-/// The setup of `mooncake_store_setup`'s arguments plus the SSD-offload pair.
+/// The setup of `mooncake_store_setup`'s arguments plus the SSD-offload pair and the
+/// tenant.
 ///
 /// # Safety
 /// The strings must be NULL or NUL-terminated.
@@ -61,12 +66,14 @@ unsafe fn offload_config(
     args: &SetupArgs,
     enable_ssd_offload: bool,
     ssd_offload_path: *const c_char,
+    tenant_id: *const c_char,
 ) -> SetupConfig {
     // SAFETY: the caller's strings are NULL or NUL-terminated.
     unsafe {
         SetupConfig {
             enable_ssd_offload,
             ssd_offload_path: c_str_or(ssd_offload_path, "").into_owned(),
+            tenant_id: c_str_or(tenant_id, "").into_owned(),
             ..args.config()
         }
     }
@@ -83,7 +90,8 @@ unsafe fn offload_config(
 /// registered is accepted by `mooncake_store_register_buffer` without being
 /// registered twice, and stays registered after the store is closed; the engine
 /// lives at least as long as the store (destroying its handle first is safe).
-/// Returns as `mooncake_store_setup_with_offload`; -1 for a bad engine handle.
+/// `tenant_id` as for `mooncake_store_setup_with_offload`. Returns as
+/// `mooncake_store_setup_with_offload`; -1 for a bad engine handle.
 ///
 /// # Safety
 /// The strings must be NULL or NUL-terminated.
@@ -101,6 +109,7 @@ pub unsafe extern "C" fn mooncake_store_setup_on_engine(
     master_server_addr: *const c_char,
     enable_ssd_offload: bool,
     ssd_offload_path: *const c_char,
+    tenant_id: *const c_char,
 ) -> c_int {
     ffi_boundary!({
         let engine = ENGINES.get(engine)?;
@@ -114,7 +123,7 @@ pub unsafe extern "C" fn mooncake_store_setup_on_engine(
             master_server_addr,
         };
         // SAFETY: every string is NULL or NUL-terminated.
-        let cfg = unsafe { offload_config(&args, enable_ssd_offload, ssd_offload_path) };
+        let cfg = unsafe { offload_config(&args, enable_ssd_offload, ssd_offload_path, tenant_id) };
         setup_engine_handle(store, &cfg, engine)
     })
 }

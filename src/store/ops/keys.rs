@@ -6,7 +6,7 @@ use crate::store::error::{from_codes, StoreResult};
 use crate::store::vocab::fit;
 use crate::store::Client;
 use crate::wire::master_api::{
-    ErrorCode, MasterApi, MasterResult, ReplicaDescriptor, ReplicaLocation, DEFAULT_TENANT,
+    ErrorCode, MasterApi, MasterResult, ReplicaDescriptor, ReplicaLocation,
 };
 
 /// The size recorded in a replica descriptor, whatever its kind.
@@ -24,15 +24,18 @@ fn owned(keys: &[&str]) -> Vec<String> {
     keys.iter().map(|k| k.to_string()).collect()
 }
 
-/// A master call that answers per key.
+/// A master call, for a tenant, that answers per key.
 type PerKeyCall<'a, T> =
-    &'a dyn Fn(&dyn MasterApi, &[String]) -> MasterResult<Vec<MasterResult<T>>>;
+    &'a dyn Fn(&dyn MasterApi, &str, &[String]) -> MasterResult<Vec<MasterResult<T>>>;
 
 impl Client {
     /// Per key, the master's answer to `call` over `keys` (one master call); the
     /// failure of the whole call (-600 once closed) for every key.
     fn per_key<T: Clone>(&self, keys: &[&str], call: PerKeyCall<'_, T>) -> Vec<StoreResult<T>> {
-        match self.state().and_then(|s| call(&**s.master(), &owned(keys))) {
+        match self
+            .state()
+            .and_then(|s| call(&**s.master(), s.tenant(), &owned(keys)))
+        {
             Ok(each) => from_codes(fit(each, keys.len())),
             Err(e) => vec![Err(e.into()); keys.len()],
         }
@@ -40,12 +43,13 @@ impl Client {
 
     /// Whether `key` has a complete replica (grants a read lease when it does).
     pub fn is_exist(&self, key: &str) -> StoreResult<bool> {
-        Ok(self.state()?.master().exist_key(key, DEFAULT_TENANT)?)
+        let state = self.state()?;
+        Ok(state.master().exist_key(key, state.tenant())?)
     }
 
     /// [`Client::is_exist`] for several keys in one master call.
     pub fn batch_is_exist(&self, keys: &[&str]) -> Vec<StoreResult<bool>> {
-        self.per_key(keys, &|m, k| m.batch_exist_key(k, DEFAULT_TENANT))
+        self.per_key(keys, &|m, t, k| m.batch_exist_key(k, t))
     }
 
     /// The object's size in bytes (grants a read lease). -704 when missing.
@@ -80,10 +84,8 @@ impl Client {
     /// The replicas of `key` as the master reports them (grants a read lease);
     /// -704 when missing.
     pub fn get_replica_desc(&self, key: &str) -> StoreResult<Vec<ReplicaDescriptor>> {
-        let resp = self
-            .state()?
-            .master()
-            .get_replica_list(key, DEFAULT_TENANT)?;
+        let state = self.state()?;
+        let resp = state.master().get_replica_list(key, state.tenant())?;
         Ok(resp.replicas)
     }
 
@@ -92,8 +94,8 @@ impl Client {
         &self,
         keys: &[&str],
     ) -> Vec<StoreResult<Vec<ReplicaDescriptor>>> {
-        self.per_key(keys, &|m, k| {
-            let lists = m.batch_get_replica_list(k, DEFAULT_TENANT)?;
+        self.per_key(keys, &|m, t, k| {
+            let lists = m.batch_get_replica_list(k, t)?;
             Ok(lists
                 .into_iter()
                 .map(|r| r.map(|resp| resp.replicas))
@@ -103,26 +105,28 @@ impl Client {
 
     /// Removes `key`: -704 missing, -706 under a read lease unless `force`.
     pub fn remove(&self, key: &str, force: bool) -> StoreResult<()> {
-        Ok(self.state()?.master().remove(key, force, DEFAULT_TENANT)?)
+        let state = self.state()?;
+        Ok(state.master().remove(key, force, state.tenant())?)
     }
 
     /// Removes several keys in one master call; per key as [`Client::remove`].
     pub fn batch_remove(&self, keys: &[&str], force: bool) -> Vec<StoreResult<()>> {
-        self.per_key(keys, &|m, k| m.batch_remove(k, force, DEFAULT_TENANT))
+        self.per_key(keys, &|m, t, k| m.batch_remove(k, force, t))
     }
 
     /// Removes every key `pattern` matches (ECMAScript search semantics); returns how
     /// many were removed. -600 for an invalid pattern.
     pub fn remove_by_regex(&self, pattern: &str, force: bool) -> StoreResult<i64> {
-        Ok(self
-            .state()?
+        let state = self.state()?;
+        Ok(state
             .master()
-            .remove_by_regex(pattern, force, DEFAULT_TENANT)?)
+            .remove_by_regex(pattern, force, state.tenant())?)
     }
 
     /// Removes every removable object; returns how many were removed.
     pub fn remove_all(&self, force: bool) -> StoreResult<i64> {
-        Ok(self.state()?.master().remove_all(force, DEFAULT_TENANT)?)
+        let state = self.state()?;
+        Ok(state.master().remove_all(force, state.tenant())?)
     }
 
     /// Asks the master to drop this client's objects among `keys` whose read leases

@@ -13,7 +13,7 @@
 
 use crate::wire::master_api::{
     BufferDescriptor, ErrorCode, GetReplicaListResponse, MasterResult, ReplicaDescriptor,
-    ReplicaLocation, ReplicaStatus, DEFAULT_TENANT,
+    ReplicaLocation, ReplicaStatus,
 };
 use crate::wire::offload_rpc;
 use std::collections::BTreeMap;
@@ -65,11 +65,12 @@ fn disk_only(resp: &GetReplicaListResponse) -> Option<(u64, u64, String)> {
     })
 }
 
-/// Stages, with their owners, the objects among `lists` (the replica lists of `keys`)
-/// that only a disk holds, and points their lists at the staged memory; an object
-/// whose owner cannot stage it gets the owner's error. Each call to an owner counts
-/// one in `calls`.
+/// Stages, with their owners, the objects among `lists` (the replica lists of
+/// `tenant`'s `keys`) that only a disk holds, and points their lists at the staged
+/// memory; an object whose owner cannot stage it gets the owner's error. Each call to
+/// an owner counts one in `calls`.
 pub(crate) fn stage(
+    tenant: &str,
     keys: &[String],
     lists: &mut [MasterResult<GetReplicaListResponse>],
     calls: &AtomicU64,
@@ -86,7 +87,7 @@ pub(crate) fn stage(
     for (owner, items) in by_owner {
         let storage_keys: Vec<String> = items
             .iter()
-            .map(|&(i, _, _)| offload_rpc::storage_key(DEFAULT_TENANT, &keys[i]))
+            .map(|&(i, _, _)| offload_rpc::storage_key(tenant, &keys[i]))
             .collect();
         let sizes: Vec<i64> = items
             .iter()

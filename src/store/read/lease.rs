@@ -13,9 +13,7 @@
 //! for good, with upstream's lease semantics.
 
 use super::disk_stage::{self, StagedDiskReads};
-use crate::wire::master_api::{
-    ErrorCode, GetReplicaListResponse, MasterApi, MasterResult, DEFAULT_TENANT,
-};
+use crate::wire::master_api::{ErrorCode, GetReplicaListResponse, MasterApi, MasterResult};
 use crate::wire::rpc_client;
 use crossbeam_channel::{Receiver, Sender};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
@@ -40,6 +38,8 @@ const GATHER: std::time::Duration = std::time::Duration::from_millis(1);
 /// The per-client state of tracked reads.
 pub(crate) struct ReadLeases {
     master: Arc<dyn MasterApi>,
+    /// The tenant the reads name.
+    tenant: String,
     support: AtomicU8,
     /// The ending thread's queue, started with the first tracked read.
     ender: OnceLock<Sender<Vec<(String, u64)>>>,
@@ -82,10 +82,11 @@ impl Drop for ReadTicket<'_> {
 }
 
 impl ReadLeases {
-    /// Tracked reads against `master` (probed on first use).
-    pub fn new(master: Arc<dyn MasterApi>) -> ReadLeases {
+    /// Tracked reads of `tenant`'s objects against `master` (probed on first use).
+    pub fn new(master: Arc<dyn MasterApi>, tenant: &str) -> ReadLeases {
         ReadLeases {
             master,
+            tenant: tenant.to_string(),
             support: AtomicU8::new(UNKNOWN),
             ender: OnceLock::new(),
             thread: parking_lot::Mutex::new(None),
@@ -105,7 +106,7 @@ impl ReadLeases {
     pub fn begin(&self, keys: &[String]) -> (ReplicaLists, ReadTicket<'_>) {
         let (mut lists, mut ticket) = self.begin_listed(keys);
         if let Ok(lists) = &mut lists {
-            ticket.staged = disk_stage::stage(keys, lists, &self.offload_reads);
+            ticket.staged = disk_stage::stage(&self.tenant, keys, lists, &self.offload_reads);
         }
         (lists, ticket)
     }
@@ -119,7 +120,7 @@ impl ReadLeases {
             leased_at: Instant::now(),
         };
         if self.support.load(Ordering::Relaxed) != UNSUPPORTED {
-            let begun = self.master.batch_begin_read(keys, DEFAULT_TENANT);
+            let begun = self.master.batch_begin_read(keys, &self.tenant);
             ticket.leased_at = sent_since(ticket.leased_at);
             match begun {
                 Err(ErrorCode::NOT_SUPPORTED) => {
@@ -144,7 +145,7 @@ impl ReadLeases {
             }
         }
         ticket.leased_at = Instant::now();
-        let lists = self.master.batch_get_replica_list(keys, DEFAULT_TENANT);
+        let lists = self.master.batch_get_replica_list(keys, &self.tenant);
         ticket.leased_at = sent_since(ticket.leased_at);
         (lists, ticket)
     }
@@ -153,10 +154,10 @@ impl ReadLeases {
     pub(crate) fn end(&self, reads: Vec<(String, u64)>) {
         let tx = self.ender.get_or_init(|| {
             let (tx, rx) = crossbeam_channel::unbounded();
-            let master = self.master.clone();
+            let (master, tenant) = (self.master.clone(), self.tenant.clone());
             match std::thread::Builder::new()
                 .name("mc-store-reads".into())
-                .spawn(move || end_reads(&*master, &rx))
+                .spawn(move || end_reads(&*master, &tenant, &rx))
             {
                 Ok(h) => *self.thread.lock() = Some(h),
                 Err(e) => log::warn!("store: cannot start the read-ending thread: {e}"),
@@ -186,7 +187,7 @@ fn sent_since(asked: Instant) -> Instant {
 }
 
 /// The ending thread: sends whatever is queued, in batches, until the client closes.
-fn end_reads(master: &dyn MasterApi, rx: &Receiver<Vec<(String, u64)>>) {
+fn end_reads(master: &dyn MasterApi, tenant: &str, rx: &Receiver<Vec<(String, u64)>>) {
     while let Ok(first) = rx.recv() {
         // Sleeping (not waiting on the channel), so further reads do not wake it.
         std::thread::sleep(GATHER);
@@ -198,7 +199,7 @@ fn end_reads(master: &dyn MasterApi, rx: &Receiver<Vec<(String, u64)>>) {
                 ids.push(id);
             }
         }
-        if let Err(e) = master.batch_end_read(&keys, &ids, DEFAULT_TENANT) {
+        if let Err(e) = master.batch_end_read(&keys, &ids, tenant) {
             // The reads then end at their deadline.
             log::debug!("store: BatchEndRead of {} reads: {e}", keys.len());
         }

@@ -5,7 +5,6 @@ use crate::store::state::ClientState;
 use crate::store::vocab::{fit, WriteMode};
 use crate::wire::master_api::{
     ErrorCode, MasterResult, ObjectMeta, ReplicaDescriptor, ReplicaType, ReplicateConfig,
-    DEFAULT_TENANT,
 };
 
 /// Whether a revoke left nothing behind: done, or the object was already gone (its
@@ -22,7 +21,7 @@ pub(crate) fn start(
     lens: &[u64],
     config: &ReplicateConfig,
 ) -> Vec<MasterResult<Vec<ReplicaDescriptor>>> {
-    let (m, c, t) = (state.master(), state.client_id(), DEFAULT_TENANT);
+    let (m, c, t) = (state.master(), state.client_id(), state.tenant());
     if keys.len() == 1 {
         return vec![match mode {
             WriteMode::Put => m.put_start(c, &keys[0], lens[0], config, t),
@@ -41,7 +40,7 @@ pub(crate) fn start(
 
 /// End for written keys.
 pub(crate) fn end(state: &ClientState, mode: WriteMode, keys: &[String]) -> Vec<MasterResult<()>> {
-    let (m, c, t) = (state.master(), state.client_id(), DEFAULT_TENANT);
+    let (m, c, t) = (state.master(), state.client_id(), state.tenant());
     let metas: Vec<ObjectMeta> = keys
         .iter()
         .map(|k| ObjectMeta {
@@ -68,7 +67,7 @@ pub(crate) fn end(state: &ClientState, mode: WriteMode, keys: &[String]) -> Vec<
 /// Revoke for keys whose write failed; per key, whether nothing of it is left
 /// (failures are only logged).
 pub(crate) fn revoke(state: &ClientState, mode: WriteMode, keys: &[String]) -> Vec<bool> {
-    let (m, c, t) = (state.master(), state.client_id(), DEFAULT_TENANT);
+    let (m, c, t) = (state.master(), state.client_id(), state.tenant());
     let r = match (mode, keys.len()) {
         (_, 0) => return Vec::new(),
         (WriteMode::Put, 1) => Ok(vec![m.put_revoke(c, &keys[0], ReplicaType::All, t)]),
