@@ -29,6 +29,7 @@ use mooncake::te::transport::same_host::wire as shm;
 use mooncake::te::transport::tcp::wire as tcp;
 use mooncake::wire::codec;
 use mooncake::wire::coro_rpc::{self, FrameHeader, Method, RequestHeader, ResponseHeader};
+use mooncake::wire::master_api::{QueryTaskResponse, Uuid};
 use mooncake::wire::offload_rpc;
 use mooncake::wire::struct_pack::{self, Map};
 use serde_json::Value;
@@ -287,11 +288,15 @@ pub fn dummy_wire(data: &[u8]) {
         Some(Op::RemoveAll | Op::Segments) => dummy::decode::<bool>(body).map(drop),
         Some(Op::ReplicaClear) => dummy::decode::<(Vec<String>, String)>(body).map(drop),
         Some(Op::Fetch) => dummy::decode::<(Vec<String>, Vec<(u64, u64)>)>(body).map(drop),
+        Some(Op::CreateCopyTask) => dummy::decode::<(String, Vec<String>)>(body).map(drop),
+        Some(Op::CreateMoveTask) => dummy::decode::<(String, String, String)>(body).map(drop),
+        Some(Op::QueryTask) => dummy::decode::<Uuid>(body).map(drop),
         Some(Op::Health | Op::Done) | None => Ok(()),
     };
     let _ = dummy::decode::<Result<(String, bool), ErrorCode>>(body);
     let _ = dummy::decode::<Vec<(u64, u64)>>(body);
     let _ = dummy::decode::<Vec<dummy::FetchResult>>(body);
+    let _ = dummy::decode::<Result<QueryTaskResponse, ErrorCode>>(body);
 }
 
 /// An HA replication record (the standby's stream and the snapshot journal).

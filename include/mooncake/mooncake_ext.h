@@ -704,6 +704,56 @@ int mooncake_store_unmount_segment(mooncake_store_t store,
                                    uint64_t grace_seconds);
 
 /**
+ * Queues a copy of `key` to the `count` segments `targets` (the owning clients'
+ * hostnames), run later by the owner of one of its replicas; the task id goes to
+ * `id_out[0..2]`. Returns 0; -600 when not set up, for no target or an unknown one;
+ * -704 for a missing object; -1401 when the master's pending limit is reached; -1
+ * for a bad handle or a NULL argument.
+ *
+ * # Safety
+ * `key` and the `count` entries of `targets` NUL-terminated; `id_out` writable for
+ * two entries.
+ */
+int mooncake_store_create_copy_task(mooncake_store_t store,
+                                    const char *key,
+                                    const char *const *targets,
+                                    size_t count,
+                                    uint64_t *id_out);
+
+/**
+ * Queues a move of `key`'s replica on segment `source` to segment `target`, run
+ * later by the owner of `source`; the task id goes to `id_out[0..2]`. Returns 0;
+ * -600 when not set up, when `source` is `target`, `target` is unknown or `source`
+ * holds no replica of the object; -704 for a missing object; -1 for a bad handle or
+ * a NULL argument.
+ *
+ * # Safety
+ * `key`, `source`, `target` NUL-terminated; `id_out` writable for two entries.
+ */
+int mooncake_store_create_move_task(mooncake_store_t store,
+                                    const char *key,
+                                    const char *source,
+                                    const char *target,
+                                    uint64_t *id_out);
+
+/**
+ * The state of task `(first, second)` as a JSON object (`id`, `type`, `status`,
+ * `created_at_ms_epoch`, `last_updated_at_ms_epoch`, `assigned_client`, `message`;
+ * ids as `[first, second]`) written NUL-terminated to `buf_out` (truncated to
+ * `buf_len`). Returns the text's length (call again with a larger buffer when it
+ * is not below `buf_len`); -1400 for an unknown or forgotten task; -600 when not set
+ * up; -1 for a bad handle.
+ *
+ * # Safety
+ * `buf_out` writable for `buf_len` bytes (NULL when `buf_len` is 0).
+ */
+int64_t mooncake_store_query_task(mooncake_store_t store,
+                                  uint64_t first,
+                                  uint64_t second,
+                                  char *buf_out,
+                                  size_t buf_len);
+
+/**
  * Creates a P2P Store node named `local_server_name` (`host:port`, unique among the
  * nodes sharing the metadata; other nodes and agents reach it at `host`) with a
  * Transfer Engine of its own, keeping object payloads in the metadata store at

@@ -108,6 +108,15 @@ STORE_PROTOTYPES: Dict[str, Tuple[Any, Sequence[Any]]] = {
         [_h, c_uint64, c_char_p, c_char_p, POINTER(c_uint64), POINTER(c_uint64)],
     ),
     "mooncake_store_unmount_segment": (c_int, [_h, c_uint64, c_uint64, c_int, c_uint64]),
+    "mooncake_store_create_copy_task": (
+        c_int,
+        [_h, c_char_p, POINTER(c_char_p), c_size_t, POINTER(c_uint64)],
+    ),
+    "mooncake_store_create_move_task": (
+        c_int,
+        [_h, c_char_p, c_char_p, c_char_p, POINTER(c_uint64)],
+    ),
+    "mooncake_store_query_task": (c_int64, [_h, c_uint64, c_uint64, c_void_p, c_size_t]),
     "mooncake_store_get_replica_desc": (c_int64, [_h, c_char_p, c_void_p, c_size_t]),
     "mooncake_store_batch_get_replica_desc": (
         c_int64,

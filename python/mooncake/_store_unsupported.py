@@ -8,16 +8,14 @@ features use (constructible, with upstream's fields and defaults).
 
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import List
 
 from . import _unsupported as U
-from ._store_types import _Enum
 
 _MODULE = "mooncake.store"
 _STORE = "MooncakeDistributedStore"
 
 SESSION = "put/get sessions (reserve, then transfer ranges, then commit) are not implemented yet"
-TASKS = "replica copy/move tasks are not implemented (the master has no task manager)"
 SEGMENTS = (
     "draining the SSD tier's segment at run time is not implemented; it is unmounted "
     "by close()"
@@ -32,7 +30,6 @@ _SESSION_METHODS = """
     batch_get_session_start batch_get_session_end batch_put_from_multi_buffer_ranges
     batch_get_into_multi_buffer_ranges
 """.split()
-_TASK_METHODS = ["create_copy_task", "create_move_task", "query_task"]
 _SEGMENT_METHODS = ["unmount_local_disk_segment"]
 
 UnsupportedStoreMethods = type(
@@ -42,40 +39,10 @@ UnsupportedStoreMethods = type(
         "__doc__": "The methods of upstream's MooncakeDistributedStore that raise NotImplementedError.",
         "__module__": __name__,
         **U.methods(_STORE, _SESSION_METHODS, SESSION),
-        **U.methods(_STORE, _TASK_METHODS, TASKS),
         **U.methods(_STORE, _SEGMENT_METHODS, SEGMENTS),
         **U.methods(_STORE, ["_get_pyclient_capsule"], NATIVE),
     },
 )
-
-
-class TaskStatus(_Enum):
-    """State of a replica copy/move task."""
-
-    PENDING = 0
-    PROCESSING = 1
-    SUCCESS = 3
-    FAILED = 2
-
-
-class TaskType(_Enum):
-    """Kind of a replica task."""
-
-    REPLICA_COPY = 0
-    REPLICA_MOVE = 1
-
-
-class QueryTaskResponse:
-    """Response structure for QueryTask operation (``query_task`` is not supported)."""
-
-    def __init__(self) -> None:
-        self.id: Tuple[int, int] = (0, 0)
-        self.type: TaskType = TaskType.REPLICA_COPY
-        self.status: TaskStatus = TaskStatus.PENDING
-        self.created_at_ms_epoch: int = 0
-        self.last_updated_at_ms_epoch: int = 0
-        self.assigned_client: Tuple[int, int] = (0, 0)
-        self.message: str = ""
 
 
 class EngramStoreConfig:
@@ -104,6 +71,6 @@ get_free_func_addr = U.function(
     "mooncake.store.get_free_func_addr", "upstream's native hugepage allocator is not part of mooncake-rs"
 )
 
-for _cls in (TaskStatus, TaskType, QueryTaskResponse, EngramStoreConfig):
+for _cls in (EngramStoreConfig,):
     _cls.__module__ = _MODULE
 del _cls

@@ -19,7 +19,8 @@ call (a master with ``--enable_multi_tenants`` keeps tenants' keys apart).
 ``setup_dummy`` forwards to this project's ``mooncake_client`` (not upstream's).
 Tensor methods (``_store_tensor``, ``_store_parallel``) store upstream's tensor
 layouts, readable by upstream's client and the other way round. Segments are mounted
-and unmounted at run time too (``_store_segments``). Sessions, tasks and draining the
+and unmounted at run time too (``_store_segments``); replica copy and move tasks are
+queued and queried as upstream's (``_store_tasks``). Sessions and draining the
 SSD tier's segment exist but raise
 ``NotImplementedError`` (``_store_unsupported``). ``python/README.md``
 lists every upstream name and its status.
@@ -51,9 +52,6 @@ from ._store_unsupported import (
     EngramStore,
     EngramStoreConfig,
     MooncakeDistributedNoFRegister,
-    QueryTaskResponse,
-    TaskStatus,
-    TaskType,
     UnsupportedStoreMethods,
     get_alloc_func_addr,
     get_free_func_addr,
@@ -61,6 +59,7 @@ from ._store_unsupported import (
 from ._parallel_layout import ParallelAxis, ReadTarget, TensorParallelism
 from ._store_parallel import ParallelTensorMethods
 from ._store_segments import SegmentMethods
+from ._store_tasks import QueryTaskResponse, TaskMethods, TaskStatus, TaskType
 from ._store_tensor import TensorMethods, deserialize_tensor, serialize_tensor, tensor_metadata_size
 from ._store_types import (
     BufferHandle,
@@ -165,7 +164,7 @@ def _first_error(results: Sequence[int]) -> int:
 
 
 class MooncakeDistributedStore(
-    StoreQueries, TensorMethods, ParallelTensorMethods, SegmentMethods, UnsupportedStoreMethods
+    StoreQueries, TensorMethods, ParallelTensorMethods, SegmentMethods, TaskMethods, UnsupportedStoreMethods
 ):
     """A Mooncake Store client (upstream's ``MooncakeDistributedStore``)."""
 

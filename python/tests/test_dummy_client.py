@@ -18,8 +18,8 @@ from typing import Iterator
 import pytest
 
 from conftest import IMPL, impl_env
-from mooncake.store import MooncakeDistributedStore
-from store_env import Master, _free_ports, our_binary, pattern, stop_process
+from mooncake.store import MooncakeDistributedStore, TaskStatus
+from store_env import Master, _free_ports, new_store, our_binary, pattern, stop_process
 
 pytestmark = pytest.mark.skipif(IMPL != "ours", reason="this project's mooncake_client (ours only)")
 
@@ -92,6 +92,31 @@ def test_bytes_and_queries(dummy, k) -> None:
     assert dummy.is_exist(k("a")) == 0
     assert dummy.get_hostname()
     assert dummy.health_check() == 0
+
+
+def test_copy_tasks_go_through_the_real_client(master, dummy, k) -> None:
+    """A dummy queues and queries tasks through its real client, which owns the
+    source replica and runs the copy into another client's segment."""
+    data = pattern(1 << 20, 9)
+    assert dummy.put(k("c"), data) == 0
+    other = new_store(master)
+    try:
+        task_id, rc = dummy.create_copy_task(k("c"), [other.get_hostname()])
+        assert rc == 0
+        deadline = time.time() + 60
+        while True:
+            resp, rc = dummy.query_task(task_id)
+            assert rc == 0
+            if resp.status in (TaskStatus.SUCCESS, TaskStatus.FAILED):
+                break
+            assert time.time() < deadline, repr(resp)
+            time.sleep(0.05)
+        assert resp.status == TaskStatus.SUCCESS, repr(resp)
+        assert len(other.get_replica_desc(k("c"))) == 2
+        assert dummy.create_copy_task(k("missing"), [other.get_hostname()]) == ((0, 0), -704)
+        assert dummy.query_task((3, 4)) == (None, -1400)
+    finally:
+        other.close()
 
 
 def test_pool_memory_moves_in_place(dummy, k) -> None:

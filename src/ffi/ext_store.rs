@@ -22,7 +22,7 @@
 //! One file per job: `write` (puts and upserts), `read` (multi-buffer and whole-object
 //! reads, library-owned `buffers`), `query` (batch remove and size, replica
 //! descriptors), `ranges`, `clear`, `dummy` clients, `setup` (offload, shared
-//! engine), `segments` (mounted at run time); `support` reads the JSON config and writes the JSON answers.
+//! engine), `segments` (mounted at run time), copy and move `tasks`; `support` reads the JSON config and writes the JSON answers.
 
 mod buffers;
 pub mod clear;
@@ -33,4 +33,5 @@ pub mod read;
 pub mod segments;
 pub mod setup;
 mod support;
+pub mod tasks;
 pub mod write;

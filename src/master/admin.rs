@@ -303,9 +303,12 @@ fn prometheus(master: &MasterService) -> String {
     out
 }
 
-/// `PutStart` -> `put_start` (and upstream's `ReMountSegment` -> `remount_segment`).
+/// `PutStart` -> `put_start`, with upstream's exceptions: `ReMountSegment` ->
+/// `remount_segment`, `MarkTaskToComplete` -> `update_task`.
 fn snake(name: &str) -> String {
-    let name = name.replace("ReMount", "Remount");
+    let name = name
+        .replace("ReMount", "Remount")
+        .replace("MarkTaskToComplete", "UpdateTask");
     let mut out = String::new();
     for (i, c) in name.chars().enumerate() {
         if c.is_ascii_uppercase() {

@@ -181,6 +181,23 @@ pub struct MasterConfig {
     pub promotion_max_per_heartbeat: u64,
     /// `--promotion_queue_limit` (default 50000): promotion tasks queued per client.
     pub promotion_queue_limit: u64,
+    /// `--max_total_pending_tasks` (default 10000): copy/move tasks waiting to be
+    /// fetched, at most; creating one more fails with -1401.
+    pub max_total_pending_tasks: u64,
+    /// `--max_total_processing_tasks` (default 10000): tasks being executed, at most;
+    /// `FetchTasks` hands out fewer beyond.
+    pub max_total_processing_tasks: u64,
+    /// `--max_total_finished_tasks` (default 10000): ended tasks kept for `QueryTask`.
+    pub max_total_finished_tasks: u64,
+    /// `--pending_task_timeout_sec` (default 300, 0 = never): a task not fetched by
+    /// then fails with "pending timeout".
+    pub pending_task_timeout: Duration,
+    /// `--processing_task_timeout_sec` (default 300, 0 = never): a task not reported
+    /// by then (from its fetch) fails with "processing timeout".
+    pub processing_task_timeout: Duration,
+    /// `--max_retry_attempts` (default 10): how often a client retries a task that
+    /// found no space (-200).
+    pub max_retry_attempts: u32,
 }
 
 impl Default for MasterConfig {
@@ -211,6 +228,12 @@ impl Default for MasterConfig {
             promotion_admission_threshold: 2,
             promotion_max_per_heartbeat: 1,
             promotion_queue_limit: 50_000,
+            max_total_pending_tasks: 10_000,
+            max_total_processing_tasks: 10_000,
+            max_total_finished_tasks: 10_000,
+            pending_task_timeout: Duration::from_secs(300),
+            processing_task_timeout: Duration::from_secs(300),
+            max_retry_attempts: 10,
         }
     }
 }
@@ -238,6 +261,12 @@ pub const MASTER_CONFIG_FLAGS: &[(&str, bool)] = &[
     ("promotion_on_hit", true),
     ("promotion_admission_threshold", false),
     ("promotion_max_per_heartbeat", false),
+    ("max_total_pending_tasks", false),
+    ("max_total_processing_tasks", false),
+    ("max_total_finished_tasks", false),
+    ("pending_task_timeout_sec", false),
+    ("processing_task_timeout_sec", false),
+    ("max_retry_attempts", false),
     ("promotion_queue_limit", false),
 ];
 
@@ -316,6 +345,18 @@ impl MasterConfig {
             }
             "promotion_max_per_heartbeat" => self.promotion_max_per_heartbeat = parse_u64(name, v)?,
             "promotion_queue_limit" => self.promotion_queue_limit = parse_u64(name, v)?,
+            "max_total_pending_tasks" => self.max_total_pending_tasks = parse_u64(name, v)?,
+            "max_total_processing_tasks" => self.max_total_processing_tasks = parse_u64(name, v)?,
+            "max_total_finished_tasks" => self.max_total_finished_tasks = parse_u64(name, v)?,
+            "pending_task_timeout_sec" => {
+                self.pending_task_timeout = Duration::from_secs(parse_u64(name, v)?)
+            }
+            "processing_task_timeout_sec" => {
+                self.processing_task_timeout = Duration::from_secs(parse_u64(name, v)?)
+            }
+            "max_retry_attempts" => {
+                self.max_retry_attempts = u32::try_from(parse_u64(name, v)?).unwrap_or(u32::MAX)
+            }
             _ => return Err(MasterConfigError::UnknownFlag(name.to_string())),
         }
         Ok(())

@@ -373,10 +373,12 @@ impl Eviction {
 }
 
 /// Whether `o`'s memory replicas may be evicted now (`ttl`: the lease TTL): not while
-/// a disk copy it waits for is being written.
+/// a disk copy it waits for is being written, nor while replicas of it are (a copy
+/// reads its source meanwhile).
 fn evictable(o: &Object, allow_soft: bool, now: u64, ttl: u64) -> bool {
     !o.hard_pin()
         && !o.held(now, ttl)
+        && !o.any_processing()
         && (allow_soft || !o.soft_pinned(now))
         && o.has_readable_memory()
         && !o.offload_pending()

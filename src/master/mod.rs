@@ -20,6 +20,7 @@ mod allocate;
 pub mod allocator;
 mod clients;
 pub mod config;
+mod copies;
 mod eviction;
 pub mod ha;
 pub mod kv_events;
@@ -38,6 +39,7 @@ mod rpc_handlers;
 pub mod rpc_server;
 mod segments;
 mod tables;
+mod tasks;
 mod tier_handlers;
 mod write;
 
@@ -57,11 +59,13 @@ use crate::wire::disk_tier_api::{
     DiskTierApi, OffloadTaskItem, PromotionAllocation, PromotionTaskItem, StorageObjectMetadata,
 };
 use crate::wire::master_api::{
-    ErrorCode, GetReplicaListResponse, MasterApi, MasterResult, ObjectMeta, PingResponse,
-    ReplicaDescriptor, ReplicaType, ReplicateConfig, Segment, StorageConfig, TaskAssignment, Uuid,
+    CopyStartResponse, ErrorCode, GetReplicaListResponse, MasterApi, MasterResult,
+    MoveStartResponse, ObjectMeta, PingResponse, QueryTaskResponse, ReplicaDescriptor, ReplicaType,
+    ReplicateConfig, Segment, StorageConfig, TaskAssignment, TaskCompleteRequest, Uuid,
 };
 use crate::wire::master_rpcs::{master_rpcs, trait_method};
 use clients::Liveness;
+use copies::Copies;
 use eviction::Eviction;
 use ha::changelog::FollowerHandle;
 use ha::mirror::Mirror;
@@ -73,6 +77,9 @@ use read::Reads;
 use room::Room;
 use tables::Tables;
 use write::Writes;
+
+/// How often task timeouts are checked (upstream: every 30 s; sooner is compatible).
+const TASK_SWEEP_PERIOD: Duration = Duration::from_secs(1);
 
 /// A background job: thread name, period, tick.
 type Job = (&'static str, Duration, fn(&MasterService));
@@ -96,6 +103,8 @@ pub struct MasterService {
     reads: Reads,
     /// The write path and removals.
     writes: Writes,
+    /// Copy and move tasks, and the copies they run.
+    copies: Copies,
     threads: Mutex<Vec<StoppableThread>>,
 }
 
@@ -120,6 +129,11 @@ impl MasterService {
             liveness: Liveness::new(t.clone(), disk.clone()),
             reads: Reads::new(t.clone(), promotions.clone()),
             writes: Writes::new(t.clone(), eviction.clone(), room, disk.clone()),
+            copies: Copies::new(
+                t.clone(),
+                eviction.clone(),
+                tasks::Tasks::new(tasks::TaskLimits::of(&t.config)),
+            ),
             t,
             disk,
             promotions,
@@ -127,7 +141,7 @@ impl MasterService {
             threads: Mutex::new(Vec::new()),
         });
         let mut threads = Vec::new();
-        let jobs: [Job; 2] = [
+        let jobs: [Job; 3] = [
             (
                 "mc-master-evict",
                 svc.t.config.eviction_interval,
@@ -137,6 +151,11 @@ impl MasterService {
                 "mc-master-clients",
                 svc.t.config.client_monitor_interval,
                 MasterService::client_monitor_tick,
+            ),
+            (
+                "mc-master-tasks",
+                TASK_SWEEP_PERIOD,
+                MasterService::task_tick,
             ),
         ];
         for (name, period, tick) in jobs {
@@ -170,6 +189,11 @@ impl MasterService {
     /// One tick of the eviction thread.
     fn eviction_tick(&self) {
         self.eviction.tick();
+    }
+
+    /// One pass over the copy and move tasks: timeouts, history, stale copy locks.
+    fn task_tick(&self) {
+        self.copies.tick();
     }
 
     /// One pass of the client monitor.

@@ -96,6 +96,18 @@ impl Replicas {
         }
     }
 
+    /// Appends `r` after the others.
+    pub fn push(&mut self, r: Replica) {
+        match &mut self.0 {
+            ReplicasRepr::Many(v) if v.is_empty() => *self = Replicas(ReplicasRepr::One(r)),
+            ReplicasRepr::Many(v) => v.push(r),
+            ReplicasRepr::One(first) => {
+                let first = first.clone();
+                *self = Replicas(ReplicasRepr::Many(vec![first, r]));
+            }
+        }
+    }
+
     /// Keeps the replicas for which `keep` returns true, in order.
     pub fn retain(&mut self, mut keep: impl FnMut(&Replica) -> bool) {
         match &mut self.0 {

@@ -8,8 +8,9 @@
 use super::write::WriteEnd;
 use super::{MasterHandlers, MasterService};
 use crate::wire::master_api::{
-    ClientStatus, ErrorCode, GetReplicaListResponse, MasterResult, ObjectMeta, PingResponse,
-    ReplicaDescriptor, ReplicaType, ReplicateConfig, Segment, StorageConfig, TaskAssignment, Uuid,
+    ClientStatus, CopyStartResponse, ErrorCode, GetReplicaListResponse, MasterResult,
+    MoveStartResponse, ObjectMeta, PingResponse, QueryTaskResponse, ReplicaDescriptor, ReplicaType,
+    ReplicateConfig, Segment, StorageConfig, TaskAssignment, TaskCompleteRequest, Uuid,
     SERVICE_VERSION,
 };
 use std::sync::atomic::Ordering;
@@ -153,8 +154,72 @@ impl MasterHandlers for MasterService {
         Ok(r)
     }
 
-    fn fetch_tasks(&self, _client: Uuid, _batch_size: u64) -> MasterResult<Vec<TaskAssignment>> {
-        Ok(Vec::new())
+    fn fetch_tasks(&self, client: Uuid, batch_size: u64) -> MasterResult<Vec<TaskAssignment>> {
+        Ok(self.copies.fetch_tasks(client, batch_size))
+    }
+
+    fn create_copy_task(&self, key: &str, tenant: &str, targets: &[String]) -> MasterResult<Uuid> {
+        self.copies.create_copy_task(key, tenant, targets)
+    }
+
+    fn create_move_task(
+        &self,
+        key: &str,
+        tenant: &str,
+        source: &str,
+        target: &str,
+    ) -> MasterResult<Uuid> {
+        self.copies.create_move_task(key, tenant, source, target)
+    }
+
+    fn query_task(&self, id: Uuid) -> MasterResult<QueryTaskResponse> {
+        self.copies.query_task(id)
+    }
+
+    fn mark_task_to_complete(
+        &self,
+        client: Uuid,
+        report: &TaskCompleteRequest,
+    ) -> MasterResult<()> {
+        self.copies.mark_task_to_complete(client, report)
+    }
+
+    fn copy_start(
+        &self,
+        client: Uuid,
+        key: &str,
+        tenant: &str,
+        source: &str,
+        targets: &[String],
+    ) -> MasterResult<CopyStartResponse> {
+        self.copies.copy_start(client, key, tenant, source, targets)
+    }
+
+    fn copy_end(&self, client: Uuid, key: &str, tenant: &str) -> MasterResult<()> {
+        self.copies.end(client, key, tenant, false, true)
+    }
+
+    fn copy_revoke(&self, client: Uuid, key: &str, tenant: &str) -> MasterResult<()> {
+        self.copies.end(client, key, tenant, false, false)
+    }
+
+    fn move_start(
+        &self,
+        client: Uuid,
+        key: &str,
+        tenant: &str,
+        source: &str,
+        target: &str,
+    ) -> MasterResult<MoveStartResponse> {
+        self.copies.move_start(client, key, tenant, source, target)
+    }
+
+    fn move_end(&self, client: Uuid, key: &str, tenant: &str) -> MasterResult<()> {
+        self.copies.end(client, key, tenant, true, true)
+    }
+
+    fn move_revoke(&self, client: Uuid, key: &str, tenant: &str) -> MasterResult<()> {
+        self.copies.end(client, key, tenant, true, false)
     }
 
     fn exist_key(&self, key: &str, tenant: &str) -> MasterResult<bool> {

@@ -150,6 +150,15 @@ pub struct SegmentSummary {
     pub protocol: String,
 }
 
+/// What [`Segments::named`] says of a segment name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NamedSegment {
+    /// Whether it takes allocations (mounted, not draining, owner reachable).
+    pub allocatable: bool,
+    /// The client that mounted it.
+    pub client: Uuid,
+}
+
 /// The segment table.
 pub(crate) struct Segments {
     inner: Mutex<Inner>,
@@ -386,6 +395,43 @@ impl Segments {
             }
         }
         changed
+    }
+
+    /// The segment mounted under `name`, if any: whether it takes allocations now (not
+    /// draining, its owner reachable) and the client that mounted it.
+    pub fn named(&self, name: &str) -> Option<NamedSegment> {
+        let inner = self.inner.lock();
+        if let Some(m) = inner
+            .by_name
+            .get(name)
+            .and_then(|mids| mids.first())
+            .and_then(|mid| inner.mounts.get(mid))
+        {
+            return Some(NamedSegment {
+                allocatable: true,
+                client: m.info.client,
+            });
+        }
+        inner
+            .mounts
+            .values()
+            .find(|m| m.info.segment.name == name)
+            .map(|m| NamedSegment {
+                allocatable: false,
+                client: m.info.client,
+            })
+    }
+
+    /// Allocates `size` bytes on the segment named `name`; -101 when no mount of it
+    /// takes allocations, -200 when none has room.
+    pub fn allocate_on(&self, name: &str, size: u64) -> MasterResult<Buffer> {
+        self.with_view(|view| {
+            if !view.names().iter().any(|n| n == name) {
+                return Err(ErrorCode::SEGMENT_NOT_FOUND);
+            }
+            view.try_alloc(name, size, 0)
+                .ok_or(ErrorCode::NO_AVAILABLE_HANDLE)
+        })
     }
 
     /// Ids of gracefully unmounting segments whose deadline has passed.

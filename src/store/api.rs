@@ -8,7 +8,9 @@ use super::client::{Client, Health};
 use super::metrics::Direction;
 use super::vocab::{BatchWrite, Pieces, RangedRead, RangedResults, ReadTarget, WriteMode};
 use crate::store::error::{StoreError, StoreResult};
-use crate::wire::master_api::{ErrorCode, ReplicaDescriptor, ReplicateConfig, Uuid};
+use crate::wire::master_api::{
+    ErrorCode, QueryTaskResponse, ReplicaDescriptor, ReplicateConfig, Uuid,
+};
 use std::time::Instant;
 
 /// -1, as upstream answers the segment calls of a client that is not a real one.
@@ -82,6 +84,12 @@ pub trait StoreApi: Send + Sync + std::fmt::Debug {
     fn remove_all(&self, force: bool) -> StoreResult<i64>;
     /// Drops this client's replicas of keys whose read leases expired.
     fn batch_replica_clear(&self, keys: &[&str], segment_name: &str) -> StoreResult<Vec<String>>;
+    /// Queues a copy of `key` to the segments `targets`; the task id.
+    fn create_copy_task(&self, key: &str, targets: &[String]) -> StoreResult<Uuid>;
+    /// Queues a move of `key`'s replica on `source` to `target`; the task id.
+    fn create_move_task(&self, key: &str, source: &str, target: &str) -> StoreResult<Uuid>;
+    /// A copy or move task's state.
+    fn query_task(&self, id: Uuid) -> StoreResult<QueryTaskResponse>;
     /// Registers caller memory for transfers.
     fn register_buffer(&self, addr: *mut u8, len: usize) -> StoreResult<()>;
     /// Unregisters memory registered with [`StoreApi::register_buffer`].
@@ -447,6 +455,15 @@ impl StoreApi for Client {
     }
     fn batch_replica_clear(&self, keys: &[&str], segment_name: &str) -> StoreResult<Vec<String>> {
         Client::batch_replica_clear(self, keys, segment_name)
+    }
+    fn create_copy_task(&self, key: &str, targets: &[String]) -> StoreResult<Uuid> {
+        Client::create_copy_task(self, key, targets)
+    }
+    fn create_move_task(&self, key: &str, source: &str, target: &str) -> StoreResult<Uuid> {
+        Client::create_move_task(self, key, source, target)
+    }
+    fn query_task(&self, id: Uuid) -> StoreResult<QueryTaskResponse> {
+        Client::query_task(self, id)
     }
     fn register_buffer(&self, addr: *mut u8, len: usize) -> StoreResult<()> {
         Client::register_buffer(self, addr, len)

@@ -10,6 +10,7 @@ use super::heartbeat::Heartbeat;
 use super::http::ClientHttp;
 use super::metrics::ClientMetrics;
 use super::state::{ClientState, SharedState, StateGuard};
+use super::tasks::TaskRunner;
 use crate::codec::debug_by_field::debug_by_field;
 use crate::config::Config;
 use crate::host::addr::join_host_port;
@@ -48,6 +49,8 @@ pub struct Client {
     hostname: String,
     healthy: Arc<AtomicBool>,
     heartbeat: Mutex<Option<Heartbeat>>,
+    /// Runs the copy and move tasks the master hands out (with the heartbeat).
+    tasks: Mutex<Option<TaskRunner>>,
     disk_tier: Mutex<Option<DiskTier>>,
     metrics: Arc<ClientMetrics>,
     /// The client HTTP server, once started.
@@ -213,11 +216,13 @@ impl Client {
             inner.client_id(),
             inner.te_name()
         );
+        let has_heartbeat = heartbeat.is_some();
         let client = Client {
             state: Arc::new(RwLock::new(Some(inner))),
             hostname,
             healthy,
             heartbeat: Mutex::new(heartbeat),
+            tasks: Mutex::new(None),
             disk_tier: Mutex::new(None),
             metrics: Arc::new(ClientMetrics::default()),
             http: Mutex::new(None),
@@ -231,7 +236,24 @@ impl Client {
                 }
             }
         }
+        if has_heartbeat {
+            if let Err(e) = client.start_tasks() {
+                client.close();
+                return Err(e);
+            }
+        }
         Ok(client)
+    }
+
+    /// Starts running the master's copy and move tasks unless that runs already.
+    fn start_tasks(&self) -> StoreResult<()> {
+        let mut tasks = self.tasks.lock();
+        if tasks.is_none() {
+            let runner = TaskRunner::start(self.state.clone())
+                .map_err(|e| StoreError::internal(format!("starting the task thread: {e}")))?;
+            *tasks = Some(runner);
+        }
+        Ok(())
     }
 
     /// The client's name (`host:port`, the auto-selected port included); also the
@@ -294,6 +316,9 @@ impl Client {
         if let Some(mut hb) = self.heartbeat.lock().take() {
             hb.stop();
         }
+        if let Some(mut tasks) = self.tasks.lock().take() {
+            tasks.stop();
+        }
         if let Some(mut tier) = self.disk_tier.lock().take() {
             tier.stop();
         }
@@ -318,7 +343,8 @@ impl Client {
         if heartbeat.is_none() {
             *heartbeat = Some(start_heartbeat(inner, &self.healthy)?);
         }
-        Ok(())
+        drop(heartbeat);
+        self.start_tasks()
     }
 }
 

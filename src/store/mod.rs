@@ -28,6 +28,7 @@ mod ops;
 mod read;
 pub mod segments;
 mod state;
+mod tasks;
 #[cfg(test)]
 pub(crate) mod test_support;
 mod transfer;

@@ -161,6 +161,32 @@ pack_struct!(TaskAssignment {
     max_retry: u32,
 });
 
+pack_struct!(TaskCompleteRequest {
+    id: Uuid,
+    status: i32,
+    message: String,
+});
+
+pack_struct!(QueryTaskResponse {
+    id: Uuid,
+    task_type: i32,
+    status: i32,
+    created_at_ms: i64,
+    last_updated_at_ms: i64,
+    assigned_client: Uuid,
+    message: String,
+});
+
+pack_struct!(CopyStartResponse {
+    source: ReplicaDescriptor,
+    targets: Vec<ReplicaDescriptor>,
+});
+
+pack_struct!(MoveStartResponse {
+    source: ReplicaDescriptor,
+    target: Option<ReplicaDescriptor>,
+});
+
 /// Appends `fd <lits> ff`.
 fn struct_literal(out: &mut Vec<u8>, fields: &[fn(&mut Vec<u8>)]) {
     out.push(T_STRUCT);

@@ -71,6 +71,41 @@ fn derived_hashes_match_spec() {
 }
 
 #[test]
+fn task_rpcs_match_spec() {
+    let req = |m: Method| literal_hash(&codec::request_literal(m).unwrap());
+    let rsp = |m: Method| literal_hash(&codec::response_literal(m));
+    let table = [
+        (Method::CreateCopyTask, 0x7801dba0, 0x5e43cb12, 0x8f9bae8a),
+        (Method::CreateMoveTask, 0x97200d2c, 0x311dab7a, 0x8f9bae8a),
+        (Method::QueryTask, 0x07816a74, 0x3c6d83e0, 0x02d57de6),
+        (Method::FetchTasks, 0xdf141844, 0x759a9b84, 0x59e14526),
+        (
+            Method::MarkTaskToComplete,
+            0xa7060015,
+            0x22069e02,
+            0xaf2868cc,
+        ),
+        (Method::CopyStart, 0x29836d38, 0xb5bddd1a, 0x7c1668cc),
+        (Method::CopyEnd, 0xf696f1d9, 0x6a2101f4, 0xaf2868cc),
+        (Method::CopyRevoke, 0x1f558b5c, 0x6a2101f4, 0xaf2868cc),
+        (Method::MoveStart, 0x458e4ce0, 0xef2ee70c, 0x3e9ed4b8),
+        (Method::MoveEnd, 0x636a8b47, 0x6a2101f4, 0xaf2868cc),
+        (Method::MoveRevoke, 0x919b315f, 0x6a2101f4, 0xaf2868cc),
+    ];
+    for (m, id, q, r) in table {
+        assert_eq!((m.id(), req(m), rsp(m)), (id, q, r), "{}", m.name());
+    }
+    assert_eq!(
+        codec::response_literal(Method::QueryTask),
+        unhex(&format!("87 fd {UUID} 01 01 03 03 {UUID} 800c ff 01"))
+    );
+    assert_eq!(
+        codec::response_literal(Method::MoveStart),
+        unhex(&format!("87 fd {} 85 {} ff 01", desc(), desc()))
+    );
+}
+
+#[test]
 fn disk_tier_hashes_match_spec() {
     let req = |m: Method| literal_hash(&codec::request_literal(m).unwrap());
     let rsp = |m: Method| literal_hash(&codec::response_literal(m));

@@ -5,10 +5,11 @@
 use super::disk_tier_api::DiskTierApi;
 use super::master_rpcs::{master_rpcs, trait_method};
 pub use super::master_types::{
-    BufferDescriptor, ClientStatus, ErrorCode, GetReplicaListResponse, MasterResult, ObjectMeta,
-    PingResponse, ReplicaDescriptor, ReplicaLocation, ReplicaStatus, ReplicaType, ReplicateConfig,
-    Segment, SoftPinAction, StorageConfig, TaskAssignment, Uuid, DEFAULT_RPC_TIMEOUT,
-    DEFAULT_TENANT, SERVICE_VERSION,
+    BufferDescriptor, ClientStatus, CopyStartResponse, ErrorCode, GetReplicaListResponse,
+    MasterResult, MoveStartResponse, ObjectMeta, PingResponse, QueryTaskResponse,
+    ReplicaDescriptor, ReplicaLocation, ReplicaStatus, ReplicaType, ReplicateConfig, Segment,
+    SoftPinAction, StorageConfig, TaskAssignment, TaskCompleteRequest, TaskStatus, Uuid,
+    DEFAULT_RPC_TIMEOUT, DEFAULT_TENANT, SERVICE_VERSION, TASK_REPLICA_COPY, TASK_REPLICA_MOVE,
 };
 
 /// What a client does on a new master leader before any call goes there (remount its

@@ -328,6 +328,84 @@ macro_rules! master_rpcs {
                 tenant: &str
             ) -> MasterResult<()>;
         }
+        master {
+            /// `CreateCopyTask`: queues a copy of `key` to `targets` for the owner of
+            /// one of its replicas; the task id.
+            CreateCopyTask: (String, String, Vec<String>) => Expected<Uuid>;
+            [one] fn create_copy_task(
+                key: &str,
+                tenant: &str,
+                targets: &[String]
+            ) -> MasterResult<Uuid>;
+        }
+        master {
+            /// `CreateMoveTask`: queues a move of `key`'s replica on `source` to
+            /// `target` for the owner of `source`; the task id.
+            CreateMoveTask: (String, String, String, String) => Expected<Uuid>;
+            [one] fn create_move_task(
+                key: &str,
+                tenant: &str,
+                source: &str,
+                target: &str
+            ) -> MasterResult<Uuid>;
+        }
+        master {
+            /// `QueryTask`: a task's state.
+            QueryTask: (Uuid,) => Expected<QueryTaskResponse>;
+            [one] fn query_task(id: Uuid) -> MasterResult<QueryTaskResponse>;
+        }
+        master {
+            /// `MarkTaskToComplete`: the executing client reports a task's end.
+            MarkTaskToComplete: (Uuid, TaskCompleteRequest) => Expected<()>;
+            [one] fn mark_task_to_complete(
+                client: Uuid,
+                report: &TaskCompleteRequest
+            ) -> MasterResult<()>;
+        }
+        master {
+            /// `CopyStart`: new PROCESSING replicas of `key` on `targets`, copied from
+            /// its replica on `source`, which stays held until the end.
+            CopyStart: (Uuid, String, String, String, Vec<String>) => Expected<CopyStartResponse>;
+            [one] fn copy_start(
+                client: Uuid,
+                key: &str,
+                tenant: &str,
+                source: &str,
+                targets: &[String]
+            ) -> MasterResult<CopyStartResponse>;
+        }
+        master {
+            /// `CopyEnd`: the copies are written.
+            CopyEnd: (Uuid, String, String) => Expected<()>;
+            [one] fn copy_end(client: Uuid, key: &str, tenant: &str) -> MasterResult<()>;
+        }
+        master {
+            /// `CopyRevoke`: the copy is given up.
+            CopyRevoke: (Uuid, String, String) => Expected<()>;
+            [one] fn copy_revoke(client: Uuid, key: &str, tenant: &str) -> MasterResult<()>;
+        }
+        master {
+            /// `MoveStart`: a new PROCESSING replica of `key` on `target` (none when
+            /// it holds one), to replace the one on `source`.
+            MoveStart: (Uuid, String, String, String, String) => Expected<MoveStartResponse>;
+            [one] fn move_start(
+                client: Uuid,
+                key: &str,
+                tenant: &str,
+                source: &str,
+                target: &str
+            ) -> MasterResult<MoveStartResponse>;
+        }
+        master {
+            /// `MoveEnd`: the target is written; the source replica goes.
+            MoveEnd: (Uuid, String, String) => Expected<()>;
+            [one] fn move_end(client: Uuid, key: &str, tenant: &str) -> MasterResult<()>;
+        }
+        master {
+            /// `MoveRevoke`: the move is given up.
+            MoveRevoke: (Uuid, String, String) => Expected<()>;
+            [one] fn move_revoke(client: Uuid, key: &str, tenant: &str) -> MasterResult<()>;
+        }
         }
     };
     (@split $callback:ident $pre:tt; all [$($a:tt)*] master [$($m:tt)*] tier [$($t:tt)*];

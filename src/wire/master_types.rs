@@ -33,19 +33,25 @@ impl ErrorCode {
     pub const OBJECT_HAS_LEASE: ErrorCode = ErrorCode(-706);
     pub const LEASE_EXPIRED: ErrorCode = ErrorCode(-707);
     pub const OBJECT_HAS_REPLICATION_TASK: ErrorCode = ErrorCode(-708);
+    pub const OBJECT_NO_REPLICATION_TASK: ErrorCode = ErrorCode(-709);
     pub const REPLICA_NOT_FOUND: ErrorCode = ErrorCode(-710);
+    pub const REPLICA_IS_GONE: ErrorCode = ErrorCode(-712);
+    pub const REPLICA_NOT_IN_LOCAL_MEMORY: ErrorCode = ErrorCode(-713);
     pub const TRANSFER_FAIL: ErrorCode = ErrorCode(-800);
     pub const CHECKSUM_MISMATCH: ErrorCode = ErrorCode(-801);
     pub const RPC_FAIL: ErrorCode = ErrorCode(-900);
     pub const RPC_TIMEOUT: ErrorCode = ErrorCode(-901);
+    pub const UNAVAILABLE_IN_CURRENT_STATUS: ErrorCode = ErrorCode(-1010);
     pub const NOT_SUPPORTED: ErrorCode = ErrorCode(-1012);
     pub const UNABLE_OFFLOAD: ErrorCode = ErrorCode(-1300);
     pub const UNABLE_OFFLOADING: ErrorCode = ErrorCode(-1301);
-}
+    pub const TASK_NOT_FOUND: ErrorCode = ErrorCode(-1400);
+    pub const TASK_PENDING_LIMIT_EXCEEDED: ErrorCode = ErrorCode(-1401);
 
-impl fmt::Display for ErrorCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let name = match self.0 {
+    /// Upstream's name of the code (`toString(ErrorCode)`), `"ERROR"` for codes this
+    /// crate does not name.
+    pub fn name(self) -> &'static str {
+        match self.0 {
             0 => "OK",
             -1 => "INTERNAL_ERROR",
             -10 => "BUFFER_OVERFLOW",
@@ -67,17 +73,28 @@ impl fmt::Display for ErrorCode {
             -706 => "OBJECT_HAS_LEASE",
             -707 => "LEASE_EXPIRED",
             -708 => "OBJECT_HAS_REPLICATION_TASK",
+            -709 => "OBJECT_NO_REPLICATION_TASK",
             -710 => "REPLICA_NOT_FOUND",
+            -712 => "REPLICA_IS_GONE",
+            -713 => "REPLICA_NOT_IN_LOCAL_MEMORY",
             -800 => "TRANSFER_FAIL",
             -801 => "CHECKSUM_MISMATCH",
             -900 => "RPC_FAIL",
             -901 => "RPC_TIMEOUT",
+            -1010 => "UNAVAILABLE_IN_CURRENT_STATUS",
             -1012 => "NOT_SUPPORTED",
             -1300 => "UNABLE_OFFLOAD",
             -1301 => "UNABLE_OFFLOADING",
+            -1400 => "TASK_NOT_FOUND",
+            -1401 => "TASK_PENDING_LIMIT_EXCEEDED",
             _ => "ERROR",
-        };
-        write!(f, "{name} ({})", self.0)
+        }
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.name(), self.0)
     }
 }
 
@@ -351,6 +368,90 @@ pub struct TaskAssignment {
     pub created_at_ms: i64,
     /// Retry budget.
     pub max_retry: u32,
+}
+
+/// `TaskType::REPLICA_COPY`: copy an object's replica to named segments.
+pub const TASK_REPLICA_COPY: i32 = 0;
+/// `TaskType::REPLICA_MOVE`: move an object's replica from one segment to another.
+pub const TASK_REPLICA_MOVE: i32 = 1;
+
+/// `TaskStatus` of a copy or move task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskStatus {
+    /// Waiting for its client to fetch it.
+    Pending = 0,
+    /// Fetched, being executed.
+    Processing = 1,
+    /// Ended in failure (reported, or timed out).
+    Failed = 2,
+    /// Ended in success.
+    Success = 3,
+}
+
+impl TaskStatus {
+    /// The status of wire value `v`.
+    pub fn from_i32(v: i32) -> Option<TaskStatus> {
+        match v {
+            0 => Some(TaskStatus::Pending),
+            1 => Some(TaskStatus::Processing),
+            2 => Some(TaskStatus::Failed),
+            3 => Some(TaskStatus::Success),
+            _ => None,
+        }
+    }
+
+    /// Whether the task has ended.
+    pub fn is_final(self) -> bool {
+        matches!(self, TaskStatus::Failed | TaskStatus::Success)
+    }
+}
+
+/// `MarkTaskToComplete`'s report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskCompleteRequest {
+    /// Task id.
+    pub id: Uuid,
+    /// `TaskStatus` as its wire value (only FAILED and SUCCESS are accepted).
+    pub status: i32,
+    /// What happened.
+    pub message: String,
+}
+
+/// Result of `QueryTask`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct QueryTaskResponse {
+    /// Task id.
+    pub id: Uuid,
+    /// `TaskType` wire value.
+    pub task_type: i32,
+    /// `TaskStatus` wire value.
+    pub status: i32,
+    /// Creation time, ms since the epoch (master clock).
+    pub created_at_ms: i64,
+    /// Time of the last state change, ms since the epoch.
+    pub last_updated_at_ms: i64,
+    /// The client that executes it (the source segment's owner).
+    pub assigned_client: Uuid,
+    /// `""` until it ends; then the client's report or the timeout's.
+    pub message: String,
+}
+
+/// Result of `CopyStart`: the source replica and the new (PROCESSING) targets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CopyStartResponse {
+    /// The replica to copy from.
+    pub source: ReplicaDescriptor,
+    /// The replicas to write (empty when every target already holds one).
+    pub targets: Vec<ReplicaDescriptor>,
+}
+
+/// Result of `MoveStart`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MoveStartResponse {
+    /// The replica to move.
+    pub source: ReplicaDescriptor,
+    /// The replica to write; `None` when the target already holds one.
+    pub target: Option<ReplicaDescriptor>,
 }
 
 /// The version string `ServiceReady` must return for upstream clients to connect.

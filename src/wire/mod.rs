@@ -30,6 +30,7 @@ pub mod rpc_client;
 pub mod rpc_metrics;
 pub mod struct_pack;
 mod struct_pack_std;
+pub mod task_payload;
 pub mod wire_arg;
 
 #[cfg(test)]

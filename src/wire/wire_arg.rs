@@ -3,7 +3,9 @@
 //! (`String`, `Vec<T>`, `T`). The client stubs and the dispatch arms that
 //! [`super::master_rpcs`] generates call it for every argument.
 
-use super::master_api::{ObjectMeta, ReplicaType, ReplicateConfig, Segment, Uuid};
+use super::master_api::{
+    ObjectMeta, ReplicaType, ReplicateConfig, Segment, TaskCompleteRequest, Uuid,
+};
 
 /// An RPC argument in its Rust form, and the wire form it travels in.
 pub trait WireArg<'a>: Sized {
@@ -63,5 +65,5 @@ macro_rules! by_value {
     )*};
 }
 
-by_reference!(Segment, ReplicateConfig, ObjectMeta);
+by_reference!(Segment, ReplicateConfig, ObjectMeta, TaskCompleteRequest);
 by_value!(Uuid, u64, i64, bool, ReplicaType);

@@ -68,6 +68,7 @@ fn ext_header() -> String {
             "src/ffi/ext_store/clear.rs",
             "src/ffi/ext_store/dummy.rs",
             "src/ffi/ext_store/segments.rs",
+            "src/ffi/ext_store/tasks.rs",
             "src/ffi/p2p/mod.rs",
         ],
     )

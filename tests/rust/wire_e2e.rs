@@ -64,6 +64,43 @@ fn every_method_over_loopback() {
     assert_eq!(c.ping(me).unwrap().view_version_id, 9);
     let tasks = c.fetch_tasks(me, 16).unwrap();
     assert_eq!((tasks.len(), tasks[2].payload.clone()), (3, me.to_string()));
+    let targets = vec!["a".to_string(), "b".to_string()];
+    assert_eq!(c.create_copy_task("k", t, &targets), Ok(uuid(2)));
+    assert_eq!(fake.last(), format!("copy_task(k,{t},{targets:?})"));
+    assert_eq!(
+        c.create_copy_task("k", t, &[]),
+        Err(ErrorCode::INVALID_PARAMS)
+    );
+    assert_eq!(c.create_move_task("key", t, "a", "b"), Ok(uuid(3)));
+    assert_eq!(fake.last(), format!("move_task(key,{t},a,b)"));
+    let q = c.query_task(uuid(4)).unwrap();
+    assert_eq!(
+        (q.id, q.assigned_client, q.message.len()),
+        (uuid(4), uuid(7), 300)
+    );
+    assert_eq!(c.query_task(uuid(0)), Err(ErrorCode::TASK_NOT_FOUND));
+    let report = TaskCompleteRequest {
+        id: uuid(4),
+        status: TaskStatus::Failed as i32,
+        message: "why".into(),
+    };
+    c.mark_task_to_complete(me, &report).unwrap();
+    assert_eq!(fake.last(), format!("complete({me},{},2,why)", uuid(4)));
+    let started = c.copy_start(me, "k", t, "a", &targets).unwrap();
+    assert_eq!((started.source.id, started.targets.len()), (1, 2));
+    c.copy_end(me, "k", t).unwrap();
+    assert_eq!(
+        c.copy_revoke(me, "k", t),
+        Err(ErrorCode::OBJECT_NO_REPLICATION_TASK)
+    );
+    assert_eq!(
+        c.move_start(me, "k", t, "a", "b").unwrap().target,
+        Some(desc(2, "k"))
+    );
+    assert_eq!(c.move_start(me, "k", t, "a", "a").unwrap().target, None);
+    c.move_end(me, "k", t).unwrap();
+    c.move_revoke(me, "k", t).unwrap();
+    assert_eq!(fake.last(), format!("move_revoke({me},k,{t})"));
     assert_eq!(c.exist_key("ab", t), Ok(true));
     assert_eq!(c.exist_key("ab", "other"), Err(ErrorCode::INVALID_PARAMS));
     assert_eq!(

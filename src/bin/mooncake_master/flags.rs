@@ -180,12 +180,6 @@ pub(crate) const MEANINGLESS_HERE: &[(&str, &str)] = &[
         "snapshot_child_timeout_seconds",
         "snapshots are journaled by a thread of the master, not a child process",
     ),
-    ("max_retry_attempts", TASKS),
-    ("max_total_finished_tasks", TASKS),
-    ("max_total_pending_tasks", TASKS),
-    ("max_total_processing_tasks", TASKS),
-    ("pending_task_timeout_sec", TASKS),
-    ("processing_task_timeout_sec", TASKS),
     (
         "tenant_quota_connector_type",
         "it configures tenant quotas, refused with --tenant_quota_connector_uri",
@@ -197,7 +191,6 @@ const DYNAMIC: &str = "it tunes dynamic replication, refused with --dynamic_repl
 const NOF: &str = "no NVMe-oF segment is ever mounted here";
 const K8S: &str = "it names the pod for --ha_backend_type=k8s, which is refused";
 const THREADS: &str = "each client connection has a thread of its own; there is no pool to size";
-const TASKS: &str = "copy and move tasks are not built here: no task is ever created";
 
 /// The reason a refused flag given as `name=value` stops the master, if it does.
 pub(crate) fn refusal(name: &str, value: &str) -> Option<String> {

@@ -23,7 +23,7 @@ use crate::store::memory::{Mapping, StagingBuffer};
 use crate::store::state::map_error;
 use crate::store::vocab::{map_ranged, ranged_failure, RangedRead, RangedResults};
 use crate::store::{BatchWrite, ErrorCode, Health, Pieces, ReplicateConfig, WriteMode};
-use crate::wire::master_api::ReplicaDescriptor;
+use crate::wire::master_api::{QueryTaskResponse, ReplicaDescriptor, Uuid};
 use parking_lot::RwLock;
 use std::sync::atomic::AtomicU64;
 
@@ -289,6 +289,45 @@ impl StoreApi for DummyClient {
             |i| {
                 Ok(i.link
                     .call::<_, Result<i64, ErrorCode>>(Op::RemoveAll, &force, None)??)
+            },
+        )
+    }
+
+    fn create_copy_task(&self, key: &str, targets: &[String]) -> StoreResult<Uuid> {
+        self.with(
+            || Err(StoreError::invalid(CLOSED)),
+            |i| {
+                Ok(i.link.call::<_, Result<Uuid, ErrorCode>>(
+                    Op::CreateCopyTask,
+                    &(key.to_string(), targets.to_vec()),
+                    None,
+                )??)
+            },
+        )
+    }
+
+    fn create_move_task(&self, key: &str, source: &str, target: &str) -> StoreResult<Uuid> {
+        self.with(
+            || Err(StoreError::invalid(CLOSED)),
+            |i| {
+                Ok(i.link.call::<_, Result<Uuid, ErrorCode>>(
+                    Op::CreateMoveTask,
+                    &(key.to_string(), source.to_string(), target.to_string()),
+                    None,
+                )??)
+            },
+        )
+    }
+
+    fn query_task(&self, id: Uuid) -> StoreResult<QueryTaskResponse> {
+        self.with(
+            || Err(StoreError::invalid(CLOSED)),
+            |i| {
+                Ok(i.link.call::<_, Result<QueryTaskResponse, ErrorCode>>(
+                    Op::QueryTask,
+                    &id,
+                    None,
+                )??)
             },
         )
     }

@@ -303,6 +303,20 @@ fn handle(
             let r = client.batch_replica_clear(&refs(&keys), &segment);
             reply(stream, r.map_err(StoreError::logged))
         }
+        Op::CreateCopyTask => {
+            let (key, targets) = wire::decode::<(String, Vec<String>)>(body)?;
+            let r = client.create_copy_task(&key, &targets);
+            reply(stream, r.map_err(StoreError::logged))
+        }
+        Op::CreateMoveTask => {
+            let (key, source, target) = wire::decode::<(String, String, String)>(body)?;
+            let r = client.create_move_task(&key, &source, &target);
+            reply(stream, r.map_err(StoreError::logged))
+        }
+        Op::QueryTask => {
+            let id = wire::decode::<crate::wire::master_api::Uuid>(body)?;
+            reply(stream, client.query_task(id).map_err(StoreError::logged))
+        }
         Op::Health => reply(stream, client.health() as i32),
         Op::Segments => {
             let confirm = wire::decode::<bool>(body)?;

@@ -63,6 +63,12 @@ pub enum Op {
     /// reply (for a dummy of the real client's own user; none otherwise); `true` (the
     /// dummy mapped them all) → nothing, and fetches locate objects there from now on.
     Segments = 17,
+    /// `(key, targets)` → `Result<task id, code>`.
+    CreateCopyTask = 18,
+    /// `(key, source, target)` → `Result<task id, code>`.
+    CreateMoveTask = 19,
+    /// `task id` → `Result<QueryTaskResponse, code>`.
+    QueryTask = 20,
 }
 
 impl Op {
@@ -87,6 +93,9 @@ impl Op {
             Fetch,
             Done,
             Segments,
+            CreateCopyTask,
+            CreateMoveTask,
+            QueryTask,
         ]
         .into_iter()
         .find(|op| *op as u8 == b)

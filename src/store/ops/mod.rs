@@ -7,8 +7,11 @@ mod buffers;
 mod keys;
 mod ranges;
 mod read;
+mod tasks;
 pub(crate) mod whole;
 mod write;
 
+#[cfg(test)]
+mod tasks_tests;
 #[cfg(test)]
 mod tests;

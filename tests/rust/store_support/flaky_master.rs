@@ -103,6 +103,36 @@ impl MasterApi for FlakyMaster {
     fn fetch_tasks(&self, c: Uuid, n: u64) -> R<Vec<TaskAssignment>> {
         self.inner.fetch_tasks(c, n)
     }
+    fn create_copy_task(&self, k: &str, t: &str, targets: &[String]) -> R<Uuid> {
+        self.inner.create_copy_task(k, t, targets)
+    }
+    fn create_move_task(&self, k: &str, t: &str, s: &str, d: &str) -> R<Uuid> {
+        self.inner.create_move_task(k, t, s, d)
+    }
+    fn query_task(&self, id: Uuid) -> R<QueryTaskResponse> {
+        self.inner.query_task(id)
+    }
+    fn mark_task_to_complete(&self, c: Uuid, r: &TaskCompleteRequest) -> R<()> {
+        self.inner.mark_task_to_complete(c, r)
+    }
+    fn copy_start(&self, c: Uuid, k: &str, t: &str, s: &str, d: &[String]) -> R<CopyStartResponse> {
+        self.inner.copy_start(c, k, t, s, d)
+    }
+    fn copy_end(&self, c: Uuid, k: &str, t: &str) -> R<()> {
+        self.inner.copy_end(c, k, t)
+    }
+    fn copy_revoke(&self, c: Uuid, k: &str, t: &str) -> R<()> {
+        self.inner.copy_revoke(c, k, t)
+    }
+    fn move_start(&self, c: Uuid, k: &str, t: &str, s: &str, d: &str) -> R<MoveStartResponse> {
+        self.inner.move_start(c, k, t, s, d)
+    }
+    fn move_end(&self, c: Uuid, k: &str, t: &str) -> R<()> {
+        self.inner.move_end(c, k, t)
+    }
+    fn move_revoke(&self, c: Uuid, k: &str, t: &str) -> R<()> {
+        self.inner.move_revoke(c, k, t)
+    }
     fn exist_key(&self, k: &str, t: &str) -> R<bool> {
         self.inner.exist_key(k, t)
     }

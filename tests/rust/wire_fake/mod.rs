@@ -110,6 +110,81 @@ impl MasterApi for Fake {
             })
             .collect())
     }
+    fn create_copy_task(&self, key: &str, t: &str, targets: &[String]) -> MasterResult<Uuid> {
+        self.log(format!("copy_task({key},{t},{targets:?})"));
+        match targets.len() {
+            0 => Err(ErrorCode::INVALID_PARAMS),
+            n => Ok(uuid(n as u64)),
+        }
+    }
+    fn create_move_task(&self, key: &str, t: &str, s: &str, d: &str) -> MasterResult<Uuid> {
+        self.log(format!("move_task({key},{t},{s},{d})"));
+        Ok(uuid(key.len() as u64))
+    }
+    fn query_task(&self, id: Uuid) -> MasterResult<QueryTaskResponse> {
+        if id.first == 0 {
+            return Err(ErrorCode::TASK_NOT_FOUND);
+        }
+        Ok(QueryTaskResponse {
+            id,
+            task_type: 1,
+            status: TaskStatus::Success as i32,
+            created_at_ms: 5,
+            last_updated_at_ms: 6,
+            assigned_client: uuid(7),
+            message: "m".repeat(300),
+        })
+    }
+    fn mark_task_to_complete(&self, c: Uuid, r: &TaskCompleteRequest) -> MasterResult<()> {
+        self.log(format!("complete({c},{},{},{})", r.id, r.status, r.message));
+        Ok(())
+    }
+    fn copy_start(
+        &self,
+        c: Uuid,
+        key: &str,
+        t: &str,
+        s: &str,
+        targets: &[String],
+    ) -> MasterResult<CopyStartResponse> {
+        self.log(format!("copy_start({c},{key},{t},{s},{targets:?})"));
+        Ok(CopyStartResponse {
+            source: desc(1, key),
+            targets: (0..targets.len() as u64)
+                .map(|i| desc(i + 2, key))
+                .collect(),
+        })
+    }
+    fn copy_end(&self, c: Uuid, key: &str, t: &str) -> MasterResult<()> {
+        self.log(format!("copy_end({c},{key},{t})"));
+        Ok(())
+    }
+    fn copy_revoke(&self, c: Uuid, key: &str, t: &str) -> MasterResult<()> {
+        self.log(format!("copy_revoke({c},{key},{t})"));
+        Err(ErrorCode::OBJECT_NO_REPLICATION_TASK)
+    }
+    fn move_start(
+        &self,
+        c: Uuid,
+        key: &str,
+        t: &str,
+        s: &str,
+        d: &str,
+    ) -> MasterResult<MoveStartResponse> {
+        self.log(format!("move_start({c},{key},{t},{s},{d})"));
+        Ok(MoveStartResponse {
+            source: desc(1, key),
+            target: (s != d).then(|| desc(2, key)),
+        })
+    }
+    fn move_end(&self, c: Uuid, key: &str, t: &str) -> MasterResult<()> {
+        self.log(format!("move_end({c},{key},{t})"));
+        Ok(())
+    }
+    fn move_revoke(&self, c: Uuid, key: &str, t: &str) -> MasterResult<()> {
+        self.log(format!("move_revoke({c},{key},{t})"));
+        Ok(())
+    }
     fn exist_key(&self, key: &str, tenant: &str) -> MasterResult<bool> {
         if tenant != DEFAULT_TENANT {
             return Err(ErrorCode::INVALID_PARAMS);
