@@ -1,13 +1,18 @@
 """Tenants (``setup(..., tenant_id=...)``): every object call names the client's
 tenant, so on a master with ``--enable_multi_tenants`` one tenant's keys are
-invisible to another's and a tenant without a quota policy cannot write. Runs with
-either implementation (``MOONCAKE_PY_IMPL``) against upstream's master (this project's
-master refuses multi-tenancy until it has tenant quotas; see README).
+invisible to another's, a tenant without a quota policy cannot write, and a tenant's
+memory replicas stay within its quota (its own older objects are evicted to make
+room; beyond that, -1700). Runs with either implementation (``MOONCAKE_PY_IMPL``)
+against this project's master and upstream's, including the quota API on the admin
+port and the tenant metrics.
 """
 
 from __future__ import annotations
 
-from typing import Iterator
+import json
+import urllib.error
+import urllib.request
+from typing import Iterator, Tuple
 
 import pytest
 
@@ -15,25 +20,42 @@ from mooncake.store import MooncakeDistributedStore
 from store_env import LOCAL_BUFFER, SEGMENT, Master, upstream_master_binary
 
 NOT_FOUND = -704
+QUOTA_EXCEEDED = -1700
 NOT_REGISTERED = -1701
+MB = 1 << 20
 
 
-@pytest.fixture(scope="module")
-def tenant_master(tmp_path_factory) -> Iterator[Master]:
+@pytest.fixture(scope="module", params=["ours", "upstream"])
+def tenant_master(request, tmp_path_factory) -> Iterator[Master]:
+    binary = upstream_master_binary() if request.param == "upstream" else None
     policy = tmp_path_factory.mktemp("tenants") / "quota.yaml"
     policy.write_text(
         "version: 1\ntenants:\n  - name: tenant-a\n    quota: 64MB\n  - name: tenant-b\n    quota: 64MB\n"
+        "  - name: tenant-small\n    quota: 1MB\n"
     )
-    m = Master(
-        extra=[
-            "--enable_multi_tenants=true",
-            "--tenant_quota_connector_type=file",
-            f"--tenant_quota_connector_uri={policy}",
-        ],
-        binary=upstream_master_binary(),
-    )
+    extra = [
+        "--enable_multi_tenants=true",
+        "--tenant_quota_connector_type=file",
+        f"--tenant_quota_connector_uri={policy}",
+    ]
+    m = Master(extra=extra, binary=binary) if binary else Master(extra=extra)
     yield m
     m.stop()
+
+
+def _admin(master: Master, method: str, path: str, body: object = None) -> Tuple[int, dict]:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(f"http://127.0.0.1:{master.metrics_port}{path}", data=data, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def _metrics(master: Master) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{master.metrics_port}/metrics", timeout=10) as r:
+        return r.read().decode()
 
 
 def _store(master: Master, tenant: str, dict_form: bool = False) -> MooncakeDistributedStore:
@@ -92,3 +114,58 @@ def test_a_tenant_without_a_policy_cannot_write(tenant_master, k):
         assert c.is_exist(k("z")) == 0
     finally:
         c.close()
+
+
+def test_a_tenant_stays_within_its_quota(tenant_master, k):
+    small = _store(tenant_master, "tenant-small")
+    try:
+        assert small.put(k("big"), b"x" * (2 * MB)) == QUOTA_EXCEEDED
+        assert small.is_exist(k("big")) == 0
+        first = b"1" * (600 << 10)
+        assert small.put(k("first"), first) == 0
+        # No room for a second: the tenant's own unleased object is evicted for it.
+        assert small.put(k("second"), b"2" * (600 << 10)) == 0
+        assert small.is_exist(k("first")) == 0
+        assert small.get(k("second")) == b"2" * (600 << 10)
+        text = _metrics(tenant_master)
+        assert 'mooncake_tenant_quota_reject_total{tenant_id="tenant-small",reason="quota_exceeded"} 1' in text
+        assert 'mooncake_tenant_evict_bytes_total{tenant_id="tenant-small"}' in text
+        assert f'mooncake_tenant_quota_charged_bytes{{tenant_id="tenant-small"}} {600 << 10}' in text
+        assert 'mooncake_tenant_quota_requested_bytes{tenant_id="tenant-small"} 1048576' in text
+    finally:
+        small.close()
+
+
+def test_the_quota_api_manages_policies(tenant_master, k):
+    status, body = _admin(tenant_master, "GET", "/api/v1/tenant_quotas?tenant_id=tenant-small")
+    assert status == 200 and body["success"]
+    assert list(body["data"]) == [
+        "tenant_id",
+        "requested_quota_bytes",
+        "effective_quota_bytes",
+        "charged_bytes",
+        "admission_closed",
+        "over_quota",
+        "has_explicit_policy",
+    ]
+    assert body["data"]["requested_quota_bytes"] == MB and body["data"]["has_explicit_policy"] is True
+    assert _admin(tenant_master, "GET", "/api/v1/tenant_quotas?tenant_id=_x")[0] == 400
+    assert _admin(tenant_master, "GET", "/api/v1/tenant_quotas?tenant_id=nobody")[1]["error_code"] == NOT_FOUND
+    status, body = _admin(tenant_master, "PUT", "/api/v1/tenant_quotas?tenant_id=tenant-d", {"requested_quota_bytes": 0})
+    assert (status, body["error_code"]) == (400, -600)
+    status, body = _admin(tenant_master, "PUT", "/api/v1/tenant_quotas?tenant_id=tenant-d", {"requested_quota_bytes": MB})
+    assert status == 200 and body["data"]["tenant_id"] == "tenant-d" and not body["data"]["admission_closed"]
+    d = _store(tenant_master, "tenant-d")
+    try:
+        assert d.put(k("d"), b"data") == 0
+        status, body = _admin(tenant_master, "DELETE", "/api/v1/tenant_quotas?tenant_id=tenant-d")
+        assert (status, body["error_code"]) == (409, -1702)
+        assert d.remove(k("d"), True) == 0
+        status, body = _admin(tenant_master, "DELETE", "/api/v1/tenant_quotas?tenant_id=tenant-d")
+        assert (status, body) == (200, {"success": True, "data": None})
+        assert d.put(k("d2"), b"data") == NOT_REGISTERED
+    finally:
+        d.close()
+    status, body = _admin(tenant_master, "GET", "/api/v1/tenant_quotas")
+    names = [t["tenant_id"] for t in body["data"]]
+    assert status == 200 and names == sorted(names) and "tenant-a" in names and "tenant-d" not in names

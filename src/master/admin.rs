@@ -6,6 +6,7 @@
 
 use super::admin_runtime::RuntimeView;
 use super::kv_events::KvEvents;
+use super::tenants::TenantSnapshot;
 use super::MasterService;
 use crate::runtime::http_server::{HttpHandler, HttpReply};
 use crate::wire::master_api::{ErrorCode, ReplicaDescriptor, ReplicaLocation};
@@ -18,8 +19,11 @@ use std::sync::Arc;
 pub struct AdminHandler(pub Arc<MasterService>);
 
 impl HttpHandler for AdminHandler {
-    fn handle(&self, method: &str, target: &str, _body: &[u8]) -> HttpReply {
+    fn handle(&self, method: &str, target: &str, body: &[u8]) -> HttpReply {
         let (path, query) = target.split_once('?').unwrap_or((target, ""));
+        if path == TENANT_QUOTAS {
+            return tenant_quotas(&self.0, method, query, body);
+        }
         if method != "GET" {
             return HttpReply::text(405, "Method not allowed");
         }
@@ -52,6 +56,95 @@ impl HttpHandler for AdminHandler {
             "/kv_events/status" => kv_events_status(master.kv_events()),
             _ => HttpReply::text(404, "Not found"),
         }
+    }
+}
+
+/// The tenant quota API's path.
+const TENANT_QUOTAS: &str = "/api/v1/tenant_quotas";
+
+/// Upstream's admin error body, with its status (-600 400; -704, -1701 404; -1011,
+/// -1010, -1702 409; else 500).
+fn admin_error(code: ErrorCode, message: &str) -> HttpReply {
+    let status = match code.0 {
+        -600 => 400,
+        -704 | -1701 => 404,
+        -1011 | -1010 | -1702 => 409,
+        _ => 500,
+    };
+    HttpReply {
+        status,
+        content_type: "application/json",
+        body: format!(
+            "{{\"success\":false,\"error_code\":{},\"error_message\":{}}}",
+            code.0,
+            Value::from(message)
+        )
+        .into_bytes(),
+    }
+}
+
+/// A tenant's snapshot as upstream's JSON text (its field order).
+fn snapshot_json(s: &TenantSnapshot) -> String {
+    format!(
+        "{{\"tenant_id\":{},\"requested_quota_bytes\":{},\"effective_quota_bytes\":{},\
+         \"charged_bytes\":{},\"admission_closed\":{},\"over_quota\":{},\
+         \"has_explicit_policy\":{}}}",
+        Value::from(s.tenant_id.as_str()),
+        s.requested_quota_bytes,
+        s.effective_quota_bytes,
+        s.charged_bytes,
+        s.admission_closed,
+        s.over_quota,
+        s.has_explicit_policy
+    )
+}
+
+/// `GET /api/v1/tenant_quotas[?tenant_id=T]`, `PUT ...?tenant_id=T` with
+/// `{"requested_quota_bytes": N}`, `DELETE ...?tenant_id=T` (upstream's API).
+fn tenant_quotas(master: &MasterService, method: &str, query: &str, body: &[u8]) -> HttpReply {
+    let tenant = query_value(query, "tenant_id");
+    let code_name = |c: ErrorCode| c.name().to_string();
+    let result = match (method, tenant.as_deref()) {
+        ("GET", None) => master.tenant_quota_snapshots().map(|all| {
+            format!(
+                "[{}]",
+                all.iter().map(snapshot_json).collect::<Vec<_>>().join(",")
+            )
+        }),
+        ("GET", Some(t)) => master.tenant_quota_snapshot(t).map(|s| snapshot_json(&s)),
+        ("PUT", t) => {
+            let Some(t) = t.filter(|t| !t.is_empty()) else {
+                return admin_error(ErrorCode::INVALID_PARAMS, "Missing or invalid tenant_id");
+            };
+            let bytes = match serde_json::from_slice::<Value>(body) {
+                Ok(v) => v.get("requested_quota_bytes").and_then(Value::as_u64),
+                Err(e) => {
+                    return admin_error(
+                        ErrorCode::INVALID_PARAMS,
+                        &format!("Invalid JSON body: {e}"),
+                    )
+                }
+            };
+            let Some(bytes) = bytes.filter(|b| *b > 0 && *b <= i64::MAX as u64) else {
+                return admin_error(
+                    ErrorCode::INVALID_PARAMS,
+                    "Tenant quota must be in [1, 2^63 - 1] bytes",
+                );
+            };
+            master.set_tenant_quota(t, bytes).map(|s| snapshot_json(&s))
+        }
+        ("DELETE", Some(t)) => master.delete_tenant_quota(t).map(|()| "null".to_string()),
+        ("DELETE", None) => Err(ErrorCode::INVALID_PARAMS),
+        _ => return HttpReply::text(405, "Method not allowed"),
+    };
+    match result {
+        Ok(data) => HttpReply {
+            status: 200,
+            content_type: "application/json",
+            body: format!("{{\"success\":true,\"data\":{data}}}").into_bytes(),
+        },
+        Err(c) if c == ErrorCode::INVALID_PARAMS => admin_error(c, "Invalid tenant_id"),
+        Err(c) => admin_error(c, &code_name(c)),
     }
 }
 
@@ -300,7 +393,90 @@ fn prometheus(master: &MasterService) -> String {
     let _ = writeln!(out, "# TYPE master_local_disk_capacity_bytes gauge");
     let capacity: i64 = disks.iter().map(|d| d.capacity.max(0)).sum();
     let _ = writeln!(out, "master_local_disk_capacity_bytes {capacity}");
+    tenant_metrics(master, &mut out);
     out
+}
+
+/// Upstream's tenant families: the quota gauges (multi-tenancy only) and the
+/// rejection and eviction counters (once they have a value).
+fn tenant_metrics(master: &MasterService, out: &mut String) {
+    let rejects = master.tenant_quota_rejects();
+    if !rejects.is_empty() {
+        let name = "mooncake_tenant_quota_reject_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Total number of tenant quota admission rejects"
+        );
+        let _ = writeln!(out, "# TYPE {name} counter");
+        for (t, n) in rejects {
+            let _ = writeln!(
+                out,
+                "{name}{{tenant_id=\"{}\",reason=\"quota_exceeded\"}} {n}",
+                escape(&t)
+            );
+        }
+    }
+    let evicted = master.tenant_quota_evicted();
+    if !evicted.is_empty() {
+        let name = "mooncake_tenant_evict_bytes_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Total bytes evicted by tenant-scoped quota eviction"
+        );
+        let _ = writeln!(out, "# TYPE {name} counter");
+        for (t, n) in evicted {
+            let _ = writeln!(out, "{name}{{tenant_id=\"{}\"}} {n}", escape(&t));
+        }
+    }
+    let Ok(snaps) = master.tenant_quota_snapshots() else {
+        return;
+    };
+    let families = [
+        ("requested_bytes", "Requested tenant quota policy in bytes"),
+        ("effective_bytes", "Effective tenant quota in bytes"),
+        ("charged_bytes", "Tenant quota charge in bytes"),
+        ("admission_closed", "Tenant quota admission-closed flag"),
+        ("over_quota", "Tenant over-quota flag"),
+        ("explicit_policy", "Tenant explicit policy flag"),
+        (
+            "allocatable_capacity_bytes",
+            "Global tenant quota allocatable capacity in bytes",
+        ),
+        (
+            "requested_bytes_sum",
+            "Global requested tenant quota sum in bytes",
+        ),
+        (
+            "effective_bytes_sum",
+            "Global effective tenant quota sum in bytes",
+        ),
+    ];
+    for (f, help) in families {
+        let _ = writeln!(out, "# HELP mooncake_tenant_quota_{f} {help}");
+        let _ = writeln!(out, "# TYPE mooncake_tenant_quota_{f} gauge");
+    }
+    for s in &snaps {
+        let t = escape(&s.tenant_id);
+        for (f, v) in [
+            ("requested_bytes", s.requested_quota_bytes),
+            ("effective_bytes", s.effective_quota_bytes),
+            ("charged_bytes", s.charged_bytes),
+            ("admission_closed", u64::from(s.admission_closed)),
+            ("over_quota", u64::from(s.over_quota)),
+            ("explicit_policy", u64::from(s.has_explicit_policy)),
+        ] {
+            let _ = writeln!(out, "mooncake_tenant_quota_{f}{{tenant_id=\"{t}\"}} {v}");
+        }
+    }
+    let requested: u64 = snaps.iter().map(|s| s.requested_quota_bytes).sum();
+    let effective: u64 = snaps.iter().map(|s| s.effective_quota_bytes).sum();
+    for (f, v) in [
+        ("allocatable_capacity_bytes", master.total_capacity()),
+        ("requested_bytes_sum", requested),
+        ("effective_bytes_sum", effective),
+    ] {
+        let _ = writeln!(out, "mooncake_tenant_quota_{f} {v}");
+    }
 }
 
 /// `PutStart` -> `put_start`, with upstream's exceptions: `ReMountSegment` ->

@@ -144,8 +144,17 @@ pub struct MasterConfig {
     pub allocation_strategy: AllocationStrategy,
     /// `--memory_allocator` (default `offset`).
     pub memory_allocator: MemoryAllocator,
-    /// `--enable_multi_tenants` (default false): when off every tenant is `default`.
+    /// `--enable_multi_tenants` (default false): when off every tenant is `default`;
+    /// when on, each tenant has its own keys and writes need a quota policy.
     pub enable_multi_tenants: bool,
+    /// `--tenant_quota_connector_type` (default `file`): where the tenant quota policy
+    /// is kept, `file` or `etcd`.
+    pub tenant_quota_connector_type: String,
+    /// `--tenant_quota_connector_uri`: the policy file's path, or the etcd endpoints.
+    pub tenant_quota_connector_uri: String,
+    /// `--cluster_id` (default `mooncake_cluster`): names the etcd key of the tenant
+    /// quota policy (and the HA cluster, which the binary reads itself).
+    pub cluster_id: String,
     /// HA view version reported by `Ping` (0 without HA). Not a flag.
     pub view_version: i64,
     /// Eviction thread period (upstream: 10 ms). Not a flag.
@@ -215,6 +224,9 @@ impl Default for MasterConfig {
             allocation_strategy: AllocationStrategy::Random,
             memory_allocator: MemoryAllocator::Offset,
             enable_multi_tenants: false,
+            tenant_quota_connector_type: "file".into(),
+            tenant_quota_connector_uri: String::new(),
+            cluster_id: crate::wire::master_view::DEFAULT_CLUSTER_ID.into(),
             view_version: 0,
             eviction_interval: Duration::from_millis(10),
             client_monitor_interval: Duration::from_secs(1),
@@ -252,6 +264,8 @@ pub const MASTER_CONFIG_FLAGS: &[(&str, bool)] = &[
     ("allocation_strategy", false),
     ("memory_allocator", false),
     ("enable_multi_tenants", true),
+    ("tenant_quota_connector_type", false),
+    ("tenant_quota_connector_uri", false),
     ("ha_sync_timeout_ms", false),
     ("enable_offload", true),
     ("offload_on_evict", true),
@@ -321,6 +335,8 @@ impl MasterConfig {
                 }
             }
             "enable_multi_tenants" => self.enable_multi_tenants = parse_bool(v)?,
+            "tenant_quota_connector_type" => self.tenant_quota_connector_type = v.to_string(),
+            "tenant_quota_connector_uri" => self.tenant_quota_connector_uri = v.to_string(),
             "ha_sync_timeout_ms" => {
                 self.ha_sync_timeout = Duration::from_millis(parse_u64(name, v)?.max(1))
             }

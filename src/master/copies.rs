@@ -24,6 +24,7 @@ use super::replica::Replica;
 use super::segments::Buffer;
 use super::tables::Tables;
 use super::tasks::Tasks;
+use super::tenants::TENANT_QUOTA_EXCEEDED;
 use crate::wire::master_api::{
     CopyStartResponse, ErrorCode, MasterResult, MoveStartResponse, QueryTaskResponse,
     ReplicaDescriptor, ReplicaStatus, TaskAssignment, TaskCompleteRequest, Uuid, TASK_REPLICA_COPY,
@@ -131,7 +132,7 @@ impl Copies {
         tenant: &str,
         targets: &[String],
     ) -> MasterResult<Uuid> {
-        let tenant = self.t.tenant(tenant);
+        let tenant = self.t.write_tenant(tenant)?;
         if targets.is_empty() {
             return Err(ErrorCode::INVALID_PARAMS);
         }
@@ -164,7 +165,7 @@ impl Copies {
         source: &str,
         target: &str,
     ) -> MasterResult<Uuid> {
-        let tenant = self.t.tenant(tenant);
+        let tenant = self.t.write_tenant(tenant)?;
         let holders = self.sources(tenant, key)?;
         if source == target {
             return Err(ErrorCode::INVALID_PARAMS);
@@ -214,7 +215,7 @@ impl Copies {
         for target in targets {
             self.check_target(target, ErrorCode::SEGMENT_NOT_FOUND)?;
         }
-        let tenant = self.t.tenant(tenant);
+        let tenant = self.t.write_tenant(tenant)?;
         let now = self.t.now();
         let mut shard = self.t.objects.lock_key(tenant, key);
         let o = shard.existing_mut(tenant, key)?;
@@ -243,6 +244,20 @@ impl Copies {
             .map(|r| segment_name(r).to_string())
             .collect();
         let size = o.size();
+        let fresh = targets.iter().filter(|t| !held.contains(t)).count() as u64;
+        let tenants = &self.t.tenants;
+        let _reservation = tenants
+            .admit(
+                tenant,
+                size.saturating_mul(fresh),
+                self.t.segments.total_capacity(),
+            )
+            .map_err(|(e, _)| {
+                if e == TENANT_QUOTA_EXCEEDED {
+                    tenants.note_reject(tenant);
+                }
+                e
+            })?;
         let mut bufs: Vec<Buffer> = Vec::new();
         for target in targets.iter().filter(|t| !held.contains(t)) {
             match self.t.segments.allocate_on(target, size) {
@@ -325,7 +340,7 @@ impl Copies {
         done: bool,
     ) -> MasterResult<()> {
         let kind = if is_move { Kind::Move } else { Kind::Copy };
-        let tenant = self.t.tenant(tenant);
+        let tenant = self.t.read_tenant(tenant)?;
         let now = self.t.now();
         let lock_key = (tenant.to_string(), key.to_string());
         let mut shard = self.t.objects.lock_key(tenant, key);

@@ -218,6 +218,50 @@ impl Eviction {
         census
     }
 
+    /// Evicts `tenant`'s evictable objects (unpinned first, then soft-pinned ones when
+    /// allowed), shard by shard from a random one, until `want` bytes of memory
+    /// replicas are freed or none is left; the bytes freed (counted for the tenant).
+    pub(super) fn evict_tenant(&self, tenant: &str, want: u64) -> u64 {
+        let now = self.t.now();
+        let start = super::placement::random_index(NUM_SHARDS);
+        let mut freed = 0u64;
+        let passes: &[bool] = if self.t.config.allow_evict_soft_pinned_objects {
+            &[false, true]
+        } else {
+            &[false]
+        };
+        'passes: for &allow_soft in passes {
+            for i in 0..NUM_SHARDS {
+                let idx = (start + i) % NUM_SHARDS;
+                let mut found = Vec::new();
+                self.t.objects.lock(idx).for_each(|t, k, o| {
+                    if t == tenant && evictable(o, allow_soft, now, self.t.lease_ns) {
+                        let readable = o.replicas.iter().filter(|r| r.is_readable()).count();
+                        found.push(Candidate {
+                            shard: idx,
+                            tenant: t.to_string(),
+                            key: k.to_string(),
+                            lease: o.lease_timeout,
+                            bytes: o.size().saturating_mul(readable as u64),
+                        });
+                    }
+                });
+                for c in found {
+                    if self.try_evict(&c, allow_soft, now) > 0 {
+                        freed = freed.saturating_add(c.bytes);
+                        if freed >= want {
+                            break 'passes;
+                        }
+                    }
+                }
+            }
+        }
+        if freed > 0 {
+            self.t.tenants.note_evicted(tenant, freed);
+        }
+        freed
+    }
+
     /// Evicts candidate `c` (or its whole group); returns the number of objects evicted,
     /// which the metrics count at once (so they never lag the table).
     pub(super) fn try_evict(&self, c: &Candidate, allow_soft: bool, now: u64) -> usize {

@@ -40,6 +40,8 @@ pub mod rpc_server;
 mod segments;
 mod tables;
 mod tasks;
+pub mod tenant_policy;
+mod tenants;
 mod tier_handlers;
 mod write;
 
@@ -77,6 +79,8 @@ use read::Reads;
 use room::Room;
 use tables::Tables;
 use write::Writes;
+
+pub use tenants::TenantSnapshot;
 
 /// How often task timeouts are checked (upstream: every 30 s; sooner is compatible).
 const TASK_SWEEP_PERIOD: Duration = Duration::from_secs(1);
@@ -241,6 +245,52 @@ impl MasterService {
         self.t.segments.allocated_bytes()
     }
 
+    /// Every tenant with a quota policy or a charge; -1011 without multi-tenancy.
+    pub fn tenant_quota_snapshots(&self) -> MasterResult<Vec<TenantSnapshot>> {
+        if !self.t.tenants.enabled() {
+            return Err(tenants::UNAVAILABLE_IN_CURRENT_MODE);
+        }
+        Ok(self.t.tenants.snapshots(self.t.segments.total_capacity()))
+    }
+
+    /// One tenant's quota and charge (see `tenants::Tenants::snapshot`).
+    pub fn tenant_quota_snapshot(&self, tenant: &str) -> MasterResult<TenantSnapshot> {
+        self.t
+            .tenants
+            .snapshot(tenant, self.t.segments.total_capacity())
+    }
+
+    /// Sets a tenant's requested quota, saving the policy first.
+    pub fn set_tenant_quota(&self, tenant: &str, bytes: u64) -> MasterResult<TenantSnapshot> {
+        self.t
+            .tenants
+            .set_quota(tenant, bytes, self.t.segments.total_capacity())
+    }
+
+    /// Deletes a tenant's quota policy: -1702 while it still holds objects.
+    pub fn delete_tenant_quota(&self, tenant: &str) -> MasterResult<()> {
+        self.t.tenants.delete_quota(tenant, || {
+            (0..objects::NUM_SHARDS).any(|i| {
+                let mut found = false;
+                self.t
+                    .objects
+                    .lock(i)
+                    .for_each(|t, _, _| found |= t == tenant);
+                found
+            })
+        })
+    }
+
+    /// Starts refused for quota, per tenant.
+    pub fn tenant_quota_rejects(&self) -> std::collections::BTreeMap<String, u64> {
+        self.t.tenants.rejects()
+    }
+
+    /// Bytes evicted to make room within quotas, per tenant.
+    pub fn tenant_quota_evicted(&self) -> std::collections::BTreeMap<String, u64> {
+        self.t.tenants.evicted()
+    }
+
     /// A snapshot of the per-RPC and eviction counters.
     pub fn metrics(&self) -> MasterMetrics {
         self.t.metrics.snapshot()
@@ -272,7 +322,8 @@ impl MasterService {
         self.reads.query_key(key)
     }
 
-    /// Admin `get_all_keys`: every key of every tenant, sorted.
+    /// Admin `get_all_keys`: every key of the `default` tenant (every key without
+    /// multi-tenancy), sorted, as upstream.
     pub fn all_keys(&self) -> Vec<String> {
         self.reads.all_keys()
     }

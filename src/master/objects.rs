@@ -5,6 +5,10 @@
 //! Lock order: a shard lock may be held while taking the segment table's or the group
 //! index's lock, never the other way round, and never two shard locks at once.
 //!
+//! Tenant charges: with multi-tenancy, every change made through a [`ShardGuard`] moves
+//! its tenant's charge (see `tenants`) by the difference it made, when the guard is
+//! released.
+//!
 //! Replication: every change made through a [`ShardGuard`] (insert, remove, `get_mut`,
 //! `retain`) is recorded in the master's replication log when the guard is released,
 //! still under the shard lock, as the object's whole new state (or its removal); lease
@@ -24,6 +28,7 @@ use super::ha::record::Record;
 use super::object::Object;
 use super::replica::Replica;
 use super::segments::Buffer;
+use super::tenants::{charge_of, Charges};
 use crate::wire::master_api::{ErrorCode, MasterResult};
 
 /// Number of shards.
@@ -45,13 +50,20 @@ pub(crate) struct ObjectTable {
     count: AtomicUsize,
     groups: Mutex<GroupIndex>,
     log: Arc<ReplicationLog>,
+    /// With multi-tenancy: what each tenant's objects take, moved on every change.
+    charges: Option<Arc<Charges>>,
     /// The service clock's origin (object times are nanoseconds since).
     start: Instant,
 }
 
 impl ObjectTable {
-    /// An empty table recording its changes in `log`; object times count from `start`.
-    pub fn new(log: Arc<ReplicationLog>, start: Instant) -> ObjectTable {
+    /// An empty table recording its changes in `log` (and in `charges`, when given);
+    /// object times count from `start`.
+    pub fn new(
+        log: Arc<ReplicationLog>,
+        charges: Option<Arc<Charges>>,
+        start: Instant,
+    ) -> ObjectTable {
         ObjectTable {
             shards: (0..NUM_SHARDS)
                 .map(|_| Mutex::new(Shard::default()))
@@ -59,6 +71,7 @@ impl ObjectTable {
             count: AtomicUsize::new(0),
             groups: Mutex::new(HashMap::new()),
             log,
+            charges,
             start,
         }
     }
@@ -104,6 +117,7 @@ impl ObjectTable {
             table: self,
             shard: self.shards[idx % NUM_SHARDS].lock(),
             changed: Vec::new(),
+            charged: Vec::new(),
         }
     }
 
@@ -154,6 +168,9 @@ pub(crate) struct ShardGuard<'a> {
     shard: MutexGuard<'a, Shard>,
     /// Keys changed under this guard, recorded when it is released.
     changed: Vec<(String, String)>,
+    /// With multi-tenancy: each key changed under this guard and what it charged
+    /// before; the difference is charged when the guard is released.
+    charged: Vec<(String, String, u64)>,
 }
 
 /// What identifies an object's replica set and their states (a change of it is
@@ -176,6 +193,13 @@ impl ShardGuard<'_> {
     fn mark_changed(&mut self, tenant: &str, key: &str) {
         if self.table.log.is_active() {
             self.changed.push((tenant.to_string(), key.to_string()));
+        }
+        if self.table.charges.is_some()
+            && !self.charged.iter().any(|(t, k, _)| t == tenant && k == key)
+        {
+            let before = self.get(tenant, key).map_or(0, charge_of);
+            self.charged
+                .push((tenant.to_string(), key.to_string(), before));
         }
     }
 
@@ -257,6 +281,7 @@ impl ShardGuard<'_> {
     ) -> usize {
         let table = self.table;
         let logging = table.log.is_active();
+        let charges = table.charges.as_deref();
         let mut removed = 0;
         let mut groups_gone: Vec<(String, String, String)> = Vec::new();
         let changed = &mut self.changed;
@@ -266,9 +291,13 @@ impl ShardGuard<'_> {
             }
             map.retain(|k, obj| {
                 let before = logging.then(|| fingerprint(obj));
+                let charged = charges.map(|_| charge_of(obj));
                 let keep = f(t, k, obj);
                 if before.is_some_and(|b| !keep || b != fingerprint(obj)) {
                     changed.push((t.clone(), k.to_string()));
+                }
+                if let (Some(c), Some(b)) = (charges, charged) {
+                    c.apply(t, b, if keep { charge_of(obj) } else { 0 });
                 }
                 if keep {
                     return true;
@@ -307,6 +336,12 @@ impl Drop for ShardGuard<'_> {
     /// Records the new state of every changed key, still under the shard lock, so the
     /// log holds each key's changes in the order they were made.
     fn drop(&mut self) {
+        if let Some(charges) = self.table.charges.as_deref() {
+            for (tenant, key, before) in std::mem::take(&mut self.charged) {
+                let after = self.get(&tenant, &key).map_or(0, charge_of);
+                charges.apply(&tenant, before, after);
+            }
+        }
         if self.changed.is_empty() {
             return;
         }

@@ -157,7 +157,10 @@ impl DiskTier {
         meta: &StorageObjectMetadata,
         disk: Option<&DiskRef>,
     ) -> bool {
-        let key: ObjectKey = (self.t.tenant(&task.tenant_id).to_string(), task.key.clone());
+        let Ok(tenant) = self.t.read_tenant(&task.tenant_id) else {
+            return false;
+        };
+        let key: ObjectKey = (tenant.to_string(), task.key.clone());
         let queued_for = self.local_disks.settle(client, &key);
         let (tenant, name) = (&key.0, &key.1);
         let mut shard = self.t.objects.lock_key(tenant, name);
@@ -222,7 +225,7 @@ impl DiskTier {
             ReplicaType::LocalDisk | ReplicaType::Disk => {}
             _ => return Err(ErrorCode::INVALID_PARAMS),
         }
-        let tenant = self.t.tenant(tenant);
+        let tenant = self.t.read_tenant(tenant)?;
         let mut shard = self.t.objects.lock_key(tenant, key);
         let o = shard.existing_mut(tenant, key)?;
         // No shared-file-system (DISK) replicas here.

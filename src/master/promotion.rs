@@ -96,7 +96,7 @@ impl Promotions {
         size: u64,
         preferred_segments: &[String],
     ) -> MasterResult<PromotionAllocation> {
-        let tenant = self.t.tenant(tenant);
+        let tenant = self.t.write_tenant(tenant)?;
         let now = self.t.now();
         let mut shard = self.t.objects.lock_key(tenant, key);
         let o = shard.existing_mut(tenant, key)?;
@@ -137,7 +137,7 @@ impl Promotions {
         tenant: &str,
         done: bool,
     ) -> MasterResult<()> {
-        let tenant = self.t.tenant(tenant);
+        let tenant = self.t.read_tenant(tenant)?;
         let mut shard = self.t.objects.lock_key(tenant, key);
         let o = shard.existing_mut(tenant, key)?;
         if o.client != client || !o.any_processing() {

@@ -9,7 +9,9 @@ use super::object::Object;
 use super::objects::NUM_SHARDS;
 use super::promotion::Promotions;
 use super::tables::Tables;
-use crate::wire::master_api::{ErrorCode, GetReplicaListResponse, MasterResult, ReplicaDescriptor};
+use crate::wire::master_api::{
+    ErrorCode, GetReplicaListResponse, MasterResult, ReplicaDescriptor, DEFAULT_TENANT,
+};
 
 /// Compiles `pattern` for substring search (ECMAScript `regex_search` semantics);
 /// an invalid pattern is -600.
@@ -55,7 +57,7 @@ impl Reads {
 
     /// `ExistKey`: true only with a readable replica; grants a lease then.
     pub(super) fn exist_one(&self, key: &str, tenant: &str) -> MasterResult<bool> {
-        let tenant = self.t.tenant(tenant);
+        let tenant = self.t.read_tenant(tenant)?;
         let now = self.t.now();
         let mut shard = self.t.objects.lock_key(tenant, key);
         let Some(o) = shard.get_for_lease(tenant, key) else {
@@ -86,7 +88,7 @@ impl Reads {
         tenant: &str,
         tracked: bool,
     ) -> MasterResult<GetReplicaListResponse> {
-        let tenant = self.t.tenant(tenant);
+        let tenant = self.t.read_tenant(tenant)?;
         let now = self.t.now();
         let mut shard = self.t.objects.lock_key(tenant, key);
         let o = shard
@@ -115,7 +117,9 @@ impl Reads {
     /// `replica_id` (any replica the read was given) ties it to that version of the
     /// object: a late end for an object removed and written again is ignored.
     pub(super) fn end_read_one(&self, key: &str, replica_id: u64, tenant: &str) {
-        let tenant = self.t.tenant(tenant);
+        let Ok(tenant) = self.t.read_tenant(tenant) else {
+            return;
+        };
         let mut shard = self.t.objects.lock_key(tenant, key);
         if let Some(o) = shard.get_for_lease(tenant, key) {
             if o.has_replica(replica_id) {
@@ -132,7 +136,7 @@ impl Reads {
         tenant: &str,
     ) -> MasterResult<Vec<(String, Vec<ReplicaDescriptor>)>> {
         let re = compile_regex(pattern)?;
-        let tenant = self.t.tenant(tenant);
+        let tenant = self.t.read_tenant(tenant)?;
         let now = self.t.now();
         let mut out = Vec::new();
         let mut groups = Vec::new();
@@ -166,7 +170,7 @@ impl Reads {
     /// Admin `query_key`: the readable replicas of `key` in the default tenant, without
     /// granting a lease. -704 unknown, -703 nothing readable yet.
     pub(super) fn query_key(&self, key: &str) -> MasterResult<Vec<ReplicaDescriptor>> {
-        let tenant = self.t.tenant("");
+        let tenant = DEFAULT_TENANT;
         let shard = self.t.objects.lock_key(tenant, key);
         let o = shard.get(tenant, key).ok_or(ErrorCode::OBJECT_NOT_FOUND)?;
         let descs = o.readable_descriptors();
@@ -176,14 +180,16 @@ impl Reads {
         Ok(descs)
     }
 
-    /// Admin `get_all_keys`: every key of every tenant, sorted.
+    /// Admin `get_all_keys`: every key of the `default` tenant (every key without
+    /// multi-tenancy), sorted, as upstream.
     pub(super) fn all_keys(&self) -> Vec<String> {
         let mut keys = Vec::with_capacity(self.t.objects.len());
         for i in 0..NUM_SHARDS {
-            self.t
-                .objects
-                .lock(i)
-                .for_each(|_, k, _| keys.push(k.to_string()));
+            self.t.objects.lock(i).for_each(|t, k, _| {
+                if t == DEFAULT_TENANT {
+                    keys.push(k.to_string());
+                }
+            });
         }
         keys.sort();
         keys

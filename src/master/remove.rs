@@ -7,7 +7,7 @@ use super::objects::NUM_SHARDS;
 use super::read::compile_regex;
 use super::replica::Replica;
 use super::write::Writes;
-use crate::wire::master_api::{ErrorCode, MasterResult, ReplicaStatus, Uuid};
+use crate::wire::master_api::{ErrorCode, MasterResult, ReplicaStatus, Uuid, DEFAULT_TENANT};
 
 impl Writes {
     /// `Remove`: -704 missing, -706 leased and not forced, -703 still being written.
@@ -19,7 +19,7 @@ impl Writes {
         tenant: &str,
         announce: bool,
     ) -> MasterResult<()> {
-        let tenant = self.t.tenant(tenant);
+        let tenant = self.t.read_tenant(tenant)?;
         let now = self.t.now();
         let mut shard = self.t.objects.lock_key(tenant, key);
         let o = shard.get(tenant, key).ok_or(ErrorCode::OBJECT_NOT_FOUND)?;
@@ -44,7 +44,13 @@ impl Writes {
 
     /// Removes every complete object of `tenant` whose key satisfies `matches` and
     /// whose lease has expired (or `force`); returns the count.
-    fn remove_where(&self, tenant: &str, force: bool, matches: impl Fn(&str) -> bool) -> i64 {
+    /// (`None`: every tenant.)
+    fn remove_where(
+        &self,
+        tenant: Option<&str>,
+        force: bool,
+        matches: impl Fn(&str) -> bool,
+    ) -> i64 {
         let now = self.t.now();
         let ttl = self.t.lease_ns;
         let mut count = 0usize;
@@ -52,7 +58,7 @@ impl Writes {
         for i in 0..NUM_SHARDS {
             let mut shard = self.t.objects.lock(i);
             count += shard.retain(
-                Some(tenant),
+                tenant,
                 |_, k, o| !(matches(k) && (force || !o.held(now, ttl)) && o.all_complete()),
                 &mut freed,
             );
@@ -73,16 +79,24 @@ impl Writes {
         tenant: &str,
     ) -> MasterResult<i64> {
         let re = compile_regex(pattern)?;
-        let tenant = self.t.tenant(tenant);
-        Ok(self.remove_where(tenant, force, |k| re.is_match(k)))
+        let tenant = self.t.read_tenant(tenant)?;
+        Ok(self.remove_where(Some(tenant), force, |k| re.is_match(k)))
     }
 
     /// `RemoveAll`: hard-pinned objects included. When no disk copy is left, every
     /// local disk is told to wipe itself (at its next `PollRemoveAll`); a disk copy of
-    /// a leased object that stayed keeps its disk intact.
+    /// a leased object that stayed keeps its disk intact. With multi-tenancy, `""`
+    /// removes every tenant's objects and an invalid tenant nothing (0), as upstream.
     pub(super) fn remove_all_impl(&self, force: bool, tenant: &str) -> i64 {
-        let tenant = self.t.tenant(tenant);
-        let removed = self.remove_where(tenant, force, |_| true);
+        let scope = if self.t.tenants.enabled() && tenant.is_empty() {
+            None
+        } else {
+            match self.t.read_tenant(tenant) {
+                Ok(t) => Some(t),
+                Err(_) => return 0,
+            }
+        };
+        let removed = self.remove_where(scope, force, |_| true);
         if self.disk.local_disks.len() > 0 && !self.any_disk_copies() {
             self.disk.local_disks.request_remove_all();
         }
@@ -109,7 +123,7 @@ impl Writes {
         client: Uuid,
         segment_name: &str,
     ) -> Vec<String> {
-        let tenant = self.t.tenant("");
+        let tenant = DEFAULT_TENANT;
         let now = self.t.now();
         let mut cleared = Vec::new();
         for key in keys {

@@ -13,7 +13,8 @@ use super::kv_events::{KvEvents, Medium};
 use super::metrics::Metrics;
 use super::objects::{ObjectTable, NUM_SHARDS};
 use super::segments::Segments;
-use crate::wire::master_api::DEFAULT_TENANT;
+use super::tenants::Tenants;
+use crate::wire::master_api::MasterResult;
 
 /// `d` in nanoseconds, saturated.
 pub(super) fn dur_ns(d: Duration) -> u64 {
@@ -33,6 +34,8 @@ pub(super) struct Tables {
     start: Instant,
     /// The sharded object table.
     pub objects: ObjectTable,
+    /// Tenants: names checked, charges, quotas.
+    pub tenants: Tenants,
     /// The mounted segments and their allocators.
     pub segments: Segments,
     /// Changes replicated to standbys and the snapshot (see `ha`).
@@ -71,8 +74,11 @@ impl Tables {
     pub fn new(config: MasterConfig, kv_events: Arc<KvEvents>) -> Tables {
         let start = Instant::now();
         let log = Arc::new(ReplicationLog::new(config.ha_sync_timeout));
+        let tenants = Tenants::new(&config);
+        let charges = tenants.enabled().then(|| tenants.charges.clone());
         Tables {
-            objects: ObjectTable::new(log.clone(), start),
+            objects: ObjectTable::new(log.clone(), charges, start),
+            tenants,
             segments: Segments::with_log(
                 config.memory_allocator == MemoryAllocator::Cachelib,
                 log.clone(),
@@ -112,13 +118,14 @@ impl Tables {
         self.now() < self.serve_until.load(Ordering::SeqCst)
     }
 
-    /// The tenant a request applies to: `default` unless multi-tenancy is on.
-    pub fn tenant<'a>(&self, tenant: &'a str) -> &'a str {
-        if !self.config.enable_multi_tenants || tenant.is_empty() {
-            DEFAULT_TENANT
-        } else {
-            tenant
-        }
+    /// The tenant a read or an end applies to (see [`Tenants::read`]).
+    pub fn read_tenant<'a>(&self, tenant: &'a str) -> MasterResult<&'a str> {
+        self.tenants.read(tenant)
+    }
+
+    /// The tenant a start applies to (see [`Tenants::write`]).
+    pub fn write_tenant<'a>(&self, tenant: &'a str) -> MasterResult<&'a str> {
+        self.tenants.write(tenant)
     }
 
     /// A fresh replica id.

@@ -13,6 +13,7 @@ use super::replica::{Replica, Replicas};
 use super::room::Room;
 use super::segments::{Buffer, Segments};
 use super::tables::Tables;
+use super::tenants::{Reservation, TENANT_QUOTA_EXCEEDED};
 use crate::wire::master_api::{
     ErrorCode, MasterResult, ObjectMeta, ReplicaDescriptor, ReplicaStatus, ReplicaType,
     ReplicateConfig, SoftPinAction, Uuid,
@@ -20,6 +21,10 @@ use crate::wire::master_api::{
 
 /// `DFS_SERVICE_UNAVAILABLE`: DFS replicas are not supported by this master.
 const DFS_SERVICE_UNAVAILABLE: ErrorCode = ErrorCode(-1601);
+
+/// Evictions of a tenant's own objects a start over its quota may run before it is
+/// refused (upstream's `kMaxTenantQuotaEvictionRetries`).
+const QUOTA_EVICTIONS: u32 = 2;
 
 /// How a write ends.
 #[derive(Debug, Clone, Copy)]
@@ -185,10 +190,12 @@ impl Writes {
         tenant: &str,
     ) -> MasterResult<Vec<ReplicaDescriptor>> {
         let args = self.check_start(key, len, c)?;
+        let tenant = self.t.write_tenant(tenant)?;
+        let _reservation = self.admit(upsert, tenant, key, len, c)?;
         self.room.with_room(len, || {
             let s = Start {
                 client,
-                tenant: self.t.tenant(tenant),
+                tenant,
                 key,
                 len,
                 c,
@@ -210,6 +217,50 @@ impl Writes {
                 self.put_start_attempt(&s, shard)
             }
         })
+    }
+
+    /// Admits a start's memory bytes (`len` per replica) within `tenant`'s quota,
+    /// evicting the tenant's own objects up to twice when it is exceeded (an upsert
+    /// rewriting a value of the same size in place takes nothing new); -1700 then,
+    /// counted, or -1701 without a policy. Always admitted without multi-tenancy.
+    fn admit(
+        &self,
+        upsert: bool,
+        tenant: &str,
+        key: &str,
+        len: u64,
+        c: &ReplicateConfig,
+    ) -> MasterResult<Reservation<'_>> {
+        let tenants = &self.t.tenants;
+        let in_place = upsert
+            && tenants.enabled()
+            && self
+                .t
+                .objects
+                .lock_key(tenant, key)
+                .get(tenant, key)
+                .is_some_and(|o| o.size() == len && !o.replicas.is_empty());
+        let bytes = if in_place {
+            0
+        } else {
+            len.saturating_mul(c.replica_num)
+        };
+        let mut evictions = 0;
+        loop {
+            match tenants.admit(tenant, bytes, self.t.segments.total_capacity()) {
+                Ok(r) => return Ok(r),
+                Err((TENANT_QUOTA_EXCEEDED, deficit)) if evictions < QUOTA_EVICTIONS => {
+                    evictions += 1;
+                    self.eviction.evict_tenant(tenant, deficit);
+                }
+                Err((e, _)) => {
+                    if e == TENANT_QUOTA_EXCEEDED {
+                        tenants.note_reject(tenant);
+                    }
+                    return Err(e);
+                }
+            }
+        }
     }
 
     /// One placement attempt of `PutStart`, on the key's locked `shard`.
@@ -245,7 +296,7 @@ impl Writes {
         end: WriteEnd<'_>,
     ) -> MasterResult<()> {
         let key = end.key();
-        let tenant = self.t.tenant(tenant);
+        let tenant = self.t.read_tenant(tenant)?;
         let now = self.t.now();
         let mut shard = self.t.objects.lock_key(tenant, key);
         let o = shard.existing_mut(tenant, key)?;

@@ -34,8 +34,10 @@ SSD offload: --enable_offload=true (clients mount local disks) --offload_on_evic
   --offload_force_evict=false --offloading_queue_limit=50000 --offload_cap_ratio=0.5
   --promotion_on_hit=false --promotion_admission_threshold=2
   --promotion_max_per_heartbeat=1 --promotion_queue_limit=50000
+Tenants: --enable_multi_tenants=true --tenant_quota_connector_type=file|etcd
+  --tenant_quota_connector_uri=<policy.yaml or etcd endpoints> (the policy must load)
 Upstream flags that turn on a feature this master does not have (--root_fs_dir,
---enable_cxl, --enable_multi_tenants, --quota_bytes, --dynamic_replication_mode,
+--enable_cxl, --quota_bytes, --dynamic_replication_mode,
 S3 or Redis snapshot stores)
 refuse to start; those that change nothing here are accepted and say why (README
 \"The master's flags\").";
@@ -97,18 +99,12 @@ pub(crate) const REFUSED_WHEN_ON: &[(&str, Off, &str)] = &[
         "the shared-file-system storage tier",
     ),
     ("enable_cxl", Off::Bool, "the CXL memory tier"),
-    ("enable_multi_tenants", Off::Bool, "multi-tenant quotas"),
     (
         "dynamic_replication_mode",
         Off::Values(&["", "off"]),
         "hot-object (dynamic) replication",
     ),
     ("quota_bytes", Off::Values(&["", "0"]), "a storage quota"),
-    (
-        "tenant_quota_connector_uri",
-        Off::Values(&[""]),
-        "a tenant quota policy",
-    ),
     (
         "snapshot_object_store_type",
         Off::Values(&["", "local"]),
@@ -179,10 +175,6 @@ pub(crate) const MEANINGLESS_HERE: &[(&str, &str)] = &[
     (
         "snapshot_child_timeout_seconds",
         "snapshots are journaled by a thread of the master, not a child process",
-    ),
-    (
-        "tenant_quota_connector_type",
-        "it configures tenant quotas, refused with --tenant_quota_connector_uri",
     ),
 ];
 

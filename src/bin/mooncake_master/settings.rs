@@ -9,6 +9,7 @@ use mooncake::master::ha::snapshot::SnapshotPlan;
 use mooncake::master::ha::HaSettings;
 use mooncake::master::kv_events::{KvEventConfig, KV_EVENT_FLAGS};
 use mooncake::master::rpc_server::{self, RpcLimits};
+use mooncake::master::tenant_policy::PolicyStore;
 use mooncake::runtime::conn_threads::ConnLimits;
 use mooncake::wire::master_view::DEFAULT_CLUSTER_ID;
 use std::net::{IpAddr, SocketAddr};
@@ -166,6 +167,12 @@ pub(crate) fn settings(flags: &Flags) -> Result<Settings, String> {
     master.validate()?;
     let get =
         |name: &str, default: &str| server.get(name).cloned().unwrap_or_else(|| default.into());
+    master.cluster_id = get("cluster_id", DEFAULT_CLUSTER_ID);
+    if master.enable_multi_tenants {
+        PolicyStore::open(&master)
+            .and_then(|store| store.load())
+            .map_err(|e| format!("--enable_multi_tenants: {e}"))?;
+    }
     let rpc_port = match get("rpc_port", "0").as_str() {
         "0" => get("port", "50051"),
         p => p.to_string(),

@@ -79,7 +79,6 @@ fn features_it_lacks_are_refused_not_ignored() {
         &["--dynamic_replication_mode=enforce"],
         &["--snapshot_object_store_type=s3"],
         &["--snapshot_catalog_store_type=redis"],
-        &["--tenant_quota_connector_uri=/etc/quotas.json"],
     ] {
         let err = parse(args)
             .err()
@@ -412,4 +411,55 @@ fn config_file_then_command_line() {
     assert_eq!(s.rpc.port(), 6002);
     assert_eq!(s.metrics.port(), 9100);
     let _ = std::fs::remove_file(dir);
+}
+
+#[test]
+fn tenants_start_only_with_a_policy_that_loads() {
+    let dir = std::env::temp_dir().join(format!("mc-tenant-flags-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = dir.join("good.yaml");
+    std::fs::write(&good, "version: 1\ntenants:\n  - name: a\n    quota: 1GB\n").unwrap();
+    let bad = dir.join("bad.yaml");
+    std::fs::write(&bad, "version: 1\ntenants:\n  - name: _a\n    quota: 1GB\n").unwrap();
+    let uri = |p: &std::path::Path| format!("--tenant_quota_connector_uri={}", p.display());
+    let s = parse(&[
+        "--enable_multi_tenants=true",
+        &uri(&good),
+        "--cluster_id=c9",
+    ])
+    .unwrap();
+    assert!(s.master.enable_multi_tenants);
+    assert_eq!(s.master.cluster_id, "c9");
+    for (args, why) in [
+        (
+            vec!["--enable_multi_tenants=true".to_string()],
+            "non-empty uri",
+        ),
+        (
+            vec!["--enable_multi_tenants=true".into(), uri(&bad)],
+            "invalid tenant name '_a'",
+        ),
+        (
+            vec![
+                "--enable_multi_tenants=true".into(),
+                uri(&dir.join("missing.yaml")),
+            ],
+            "failed to open",
+        ),
+        (
+            vec![
+                "--enable_multi_tenants=true".into(),
+                uri(&good),
+                "--tenant_quota_connector_type=foo".into(),
+            ],
+            "unsupported tenant quota connector type 'foo'",
+        ),
+    ] {
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let err = parse(&refs).err().expect("refused");
+        assert!(err.contains(why), "{args:?}: {err}");
+    }
+    // Off, the connector flags are accepted and change nothing.
+    assert!(parse(&["--tenant_quota_connector_uri=/nowhere.yaml"]).is_ok());
+    let _ = std::fs::remove_dir_all(&dir);
 }
