@@ -456,7 +456,9 @@ fn tenants_start_only_with_a_policy_that_loads() {
         ),
     ] {
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-        let err = parse(&refs).err().expect("refused");
+        let Err(err) = parse(&refs) else {
+            panic!("{args:?} accepted");
+        };
         assert!(err.contains(why), "{args:?}: {err}");
     }
     // Off, the connector flags are accepted and change nothing.
