@@ -3,6 +3,7 @@
 //! segment id is two 64-bit halves (upstream's `UUID`; its Python form is
 //! `"<first>-<second>"` in decimal).
 
+use super::support::write_id;
 use crate::ffi::args::{c_str, c_str_or};
 use crate::ffi::boundary::ffi_boundary;
 use crate::ffi::fail::invalid;
@@ -11,18 +12,6 @@ use crate::ffi::store::mooncake_store_t;
 use crate::wire::master_api::Uuid;
 use std::ffi::{c_char, c_int};
 use std::path::Path;
-
-/// Writes `id` to the two entries of `out`.
-///
-/// # Safety
-/// `out` is writable for two entries.
-unsafe fn write_id(out: *mut u64, id: Uuid) {
-    // SAFETY: two entries per the contract.
-    unsafe {
-        *out = id.first;
-        *out.add(1) = id.second;
-    }
-}
 
 /// Maps `size` bytes of the file at `path` from `offset` (page-aligned, inside the
 /// file) shared and mounts them as a segment of this client reached by `protocol`

@@ -5,7 +5,7 @@ use crate::ffi::args::{c_slice, c_str, write_truncated};
 use crate::ffi::fail::{invalid, FfiError};
 use crate::ffi::store::args::items_arg;
 use crate::store::{Pieces, ReplicateConfig, SoftPinAction};
-use crate::wire::master_api::{ReplicaDescriptor, ReplicaLocation};
+use crate::wire::master_api::{ReplicaDescriptor, ReplicaLocation, Uuid};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::ffi::{c_char, c_void};
@@ -169,6 +169,18 @@ pub(super) unsafe fn emit(
     // SAFETY: per the contract.
     unsafe { write_truncated(buf_out, buf_len, text) };
     Ok(text.len() as i64)
+}
+
+/// Writes `id` to the two entries of `out` (an id's C form: first, second).
+///
+/// # Safety
+/// `out` is writable for two entries.
+pub(super) unsafe fn write_id(out: *mut u64, id: Uuid) {
+    // SAFETY: two entries per the contract.
+    unsafe {
+        *out = id.first;
+        *out.add(1) = id.second;
+    }
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! `(first, second)` tuple); a task's state travels as JSON.
 
 use super::support::emit;
+use super::support::write_id;
 use crate::ffi::args::c_str;
 use crate::ffi::boundary::ffi_boundary;
 use crate::ffi::fail::invalid;
@@ -12,18 +13,6 @@ use crate::ffi::store::mooncake_store_t;
 use crate::wire::master_api::Uuid;
 use serde_json::json;
 use std::ffi::{c_char, c_int};
-
-/// Writes `id` to the two entries of `out`.
-///
-/// # Safety
-/// `out` is writable for two entries.
-unsafe fn write_id(out: *mut u64, id: Uuid) {
-    // SAFETY: two entries per the contract.
-    unsafe {
-        *out = id.first;
-        *out.add(1) = id.second;
-    }
-}
 
 /// Queues a copy of `key` to the `count` segments `targets` (the owning clients'
 /// hostnames), run later by the owner of one of its replicas; the task id goes to
