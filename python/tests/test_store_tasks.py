@@ -100,3 +100,43 @@ def test_bad_requests_get_upstreams_codes(trio, k):
     assert a.create_move_task(k("e"), source, source) == ((0, 0), INVALID)
     assert a.create_move_task(k("e"), other, source) == ((0, 0), INVALID)
     assert a.query_task((1, 2)) == (None, TASK_NOT_FOUND)
+
+
+@pytest.fixture(scope="module", params=["ours", "upstream"])
+def hot_trio(request) -> Iterator[List[MooncakeDistributedStore]]:
+    """Three stores on a master in dynamic-replication enforce mode: 3 reads in a
+    minute make a key hot; two memory replicas at most."""
+    binary = upstream_master_binary() if request.param == "upstream" else None
+    extra = [
+        "--dynamic_replication_mode=enforce",
+        "--dynamic_replication_heat_window_seconds=60",
+        "--dynamic_replication_admission_qps_threshold=0.05",
+        "--dynamic_replication_max_memory_replicas=2",
+    ]
+    m = Master(extra=extra, binary=binary) if binary else Master(extra=extra)
+    stores = [new_store(m) for _ in range(3)]
+    yield stores
+    for s in stores:
+        s.close()
+    m.stop()
+
+
+def test_a_hot_object_gets_a_second_replica(hot_trio, k):
+    names = _by_name(hot_trio)
+    value = b"hot-" * 100_000
+    assert hot_trio[0].put(k("h"), value) == 0
+    (source,) = _holders(hot_trio[0], k("h"))
+    reader = next(s for n, s in names.items() if n != source)
+    for _ in range(3):
+        assert reader.get(k("h")) == value
+    deadline = time.monotonic() + 60
+    while len(_holders(reader, k("h"))) < 2:
+        assert time.monotonic() < deadline, "no second replica"
+        time.sleep(0.05)
+    holders = _holders(reader, k("h"))
+    assert holders[0] == source and holders[1] in names and holders[1] != source
+    for s in hot_trio:
+        assert s.get(k("h")) == value
+    for _ in range(10):
+        reader.get(k("h"))
+    assert len(_holders(reader, k("h"))) == 2

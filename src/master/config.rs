@@ -116,6 +116,29 @@ pub enum MemoryAllocator {
 /// Largest object `--memory_allocator=cachelib` accepts (`kMaxSliceSize`).
 pub const CACHELIB_MAX_OBJECT_SIZE: u64 = (1 << 24) - 16;
 
+/// `--dynamic_replication_mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DynamicMode {
+    /// No heat is counted.
+    Off,
+    /// Heat is counted; a hot key is only logged.
+    Observe,
+    /// A hot key gets one more memory replica through a copy task.
+    Enforce,
+}
+
+impl DynamicMode {
+    /// The mode named `v` (exactly `off`, `observe` or `enforce`, as upstream).
+    pub fn parse(v: &str) -> Option<DynamicMode> {
+        match v {
+            "off" => Some(DynamicMode::Off),
+            "observe" => Some(DynamicMode::Observe),
+            "enforce" => Some(DynamicMode::Enforce),
+            _ => None,
+        }
+    }
+}
+
 /// Master configuration. Field names are upstream's flag names; durations are held as
 /// [`Duration`] whatever unit the flag uses.
 #[derive(Debug, Clone, PartialEq)]
@@ -207,6 +230,18 @@ pub struct MasterConfig {
     /// `--max_retry_attempts` (default 10): how often a client retries a task that
     /// found no space (-200).
     pub max_retry_attempts: u32,
+    /// `--dynamic_replication_mode` (default `off`): hot objects get more memory
+    /// replicas (`enforce`) or are only logged (`observe`).
+    pub dynamic_replication_mode: DynamicMode,
+    /// `--dynamic_replication_heat_window_seconds` (default 10, 0 is 1): the window
+    /// reads are counted in.
+    pub dynamic_replication_heat_window: Duration,
+    /// `--dynamic_replication_admission_qps_threshold` (default 0.8, above 0): reads
+    /// per second of window that make a key hot.
+    pub dynamic_replication_admission_qps_threshold: f64,
+    /// `--dynamic_replication_max_memory_replicas` (default 2, 0 is 1): readable
+    /// memory replicas at which a hot key gets no more.
+    pub dynamic_replication_max_memory_replicas: u64,
 }
 
 impl Default for MasterConfig {
@@ -246,6 +281,10 @@ impl Default for MasterConfig {
             pending_task_timeout: Duration::from_secs(300),
             processing_task_timeout: Duration::from_secs(300),
             max_retry_attempts: 10,
+            dynamic_replication_mode: DynamicMode::Off,
+            dynamic_replication_heat_window: Duration::from_secs(10),
+            dynamic_replication_admission_qps_threshold: 0.8,
+            dynamic_replication_max_memory_replicas: 2,
         }
     }
 }
@@ -281,6 +320,10 @@ pub const MASTER_CONFIG_FLAGS: &[(&str, bool)] = &[
     ("pending_task_timeout_sec", false),
     ("processing_task_timeout_sec", false),
     ("max_retry_attempts", false),
+    ("dynamic_replication_mode", false),
+    ("dynamic_replication_heat_window_seconds", false),
+    ("dynamic_replication_admission_qps_threshold", false),
+    ("dynamic_replication_max_memory_replicas", false),
     ("promotion_queue_limit", false),
 ];
 
@@ -369,6 +412,44 @@ impl MasterConfig {
             }
             "processing_task_timeout_sec" => {
                 self.processing_task_timeout = Duration::from_secs(parse_u64(name, v)?)
+            }
+            "dynamic_replication_mode" => {
+                self.dynamic_replication_mode = DynamicMode::parse(v).ok_or_else(|| {
+                    unknown_choice(
+                        "dynamic_replication_mode",
+                        "mode (off, observe, enforce)",
+                        v,
+                    )
+                })?
+            }
+            "dynamic_replication_heat_window_seconds" => {
+                let secs = parse_u64(name, v)?;
+                if secs == 0 {
+                    log::warn!("dynamic_replication_heat_window_seconds=0; clamping to 1");
+                }
+                self.dynamic_replication_heat_window = Duration::from_secs(secs.max(1))
+            }
+            "dynamic_replication_admission_qps_threshold" => {
+                let qps: f64 = v.parse().map_err(|_| MasterConfigError::NotNumber {
+                    name: name.to_string(),
+                    what: "a number above 0",
+                    value: v.to_string(),
+                })?;
+                if !(qps > 0.0 && qps.is_finite()) {
+                    return Err(MasterConfigError::NotNumber {
+                        name: name.to_string(),
+                        what: "a number above 0",
+                        value: v.to_string(),
+                    });
+                }
+                self.dynamic_replication_admission_qps_threshold = qps
+            }
+            "dynamic_replication_max_memory_replicas" => {
+                let n = parse_u64(name, v)?;
+                if n == 0 {
+                    log::warn!("dynamic_replication_max_memory_replicas=0; clamping to 1");
+                }
+                self.dynamic_replication_max_memory_replicas = n.max(1)
             }
             "max_retry_attempts" => {
                 self.max_retry_attempts = u32::try_from(parse_u64(name, v)?).unwrap_or(u32::MAX)

@@ -12,12 +12,15 @@
 //! task is reported failed, while the zombie sweep frees its targets.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 
+use super::copies_hot::HotState;
 use super::eviction::Eviction;
+use super::heat::Heat;
 use super::object::Object;
 use super::placement::random_index;
 use super::replica::Replica;
@@ -34,7 +37,7 @@ use crate::wire::task_payload::{to_json, CopyPayload, MovePayload};
 
 /// Copy or move.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(super) enum Kind {
     Copy,
     Move,
 }
@@ -49,18 +52,44 @@ struct Lock {
     targets: Vec<u64>,
     /// ns on the master's clock.
     started: u64,
+    /// A dynamic copy's (lease, version epoch); zeros for any other.
+    token: Token,
+}
+
+/// A dynamic copy's lease and version epoch; `Token::PLAIN` for other copies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Token(pub Uuid, pub u64);
+
+impl Token {
+    /// The token of a copy the master did not ask for.
+    pub const PLAIN: Token = Token(
+        Uuid {
+            first: 0,
+            second: 0,
+        },
+        0,
+    );
 }
 
 /// The copy and move paths, and the tasks that drive them.
 pub(super) struct Copies {
-    t: Arc<Tables>,
+    pub(super) t: Arc<Tables>,
     eviction: Arc<Eviction>,
-    tasks: Tasks,
+    pub(super) tasks: Tasks,
     locks: Mutex<HashMap<(String, String), Lock>>,
+    /// Read heat (dynamic replication), shared with the read path.
+    pub(super) heat: Arc<Heat>,
+    /// Dynamic replication's leases and cooldowns (taken after `locks`).
+    pub(super) hot: Mutex<HotState>,
+    /// When the slow part of `tick` last ran (ns).
+    last_sweep: AtomicU64,
 }
 
+/// How often `tick`'s slow part runs (ns).
+const SWEEP_NS: u64 = 1_000_000_000;
+
 /// Now, in ms since the epoch (the tasks' timestamps).
-fn epoch_ms() -> i64 {
+pub(super) fn epoch_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
@@ -68,19 +97,30 @@ fn epoch_ms() -> i64 {
 }
 
 /// The name of the segment a replica lives in.
-fn segment_name(r: &Replica) -> &str {
+pub(super) fn segment_name(r: &Replica) -> &str {
     &r.seg.segment.name
 }
 
 impl Copies {
-    /// No copy in flight.
-    pub fn new(t: Arc<Tables>, eviction: Arc<Eviction>, tasks: Tasks) -> Copies {
+    /// No copy in flight; hot keys come from `heat`.
+    pub fn new(t: Arc<Tables>, eviction: Arc<Eviction>, tasks: Tasks, heat: Arc<Heat>) -> Copies {
         Copies {
+            heat,
             t,
             eviction,
             tasks,
             locks: Mutex::new(HashMap::new()),
+            hot: Mutex::new(HotState::default()),
+            last_sweep: AtomicU64::new(0),
         }
+    }
+
+    /// Whether a copy or move of `key` is in flight at `now`.
+    pub(super) fn is_copying(&self, key: &(String, String), now: u64) -> bool {
+        self.locks
+            .lock()
+            .get(key)
+            .is_some_and(|l| l.started.saturating_add(self.t.release_ns) >= now)
     }
 
     /// Checks that segment `name` is mounted (`unknown` otherwise) and takes
@@ -94,7 +134,7 @@ impl Copies {
     }
 
     /// The client that owns segment `name`; -1 when none does.
-    fn owner(&self, name: &str) -> MasterResult<Uuid> {
+    pub(super) fn owner(&self, name: &str) -> MasterResult<Uuid> {
         self.t
             .segments
             .named(name)
@@ -190,20 +230,31 @@ impl Copies {
         self.tasks.fetch(client, batch, epoch_ms())
     }
 
-    /// Ends timed-out tasks and forgets old ones; drops copy locks older than the
-    /// release timeout (their replicas go with the put zombies).
+    /// Turns hot keys into copy tasks; once a second also ends timed-out tasks,
+    /// forgets old ones, drops copy locks older than the release timeout (their
+    /// replicas go with the put zombies) and expired leases and heat.
     pub fn tick(&self) {
-        self.tasks.sweep(epoch_ms());
+        self.propose_hot();
         let now = self.t.now();
+        let last = self.last_sweep.load(Ordering::Relaxed);
+        if now.saturating_sub(last) < SWEEP_NS && last != 0 {
+            return;
+        }
+        self.last_sweep.store(now.max(1), Ordering::Relaxed);
+        self.tasks.sweep(epoch_ms());
         let release = self.t.release_ns;
         self.locks
             .lock()
             .retain(|_, l| l.started.saturating_add(release) >= now);
+        self.sweep_hot(now);
     }
 
     /// The start shared by copy and move: checks, then allocates one buffer on each
-    /// of `targets` that holds no replica of the object yet, and locks the key.
-    fn start(
+    /// of `targets` that holds no replica of the object yet, and locks the key. A
+    /// dynamic copy (`token`) is checked against its lease instead of up front (see
+    /// `copies_hot`).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn start(
         &self,
         client: Uuid,
         key: &str,
@@ -211,9 +262,13 @@ impl Copies {
         source: &str,
         targets: &[String],
         kind: Kind,
+        token: Token,
     ) -> MasterResult<(ReplicaDescriptor, Vec<Replica>)> {
-        for target in targets {
-            self.check_target(target, ErrorCode::SEGMENT_NOT_FOUND)?;
+        let dynamic = token != Token::PLAIN;
+        if !dynamic {
+            for target in targets {
+                self.check_target(target, ErrorCode::SEGMENT_NOT_FOUND)?;
+            }
         }
         let tenant = self.t.write_tenant(tenant)?;
         let now = self.t.now();
@@ -230,6 +285,60 @@ impl Copies {
             // A write of the object is in flight.
             return Err(ErrorCode::OBJECT_HAS_REPLICATION_TASK);
         }
+        let held: Vec<String> = o
+            .replicas
+            .iter()
+            .map(|r| segment_name(r).to_string())
+            .collect();
+        let fresh = targets.iter().filter(|t| !held.contains(t)).count() as u64;
+        if dynamic {
+            self.check_lease(&lock_key, client, o, source, targets, token, fresh, now)?;
+        } else {
+            self.check_no_lease(&lock_key, now)?;
+        }
+        let checked = match dynamic {
+            true => targets
+                .iter()
+                .try_for_each(|t| self.check_target(t, ErrorCode::SEGMENT_NOT_FOUND)),
+            false => Ok(()),
+        };
+        let placed = checked.and_then(|()| self.place(o, tenant, source, targets, &held, fresh));
+        let (source_desc, source_id, new) = match placed {
+            Ok(p) => p,
+            Err(e) => {
+                if dynamic {
+                    self.clear_hot(&lock_key);
+                }
+                return Err(e);
+            }
+        };
+        o.put_start = now;
+        locks.insert(
+            lock_key,
+            Lock {
+                client,
+                kind,
+                source: source_id,
+                targets: new.iter().map(|r| r.id).collect(),
+                started: now,
+                token,
+            },
+        );
+        Ok((source_desc, new))
+    }
+
+    /// The placing part of a start on `o`: the source replica (-710 unless readable),
+    /// the tenant's admission for `fresh` new replicas, one buffer on each target not
+    /// in `held`, appended PROCESSING.
+    fn place(
+        &self,
+        o: &mut Object,
+        tenant: &str,
+        source: &str,
+        targets: &[String],
+        held: &[String],
+        fresh: u64,
+    ) -> MasterResult<(ReplicaDescriptor, u64, Vec<Replica>)> {
         let src = o
             .replicas
             .iter()
@@ -238,13 +347,7 @@ impl Copies {
             .ok_or(ErrorCode::REPLICA_NOT_FOUND)?;
         let source_desc = src.descriptor();
         let source_id = src.id;
-        let held: Vec<String> = o
-            .replicas
-            .iter()
-            .map(|r| segment_name(r).to_string())
-            .collect();
         let size = o.size();
-        let fresh = targets.iter().filter(|t| !held.contains(t)).count() as u64;
         let tenants = &self.t.tenants;
         let _reservation = tenants
             .admit(
@@ -275,18 +378,7 @@ impl Copies {
         for r in &new {
             o.replicas.push(r.clone());
         }
-        o.put_start = now;
-        locks.insert(
-            lock_key,
-            Lock {
-                client,
-                kind,
-                source: source_id,
-                targets: new.iter().map(|r| r.id).collect(),
-                started: now,
-            },
-        );
-        Ok((source_desc, new))
+        Ok((source_desc, source_id, new))
     }
 
     /// `CopyStart`: -101 for an unknown target, -1010 for a draining one, -704,
@@ -300,7 +392,15 @@ impl Copies {
         source: &str,
         targets: &[String],
     ) -> MasterResult<CopyStartResponse> {
-        let (source, new) = self.start(client, key, tenant, source, targets, Kind::Copy)?;
+        let (source, new) = self.start(
+            client,
+            key,
+            tenant,
+            source,
+            targets,
+            Kind::Copy,
+            Token::PLAIN,
+        )?;
         Ok(CopyStartResponse {
             source,
             targets: new.iter().map(Replica::descriptor).collect(),
@@ -320,7 +420,15 @@ impl Copies {
             return Err(ErrorCode::INVALID_PARAMS);
         }
         let targets = [target.to_string()];
-        let (source, new) = self.start(client, key, tenant, source, &targets, Kind::Move)?;
+        let (source, new) = self.start(
+            client,
+            key,
+            tenant,
+            source,
+            &targets,
+            Kind::Move,
+            Token::PLAIN,
+        )?;
         Ok(MoveStartResponse {
             source,
             target: new.first().map(Replica::descriptor),
@@ -329,8 +437,11 @@ impl Copies {
 
     /// The end of a copy or move by `client`: `done` commits it, otherwise it is
     /// revoked. -704 (the lock goes with the object), -709 without a copy in flight,
-    /// -601 for another client's, -600 for the other kind's; -712 when the source or
-    /// a target was lost meanwhile (targets that survived stay committed).
+    /// -601 for another client's, -600 for the other kind's, -300 when `token` is
+    /// not the copy's (a plain end of a dynamic copy, or the other way round); -712
+    /// when the source or a target was lost meanwhile (targets that survived stay
+    /// committed). Any end clears the key's dynamic replication state; a dynamic copy
+    /// whose replicas were dropped keeps the key from another for a while.
     pub fn end(
         &self,
         client: Uuid,
@@ -338,6 +449,7 @@ impl Copies {
         tenant: &str,
         is_move: bool,
         done: bool,
+        token: Token,
     ) -> MasterResult<()> {
         let kind = if is_move { Kind::Move } else { Kind::Copy };
         let tenant = self.t.read_tenant(tenant)?;
@@ -358,8 +470,12 @@ impl Copies {
         if lock.kind != kind {
             return Err(ErrorCode::INVALID_PARAMS);
         }
+        if lock.token != token {
+            return Err(ErrorCode::INVALID_VERSION);
+        }
         let lock = locks.remove(&lock_key).expect("checked above");
         drop(locks);
+        self.clear_hot(&lock_key);
         let is_target = |r: &Replica| lock.targets.contains(&r.id);
         let source_ok = o
             .replicas
@@ -390,6 +506,9 @@ impl Copies {
                 // Readers may still hold the old descriptor: its buffer is parked.
                 parked = o.take_replicas(|r| r.id == lock.source);
             }
+        }
+        if lock.token != Token::PLAIN && !released.is_empty() {
+            self.hold_off_recreate(&lock_key, now);
         }
         shard.remove_if_empty(tenant, key);
         drop(shard);

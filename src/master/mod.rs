@@ -21,8 +21,10 @@ pub mod allocator;
 mod clients;
 pub mod config;
 mod copies;
+mod copies_hot;
 mod eviction;
 pub mod ha;
+mod heat;
 pub mod kv_events;
 mod local_disk;
 mod metrics;
@@ -82,8 +84,9 @@ use write::Writes;
 
 pub use tenants::TenantSnapshot;
 
-/// How often task timeouts are checked (upstream: every 30 s; sooner is compatible).
-const TASK_SWEEP_PERIOD: Duration = Duration::from_secs(1);
+/// How often hot keys become copy tasks (upstream's admission thread waits 100 ms);
+/// task timeouts are checked once a second (upstream: every 30 s).
+const TASK_SWEEP_PERIOD: Duration = Duration::from_millis(100);
 
 /// A background job: thread name, period, tick.
 type Job = (&'static str, Duration, fn(&MasterService));
@@ -129,14 +132,16 @@ impl MasterService {
         let promotions = Arc::new(Promotions::new(t.clone(), disk.clone()));
         let eviction = Arc::new(Eviction::new(t.clone(), disk.clone()));
         let room = Arc::new(Room::new(eviction.clone()));
+        let heat = Arc::new(heat::Heat::new(&t.config));
         let svc = Arc::new(MasterService {
             liveness: Liveness::new(t.clone(), disk.clone()),
-            reads: Reads::new(t.clone(), promotions.clone()),
+            reads: Reads::new(t.clone(), promotions.clone(), heat.clone()),
             writes: Writes::new(t.clone(), eviction.clone(), room, disk.clone()),
             copies: Copies::new(
                 t.clone(),
                 eviction.clone(),
                 tasks::Tasks::new(tasks::TaskLimits::of(&t.config)),
+                heat,
             ),
             t,
             disk,

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use super::heat::Heat;
 use super::kv_events::payload::{EventKind, PendingEvent};
 use super::kv_events::Medium;
 use super::object::Object;
@@ -27,12 +28,18 @@ pub(super) fn compile_regex(pattern: &str) -> MasterResult<regex::Regex> {
 pub(super) struct Reads {
     t: Arc<Tables>,
     promotions: Arc<Promotions>,
+    /// Read heat, for dynamic replication.
+    heat: Arc<Heat>,
 }
 
 impl Reads {
     /// The read path over `t`.
-    pub fn new(t: Arc<Tables>, promotions: Arc<Promotions>) -> Reads {
-        Reads { t, promotions }
+    pub fn new(t: Arc<Tables>, promotions: Arc<Promotions>, heat: Arc<Heat>) -> Reads {
+        Reads {
+            t,
+            promotions,
+            heat,
+        }
     }
 
     /// Grants the read lease to `o`; returns the group whose other members must be
@@ -99,6 +106,8 @@ impl Reads {
             return Err(o.unreadable_error());
         }
         self.promotions.note_read_for_promotion(tenant, key, o);
+        let memory = o.replicas.iter().filter(|r| r.is_readable()).count();
+        self.heat.note_read(tenant, key, memory, now);
         let checksum = o.checksum();
         let tracking = tracked && o.group_id().is_empty() && o.begin_read(now, self.t.lease_ns);
         let group = if tracking { None } else { self.lease(o, now) };

@@ -5,6 +5,7 @@
 //!
 //! [`MasterApi`]: crate::wire::master_api::MasterApi
 
+use super::copies::Token;
 use super::write::WriteEnd;
 use super::{MasterHandlers, MasterService};
 use crate::wire::master_api::{
@@ -196,11 +197,51 @@ impl MasterHandlers for MasterService {
     }
 
     fn copy_end(&self, client: Uuid, key: &str, tenant: &str) -> MasterResult<()> {
-        self.copies.end(client, key, tenant, false, true)
+        self.copies
+            .end(client, key, tenant, false, true, Token::PLAIN)
     }
 
     fn copy_revoke(&self, client: Uuid, key: &str, tenant: &str) -> MasterResult<()> {
-        self.copies.end(client, key, tenant, false, false)
+        self.copies
+            .end(client, key, tenant, false, false, Token::PLAIN)
+    }
+
+    fn dynamic_replica_copy_start(
+        &self,
+        client: Uuid,
+        key: &str,
+        tenant: &str,
+        source: &str,
+        targets: &[String],
+        lease: Uuid,
+        epoch: u64,
+    ) -> MasterResult<CopyStartResponse> {
+        self.copies
+            .dynamic_copy_start(client, key, tenant, source, targets, Token(lease, epoch))
+    }
+
+    fn dynamic_replica_copy_end(
+        &self,
+        client: Uuid,
+        key: &str,
+        tenant: &str,
+        lease: Uuid,
+        epoch: u64,
+    ) -> MasterResult<()> {
+        self.copies
+            .end(client, key, tenant, false, true, Token(lease, epoch))
+    }
+
+    fn dynamic_replica_copy_revoke(
+        &self,
+        client: Uuid,
+        key: &str,
+        tenant: &str,
+        lease: Uuid,
+        epoch: u64,
+    ) -> MasterResult<()> {
+        self.copies
+            .end(client, key, tenant, false, false, Token(lease, epoch))
     }
 
     fn move_start(
@@ -215,11 +256,13 @@ impl MasterHandlers for MasterService {
     }
 
     fn move_end(&self, client: Uuid, key: &str, tenant: &str) -> MasterResult<()> {
-        self.copies.end(client, key, tenant, true, true)
+        self.copies
+            .end(client, key, tenant, true, true, Token::PLAIN)
     }
 
     fn move_revoke(&self, client: Uuid, key: &str, tenant: &str) -> MasterResult<()> {
-        self.copies.end(client, key, tenant, true, false)
+        self.copies
+            .end(client, key, tenant, true, false, Token::PLAIN)
     }
 
     fn exist_key(&self, key: &str, tenant: &str) -> MasterResult<bool> {

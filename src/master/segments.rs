@@ -150,6 +150,21 @@ pub struct SegmentSummary {
     pub protocol: String,
 }
 
+/// One segment name's load (see [`Segments::loads`]).
+#[derive(Debug, Clone)]
+pub(crate) struct SegmentLoad {
+    /// The segment name.
+    pub name: String,
+    /// The host id its client reported.
+    pub host_id: String,
+    /// Bytes of its allocators.
+    pub capacity: u64,
+    /// Bytes allocated.
+    pub used: u64,
+    /// Whether it takes allocations now.
+    pub allocatable: bool,
+}
+
 /// What [`Segments::named`] says of a segment name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct NamedSegment {
@@ -498,6 +513,27 @@ impl Segments {
             allocated: &self.allocated,
         };
         f(&mut view)
+    }
+
+    /// Per segment name, what dynamic replication places by: its host id, its
+    /// capacity and bytes in use (over all its mounts), and whether it takes
+    /// allocations now.
+    pub fn loads(&self) -> Vec<SegmentLoad> {
+        let inner = self.inner.lock();
+        let mut by_name: HashMap<&str, SegmentLoad> = HashMap::new();
+        for m in inner.mounts.values() {
+            let name = m.info.segment.name.as_str();
+            let e = by_name.entry(name).or_insert_with(|| SegmentLoad {
+                name: name.to_string(),
+                host_id: m.info.segment.host_id.clone(),
+                capacity: 0,
+                used: 0,
+                allocatable: inner.by_name.contains_key(name),
+            });
+            e.capacity = e.capacity.saturating_add(m.alloc.capacity());
+            e.used = e.used.saturating_add(m.alloc.used());
+        }
+        by_name.into_values().collect()
     }
 
     /// Summaries of every mounted segment.

@@ -212,6 +212,18 @@ impl Tasks {
         Ok(())
     }
 
+    /// Fails task `id` with `message` at `now` if it is still waiting to be fetched.
+    pub fn fail_if_pending(&self, id: Uuid, message: &str, now: i64) {
+        let mut table = self.table.lock();
+        if table
+            .all
+            .get(&id)
+            .is_some_and(|t| t.status == TaskStatus::Pending)
+        {
+            table.end(id, TaskStatus::Failed, message.to_string(), now);
+        }
+    }
+
     /// `QueryTask`: -1400 for an unknown (or forgotten) task.
     pub fn query(&self, id: Uuid) -> MasterResult<QueryTaskResponse> {
         let table = self.table.lock();

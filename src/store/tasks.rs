@@ -12,7 +12,7 @@ use crate::runtime::stoppable::{StopSignal, StoppableThread};
 use crate::te::Op;
 use crate::wire::master_api::{
     ErrorCode, MasterResult, ReplicaDescriptor, ReplicaLocation, TaskAssignment,
-    TaskCompleteRequest, TaskStatus, TASK_REPLICA_COPY, TASK_REPLICA_MOVE,
+    TaskCompleteRequest, TaskStatus, Uuid, TASK_REPLICA_COPY, TASK_REPLICA_MOVE,
 };
 use crate::wire::task_payload::{CopyPayload, MovePayload};
 use std::time::Duration;
@@ -128,13 +128,35 @@ struct Ends<'a> {
     revoke: &'a dyn Fn() -> MasterResult<()>,
 }
 
-/// A copy: `CopyStart`, the writes, `CopyEnd`.
+/// A copy: `CopyStart`, the writes, `CopyEnd`. A copy the master asked for to
+/// spread a hot object (its payload carries a lease) goes through the
+/// `DynamicReplicaCopy*` calls instead, and is done when its target already holds
+/// the object (-705).
 fn copy(inner: &ClientState, p: &CopyPayload) -> MasterResult<()> {
     let (m, client) = (inner.master(), inner.client_id());
-    let started = m.copy_start(client, &p.key, &p.tenant_id, &p.source, &p.targets)?;
+    let (key, tenant) = (p.key.as_str(), p.tenant_id.as_str());
+    let lease = Uuid {
+        first: p.dynamic_replication_lease_id_high,
+        second: p.dynamic_replication_lease_id_low,
+    };
+    let epoch = p.dynamic_replication_version_epoch;
+    if lease.first == 0 && lease.second == 0 {
+        let started = m.copy_start(client, key, tenant, &p.source, &p.targets)?;
+        let ends = Ends {
+            end: &|| m.copy_end(client, key, tenant),
+            revoke: &|| m.copy_revoke(client, key, tenant),
+        };
+        return finish(inner, &started.source, &started.targets, &ends);
+    }
+    let started = match m
+        .dynamic_replica_copy_start(client, key, tenant, &p.source, &p.targets, lease, epoch)
+    {
+        Err(ErrorCode::OBJECT_ALREADY_EXISTS) => return Ok(()),
+        other => other?,
+    };
     let ends = Ends {
-        end: &|| m.copy_end(client, &p.key, &p.tenant_id),
-        revoke: &|| m.copy_revoke(client, &p.key, &p.tenant_id),
+        end: &|| m.dynamic_replica_copy_end(client, key, tenant, lease, epoch),
+        revoke: &|| m.dynamic_replica_copy_revoke(client, key, tenant, lease, epoch),
     };
     finish(inner, &started.source, &started.targets, &ends)
 }

@@ -91,6 +91,24 @@ fn task_rpcs_match_spec() {
         (Method::MoveStart, 0x458e4ce0, 0xef2ee70c, 0x3e9ed4b8),
         (Method::MoveEnd, 0x636a8b47, 0x6a2101f4, 0xaf2868cc),
         (Method::MoveRevoke, 0x919b315f, 0x6a2101f4, 0xaf2868cc),
+        (
+            Method::DynamicReplicaCopyStart,
+            0x21118d62,
+            0x4e78be0e,
+            0x7c1668cc,
+        ),
+        (
+            Method::DynamicReplicaCopyEnd,
+            0x4f22bba4,
+            0xa1da4cba,
+            0xaf2868cc,
+        ),
+        (
+            Method::DynamicReplicaCopyRevoke,
+            0x99768752,
+            0xa1da4cba,
+            0xaf2868cc,
+        ),
     ];
     for (m, id, q, r) in table {
         assert_eq!((m.id(), req(m), rsp(m)), (id, q, r), "{}", m.name());

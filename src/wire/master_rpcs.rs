@@ -406,6 +406,44 @@ macro_rules! master_rpcs {
             MoveRevoke: (Uuid, String, String) => Expected<()>;
             [one] fn move_revoke(client: Uuid, key: &str, tenant: &str) -> MasterResult<()>;
         }
+        master {
+            /// `DynamicReplicaCopyStart`: `CopyStart` of a copy the master asked for
+            /// to spread a hot object, with the lease and version epoch of its task.
+            #[allow(clippy::too_many_arguments)]
+            DynamicReplicaCopyStart: (Uuid, String, String, String, Vec<String>, Uuid, u64)
+                => Expected<CopyStartResponse>;
+            [one] fn dynamic_replica_copy_start(
+                client: Uuid,
+                key: &str,
+                tenant: &str,
+                source: &str,
+                targets: &[String],
+                lease: Uuid,
+                epoch: u64
+            ) -> MasterResult<CopyStartResponse>;
+        }
+        master {
+            /// `DynamicReplicaCopyEnd`: `CopyEnd` of a dynamic copy.
+            DynamicReplicaCopyEnd: (Uuid, String, String, Uuid, u64) => Expected<()>;
+            [one] fn dynamic_replica_copy_end(
+                client: Uuid,
+                key: &str,
+                tenant: &str,
+                lease: Uuid,
+                epoch: u64
+            ) -> MasterResult<()>;
+        }
+        master {
+            /// `DynamicReplicaCopyRevoke`: `CopyRevoke` of a dynamic copy.
+            DynamicReplicaCopyRevoke: (Uuid, String, String, Uuid, u64) => Expected<()>;
+            [one] fn dynamic_replica_copy_revoke(
+                client: Uuid,
+                key: &str,
+                tenant: &str,
+                lease: Uuid,
+                epoch: u64
+            ) -> MasterResult<()>;
+        }
         }
     };
     (@split $callback:ident $pre:tt; all [$($a:tt)*] master [$($m:tt)*] tier [$($t:tt)*];

@@ -185,3 +185,4 @@ pack_tuple!(0: A, 1: B, 2: C);
 pack_tuple!(0: A, 1: B, 2: C, 3: D);
 pack_tuple!(0: A, 1: B, 2: C, 3: D, 4: E);
 pack_tuple!(0: A, 1: B, 2: C, 3: D, 4: E, 5: F);
+pack_tuple!(0: A, 1: B, 2: C, 3: D, 4: E, 5: F, 6: G);

@@ -101,6 +101,20 @@ fn every_method_over_loopback() {
     c.move_end(me, "k", t).unwrap();
     c.move_revoke(me, "k", t).unwrap();
     assert_eq!(fake.last(), format!("move_revoke({me},k,{t})"));
+    let started = c
+        .dynamic_replica_copy_start(me, "k", t, "a", &targets, uuid(5), 77)
+        .unwrap();
+    assert_eq!(started.source.id, 77);
+    assert_eq!(
+        fake.last(),
+        format!("dyn_start({me},k,{t},a,{targets:?},{},77)", uuid(5))
+    );
+    c.dynamic_replica_copy_end(me, "k", t, uuid(5), 78).unwrap();
+    assert_eq!(fake.last(), format!("dyn_end({me},k,{t},{},78)", uuid(5)));
+    assert_eq!(
+        c.dynamic_replica_copy_revoke(me, "k", t, uuid(5), 79),
+        Err(ErrorCode::INVALID_VERSION)
+    );
     assert_eq!(c.exist_key("ab", t), Ok(true));
     assert_eq!(c.exist_key("ab", "other"), Err(ErrorCode::INVALID_PARAMS));
     assert_eq!(

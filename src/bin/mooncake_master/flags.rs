@@ -34,10 +34,13 @@ SSD offload: --enable_offload=true (clients mount local disks) --offload_on_evic
   --offload_force_evict=false --offloading_queue_limit=50000 --offload_cap_ratio=0.5
   --promotion_on_hit=false --promotion_admission_threshold=2
   --promotion_max_per_heartbeat=1 --promotion_queue_limit=50000
+Hot objects: --dynamic_replication_mode=off|observe|enforce
+  --dynamic_replication_heat_window_seconds=10 --dynamic_replication_admission_qps_threshold=0.8
+  --dynamic_replication_max_memory_replicas=2
 Tenants: --enable_multi_tenants=true --tenant_quota_connector_type=file|etcd
   --tenant_quota_connector_uri=<policy.yaml or etcd endpoints> (the policy must load)
 Upstream flags that turn on a feature this master does not have (--root_fs_dir,
---enable_cxl, --quota_bytes, --dynamic_replication_mode,
+--enable_cxl, --quota_bytes,
 S3 or Redis snapshot stores)
 refuse to start; those that change nothing here are accepted and say why (README
 \"The master's flags\").";
@@ -99,11 +102,6 @@ pub(crate) const REFUSED_WHEN_ON: &[(&str, Off, &str)] = &[
         "the shared-file-system storage tier",
     ),
     ("enable_cxl", Off::Bool, "the CXL memory tier"),
-    (
-        "dynamic_replication_mode",
-        Off::Values(&["", "off"]),
-        "hot-object (dynamic) replication",
-    ),
     ("quota_bytes", Off::Values(&["", "0"]), "a storage quota"),
     (
         "snapshot_object_store_type",
@@ -160,9 +158,6 @@ pub(crate) const MEANINGLESS_HERE: &[(&str, &str)] = &[
         "global_file_segment_size",
         "it sizes the shared-file-system tier, refused with --root_fs_dir",
     ),
-    ("dynamic_replication_admission_qps_threshold", DYNAMIC),
-    ("dynamic_replication_heat_window_seconds", DYNAMIC),
-    ("dynamic_replication_max_memory_replicas", DYNAMIC),
     ("nof_eviction_high_watermark_ratio", NOF),
     ("nof_eviction_ratio", NOF),
     ("nof_heartbeat_failures_threshold", NOF),
@@ -179,7 +174,6 @@ pub(crate) const MEANINGLESS_HERE: &[(&str, &str)] = &[
 ];
 
 const OPLOG: &str = "HA replication streams from the leader; there is no etcd oplog to poll";
-const DYNAMIC: &str = "it tunes dynamic replication, refused with --dynamic_replication_mode";
 const NOF: &str = "no NVMe-oF segment is ever mounted here";
 const K8S: &str = "it names the pod for --ha_backend_type=k8s, which is refused";
 const THREADS: &str = "each client connection has a thread of its own; there is no pool to size";

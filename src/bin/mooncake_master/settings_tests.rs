@@ -76,7 +76,6 @@ fn features_it_lacks_are_refused_not_ignored() {
         &["--root_fs_dir", "/mnt/ssd"],
         &["--enable_cxl=yes"],
         &["--quota_bytes=1073741824"],
-        &["--dynamic_replication_mode=enforce"],
         &["--snapshot_object_store_type=s3"],
         &["--snapshot_catalog_store_type=redis"],
     ] {
@@ -89,7 +88,6 @@ fn features_it_lacks_are_refused_not_ignored() {
     // Off, they are accepted.
     assert!(parse(&[
         "--quota_bytes=0",
-        "--dynamic_replication_mode=off",
         "--snapshot_object_store_type=local",
         "--snapshot_catalog_store_type=embedded",
         "--rpc_thread_num=8",

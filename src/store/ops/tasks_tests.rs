@@ -123,3 +123,33 @@ fn bad_task_requests_get_upstreams_codes() {
     assert_eq!(holders(&b, "big"), [a.te_segment_name().unwrap()]);
     assert_eq!(b.get("big").unwrap(), big);
 }
+
+#[test]
+fn a_hot_object_is_copied_by_its_owner_when_the_master_asks() {
+    use crate::master::config::DynamicMode;
+    use crate::master::MasterConfig;
+    let master = MasterService::new(MasterConfig {
+        dynamic_replication_mode: DynamicMode::Enforce,
+        dynamic_replication_heat_window: Duration::from_secs(60),
+        dynamic_replication_admission_qps_threshold: 0.05,
+        ..MasterConfig::default()
+    });
+    let (a, b) = (client(&master), client(&master));
+    let value: Vec<u8> = (0..(2 << 20))
+        .map(|i: u32| (i * 13 + i / 777) as u8)
+        .collect();
+    a.put("hot", &value, &on(a.hostname())).unwrap();
+    for _ in 0..3 {
+        assert_eq!(b.get("hot").unwrap(), value);
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while holders(&b, "hot").len() < 2 {
+        assert!(Instant::now() < deadline, "no second replica");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let endpoint = |x: &Client| x.te_segment_name().unwrap();
+    assert_eq!(holders(&b, "hot"), [endpoint(&a), endpoint(&b)]);
+    // The new replica carries the bytes: it is b's own, which b reads first.
+    assert_eq!(b.get("hot").unwrap(), value);
+    a.remove("hot", true).unwrap();
+}

@@ -133,6 +133,25 @@ impl MasterApi for FlakyMaster {
     fn move_revoke(&self, c: Uuid, k: &str, t: &str) -> R<()> {
         self.inner.move_revoke(c, k, t)
     }
+    fn dynamic_replica_copy_start(
+        &self,
+        c: Uuid,
+        k: &str,
+        t: &str,
+        s: &str,
+        d: &[String],
+        lease: Uuid,
+        epoch: u64,
+    ) -> R<CopyStartResponse> {
+        self.inner
+            .dynamic_replica_copy_start(c, k, t, s, d, lease, epoch)
+    }
+    fn dynamic_replica_copy_end(&self, c: Uuid, k: &str, t: &str, l: Uuid, e: u64) -> R<()> {
+        self.inner.dynamic_replica_copy_end(c, k, t, l, e)
+    }
+    fn dynamic_replica_copy_revoke(&self, c: Uuid, k: &str, t: &str, l: Uuid, e: u64) -> R<()> {
+        self.inner.dynamic_replica_copy_revoke(c, k, t, l, e)
+    }
     fn exist_key(&self, k: &str, t: &str) -> R<bool> {
         self.inner.exist_key(k, t)
     }

@@ -185,6 +185,46 @@ impl MasterApi for Fake {
         self.log(format!("move_revoke({c},{key},{t})"));
         Ok(())
     }
+    fn dynamic_replica_copy_start(
+        &self,
+        c: Uuid,
+        key: &str,
+        t: &str,
+        s: &str,
+        targets: &[String],
+        lease: Uuid,
+        epoch: u64,
+    ) -> MasterResult<CopyStartResponse> {
+        self.log(format!(
+            "dyn_start({c},{key},{t},{s},{targets:?},{lease},{epoch})"
+        ));
+        Ok(CopyStartResponse {
+            source: desc(epoch, key),
+            targets: Vec::new(),
+        })
+    }
+    fn dynamic_replica_copy_end(
+        &self,
+        c: Uuid,
+        key: &str,
+        t: &str,
+        lease: Uuid,
+        epoch: u64,
+    ) -> MasterResult<()> {
+        self.log(format!("dyn_end({c},{key},{t},{lease},{epoch})"));
+        Ok(())
+    }
+    fn dynamic_replica_copy_revoke(
+        &self,
+        c: Uuid,
+        key: &str,
+        t: &str,
+        lease: Uuid,
+        epoch: u64,
+    ) -> MasterResult<()> {
+        self.log(format!("dyn_revoke({c},{key},{t},{lease},{epoch})"));
+        Err(ErrorCode::INVALID_VERSION)
+    }
     fn exist_key(&self, key: &str, tenant: &str) -> MasterResult<bool> {
         if tenant != DEFAULT_TENANT {
             return Err(ErrorCode::INVALID_PARAMS);
