@@ -18,9 +18,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 
-use super::copies_hot::HotState;
+use super::config::DynamicMode;
 use super::eviction::Eviction;
-use super::heat::Heat;
+use super::heat::{Heat, HotKey};
+pub(super) use super::leases::Token;
+use super::leases::{plan, Leases};
 use super::object::Object;
 use super::placement::random_index;
 use super::replica::Replica;
@@ -37,7 +39,7 @@ use crate::wire::task_payload::{to_json, CopyPayload, MovePayload};
 
 /// Copy or move.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Kind {
+enum Kind {
     Copy,
     Move,
 }
@@ -56,40 +58,30 @@ struct Lock {
     token: Token,
 }
 
-/// A dynamic copy's lease and version epoch; `Token::PLAIN` for other copies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Token(pub Uuid, pub u64);
-
-impl Token {
-    /// The token of a copy the master did not ask for.
-    pub const PLAIN: Token = Token(
-        Uuid {
-            first: 0,
-            second: 0,
-        },
-        0,
-    );
-}
-
 /// The copy and move paths, and the tasks that drive them.
 pub(super) struct Copies {
-    pub(super) t: Arc<Tables>,
+    t: Arc<Tables>,
     eviction: Arc<Eviction>,
-    pub(super) tasks: Tasks,
+    tasks: Tasks,
     locks: Mutex<HashMap<(String, String), Lock>>,
     /// Read heat (dynamic replication), shared with the read path.
-    pub(super) heat: Arc<Heat>,
+    heat: Arc<Heat>,
     /// Dynamic replication's leases and cooldowns (taken after `locks`).
-    pub(super) hot: Mutex<HotState>,
+    leases: Leases,
     /// When the slow part of `tick` last ran (ns).
     last_sweep: AtomicU64,
 }
+
+/// Hot keys turned into proposals per tick.
+const PROPOSALS_PER_TICK: usize = 64;
+/// The message of a task whose lease ran out before it was fetched.
+const LEASE_EXPIRED: &str = "dynamic replica lease expired";
 
 /// How often `tick`'s slow part runs (ns).
 const SWEEP_NS: u64 = 1_000_000_000;
 
 /// Now, in ms since the epoch (the tasks' timestamps).
-pub(super) fn epoch_ms() -> i64 {
+fn epoch_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
@@ -97,7 +89,7 @@ pub(super) fn epoch_ms() -> i64 {
 }
 
 /// The name of the segment a replica lives in.
-pub(super) fn segment_name(r: &Replica) -> &str {
+fn segment_name(r: &Replica) -> &str {
     &r.seg.segment.name
 }
 
@@ -110,13 +102,13 @@ impl Copies {
             eviction,
             tasks,
             locks: Mutex::new(HashMap::new()),
-            hot: Mutex::new(HotState::default()),
+            leases: Leases::default(),
             last_sweep: AtomicU64::new(0),
         }
     }
 
     /// Whether a copy or move of `key` is in flight at `now`.
-    pub(super) fn is_copying(&self, key: &(String, String), now: u64) -> bool {
+    fn is_copying(&self, key: &(String, String), now: u64) -> bool {
         self.locks
             .lock()
             .get(key)
@@ -134,7 +126,7 @@ impl Copies {
     }
 
     /// The client that owns segment `name`; -1 when none does.
-    pub(super) fn owner(&self, name: &str) -> MasterResult<Uuid> {
+    fn owner(&self, name: &str) -> MasterResult<Uuid> {
         self.t
             .segments
             .named(name)
@@ -246,15 +238,18 @@ impl Copies {
         self.locks
             .lock()
             .retain(|_, l| l.started.saturating_add(release) >= now);
-        self.sweep_hot(now);
+        self.heat.sweep(now);
+        for task in self.leases.sweep(now) {
+            self.tasks.fail_if_pending(task, LEASE_EXPIRED, epoch_ms());
+        }
     }
 
     /// The start shared by copy and move: checks, then allocates one buffer on each
     /// of `targets` that holds no replica of the object yet, and locks the key. A
     /// dynamic copy (`token`) is checked against its lease instead of up front (see
-    /// `copies_hot`).
+    /// `leases`).
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn start(
+    fn start(
         &self,
         client: Uuid,
         key: &str,
@@ -292,9 +287,20 @@ impl Copies {
             .collect();
         let fresh = targets.iter().filter(|t| !held.contains(t)).count() as u64;
         if dynamic {
-            self.check_lease(&lock_key, client, o, source, targets, token, fresh, now)?;
+            let owner = |name: &str| self.owner(name).ok();
+            self.leases.check(
+                &lock_key,
+                client,
+                o.put_start,
+                source,
+                targets,
+                token,
+                fresh,
+                now,
+                owner,
+            )?;
         } else {
-            self.check_no_lease(&lock_key, now)?;
+            self.leases.check_none(&lock_key, now)?;
         }
         let checked = match dynamic {
             true => targets
@@ -307,7 +313,7 @@ impl Copies {
             Ok(p) => p,
             Err(e) => {
                 if dynamic {
-                    self.clear_hot(&lock_key);
+                    self.leases.clear(&lock_key);
                 }
                 return Err(e);
             }
@@ -475,7 +481,7 @@ impl Copies {
         }
         let lock = locks.remove(&lock_key).expect("checked above");
         drop(locks);
-        self.clear_hot(&lock_key);
+        self.leases.clear(&lock_key);
         let is_target = |r: &Replica| lock.targets.contains(&r.id);
         let source_ok = o
             .replicas
@@ -508,7 +514,7 @@ impl Copies {
             }
         }
         if lock.token != Token::PLAIN && !released.is_empty() {
-            self.hold_off_recreate(&lock_key, now);
+            self.leases.hold_off(&lock_key, now);
         }
         shard.remove_if_empty(tenant, key);
         drop(shard);
@@ -516,6 +522,79 @@ impl Copies {
         self.eviction
             .discard(parked, now.saturating_add(self.t.release_ns));
         result
+    }
+
+    /// `DynamicReplicaCopyStart`: `CopyStart` under the lease `token` (see
+    /// `Leases::check`); with a zero lease, a plain `CopyStart`.
+    pub fn dynamic_copy_start(
+        &self,
+        client: Uuid,
+        key: &str,
+        tenant: &str,
+        source: &str,
+        targets: &[String],
+        token: Token,
+    ) -> MasterResult<CopyStartResponse> {
+        if token.0 == Token::PLAIN.0 {
+            return self.copy_start(client, key, tenant, source, targets);
+        }
+        let (source, new) = self.start(client, key, tenant, source, targets, Kind::Copy, token)?;
+        Ok(CopyStartResponse {
+            source,
+            targets: new.iter().map(Replica::descriptor).collect(),
+        })
+    }
+
+    /// Turns up to [`PROPOSALS_PER_TICK`] hot keys into copy tasks (enforce mode).
+    fn propose_hot(&self) {
+        if self.heat.mode() != DynamicMode::Enforce {
+            return;
+        }
+        for key in self.heat.take_hot(PROPOSALS_PER_TICK) {
+            if let Err(e) = self.propose(&key) {
+                log::debug!(
+                    "dynamic_replication_auto_proposal_rejected key={}, error_code={}",
+                    key.1,
+                    e.name()
+                );
+            }
+        }
+    }
+
+    /// One proposal: a lease and a copy task to one more segment for `key`.
+    fn propose(&self, key: &HotKey) -> MasterResult<()> {
+        let now = self.t.now();
+        if !self.heat.is_hot(key, now) {
+            return Err(ErrorCode::INVALID_PARAMS);
+        }
+        let tenant = self.t.write_tenant(&key.0)?;
+        let name = key.1.as_str();
+        let shard = self.t.objects.lock_key(tenant, name);
+        let o = shard.get(tenant, name).ok_or(ErrorCode::OBJECT_NOT_FOUND)?;
+        if self.is_copying(key, now) || o.any_processing() {
+            return Err(ErrorCode::OBJECT_HAS_REPLICATION_TASK);
+        }
+        self.leases.may_propose(key, now)?;
+        let (source, target) = plan(name, o, self.t.segments.loads(), self.heat.max_replicas)
+            .ok_or(ErrorCode::UNAVAILABLE_IN_CURRENT_STATUS)?;
+        let owner = self
+            .owner(&source)
+            .map_err(|_| ErrorCode::SEGMENT_NOT_FOUND)?;
+        let token = Token::fresh(o.put_start);
+        let payload = CopyPayload {
+            tenant_id: tenant.to_string(),
+            key: name.to_string(),
+            source: source.clone(),
+            targets: vec![target.clone()],
+            dynamic_replication_lease_id_high: token.0.first,
+            dynamic_replication_lease_id_low: token.0.second,
+            dynamic_replication_version_epoch: token.1,
+        };
+        let task = self
+            .tasks
+            .submit(owner, TASK_REPLICA_COPY, to_json(&payload), epoch_ms())?;
+        self.leases.grant(key, token, source, target, task, now);
+        Ok(())
     }
 
     /// `QueryTask`.

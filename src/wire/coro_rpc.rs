@@ -388,6 +388,72 @@ pub fn read_response(
     read_frame(r, max_body)
 }
 
+/// A frame's header, body and attachment.
+pub type AttachedFrame<H> = (H, Vec<u8>, Vec<u8>);
+
+/// Reads one request frame with its attachment (same rules as [`read_request`]).
+pub fn read_request_attached(
+    r: &mut impl Read,
+    max_body: usize,
+) -> io::Result<Option<AttachedFrame<RequestHeader>>> {
+    read_frame_attached(r, max_body)
+}
+
+/// Reads one response frame with its attachment (same rules as [`read_request`]).
+pub fn read_response_attached(
+    r: &mut impl Read,
+    max_body: usize,
+) -> io::Result<Option<AttachedFrame<ResponseHeader>>> {
+    read_frame_attached(r, max_body)
+}
+
+/// Reads one frame whose header is an `H`, keeping its attachment.
+fn read_frame_attached<H: FrameHeader>(
+    r: &mut impl Read,
+    max_body: usize,
+) -> io::Result<Option<AttachedFrame<H>>> {
+    let kind = H::KIND;
+    let mut hb = <H::Bytes>::default();
+    if !read_full_or_eof(r, hb.as_mut())? {
+        return Ok(None);
+    }
+    let h = H::parse(&hb).ok_or_else(|| invalid(&format!("bad coro_rpc {kind} header")))?;
+    let (body_len, attach_len) = h.lens();
+    if body_len as usize > max_body || attach_len as usize > max_body {
+        return Err(invalid(&format!("coro_rpc {kind} frame too large")));
+    }
+    let body = read_body(r, body_len)?;
+    let attachment = read_body(r, attach_len)?;
+    Ok(Some((h, body, attachment)))
+}
+
+/// A request frame carrying `attachment` after `body`.
+pub fn encode_request_attached(
+    seq: u32,
+    function_id: u32,
+    body: &[u8],
+    attachment: &[u8],
+) -> Vec<u8> {
+    let mut h = RequestHeader::new(seq, function_id, body.len() as u32);
+    h.attach_len = attachment.len() as u32;
+    let mut out = Vec::with_capacity(REQ_HEADER_LEN + body.len() + attachment.len());
+    out.extend_from_slice(&h.to_bytes());
+    out.extend_from_slice(body);
+    out.extend_from_slice(attachment);
+    out
+}
+
+/// A response frame carrying `attachment` after `body`.
+pub fn encode_response_attached(seq: u32, err_code: u8, body: &[u8], attachment: &[u8]) -> Vec<u8> {
+    let mut h = ResponseHeader::new(seq, err_code, body.len() as u32);
+    h.attach_len = attachment.len() as u32;
+    let mut out = Vec::with_capacity(RESP_HEADER_LEN + body.len() + attachment.len());
+    out.extend_from_slice(&h.to_bytes());
+    out.extend_from_slice(body);
+    out.extend_from_slice(attachment);
+    out
+}
+
 /// Reads one frame whose header is an `H`.
 fn read_frame<H: FrameHeader>(
     r: &mut impl Read,
