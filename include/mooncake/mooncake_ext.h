@@ -112,6 +112,19 @@ typedef struct mooncake_range mooncake_range_t;
  */
 typedef void *mooncake_p2p_t;
 
+/**
+ * An opaque channel handle (`typedef void *`), from `mooncake_rpc_channel_create`
+ * until `mooncake_rpc_channel_destroy`.
+ */
+typedef void *mooncake_rpc_channel_t;
+
+/**
+ * Called with each received payload: the `user` pointer given with it, the call it
+ * came by (0 data, 1 tensor), the bytes (valid during the call). It runs on a thread
+ * of the server's, before the sender is answered.
+ */
+typedef void (*mooncake_rpc_receive_fn)(void *user, int kind, const uint8_t *data, size_t len);
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -1021,6 +1034,65 @@ int64_t mooncake_p2p_list(mooncake_p2p_t p, const char *prefix, char *buf, size_
  * `prefix` NULL or NUL-terminated; `buf` NULL or writable for `len` bytes.
  */
 int64_t mooncake_p2p_discover_peers(mooncake_p2p_t p, const char *prefix, char *buf, size_t len);
+
+/**
+ * Creates a channel whose calls wait `timeout_seconds` (at least 1) for replies and
+ * keep `pool_size` connections per target; with a `listen_address` (`host:port`,
+ * `:port`; NULL or "" for a client only) it has a server, started by
+ * `mooncake_rpc_channel_start`. Returns NULL with the reason in the thread's last
+ * error only for a bad argument.
+ *
+ * # Safety
+ * `listen_address` NULL or NUL-terminated.
+ */
+mooncake_rpc_channel_t mooncake_rpc_channel_create(const char *listen_address,
+                                                   int timeout_seconds,
+                                                   int pool_size);
+
+/**
+ * Stops the channel's server (waiting for the callbacks in progress) and frees the
+ * handle. Returns 0, or -1 for a bad handle.
+ */
+int mooncake_rpc_channel_destroy(mooncake_rpc_channel_t channel);
+
+/**
+ * Sets where received payloads go (a NULL `callback` drops them).
+ *
+ * # Safety
+ * `callback` must be safe to call from any thread with `user` until it is replaced
+ * or the channel is destroyed.
+ */
+int mooncake_rpc_channel_set_callback(mooncake_rpc_channel_t channel,
+                                      mooncake_rpc_receive_fn callback,
+                                      void *user);
+
+/**
+ * Starts the channel's server; returns the port it listens on, or -1 (the reason
+ * in the thread's last error) for a client-only channel, a bad or busy address, a
+ * server already started, or one stopped.
+ */
+int mooncake_rpc_channel_start(mooncake_rpc_channel_t channel);
+
+/**
+ * Stops the channel's server, waiting for the callbacks in progress. Returns 0, or
+ * -1 for a bad handle.
+ */
+int mooncake_rpc_channel_stop(mooncake_rpc_channel_t channel);
+
+/**
+ * Sends `len` bytes at `data` to the server at `target` (`host:port`) as data
+ * (`kind` 0) or a tensor (1) and waits for its reply. Returns 0, or -1 when no
+ * connection could be made, the connection broke, the peer answered an error or
+ * did not answer in time (the reason in the thread's last error).
+ *
+ * # Safety
+ * `target` NUL-terminated; `data` readable for `len` bytes (NULL when `len` is 0).
+ */
+int mooncake_rpc_channel_send(mooncake_rpc_channel_t channel,
+                              const char *target,
+                              int kind,
+                              const uint8_t *data,
+                              size_t len);
 
 #ifdef __cplusplus
 }  // extern "C"

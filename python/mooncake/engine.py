@@ -31,12 +31,12 @@ from ctypes import byref, c_int, c_uint64, c_void_p
 from typing import Dict, List, Optional, Tuple
 
 from . import _lib
-from ._engine_unsupported import (
+from ._engine_unsupported import SharedSegment
+from ._rpc_interface import (
     CoroRPCInterface,
     ReceivedData,
     ReceivedTensor,
     RpcInterface,
-    SharedSegment,
     create_rpc_client,
     create_rpc_server,
 )
@@ -63,14 +63,15 @@ __all__ = [
     "SUPPORT_INTRA_NVLINK",
     "SUPPORT_MNNVL",
     "SUPPORT_MUSA",
-    # Not supported (raise NotImplementedError): _engine_unsupported.
+    # The coro_rpc data/tensor channel: _rpc_interface.
     "CoroRPCInterface",
     "ReceivedData",
     "ReceivedTensor",
     "RpcInterface",
-    "SharedSegment",
     "create_rpc_client",
     "create_rpc_server",
+    # Not supported (raise NotImplementedError): _engine_unsupported.
+    "SharedSegment",
 ]
 
 log = logging.getLogger("mooncake.engine")

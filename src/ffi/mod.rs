@@ -33,6 +33,7 @@ mod fail;
 mod handles;
 mod last_error;
 pub mod p2p;
+pub mod rpc_channel;
 mod shutdown;
 pub mod store;
 pub mod te;

@@ -4,7 +4,9 @@
 //! frame's attachment. Replies are a struct_pack `void`.
 
 use crate::wire::coro_rpc::function_id_of;
-use crate::wire::struct_pack::{self, serialize_with_type_info};
+use crate::wire::struct_pack::{
+    self, serialize_with_type_info, DecodeResult, Pack, Reader, Writer,
+};
 
 /// `handleDataTransfer(string_view)`.
 pub const DATA_FUNCTION: &str = "mooncake::RpcCommunicator::handleDataTransfer";
@@ -41,21 +43,32 @@ impl Kind {
     }
 }
 
+/// The `string_view` upstream's data call takes: any bytes, typed as a string.
+struct Bytes(Vec<u8>);
+
+impl Pack for Bytes {
+    const MIN_SIZE: usize = 1;
+    fn type_literal(out: &mut Vec<u8>) {
+        String::type_literal(out);
+    }
+    fn pack(&self, w: &mut Writer) {
+        w.put_len(self.0.len());
+        w.put_bytes(&self.0);
+    }
+    fn unpack(r: &mut Reader<'_>) -> DecodeResult<Self> {
+        let n = r.seq_len(1)?;
+        Ok(Bytes(r.take(n)?.to_vec()))
+    }
+}
+
 /// The body and attachment of a send of `payload`, as upstream's client writes them.
 pub fn request_parts(kind: Kind, payload: &[u8]) -> (Vec<u8>, &[u8]) {
     match kind {
         Kind::Tensor => (Vec::new(), payload),
         Kind::Data if payload.len() <= INLINE_MAX => {
-            let text = String::from_utf8_lossy(payload);
-            if text.as_bytes() == payload {
-                (serialize_with_type_info(&text.into_owned()), &[])
-            } else {
-                // Not UTF-8: the bytes go as the attachment, which the receiver
-                // prefers to the (empty) body.
-                (serialize_with_type_info(&String::new()), payload)
-            }
+            (serialize_with_type_info(&Bytes(payload.to_vec())), &[])
         }
-        Kind::Data => (serialize_with_type_info(&String::new()), payload),
+        Kind::Data => (serialize_with_type_info(&Bytes(Vec::new())), payload),
     }
 }
 
@@ -65,9 +78,7 @@ pub fn request_payload(kind: Kind, body: &[u8], attachment: Vec<u8>) -> Option<V
     if !attachment.is_empty() || kind == Kind::Tensor {
         return Some(attachment);
     }
-    struct_pack::deserialize::<String>(body)
-        .ok()
-        .map(String::into_bytes)
+    struct_pack::deserialize::<Bytes>(body).ok().map(|b| b.0)
 }
 
 /// The reply body: struct_pack `void` with its type, as upstream's server sends it.

@@ -70,6 +70,7 @@ fn ext_header() -> String {
             "src/ffi/ext_store/segments.rs",
             "src/ffi/ext_store/tasks.rs",
             "src/ffi/p2p/mod.rs",
+            "src/ffi/rpc_channel.rs",
         ],
     )
 }
