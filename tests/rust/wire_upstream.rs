@@ -318,6 +318,70 @@ fn every_request_accepted(addr: &str, log: &dyn Fn() -> String) {
             codec::encode_args(&(me, k(), t(), ReplicaType::LocalDisk)),
         ),
         (Method::UnmountLocalDiskSegment, codec::encode_args(&(me,))),
+        (
+            Method::CreateCopyTask,
+            codec::encode_args(&("raw".to_string(), t(), strs(&["x"]))),
+        ),
+        (
+            Method::CreateMoveTask,
+            codec::encode_args(&("raw".to_string(), t(), "x".to_string(), "y".to_string())),
+        ),
+        (Method::QueryTask, codec::encode_args(&(me,))),
+        (
+            Method::MarkTaskToComplete,
+            codec::encode_args(&(
+                me,
+                TaskCompleteRequest {
+                    id: me,
+                    status: TaskStatus::Failed as i32,
+                    message: "m".into(),
+                },
+            )),
+        ),
+        (
+            Method::CopyStart,
+            codec::encode_args(&(me, "raw".to_string(), t(), "x".to_string(), strs(&["y"]))),
+        ),
+        (
+            Method::CopyEnd,
+            codec::encode_args(&(me, "raw".to_string(), t())),
+        ),
+        (
+            Method::CopyRevoke,
+            codec::encode_args(&(me, "raw".to_string(), t())),
+        ),
+        (
+            Method::MoveStart,
+            codec::encode_args(&(me, "raw".to_string(), t(), "x".to_string(), "y".to_string())),
+        ),
+        (
+            Method::MoveEnd,
+            codec::encode_args(&(me, "raw".to_string(), t())),
+        ),
+        (
+            Method::MoveRevoke,
+            codec::encode_args(&(me, "raw".to_string(), t())),
+        ),
+        (
+            Method::DynamicReplicaCopyStart,
+            codec::encode_args(&(
+                me,
+                "raw".to_string(),
+                t(),
+                "x".to_string(),
+                strs(&["y"]),
+                me,
+                1u64,
+            )),
+        ),
+        (
+            Method::DynamicReplicaCopyEnd,
+            codec::encode_args(&(me, "raw".to_string(), t(), me, 1u64)),
+        ),
+        (
+            Method::DynamicReplicaCopyRevoke,
+            codec::encode_args(&(me, "raw".to_string(), t(), me, 1u64)),
+        ),
     ];
     let upstream = Method::ALL.iter().filter(|m| !m.is_extension()).count();
     assert_eq!(bodies.len(), upstream, "one request per upstream method");
