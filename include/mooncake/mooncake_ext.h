@@ -717,6 +717,16 @@ int mooncake_store_unmount_segment(mooncake_store_t store,
                                    uint64_t grace_seconds);
 
 /**
+ * Unmounts the client's local disk (SSD tier) at the master: its copies are no
+ * longer read from there and nothing more is offloaded to it; then waits
+ * `grace_period_seconds` (upstream's `unmount_local_disk_segment`). Returns 0 (also
+ * for a client without a disk tier), -600 for a store not set up, or -1 when the
+ * master refuses, for a dummy client or a bad handle.
+ */
+int mooncake_store_unmount_local_disk_segment(mooncake_store_t store,
+                                              uint64_t grace_period_seconds);
+
+/**
  * Queues a copy of `key` to the `count` segments `targets` (the owning clients'
  * hostnames), run later by the owner of one of its replicas; the task id goes to
  * `id_out[0..2]`. Returns 0; -600 when not set up, for no target or an unknown one;

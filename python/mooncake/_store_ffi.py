@@ -108,6 +108,7 @@ STORE_PROTOTYPES: Dict[str, Tuple[Any, Sequence[Any]]] = {
         [_h, c_uint64, c_char_p, c_char_p, POINTER(c_uint64), POINTER(c_uint64)],
     ),
     "mooncake_store_unmount_segment": (c_int, [_h, c_uint64, c_uint64, c_int, c_uint64]),
+    "mooncake_store_unmount_local_disk_segment": (c_int, [_h, c_uint64]),
     "mooncake_store_create_copy_task": (
         c_int,
         [_h, c_char_p, POINTER(c_char_p), c_size_t, POINTER(c_uint64)],

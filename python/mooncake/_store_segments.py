@@ -121,3 +121,16 @@ class SegmentMethods:
                 log.error("unmount of segment %r: %s", text, ffi.last_error() if parsed else "not a segment id")
                 first_error = first_error or rc
         return first_error
+
+    def unmount_local_disk_segment(self, grace_period_seconds: int = 0) -> int:
+        """Unmounts this client's SSD tier at the master (its copies are no longer
+        read from there, nothing more is offloaded to it), then waits
+        ``grace_period_seconds``: 0 (also without an SSD tier), or -1."""
+        grace = _count(grace_period_seconds, "grace_period_seconds")
+        if not self._set_up:
+            return _FAILED
+        rc = ffi.L().mooncake_store_unmount_local_disk_segment(self._h, grace)
+        if rc != 0:
+            log.error("unmount_local_disk_segment: %s", ffi.last_error())
+            return _FAILED
+        return 0

@@ -16,10 +16,6 @@ _MODULE = "mooncake.store"
 _STORE = "MooncakeDistributedStore"
 
 SESSION = "put/get sessions (reserve, then transfer ranges, then commit) are not implemented yet"
-SEGMENTS = (
-    "draining the SSD tier's segment at run time is not implemented; it is unmounted "
-    "by close()"
-)
 NATIVE = "it hands out upstream's native C++ objects, which mooncake-rs does not have"
 ENGRAM = "Engram embedding tables are not implemented"
 NOF = "NVMe-oF segments are not supported"
@@ -30,7 +26,6 @@ _SESSION_METHODS = """
     batch_get_session_start batch_get_session_end batch_put_from_multi_buffer_ranges
     batch_get_into_multi_buffer_ranges
 """.split()
-_SEGMENT_METHODS = ["unmount_local_disk_segment"]
 
 UnsupportedStoreMethods = type(
     "UnsupportedStoreMethods",
@@ -39,7 +34,6 @@ UnsupportedStoreMethods = type(
         "__doc__": "The methods of upstream's MooncakeDistributedStore that raise NotImplementedError.",
         "__module__": __name__,
         **U.methods(_STORE, _SESSION_METHODS, SESSION),
-        **U.methods(_STORE, _SEGMENT_METHODS, SEGMENTS),
         **U.methods(_STORE, ["_get_pyclient_capsule"], NATIVE),
     },
 )

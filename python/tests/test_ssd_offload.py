@@ -125,3 +125,27 @@ def test_setup_with_offload_needs_an_offloading_master(disk_dir: str, impl: str)
                 s.setup(config)
     finally:
         m.stop()
+
+
+def test_the_disk_is_unmounted_at_run_time(disk_dir: str, fast_heartbeat: None) -> None:
+    m = Master(extra=["--enable_offload=true"])
+    try:
+        o = owner(m, 64 * MIB, disk_dir)
+        reader = new_store(m, segment=0)
+        assert reader.unmount_local_disk_segment() == 0  # no SSD tier: nothing to do
+        keys = [f"drain-{i}" for i in range(4)]  # a full bucket (see fast_heartbeat)
+        for i, k in enumerate(keys):
+            assert o.put(k, pattern(MIB, i)) == 0
+        deadline = time.time() + DEADLINE_S
+        while any(kinds(reader, k)[1] == 0 for k in keys):
+            assert time.time() < deadline, "never offloaded"
+            time.sleep(0.05)
+        assert o.unmount_local_disk_segment(grace_period_seconds=0) == 0
+        assert [kinds(reader, k) for k in keys] == [(1, 0)] * 4
+        for i, k in enumerate(keys):
+            assert reader.get(k) == pattern(MIB, i)
+        assert o.unmount_local_disk_segment() == 0  # already unmounted
+        o.close()
+        reader.close()
+    finally:
+        m.stop()

@@ -124,6 +124,12 @@ pub trait StoreApi: Send + Sync + std::fmt::Debug {
         let _ = (size, protocol, location);
         Err(real_client_only("allocate_and_mount_segment"))
     }
+    /// Unmounts the client's local disk at the master (see
+    /// [`Client::unmount_local_disk_segment`]); -1 for a dummy client.
+    fn unmount_local_disk_segment(&self, grace_seconds: u64) -> StoreResult<()> {
+        let _ = grace_seconds;
+        Err(real_client_only("unmount_local_disk_segment"))
+    }
     /// Unmounts a segment mounted at run time (see
     /// [`Client::unmount_run_time_segment`]); -1 for a dummy client.
     fn unmount_run_time_segment(
@@ -411,6 +417,9 @@ impl StoreApi for Client {
     }
     fn offload_rpc_read_count(&self) -> u64 {
         Client::offload_rpc_read_count(self)
+    }
+    fn unmount_local_disk_segment(&self, grace_seconds: u64) -> StoreResult<()> {
+        Client::unmount_local_disk_segment(self, std::time::Duration::from_secs(grace_seconds))
     }
     fn start_http_server(&self, port: u16) -> StoreResult<u16> {
         Client::start_http_server(self, port)

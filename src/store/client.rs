@@ -306,6 +306,26 @@ impl Client {
         Ok(bound)
     }
 
+    /// Unmounts this client's local disk (SSD tier) at the master, so its copies are
+    /// no longer read from there and nothing more is offloaded to it, then waits
+    /// `grace` for readers already on their way (upstream's
+    /// `unmount_local_disk_segment`). Nothing to do without a disk tier; -600 once
+    /// closed; the master's code when it refuses.
+    pub fn unmount_local_disk_segment(&self, grace: std::time::Duration) -> StoreResult<()> {
+        self.state()?;
+        match self.disk_tier.lock().as_ref() {
+            Some(tier) => tier.drain(&self.state)?,
+            None => {
+                log::warn!("unmount_local_disk_segment: this client has no SSD tier");
+                return Ok(());
+            }
+        }
+        if !grace.is_zero() {
+            std::thread::sleep(grace);
+        }
+        Ok(())
+    }
+
     /// Stops the heartbeat, unmounts every segment, unregisters and frees the
     /// client's memory (after the TE stopped). Waits for running operations;
     /// idempotent.

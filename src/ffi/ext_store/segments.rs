@@ -118,3 +118,21 @@ pub extern "C" fn mooncake_store_unmount_segment(
         Ok(0)
     })
 }
+
+/// Unmounts the client's local disk (SSD tier) at the master: its copies are no
+/// longer read from there and nothing more is offloaded to it; then waits
+/// `grace_period_seconds` (upstream's `unmount_local_disk_segment`). Returns 0 (also
+/// for a client without a disk tier), -600 for a store not set up, or -1 when the
+/// master refuses, for a dummy client or a bad handle.
+#[no_mangle]
+pub extern "C" fn mooncake_store_unmount_local_disk_segment(
+    store: mooncake_store_t,
+    grace_period_seconds: u64,
+) -> c_int {
+    ffi_boundary!({
+        set_up_client(store)?
+            .unmount_local_disk_segment(grace_period_seconds)
+            .map_err(|e| crate::ffi::fail::failed(e.to_string()))?;
+        Ok(0)
+    })
+}

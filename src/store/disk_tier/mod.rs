@@ -18,6 +18,7 @@ use backend::DiskStore;
 use config::DiskTierConfig;
 use parking_lot::RwLock;
 use server::{OffloadServer, ReadService};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use worker::WorkerContext;
@@ -39,6 +40,11 @@ const IDLE_POLL: Duration = Duration::from_secs(1);
 pub(crate) struct DiskTier {
     server: Option<OffloadServer>,
     thread: StoppableThread,
+    /// Set once the disk was unmounted at run time: the thread then does nothing
+    /// (in particular, it does not mount the disk again).
+    draining: Arc<AtomicBool>,
+    /// Held by the thread for each round, so a drain never overlaps one.
+    round: Arc<parking_lot::Mutex<()>>,
 }
 
 impl DiskTier {
@@ -90,6 +96,9 @@ impl DiskTier {
         )?;
         drop(guard);
         let state = state.clone();
+        let draining = Arc::new(AtomicBool::new(false));
+        let round = Arc::new(parking_lot::Mutex::new(()));
+        let (thread_draining, thread_round) = (draining.clone(), round.clone());
         let thread = StoppableThread::spawn("mc-disk-tier", move |signal| {
             let mut last_busy: Option<Instant> = None;
             let mut last_housekeeping = Instant::now();
@@ -100,6 +109,10 @@ impl DiskTier {
                 };
                 if !signal.wait(wait) {
                     return;
+                }
+                let _round = thread_round.lock();
+                if thread_draining.load(Ordering::SeqCst) {
+                    continue;
                 }
                 let guard = state.read();
                 let Some(inner) = guard.as_ref() else { return };
@@ -116,7 +129,41 @@ impl DiskTier {
         Ok(DiskTier {
             server: Some(server),
             thread,
+            draining,
+            round,
         })
+    }
+
+    /// Unmounts the disk at the master (its copies stop being read from there and no
+    /// more objects are offloaded to it) and stops the disk-tier rounds, waiting for
+    /// one in progress; the disk's files stay (upstream's
+    /// `unmount_local_disk_segment`). The master's code on failure (the rounds then
+    /// go on).
+    pub fn drain(&self, state: &SharedState) -> StoreResult<()> {
+        // The round first, then the state: the order the thread takes them in.
+        let _round = self.round.lock();
+        if self.draining.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let guard = state.read();
+        let Some(inner) = guard.as_ref() else {
+            self.draining.store(false, Ordering::SeqCst);
+            return Err(StoreError::invalid("the client is closed"));
+        };
+        let result = inner
+            .master()
+            .disk_tier()
+            .ok_or(ErrorCode::NOT_SUPPORTED)
+            .and_then(|api| api.unmount_local_disk_segment(inner.client_id()));
+        if let Err(e) = result {
+            self.draining.store(false, Ordering::SeqCst);
+            return Err(StoreError::new(
+                e,
+                "unmounting the local disk at the master",
+            ));
+        }
+        log::info!("offload: local disk unmounted at run time");
+        Ok(())
     }
 
     /// Stops the thread (a tick in progress finishes) and the offload port.
