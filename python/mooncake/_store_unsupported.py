@@ -8,8 +8,6 @@ features use (constructible, with upstream's fields and defaults).
 
 from __future__ import annotations
 
-from typing import List
-
 from . import _unsupported as U
 
 _MODULE = "mooncake.store"
@@ -17,7 +15,6 @@ _STORE = "MooncakeDistributedStore"
 
 SESSION = "put/get sessions (reserve, then transfer ranges, then commit) are not implemented yet"
 NATIVE = "it hands out upstream's native C++ objects, which mooncake-rs does not have"
-ENGRAM = "Engram embedding tables are not implemented"
 NOF = "NVMe-oF segments are not supported"
 
 
@@ -39,20 +36,6 @@ UnsupportedStoreMethods = type(
 )
 
 
-class EngramStoreConfig:
-    """Shape of an Engram embedding table (``EngramStore`` is not supported)."""
-
-    def __init__(self) -> None:
-        self.embedding_dim: int = 64
-        self.table_vocab_sizes: List[int] = [1024]
-
-
-EngramStore = U.stub_class(
-    _MODULE,
-    "EngramStore",
-    ENGRAM,
-    "get_embedding_dim get_num_heads get_store_keys get_table_vocab_sizes lookup populate remove_from_store".split(),
-)
 MooncakeDistributedNoFRegister = U.stub_class(
     _MODULE, "MooncakeDistributedNoFRegister", NOF, ["real_register", "real_unregister_by_endpoint"]
 )
@@ -64,7 +47,3 @@ get_alloc_func_addr = U.function(
 get_free_func_addr = U.function(
     "mooncake.store.get_free_func_addr", "upstream's native hugepage allocator is not part of mooncake-rs"
 )
-
-for _cls in (EngramStoreConfig,):
-    _cls.__module__ = _MODULE
-del _cls

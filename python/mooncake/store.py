@@ -48,9 +48,8 @@ from ._store_queries import StoreQueries
 from ._store_ranges import get_into_ranges as _get_into_ranges
 from ._store_setup import dict_setup, setup_args, warn_unsupported
 from . import _store_unsupported as _unsupported
+from ._engram import EngramStore, EngramStoreConfig
 from ._store_unsupported import (
-    EngramStore,
-    EngramStoreConfig,
     MooncakeDistributedNoFRegister,
     UnsupportedStoreMethods,
     get_alloc_func_addr,
