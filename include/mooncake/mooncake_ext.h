@@ -777,6 +777,110 @@ int64_t mooncake_store_query_task(mooncake_store_t store,
                                   size_t buf_len);
 
 /**
+ * Starts put sessions: one `BatchPutStart` reserving `sizes[i]` bytes for each key
+ * under `config` (JSON as for the put extensions; NULL for the defaults); per key 0,
+ * -600 (a session already, mismatched groups), the master's code, or -702 (no memory
+ * replica). Returns 0, or -1 for a bad handle, NULL arrays or a bad config.
+ *
+ * # Safety
+ * `keys`, `sizes` and `results_out` hold `count` entries; keys and `config`
+ * NUL-terminated.
+ */
+int mooncake_store_batch_put_session_start(mooncake_store_t store,
+                                           const char *const *keys,
+                                           size_t count,
+                                           const uint64_t *sizes,
+                                           const char *config,
+                                           int *results_out);
+
+/**
+ * Writes each key's fragments (`sizes[j]` bytes at `ptrs[j]` to offset
+ * `offsets[j]` of the object) into every memory replica of its put session; per key
+ * the bytes written, -600 (no writable session, a fragment outside the object), -702
+ * (no fragment), -800. Returns 0, or -1 for a bad handle or NULL arrays.
+ *
+ * # Safety
+ * `keys`, `fragment_counts` and `results_out` hold `count` entries; `ptrs`, `sizes`,
+ * `offsets` the sum of the counts; every fragment readable for its size.
+ */
+int mooncake_store_batch_put_from_multi_buffer_ranges(mooncake_store_t store,
+                                                      const char *const *keys,
+                                                      size_t count,
+                                                      const size_t *fragment_counts,
+                                                      const uint64_t *ptrs,
+                                                      const uint64_t *sizes,
+                                                      const uint64_t *offsets,
+                                                      int64_t *results_out);
+
+/**
+ * Reads each key's fragments (`sizes[j]` bytes at offset `offsets[j]` of the object
+ * to `ptrs[j]`) from its get session's replica; per key the bytes read, -600 (no
+ * session, a fragment outside the object), -707 (the lease ran out; the session
+ * ends), -800. Returns 0, or -1 for a bad handle or NULL arrays.
+ *
+ * # Safety
+ * As `mooncake_store_batch_put_from_multi_buffer_ranges`, every fragment writable.
+ */
+int mooncake_store_batch_get_into_multi_buffer_ranges(mooncake_store_t store,
+                                                      const char *const *keys,
+                                                      size_t count,
+                                                      const size_t *fragment_counts,
+                                                      const uint64_t *ptrs,
+                                                      const uint64_t *sizes,
+                                                      const uint64_t *offsets,
+                                                      int64_t *results_out);
+
+/**
+ * Ends put sessions: waits for their ranged puts, then one `BatchPutEnd` (memory
+ * replicas); per key 0, -600 without a session, or the master's code (the session
+ * stays for another end or a revoke). Returns 0, or -1 for a bad handle or NULLs.
+ *
+ * # Safety
+ * `keys` and `results_out` hold `count` entries; keys NUL-terminated.
+ */
+int mooncake_store_batch_put_session_end(mooncake_store_t store,
+                                         const char *const *keys,
+                                         size_t count,
+                                         int *results_out);
+
+/**
+ * Revokes put sessions (one `BatchPutRevoke`); per key 0 (also when the master no
+ * longer has the object), -600 without a session, or the master's code. Returns 0,
+ * or -1 for a bad handle or NULLs.
+ *
+ * # Safety
+ * As `mooncake_store_batch_put_session_end`.
+ */
+int mooncake_store_batch_put_session_revoke(mooncake_store_t store,
+                                            const char *const *keys,
+                                            size_t count,
+                                            int *results_out);
+
+/**
+ * Starts get sessions (one `BatchGetReplicaList`, which grants read leases); per
+ * key 0, the master's code, -707 (the lease ran out already), -702 (no complete
+ * memory replica). Returns 0, or -1 for a bad handle or NULLs.
+ *
+ * # Safety
+ * As `mooncake_store_batch_put_session_end`.
+ */
+int mooncake_store_batch_get_session_start(mooncake_store_t store,
+                                           const char *const *keys,
+                                           size_t count,
+                                           int *results_out);
+
+/**
+ * Ends get sessions (nothing at the master). Returns 0; -600 for a store not set up
+ * or a dummy client; -1 for a bad handle or NULL keys.
+ *
+ * # Safety
+ * `keys` holds `count` NUL-terminated entries.
+ */
+int mooncake_store_batch_get_session_end(mooncake_store_t store,
+                                         const char *const *keys,
+                                         size_t count);
+
+/**
  * Creates a P2P Store node named `local_server_name` (`host:port`, unique among the
  * nodes sharing the metadata; other nodes and agents reach it at `host`) with a
  * Transfer Engine of its own, keeping object payloads in the metadata store at

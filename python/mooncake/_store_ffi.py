@@ -109,6 +109,24 @@ STORE_PROTOTYPES: Dict[str, Tuple[Any, Sequence[Any]]] = {
     ),
     "mooncake_store_unmount_segment": (c_int, [_h, c_uint64, c_uint64, c_int, c_uint64]),
     "mooncake_store_unmount_local_disk_segment": (c_int, [_h, c_uint64]),
+    "mooncake_store_batch_put_session_start": (
+        c_int,
+        [_h, POINTER(c_char_p), c_size_t, POINTER(c_uint64), c_char_p, POINTER(c_int)],
+    ),
+    "mooncake_store_batch_put_from_multi_buffer_ranges": (
+        c_int,
+        [_h, POINTER(c_char_p), c_size_t, POINTER(c_size_t), POINTER(c_uint64), POINTER(c_uint64),
+         POINTER(c_uint64), POINTER(c_int64)],
+    ),
+    "mooncake_store_batch_get_into_multi_buffer_ranges": (
+        c_int,
+        [_h, POINTER(c_char_p), c_size_t, POINTER(c_size_t), POINTER(c_uint64), POINTER(c_uint64),
+         POINTER(c_uint64), POINTER(c_int64)],
+    ),
+    "mooncake_store_batch_put_session_end": (c_int, [_h, POINTER(c_char_p), c_size_t, POINTER(c_int)]),
+    "mooncake_store_batch_put_session_revoke": (c_int, [_h, POINTER(c_char_p), c_size_t, POINTER(c_int)]),
+    "mooncake_store_batch_get_session_start": (c_int, [_h, POINTER(c_char_p), c_size_t, POINTER(c_int)]),
+    "mooncake_store_batch_get_session_end": (c_int, [_h, POINTER(c_char_p), c_size_t]),
     "mooncake_store_create_copy_task": (
         c_int,
         [_h, c_char_p, POINTER(c_char_p), c_size_t, POINTER(c_uint64)],

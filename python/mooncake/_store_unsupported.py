@@ -13,16 +13,9 @@ from . import _unsupported as U
 _MODULE = "mooncake.store"
 _STORE = "MooncakeDistributedStore"
 
-SESSION = "put/get sessions (reserve, then transfer ranges, then commit) are not implemented yet"
 NATIVE = "it hands out upstream's native C++ objects, which mooncake-rs does not have"
 NOF = "NVMe-oF segments are not supported"
 
-
-_SESSION_METHODS = """
-    batch_put_session_start batch_put_session_end batch_put_session_revoke
-    batch_get_session_start batch_get_session_end batch_put_from_multi_buffer_ranges
-    batch_get_into_multi_buffer_ranges
-""".split()
 
 UnsupportedStoreMethods = type(
     "UnsupportedStoreMethods",
@@ -30,7 +23,6 @@ UnsupportedStoreMethods = type(
     {
         "__doc__": "The methods of upstream's MooncakeDistributedStore that raise NotImplementedError.",
         "__module__": __name__,
-        **U.methods(_STORE, _SESSION_METHODS, SESSION),
         **U.methods(_STORE, ["_get_pyclient_capsule"], NATIVE),
     },
 )

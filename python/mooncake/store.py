@@ -58,6 +58,7 @@ from ._store_unsupported import (
 from ._parallel_layout import ParallelAxis, ReadTarget, TensorParallelism
 from ._store_parallel import ParallelTensorMethods
 from ._store_segments import SegmentMethods
+from ._store_sessions import SessionMethods
 from ._store_tasks import QueryTaskResponse, TaskMethods, TaskStatus, TaskType
 from ._store_tensor import TensorMethods, deserialize_tensor, serialize_tensor, tensor_metadata_size
 from ._store_types import (
@@ -163,7 +164,13 @@ def _first_error(results: Sequence[int]) -> int:
 
 
 class MooncakeDistributedStore(
-    StoreQueries, TensorMethods, ParallelTensorMethods, SegmentMethods, TaskMethods, UnsupportedStoreMethods
+    StoreQueries,
+    TensorMethods,
+    ParallelTensorMethods,
+    SegmentMethods,
+    SessionMethods,
+    TaskMethods,
+    UnsupportedStoreMethods,
 ):
     """A Mooncake Store client (upstream's ``MooncakeDistributedStore``)."""
 

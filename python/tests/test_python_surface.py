@@ -147,7 +147,7 @@ def test_unsupported_names_raise_not_implemented() -> None:
         with pytest.raises(NotImplementedError, match="not supported by mooncake-rs"):
             call()
         checked += 1
-    assert checked > 20  # a floor against a README table that was not parsed
+    assert checked > 10  # a floor against a README table that was not parsed
 
 
 def test_package_exports_buffer_pools() -> None:

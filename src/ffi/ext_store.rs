@@ -31,6 +31,7 @@ pub mod query;
 pub mod ranges;
 pub mod read;
 pub mod segments;
+pub mod sessions;
 pub mod setup;
 mod support;
 pub mod tasks;

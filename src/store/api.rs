@@ -6,7 +6,9 @@
 
 use super::client::{Client, Health};
 use super::metrics::Direction;
-use super::vocab::{BatchWrite, Pieces, RangedRead, RangedResults, ReadTarget, WriteMode};
+use super::vocab::{
+    BatchWrite, Fragments, Pieces, RangedRead, RangedResults, ReadTarget, WriteMode,
+};
 use crate::store::error::{StoreError, StoreResult};
 use crate::wire::master_api::{
     ErrorCode, QueryTaskResponse, ReplicaDescriptor, ReplicateConfig, Uuid,
@@ -123,6 +125,50 @@ pub trait StoreApi: Send + Sync + std::fmt::Debug {
     ) -> StoreResult<(Uuid, u64)> {
         let _ = (size, protocol, location);
         Err(real_client_only("allocate_and_mount_segment"))
+    }
+    /// `batch_put_session_start` (see [`Client::put_session_start`]); -600 per key for
+    /// a dummy client.
+    fn put_session_start(
+        &self,
+        keys: &[&str],
+        sizes: &[u64],
+        config: &ReplicateConfig,
+    ) -> Vec<i32> {
+        let _ = (sizes, config);
+        vec![ErrorCode::INVALID_PARAMS.0; keys.len()]
+    }
+    /// `batch_put_from_multi_buffer_ranges` (see [`Client::put_ranges`]).
+    ///
+    /// # Safety
+    /// As [`Client::put_ranges`].
+    unsafe fn put_ranges(&self, keys: &[&str], frags: &[Fragments]) -> Vec<i64> {
+        let _ = frags;
+        vec![i64::from(ErrorCode::INVALID_PARAMS.0); keys.len()]
+    }
+    /// `batch_put_session_end` (see [`Client::put_session_end`]).
+    fn put_session_end(&self, keys: &[&str]) -> Vec<i32> {
+        vec![ErrorCode::INVALID_PARAMS.0; keys.len()]
+    }
+    /// `batch_put_session_revoke` (see [`Client::put_session_revoke`]).
+    fn put_session_revoke(&self, keys: &[&str]) -> Vec<i32> {
+        vec![ErrorCode::INVALID_PARAMS.0; keys.len()]
+    }
+    /// `batch_get_session_start` (see [`Client::get_session_start`]).
+    fn get_session_start(&self, keys: &[&str]) -> Vec<i32> {
+        vec![ErrorCode::INVALID_PARAMS.0; keys.len()]
+    }
+    /// `batch_get_into_multi_buffer_ranges` (see [`Client::get_ranges`]).
+    ///
+    /// # Safety
+    /// As [`Client::get_ranges`].
+    unsafe fn get_ranges(&self, keys: &[&str], frags: &[Fragments]) -> Vec<i64> {
+        let _ = frags;
+        vec![i64::from(ErrorCode::INVALID_PARAMS.0); keys.len()]
+    }
+    /// `batch_get_session_end` (see [`Client::get_session_end`]); -600 for a dummy.
+    fn get_session_end(&self, keys: &[&str]) -> i32 {
+        let _ = keys;
+        ErrorCode::INVALID_PARAMS.0
     }
     /// Unmounts the client's local disk at the master (see
     /// [`Client::unmount_local_disk_segment`]); -1 for a dummy client.
@@ -420,6 +466,35 @@ impl StoreApi for Client {
     }
     fn unmount_local_disk_segment(&self, grace_seconds: u64) -> StoreResult<()> {
         Client::unmount_local_disk_segment(self, std::time::Duration::from_secs(grace_seconds))
+    }
+    fn put_session_start(
+        &self,
+        keys: &[&str],
+        sizes: &[u64],
+        config: &ReplicateConfig,
+    ) -> Vec<i32> {
+        Client::put_session_start(self, keys, sizes, config)
+    }
+    unsafe fn put_ranges(&self, keys: &[&str], frags: &[Fragments]) -> Vec<i64> {
+        // SAFETY: forwarded contract.
+        unsafe { Client::put_ranges(self, keys, frags) }
+    }
+    fn put_session_end(&self, keys: &[&str]) -> Vec<i32> {
+        Client::put_session_end(self, keys)
+    }
+    fn put_session_revoke(&self, keys: &[&str]) -> Vec<i32> {
+        Client::put_session_revoke(self, keys)
+    }
+    fn get_session_start(&self, keys: &[&str]) -> Vec<i32> {
+        Client::get_session_start(self, keys)
+    }
+    unsafe fn get_ranges(&self, keys: &[&str], frags: &[Fragments]) -> Vec<i64> {
+        // SAFETY: forwarded contract.
+        unsafe { Client::get_ranges(self, keys, frags) }
+    }
+    fn get_session_end(&self, keys: &[&str]) -> i32 {
+        Client::get_session_end(self, keys);
+        0
     }
     fn start_http_server(&self, port: u16) -> StoreResult<u16> {
         Client::start_http_server(self, port)

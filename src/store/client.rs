@@ -9,6 +9,7 @@ use super::error::{StoreError, StoreResult};
 use super::heartbeat::Heartbeat;
 use super::http::ClientHttp;
 use super::metrics::ClientMetrics;
+use super::sessions::Sessions;
 use super::state::{ClientState, SharedState, StateGuard};
 use super::tasks::TaskRunner;
 use crate::codec::debug_by_field::debug_by_field;
@@ -51,6 +52,8 @@ pub struct Client {
     heartbeat: Mutex<Option<Heartbeat>>,
     /// Runs the copy and move tasks the master hands out (with the heartbeat).
     tasks: Mutex<Option<TaskRunner>>,
+    /// Put and get sessions.
+    sessions: Sessions,
     disk_tier: Mutex<Option<DiskTier>>,
     metrics: Arc<ClientMetrics>,
     /// The client HTTP server, once started.
@@ -223,6 +226,7 @@ impl Client {
             healthy,
             heartbeat: Mutex::new(heartbeat),
             tasks: Mutex::new(None),
+            sessions: Sessions::default(),
             disk_tier: Mutex::new(None),
             metrics: Arc::new(ClientMetrics::default()),
             http: Mutex::new(None),
@@ -349,6 +353,11 @@ impl Client {
     /// The set-up state for one operation, or -600 once closed.
     pub(crate) fn state(&self) -> Result<StateGuard<'_>, ErrorCode> {
         StateGuard::new(self.state.read())
+    }
+
+    /// The client's put and get sessions.
+    pub(crate) fn sessions(&self) -> &Sessions {
+        &self.sessions
     }
 
     /// The shared state itself (for the calls that change what the client owns).

@@ -27,6 +27,7 @@ pub mod metrics;
 mod ops;
 mod read;
 pub mod segments;
+mod sessions;
 mod state;
 mod tasks;
 #[cfg(test)]
@@ -44,4 +45,6 @@ pub use disk_tier::config::DiskTierConfig;
 pub use dummy::{DummyClient, DummyServer};
 pub use error::{Code, StoreError, StoreResult};
 pub use transfer::MAX_SLICE;
-pub use vocab::{BatchWrite, Pieces, Range, RangedRead, RangedResults, ReadTarget, WriteMode};
+pub use vocab::{
+    BatchWrite, Fragments, Pieces, Range, RangedRead, RangedResults, ReadTarget, WriteMode,
+};

@@ -125,3 +125,7 @@ pub(crate) fn fit<T: Clone>(mut v: Vec<MasterResult<T>>, n: usize) -> Vec<Master
     v.resize(n, Err(ErrorCode::INTERNAL_ERROR));
     v
 }
+
+/// One key's fragments of a session's ranged call: (local address, length, offset in
+/// the object).
+pub type Fragments = Vec<(u64, u64, u64)>;

@@ -69,6 +69,7 @@ fn ext_header() -> String {
             "src/ffi/ext_store/dummy.rs",
             "src/ffi/ext_store/segments.rs",
             "src/ffi/ext_store/tasks.rs",
+            "src/ffi/ext_store/sessions.rs",
             "src/ffi/p2p/mod.rs",
             "src/ffi/rpc_channel.rs",
         ],

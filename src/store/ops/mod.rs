@@ -7,6 +7,7 @@ mod buffers;
 mod keys;
 mod ranges;
 mod read;
+mod sessions;
 mod tasks;
 pub(crate) mod whole;
 mod write;
