@@ -33,9 +33,6 @@ MooncakeDistributedNoFRegister = U.stub_class(
 )
 
 _get_pyclient_from_wrapper = U.function("mooncake.store._get_pyclient_from_wrapper", NATIVE)
-get_alloc_func_addr = U.function(
-    "mooncake.store.get_alloc_func_addr", "upstream's native hugepage allocator is not part of mooncake-rs"
-)
-get_free_func_addr = U.function(
-    "mooncake.store.get_free_func_addr", "upstream's native hugepage allocator is not part of mooncake-rs"
-)
+HUGEPAGE = "it returns upstream's SPDK hugepage allocator for NVMe-oF segments, which need NVMe-oF hardware"
+get_alloc_func_addr = U.function("mooncake.store.get_alloc_func_addr", HUGEPAGE)
+get_free_func_addr = U.function("mooncake.store.get_free_func_addr", HUGEPAGE)
