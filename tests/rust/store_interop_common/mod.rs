@@ -37,13 +37,17 @@ pub fn die_with_parent(cmd: &mut Command) {
     }
 }
 
-/// A port that was free a moment ago (the caller retries when it got taken).
+/// A port that was free a moment ago, below the kernel's ephemeral range (32768 and
+/// up on Linux), so no outgoing connection or port-0 bind of another process takes it
+/// before the server that is given it binds it (an HA master binds its RPC port
+/// only once it leads, seconds later).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .expect("binding an ephemeral port")
-        .local_addr()
-        .unwrap()
-        .port()
+    loop {
+        let port = fastrand::u16(20_000..32_000);
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 /// `target/<profile>/mooncake_master`: cargo's `CARGO_BIN_EXE_mooncake_master` when
