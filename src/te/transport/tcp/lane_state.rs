@@ -88,6 +88,15 @@ impl InFlight {
         }
     }
 
+    /// Refuses further pushes and wakes the receiver, which still reads (or fails
+    /// and sends again) what is queued before it stops.
+    pub(super) fn seal(&self) {
+        let mut s = self.state.lock();
+        s.1 = true;
+        self.ready.notify_all();
+    }
+
+    /// Refuses further pushes and hands back what is queued.
     pub(super) fn close(&self) -> Vec<Slice> {
         let mut s = self.state.lock();
         s.1 = true;
@@ -115,11 +124,12 @@ impl Connection {
         let _ = self.stream.shutdown(Shutdown::Both);
     }
 
+    /// Closes the connection and waits for its receiver thread, which settles or
+    /// sends again every slice still in flight (it alone decides which, so a slice
+    /// the peer never refused is not failed by a close racing the receiver).
     pub(super) fn shut(&self) {
         let _ = self.stream.shutdown(Shutdown::Both);
-        for slice in self.in_flight.close() {
-            slice.task.finish_slice(false);
-        }
+        self.in_flight.seal();
         if let Some(receiver) = self.receiver.lock().take() {
             let _ = receiver.join();
         }

@@ -26,7 +26,9 @@ impl ReceiverCtx {
         let mut reader = SocketReader::new(self.stream.as_raw_fd());
         while let Some(slice) = self.in_flight.pop() {
             let outcome = self.receive(&mut reader, &slice);
-            self.outstanding.fetch_sub(1, Ordering::SeqCst);
+            // Counted down only once the outcome is handled: a sender waiting for the
+            // reply must see a refused or broken connection marked before it sends
+            // the next slice, or that slice would go to a connection already closing.
             match outcome {
                 Outcome::Done => self.ledger.settle(slice, true),
                 Outcome::Rejected => {
@@ -46,6 +48,7 @@ impl ReceiverCtx {
                     self.ledger.send_again(slice, why);
                 }
             }
+            self.outstanding.fetch_sub(1, Ordering::SeqCst);
         }
     }
 
