@@ -15,11 +15,12 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use parking_lot::Mutex;
 
+use super::metadata_cleanup::MetadataCleanup;
 use super::offload::DiskTier;
 use super::tables::{dur_ns, Tables};
 use crate::host::addr::host_without_port;
@@ -159,6 +160,8 @@ pub(super) struct Liveness {
     disk: Arc<DiskTier>,
     /// Who is alive, until when.
     pub(super) clients: Clients,
+    /// Where an expired client's Transfer Engine metadata is removed, if anywhere.
+    pub(super) metadata_cleanup: OnceLock<Arc<MetadataCleanup>>,
 }
 
 impl Liveness {
@@ -168,6 +171,7 @@ impl Liveness {
             t,
             disk,
             clients: Clients::new(),
+            metadata_cleanup: OnceLock::new(),
         }
     }
 
@@ -193,6 +197,11 @@ impl Liveness {
                     "client_id={client}, segment_name={}, action=unmount_expired_mem_segment",
                     s.segment.name
                 );
+                if let Some(cleanup) = self.metadata_cleanup.get() {
+                    let (t, name) = (self.t.clone(), s.segment.name.clone());
+                    let still_gone = Box::new(move || t.segments.named(&name).is_none());
+                    cleanup.segment_expired(&s.segment.name, still_gone);
+                }
             }
             dead += segs.len();
         }

@@ -151,6 +151,9 @@ pub struct MasterConfig {
     pub max_kv_soft_pin_ttl: Duration,
     /// `--allow_evict_soft_pinned_objects` (default true).
     pub allow_evict_soft_pinned_objects: bool,
+    /// `--enable_disk_eviction` (default true): told to clients in `GetStorageConfig`,
+    /// for the shared-file-system tier.
+    pub enable_disk_eviction: bool,
     /// `--eviction_ratio` (default 0.05): fraction of evictable objects evicted per run.
     pub eviction_ratio: f64,
     /// `--eviction_high_watermark_ratio` (default 0.90): used ratio that triggers eviction.
@@ -251,6 +254,7 @@ impl Default for MasterConfig {
             default_kv_soft_pin_ttl: Duration::from_millis(30 * 60 * 1000),
             max_kv_soft_pin_ttl: Duration::from_millis(24 * 60 * 60 * 1000),
             allow_evict_soft_pinned_objects: true,
+            enable_disk_eviction: true,
             eviction_ratio: 0.05,
             eviction_high_watermark_ratio: 0.90,
             client_ttl: Duration::from_secs(10),
@@ -295,6 +299,7 @@ pub const MASTER_CONFIG_FLAGS: &[(&str, bool)] = &[
     ("default_kv_soft_pin_ttl", false),
     ("max_kv_soft_pin_ttl", false),
     ("allow_evict_soft_pinned_objects", true),
+    ("enable_disk_eviction", true),
     ("eviction_ratio", false),
     ("eviction_high_watermark_ratio", false),
     ("client_ttl", false),
@@ -341,6 +346,7 @@ impl MasterConfig {
             "allow_evict_soft_pinned_objects" => {
                 self.allow_evict_soft_pinned_objects = parse_bool(v)?
             }
+            "enable_disk_eviction" => self.enable_disk_eviction = parse_bool(v)?,
             "eviction_ratio" => self.eviction_ratio = parse_ratio(name, v)?,
             "eviction_high_watermark_ratio" => {
                 self.eviction_high_watermark_ratio = parse_ratio(name, v)?
@@ -605,6 +611,9 @@ mod tests {
         assert_eq!(c.memory_allocator, MemoryAllocator::Cachelib);
         c.set("allow_evict_soft_pinned_objects", "false").unwrap();
         assert!(!c.allow_evict_soft_pinned_objects);
+        assert!(c.enable_disk_eviction);
+        c.set("enable_disk_eviction", "false").unwrap();
+        assert!(!c.enable_disk_eviction);
         assert!(c.set("eviction_ratio", "1.5").is_err());
         assert!(c.set("no_such_flag", "1").is_err());
         c.set("put_start_release_timeout_sec", "10").unwrap();

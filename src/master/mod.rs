@@ -27,6 +27,7 @@ mod heat;
 pub mod kv_events;
 mod leases;
 mod local_disk;
+pub mod metadata_cleanup;
 mod metrics;
 mod object;
 mod objects;
@@ -233,6 +234,14 @@ impl MasterService {
     /// Every mounted local disk, with its offload queue.
     pub fn local_disks_summary(&self) -> Vec<LocalDiskSummary> {
         self.disk.local_disks.summaries()
+    }
+
+    /// Removes each expired client's Transfer Engine metadata with `cleanup`
+    /// (`--enable_metadata_cleanup_on_timeout`); only the first call has an effect.
+    pub fn set_metadata_cleanup(&self, cleanup: Arc<metadata_cleanup::MetadataCleanup>) {
+        if self.liveness.metadata_cleanup.set(cleanup).is_err() {
+            log::warn!("master: metadata cleanup was already set; keeping the first");
+        }
     }
 
     /// Clients marked OK by a remount and not expired since.

@@ -85,7 +85,7 @@ impl MasterHandlers for MasterService {
     fn get_storage_config(&self) -> MasterResult<StorageConfig> {
         let cfg = StorageConfig {
             fsdir: String::new(),
-            enable_disk_eviction: true,
+            enable_disk_eviction: self.t.config.enable_disk_eviction,
             quota_bytes: 0,
         };
         Ok(cfg)

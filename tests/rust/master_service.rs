@@ -130,6 +130,17 @@ fn service_basics_and_mount_validation() {
     );
     assert_eq!(m.get_fsdir().unwrap(), "");
     assert!(m.fetch_tasks(client(1), 16).unwrap().is_empty());
+    // `--enable_disk_eviction=false` is what clients are told.
+    let no_disk_eviction = MasterService::new(MasterConfig {
+        enable_disk_eviction: false,
+        ..fast()
+    });
+    assert!(
+        !no_disk_eviction
+            .get_storage_config()
+            .unwrap()
+            .enable_disk_eviction
+    );
 
     let mut s = seg(1, 4096);
     s.size = 0;

@@ -27,8 +27,10 @@
 
 #[path = "store_support/cluster.rs"]
 mod cluster;
+#[path = "store_support/node.rs"]
+mod node;
 
-use cluster::{eventually, eventually_within, free_ports, profile_dir, Master, Proc, DEADLINE};
+use cluster::{eventually, eventually_within, free_ports, Master};
 use mooncake::store::{
     connect_master, Client, Code, ErrorCode, Health, ReplicateConfig, SetupConfig, StoreError,
     StoreResult,
@@ -38,13 +40,13 @@ use mooncake::wire::coro_rpc::{self, Method};
 use mooncake::wire::master_api::{MasterApi, Segment, Uuid};
 use mooncake::wire::rpc_client::MasterRpcClient;
 use mooncake::wire::struct_pack;
+use node::{spawn_node, Node};
 use std::io::{BufReader, Read, Write};
 use std::net::{Shutdown, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const MIB: u64 = 1 << 20;
@@ -63,107 +65,6 @@ const CHILD_HANG_LIMIT: Duration = Duration::from_secs(20);
 const CHILD_RPC_TIMEOUT_MS: &str = "500";
 /// RPC deadlines of the in-process clients that must fail fast.
 const FAST_RPC: Duration = Duration::from_millis(500);
-
-// ---------------------------------------------------------------------------------
-// Processes
-// ---------------------------------------------------------------------------------
-
-/// `examples/store_node`, built with the cargo running this test when it is missing or
-/// older than this test executable (cargo does not build examples for `--test`).
-fn node_exe() -> PathBuf {
-    static EXE: OnceLock<PathBuf> = OnceLock::new();
-    EXE.get_or_init(|| {
-        let exe = profile_dir().join("examples/store_node");
-        let mtime = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-        let me = std::env::current_exe().ok().and_then(|p| mtime(&p));
-        let stale = match (mtime(&exe), me) {
-            (Some(example), Some(me)) => example < me,
-            (Some(_), None) => false,
-            (None, _) => true,
-        };
-        if stale {
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let mut cmd = Command::new(cargo);
-            cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
-                .args(["build", "--example", "store_node"]);
-            if profile_dir().file_name().is_some_and(|n| n == "release") {
-                cmd.arg("--release");
-            }
-            let ok = cmd.status().is_ok_and(|s| s.success());
-            assert!(
-                ok || exe.is_file(),
-                "cargo build --example store_node failed"
-            );
-            if !ok {
-                eprintln!("warning: rebuilding store_node failed; using the existing binary");
-            }
-        }
-        exe
-    })
-    .clone()
-}
-
-/// A `store_node` child: a client with a mounted segment, driven over stdin.
-struct Node {
-    proc: Proc,
-    hostname: String,
-    te: String,
-}
-
-/// Spawns `store_node --commands` against `master` (and its metadata server, if any).
-fn spawn_node(master: &Master, segment_mib: u64, env: &[(&str, &str)]) -> Proc {
-    let mut cmd = Command::new(node_exe());
-    cmd.args([
-        format!("--master={}", master.addr()),
-        format!("--metadata={}", master.metadata()),
-        "--hostname=127.0.0.1".into(),
-        format!("--segment_mib={segment_mib}"),
-        "--local_buffer_mib=8".into(),
-        "--commands".into(),
-    ]);
-    Proc::spawn(cmd, "store-node", env, true)
-}
-
-impl Node {
-    fn start(master: &Master, segment_mib: u64, env: &[(&str, &str)]) -> Node {
-        let mut proc = spawn_node(master, segment_mib, env);
-        let line = proc.line(DEADLINE, "store_node startup");
-        let words: Vec<&str> = line.split_whitespace().collect();
-        match words.as_slice() {
-            ["store_node", "serving", "segment", host, "te_endpoint", te] => Node {
-                hostname: host.to_string(),
-                te: te.to_string(),
-                proc,
-            },
-            _ => panic!("store_node did not start: {line}\n{}", proc.log_tail()),
-        }
-    }
-
-    /// Sends one command and returns its answer (fails after `limit`).
-    fn cmd(&mut self, line: &str, limit: Duration) -> String {
-        let stdin = self.proc.stdin.as_mut().expect("node stdin");
-        writeln!(stdin, "{line}").expect("writing to store_node");
-        stdin.flush().expect("flushing store_node stdin");
-        self.proc.line(limit, line)
-    }
-
-    /// Sends one line that gets no answer.
-    fn cmd_no_reply(&mut self, line: &str) {
-        let stdin = self.proc.stdin.as_mut().expect("node stdin");
-        writeln!(stdin, "{line}").expect("writing to store_node");
-        stdin.flush().expect("flushing store_node stdin");
-    }
-
-    /// The numeric code of a one-value answer (`put 0`, `exist 1`, `health 2`, `get N -`).
-    fn code(&mut self, line: &str, limit: Duration) -> i64 {
-        let reply = self.cmd(line, limit);
-        reply
-            .split_whitespace()
-            .nth(1)
-            .and_then(|w| w.parse().ok())
-            .unwrap_or_else(|| panic!("{line}: unexpected answer {reply:?}"))
-    }
-}
 
 // ---------------------------------------------------------------------------------
 // Helpers
@@ -871,7 +772,7 @@ fn clients_honour_mc_rpc_timeout_ms_against_a_hung_master() {
         String::new,
     );
     // A fresh setup against the hung master gives up with an error code.
-    let mut fresh = spawn_node(&master, 16, &env);
+    let mut fresh = spawn_node(&master, &master.metadata(), 16, &env);
     let line = fresh.line(CHILD_HANG_LIMIT, "setup against a hung master");
     assert_eq!(line, "store_node setup failed -1", "{}", fresh.log_tail());
     // Once the master runs again, the child's client works again.

@@ -73,15 +73,14 @@ pub(crate) const SERVER_FLAGS: &[(&str, bool)] = &[
     ("snapshot_backup_dir", false),
     ("snapshot_interval_seconds", false),
     ("snapshot_retention_count", false),
+    ("enable_metadata_cleanup_on_timeout", true),
 ];
 
 /// Upstream flags accepted for compatibility that change nothing here.
 const IGNORED_BOOL_FLAGS: &[&str] = &[
     "rpc_enable_tcp_no_delay",
     "enable_metric_reporting",
-    "enable_metadata_cleanup_on_timeout",
     "logtostderr",
-    "enable_disk_eviction",
 ];
 
 /// The values that leave a refused flag off.

@@ -9,16 +9,18 @@ mod flags;
 mod settings;
 
 use mooncake::config::flags::run_main;
+use mooncake::config::Config;
 use mooncake::host::net;
 use mooncake::master::admin::AdminHandler;
 use mooncake::master::ha::{self, snapshot, HaAdminHandler, HaSettings, HaStatus};
 use mooncake::master::kv_events::{KvEventConfig, KvEvents};
+use mooncake::master::metadata_cleanup::MetadataCleanup;
 use mooncake::master::rpc_server::RpcServer;
 use mooncake::master::MasterService;
 use mooncake::metadata::http_server::HttpMetadataServer;
 use mooncake::runtime::http_server::HttpServer;
 use mooncake::runtime::signals;
-use settings::Settings;
+use settings::{CleanupTarget, Settings};
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -36,7 +38,8 @@ fn start_kv_events(config: &KvEventConfig) -> Arc<KvEvents> {
 
 /// Runs an HA master (see `mooncake::master::ha`) until a stop signal.
 fn run_ha(s: Settings, ha: HaSettings) -> Result<(), String> {
-    let _metadata = start_metadata_server(s.metadata)?;
+    let metadata = start_metadata_server(s.metadata)?;
+    let cleanup = metadata_cleanup(s.metadata_cleanup.as_ref(), metadata.as_ref());
     let status = Arc::new(HaStatus::default());
     let kv_events = start_kv_events(&s.kv_events);
     let _admin = HttpServer::start(
@@ -62,6 +65,7 @@ fn run_ha(s: Settings, ha: HaSettings) -> Result<(), String> {
         &kv_events,
         &status,
         initial,
+        cleanup.as_ref(),
         &signals::stop_requested,
     );
     eprintln!("mooncake_master shutting down");
@@ -80,6 +84,33 @@ fn start_metadata_server(addr: Option<SocketAddr>) -> Result<Option<HttpMetadata
         eprintln!("HTTP metadata server listening on {}", m.local_addr());
     }
     Ok(server)
+}
+
+/// The cleanup of expired clients' metadata the settings ask for (`None` when off,
+/// or when the remote server's address is not one this build speaks).
+fn metadata_cleanup(
+    target: Option<&CleanupTarget>,
+    colocated: Option<&HttpMetadataServer>,
+) -> Option<Arc<MetadataCleanup>> {
+    let cluster = Config::global().cluster_id.clone();
+    let cleanup = match (target?, colocated) {
+        (CleanupTarget::Colocated, Some(server)) => {
+            MetadataCleanup::in_process(server.table().clone(), cluster.as_deref())
+        }
+        (CleanupTarget::Colocated, None) => return None,
+        (CleanupTarget::Remote(url), _) => match MetadataCleanup::remote(url, cluster.as_deref()) {
+            Ok(cleanup) => cleanup,
+            Err(e) => {
+                log::warn!(
+                    "--enable_metadata_cleanup_on_timeout: {e}; metadata cleanup on \
+                         timeout is off"
+                );
+                return None;
+            }
+        },
+    };
+    eprintln!("expired clients' metadata is removed ({cleanup:?})");
+    Some(Arc::new(cleanup))
 }
 
 fn run(mut s: Settings) -> Result<(), String> {
@@ -107,7 +138,10 @@ fn run(mut s: Settings) -> Result<(), String> {
         }
         None => None,
     };
-    let _metadata = start_metadata_server(s.metadata)?;
+    let metadata = start_metadata_server(s.metadata)?;
+    if let Some(cleanup) = metadata_cleanup(s.metadata_cleanup.as_ref(), metadata.as_ref()) {
+        master.set_metadata_cleanup(cleanup);
+    }
     let _admin = HttpServer::start(
         s.metrics,
         "admin HTTP",

@@ -31,6 +31,64 @@ pub(crate) struct Settings {
     /// `--enable_snapshot` / `--enable_snapshot_restore`: the snapshot directory and
     /// its point-in-time copies.
     pub(crate) snapshot: Option<SnapshotPlan>,
+    /// `--enable_metadata_cleanup_on_timeout`: where expired clients' metadata goes.
+    pub(crate) metadata_cleanup: Option<CleanupTarget>,
+}
+
+/// The HTTP metadata server an expired client's entries are removed from.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum CleanupTarget {
+    /// This master's own (`--enable_http_metadata_server`).
+    Colocated,
+    /// A separate one, by its connection string (`http://host:port/metadata`).
+    Remote(String),
+}
+
+/// Where `--enable_metadata_cleanup_on_timeout` removes entries, as upstream decides
+/// it: the master's own metadata server, else `MOONCAKE_TE_META_DATA_SERVER`, else the
+/// `metadata_server` of the JSON file `MOONCAKE_CONFIG_PATH` names. Without an
+/// `http(s)://` server cleanup is off, with a warning (as upstream: etcd, Redis and
+/// P2P handshake metadata are not cleaned).
+pub(crate) fn cleanup_target(
+    enabled: bool,
+    colocated: bool,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Option<CleanupTarget> {
+    if !enabled {
+        return None;
+    }
+    if colocated {
+        return Some(CleanupTarget::Colocated);
+    }
+    let from_env =
+        env("MOONCAKE_TE_META_DATA_SERVER").filter(|v| !v.is_empty() && v != "P2PHANDSHAKE");
+    let server = from_env.or_else(|| {
+        let path = env("MOONCAKE_CONFIG_PATH").filter(|p| !p.is_empty())?;
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| log::warn!("Cannot read MOONCAKE_CONFIG_PATH ({path}): {e}"))
+            .ok()?;
+        let json: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| log::warn!("Failed to parse MOONCAKE_CONFIG_PATH ({path}): {e}"))
+            .ok()?;
+        json.get("metadata_server")?.as_str().map(str::to_string)
+    });
+    match server {
+        Some(url) if url.starts_with("http://") || url.starts_with("https://") => {
+            Some(CleanupTarget::Remote(url))
+        }
+        other => {
+            log::warn!(
+                "--enable_metadata_cleanup_on_timeout: no HTTP metadata server to clean ({}); \
+                 enable --enable_http_metadata_server or set \
+                 MOONCAKE_TE_META_DATA_SERVER=http://host:port/metadata (or \
+                 MOONCAKE_CONFIG_PATH). Metadata cleanup on timeout is off.",
+                other.map_or("none configured".to_string(), |s| format!(
+                    "{s:?} is not http"
+                ))
+            );
+            None
+        }
+    }
 }
 
 /// The `ip:port` clients are told: `--rpc_address`, or `--rpc_interface`'s address
@@ -225,6 +283,14 @@ pub(crate) fn settings(flags: &Flags) -> Result<Settings, String> {
     } else {
         None
     };
+    let metadata_cleanup = cleanup_target(
+        parse_bool(
+            "enable_metadata_cleanup_on_timeout",
+            &get("enable_metadata_cleanup_on_timeout", "false"),
+        )?,
+        enable_metadata,
+        &|name| std::env::var(name).ok(),
+    );
     let ha = ha_settings(&get, rpc, rpc_limits, snapshot.clone())?;
     if ha.is_none() && parse_bool("enable_oplog", &get("enable_oplog", "false"))? {
         log::warn!("--enable_oplog has no effect without --enable_ha");
@@ -250,6 +316,7 @@ pub(crate) fn settings(flags: &Flags) -> Result<Settings, String> {
             .transpose()?,
         master,
         kv_events,
+        metadata_cleanup,
     })
 }
 

@@ -463,3 +463,73 @@ fn tenants_start_only_with_a_policy_that_loads() {
     assert!(parse(&["--tenant_quota_connector_uri=/nowhere.yaml"]).is_ok());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn metadata_cleanup_targets_the_servers_upstream_picks() {
+    let none = |_: &str| None;
+    assert_eq!(cleanup_target(false, true, &none), None);
+    assert_eq!(
+        cleanup_target(true, true, &none),
+        Some(CleanupTarget::Colocated)
+    );
+    assert_eq!(cleanup_target(true, false, &none), None);
+    let env_url = |name: &str| {
+        (name == "MOONCAKE_TE_META_DATA_SERVER").then(|| "http://m:8080/metadata".to_string())
+    };
+    assert_eq!(
+        cleanup_target(true, false, &env_url),
+        Some(CleanupTarget::Remote("http://m:8080/metadata".into()))
+    );
+    // The embedded server wins over the variable.
+    assert_eq!(
+        cleanup_target(true, true, &env_url),
+        Some(CleanupTarget::Colocated)
+    );
+    // etcd, Redis and P2P handshake metadata are not cleaned.
+    for value in ["etcd://127.0.0.1:2379", "redis://r:6379", "P2PHANDSHAKE"] {
+        let env = |name: &str| (name == "MOONCAKE_TE_META_DATA_SERVER").then(|| value.to_string());
+        assert_eq!(cleanup_target(true, false, &env), None, "{value}");
+    }
+
+    // Else the `metadata_server` of MOONCAKE_CONFIG_PATH's file.
+    let dir = std::env::temp_dir().join(format!("mc-cleanup-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("mooncake.json");
+    std::fs::write(
+        &file,
+        r#"{"local_hostname":"h","metadata_server":"http://meta:9000/metadata"}"#,
+    )
+    .unwrap();
+    let path = file.to_str().unwrap().to_string();
+    let from_file = |name: &str| (name == "MOONCAKE_CONFIG_PATH").then(|| path.clone());
+    assert_eq!(
+        cleanup_target(true, false, &from_file),
+        Some(CleanupTarget::Remote("http://meta:9000/metadata".into()))
+    );
+    // P2P handshake in the variable falls through to the file.
+    let both = |name: &str| match name {
+        "MOONCAKE_TE_META_DATA_SERVER" => Some("P2PHANDSHAKE".to_string()),
+        "MOONCAKE_CONFIG_PATH" => Some(path.clone()),
+        _ => None,
+    };
+    assert_eq!(
+        cleanup_target(true, false, &both),
+        Some(CleanupTarget::Remote("http://meta:9000/metadata".into()))
+    );
+    std::fs::write(&file, "not json").unwrap();
+    assert_eq!(cleanup_target(true, false, &from_file), None);
+    let missing =
+        |name: &str| (name == "MOONCAKE_CONFIG_PATH").then(|| "/nonexistent/x.json".into());
+    assert_eq!(cleanup_target(true, false, &missing), None);
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    // The flag itself is a boolean the master reads.
+    assert!(parse(&[
+        "--enable_metadata_cleanup_on_timeout=true",
+        "--enable_http_metadata_server=true"
+    ])
+    .unwrap()
+    .metadata_cleanup
+    .is_some());
+    assert!(parse(&["--enable_metadata_cleanup_on_timeout=maybe"]).is_err());
+}

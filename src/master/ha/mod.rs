@@ -28,6 +28,7 @@ pub mod stream;
 use crate::master::admin::{self, AdminHandler};
 use crate::master::admin_runtime::{RuntimeState, RuntimeView};
 use crate::master::kv_events::KvEvents;
+use crate::master::metadata_cleanup::MetadataCleanup;
 use crate::master::rpc_server::{RpcLimits, RpcServer};
 use crate::master::{MasterConfig, MasterService};
 use crate::metadata::etcd::LeaseState;
@@ -241,13 +242,15 @@ enum TermEnd {
 /// campaigns when there is none, serves while leading. `initial` is the state to lead
 /// with if elected before following anyone (a snapshot, or empty). Only a leading
 /// master announces KV events to `kv_events` (a standby copying the leader's state,
-/// or a promotion restoring it, announces nothing).
+/// or a promotion restoring it, announces nothing). While leading, expired clients'
+/// metadata is removed with `metadata_cleanup`, if given.
 pub fn run(
     settings: &HaSettings,
     config: &MasterConfig,
     kv_events: &Arc<KvEvents>,
     status: &HaStatus,
     initial: Mirror,
+    metadata_cleanup: Option<&Arc<MetadataCleanup>>,
     stop: &dyn Fn() -> bool,
 ) -> Result<(), HaError> {
     let election = Election::new(&settings.backend, &settings.cluster_id, settings.lease_ttl)
@@ -261,6 +264,7 @@ pub fn run(
         config,
         kv_events,
         status,
+        metadata_cleanup,
         stop,
     };
     node.run(initial)
@@ -273,6 +277,8 @@ struct Node<'a> {
     config: &'a MasterConfig,
     kv_events: &'a Arc<KvEvents>,
     status: &'a HaStatus,
+    /// Where a leader removes expired clients' metadata, if anywhere.
+    metadata_cleanup: Option<&'a Arc<MetadataCleanup>>,
     stop: &'a dyn Fn() -> bool,
 }
 
@@ -392,6 +398,9 @@ impl Node<'_> {
     /// Campaigns with `state`; when elected, serves until the lease is lost or `stop`.
     fn lead(&self, state: &Mirror) -> Result<TermEnd, HaError> {
         let master = MasterService::with_kv_events(self.config.clone(), self.kv_events.clone());
+        if let Some(cleanup) = self.metadata_cleanup {
+            master.set_metadata_cleanup(cleanup.clone());
+        }
         // Nothing is answered before the lease is held.
         master.serve_until(Instant::now());
         let restored = master.restore(state);

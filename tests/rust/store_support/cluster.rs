@@ -213,6 +213,14 @@ pub fn free_ports(n: usize) -> Vec<u16> {
         .collect()
 }
 
+/// The ports a `mooncake_master` child serves on.
+pub struct Ports {
+    pub rpc: u16,
+    pub metrics: u16,
+    /// The embedded HTTP metadata server's, when enabled.
+    pub metadata: Option<u16>,
+}
+
 /// A `mooncake_master` child on 127.0.0.1.
 pub struct Master {
     pub proc: Proc,
@@ -223,6 +231,8 @@ pub struct Master {
     pub client_ttl: u64,
     /// Further flags, kept for restarts.
     pub flags: Vec<String>,
+    /// Further environment variables, kept for restarts.
+    pub env: Vec<(String, String)>,
 }
 
 impl Master {
@@ -234,22 +244,47 @@ impl Master {
 
     /// [`Master::start`], with the embedded HTTP metadata server when `metadata`.
     pub fn start_with(client_ttl: u64, metadata: bool) -> Master {
-        Master::start_on_free_ports(client_ttl, metadata, &[])
+        Master::start_on_free_ports(client_ttl, metadata, &[], &[])
     }
 
     /// [`Master::start`] with further `flags` (kept for restarts).
     pub fn start_with_flags(client_ttl: u64, flags: &[&str]) -> Master {
-        Master::start_on_free_ports(client_ttl, false, flags)
+        Master::start_on_free_ports(client_ttl, false, flags, &[])
     }
 
-    fn start_on_free_ports(client_ttl: u64, metadata: bool, flags: &[&str]) -> Master {
+    /// [`Master::start_with`] with further `flags` and environment variables `env`
+    /// (both kept for restarts).
+    pub fn start_with_all(
+        client_ttl: u64,
+        metadata: bool,
+        flags: &[&str],
+        env: &[(&str, &str)],
+    ) -> Master {
+        Master::start_on_free_ports(client_ttl, metadata, flags, env)
+    }
+
+    fn start_on_free_ports(
+        client_ttl: u64,
+        metadata: bool,
+        flags: &[&str],
+        env: &[(&str, &str)],
+    ) -> Master {
         let flags: Vec<String> = flags.iter().map(|f| f.to_string()).collect();
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         let mut last = String::new();
         for _ in 0..5 {
             let ports = free_ports(3);
             let (rpc_port, metrics_port) = (ports[0], ports[1]);
             let metadata_port = metadata.then_some(ports[2]);
-            match Master::spawn_on(rpc_port, metrics_port, metadata_port, client_ttl, &flags) {
+            let ports = Ports {
+                rpc: rpc_port,
+                metrics: metrics_port,
+                metadata: metadata_port,
+            };
+            match Master::spawn_on(&ports, client_ttl, &flags, &env) {
                 Ok(proc) => {
                     return Master {
                         proc,
@@ -258,6 +293,7 @@ impl Master {
                         metadata_port,
                         client_ttl,
                         flags,
+                        env,
                     }
                 }
                 Err(e) => last = e,
@@ -266,14 +302,15 @@ impl Master {
         panic!("mooncake_master did not start: {last}");
     }
 
-    /// Spawns a master on these ports with further `flags` and waits until it answers.
+    /// Spawns a master on these ports with further `flags` and environment variables
+    /// and waits until it answers.
     pub fn spawn_on(
-        rpc_port: u16,
-        metrics_port: u16,
-        metadata_port: Option<u16>,
+        ports: &Ports,
         client_ttl: u64,
         flags: &[String],
+        env: &[(String, String)],
     ) -> Result<Proc, String> {
+        let (rpc_port, metrics_port, metadata_port) = (ports.rpc, ports.metrics, ports.metadata);
         let mut cmd = Command::new(master_exe());
         cmd.args([
             format!("--port={rpc_port}"),
@@ -290,7 +327,8 @@ impl Master {
                 "--http_metadata_server_host=127.0.0.1".into(),
             ]);
         }
-        let mut proc = Proc::spawn(cmd, "master", &[], false);
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let mut proc = Proc::spawn(cmd, "master", &env, false);
         let addr = format!("127.0.0.1:{rpc_port}");
         let deadline = Instant::now() + DEADLINE;
         loop {
@@ -321,8 +359,12 @@ impl Master {
         self.proc.kill();
         let deadline = Instant::now() + DEADLINE;
         loop {
-            let (rpc, metrics, meta) = (self.rpc_port, self.metrics_port, self.metadata_port);
-            match Master::spawn_on(rpc, metrics, meta, self.client_ttl, &self.flags) {
+            let ports = Ports {
+                rpc: self.rpc_port,
+                metrics: self.metrics_port,
+                metadata: self.metadata_port,
+            };
+            match Master::spawn_on(&ports, self.client_ttl, &self.flags, &self.env) {
                 Ok(p) => {
                     self.proc = p;
                     return;
