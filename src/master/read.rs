@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use super::config::DynamicMode;
 use super::heat::Heat;
 use super::kv_events::payload::{EventKind, PendingEvent};
 use super::kv_events::Medium;
@@ -106,8 +107,10 @@ impl Reads {
             return Err(o.unreadable_error());
         }
         self.promotions.note_read_for_promotion(tenant, key, o);
-        let memory = o.replicas.iter().filter(|r| r.is_readable()).count();
-        self.heat.note_read(tenant, key, memory, now);
+        if self.heat.mode() != DynamicMode::Off {
+            let memory = o.replicas.iter().filter(|r| r.is_readable()).count();
+            self.heat.note_read(tenant, key, memory, now);
+        }
         let checksum = o.checksum();
         let tracking = tracked && o.group_id().is_empty() && o.begin_read(now, self.t.lease_ns);
         let group = if tracking { None } else { self.lease(o, now) };

@@ -316,18 +316,12 @@ pub fn error_message(body: &[u8]) -> String {
 
 /// A whole request frame.
 pub fn encode_request(seq: u32, function_id: u32, body: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(REQ_HEADER_LEN + body.len());
-    out.extend_from_slice(&RequestHeader::new(seq, function_id, body.len() as u32).to_bytes());
-    out.extend_from_slice(body);
-    out
+    encode_request_attached(seq, function_id, body, &[])
 }
 
 /// A whole response frame.
 pub fn encode_response(seq: u32, err_code: u8, body: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(RESP_HEADER_LEN + body.len());
-    out.extend_from_slice(&ResponseHeader::new(seq, err_code, body.len() as u32).to_bytes());
-    out.extend_from_slice(body);
-    out
+    encode_response_attached(seq, err_code, body, &[])
 }
 
 fn invalid(msg: &str) -> io::Error {
@@ -412,6 +406,18 @@ fn read_frame_attached<H: FrameHeader>(
     r: &mut impl Read,
     max_body: usize,
 ) -> io::Result<Option<AttachedFrame<H>>> {
+    let Some(h) = read_header::<H>(r, max_body)? else {
+        return Ok(None);
+    };
+    let (body_len, attach_len) = h.lens();
+    let body = read_body(r, body_len)?;
+    let attachment = read_body(r, attach_len)?;
+    Ok(Some((h, body, attachment)))
+}
+
+/// Reads one frame's header and checks its lengths against `max_body` (`None`: the
+/// stream ended cleanly before it).
+fn read_header<H: FrameHeader>(r: &mut impl Read, max_body: usize) -> io::Result<Option<H>> {
     let kind = H::KIND;
     let mut hb = <H::Bytes>::default();
     if !read_full_or_eof(r, hb.as_mut())? {
@@ -422,9 +428,7 @@ fn read_frame_attached<H: FrameHeader>(
     if body_len as usize > max_body || attach_len as usize > max_body {
         return Err(invalid(&format!("coro_rpc {kind} frame too large")));
     }
-    let body = read_body(r, body_len)?;
-    let attachment = read_body(r, attach_len)?;
-    Ok(Some((h, body, attachment)))
+    Ok(Some(h))
 }
 
 /// A request frame carrying `attachment` after `body`.
@@ -459,16 +463,10 @@ fn read_frame<H: FrameHeader>(
     r: &mut impl Read,
     max_body: usize,
 ) -> io::Result<Option<(H, Vec<u8>)>> {
-    let kind = H::KIND;
-    let mut hb = <H::Bytes>::default();
-    if !read_full_or_eof(r, hb.as_mut())? {
+    let Some(h) = read_header::<H>(r, max_body)? else {
         return Ok(None);
-    }
-    let h = H::parse(&hb).ok_or_else(|| invalid(&format!("bad coro_rpc {kind} header")))?;
+    };
     let (body_len, attach_len) = h.lens();
-    if body_len as usize > max_body || attach_len as usize > max_body {
-        return Err(invalid(&format!("coro_rpc {kind} frame too large")));
-    }
     let body = read_body(r, body_len)?;
     skip(r, attach_len)?;
     Ok(Some((h, body)))

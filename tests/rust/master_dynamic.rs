@@ -3,39 +3,20 @@
 //! segment, with a lease its start is checked against, and no more once it has as
 //! many memory replicas as allowed. The test plays the source owner's part.
 
+#[path = "master_support/fixtures.rs"]
+mod fixtures;
+
 use std::time::{Duration, Instant};
 
+use fixtures::{client, seg};
 use mooncake::master::config::DynamicMode;
 use mooncake::master::{MasterConfig, MasterService};
 use mooncake::wire::master_api::{
-    ErrorCode, MasterApi, ObjectMeta, ReplicaType, ReplicateConfig, Segment, TaskAssignment, Uuid,
+    ErrorCode, MasterApi, ObjectMeta, ReplicaType, ReplicateConfig, TaskAssignment, Uuid,
 };
 use mooncake::wire::task_payload::CopyPayload;
 
 const MB: u64 = 1 << 20;
-
-fn client(n: u64) -> Uuid {
-    Uuid {
-        first: 0xD11,
-        second: n,
-    }
-}
-
-fn seg(i: u64) -> Segment {
-    let name = format!("10.0.0.{i}:{}", 14000 + i);
-    Segment {
-        id: Uuid {
-            first: 0xD12,
-            second: i,
-        },
-        name: name.clone(),
-        base: 0x10_0000_0000 * i,
-        size: 64 * MB,
-        te_endpoint: name,
-        protocol: "tcp".into(),
-        host_id: format!("10.0.0.{i}"),
-    }
-}
 
 /// Enforce mode; 3 reads in a minute make a key hot; two memory replicas at most.
 fn master() -> std::sync::Arc<MasterService> {
@@ -47,7 +28,7 @@ fn master() -> std::sync::Arc<MasterService> {
         ..MasterConfig::default()
     });
     for i in 1..=2 {
-        m.mount_segment(&seg(i), client(i)).unwrap();
+        m.mount_segment(&seg(i, 64 * MB), client(i)).unwrap();
     }
     m
 }
@@ -86,7 +67,7 @@ fn replicas(m: &MasterService, key: &str) -> usize {
 #[test]
 fn a_hot_key_gets_one_more_replica_under_a_lease() {
     let m = master();
-    let (s1, s2) = (seg(1).name, seg(2).name);
+    let (s1, s2) = (seg(1, 64 * MB).name, seg(2, 64 * MB).name);
     put_on(&m, "hot", &s1);
     assert_eq!(replicas(&m, "hot"), 1);
     replicas(&m, "hot");
@@ -162,7 +143,7 @@ fn a_hot_key_gets_one_more_replica_under_a_lease() {
 #[test]
 fn a_revoked_dynamic_copy_leaves_the_object_as_it_was() {
     let m = master();
-    let (s1, s2) = (seg(1).name, seg(2).name);
+    let (s1, s2) = (seg(1, 64 * MB).name, seg(2, 64 * MB).name);
     put_on(&m, "k", &s1);
     for _ in 0..3 {
         replicas(&m, "k");

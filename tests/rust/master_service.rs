@@ -3,51 +3,22 @@
 //! networking; no timed assertions — TTLs are made tiny and conditions are polled
 //! against generous deadlines.
 
+#[path = "master_support/fixtures.rs"]
+mod fixtures;
+
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use fixtures::{client, fast, rc, seg};
 use mooncake::master::{MasterConfig, MasterService};
 use mooncake::wire::master_api::{
     ClientStatus, ErrorCode, MasterApi, MasterResult, ObjectMeta, ReplicaDescriptor,
-    ReplicaLocation, ReplicaStatus, ReplicaType, ReplicateConfig, Segment, SoftPinAction, Uuid,
+    ReplicaLocation, ReplicaStatus, ReplicaType, ReplicateConfig, SoftPinAction, Uuid,
 };
 
 const T: &str = "default";
-
-fn client(n: u64) -> Uuid {
-    Uuid {
-        first: 0xC0FFEE,
-        second: n,
-    }
-}
-
-/// Segment `i` of `size` bytes; its name is `127.0.0.<i>:<12000+i>`.
-fn seg(i: u64, size: u64) -> Segment {
-    let name = format!("127.0.0.{i}:{}", 12000 + i);
-    Segment {
-        id: Uuid {
-            first: 0x5E6,
-            second: i,
-        },
-        name: name.clone(),
-        base: 0x10_0000_0000 * i,
-        size,
-        te_endpoint: name,
-        protocol: "tcp".into(),
-        host_id: format!("host-{i}"),
-    }
-}
-
-/// A config whose background threads tick fast.
-fn fast() -> MasterConfig {
-    MasterConfig {
-        eviction_interval: Duration::from_millis(2),
-        client_monitor_interval: Duration::from_millis(10),
-        ..MasterConfig::default()
-    }
-}
 
 /// A config where only explicit `evict_now` calls evict.
 fn no_auto_evict() -> MasterConfig {
@@ -55,13 +26,6 @@ fn no_auto_evict() -> MasterConfig {
         eviction_high_watermark_ratio: 1.0,
         eviction_ratio: 0.0,
         ..fast()
-    }
-}
-
-fn rc(replicas: u64) -> ReplicateConfig {
-    ReplicateConfig {
-        replica_num: replicas,
-        ..ReplicateConfig::default()
     }
 }
 

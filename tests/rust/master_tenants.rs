@@ -3,48 +3,20 @@
 //! tenant's memory replicas make through every path that adds or drops them (put,
 //! revoke, upsert, remove, eviction, a dead client), against its quota.
 
+#[path = "master_support/fixtures.rs"]
+mod fixtures;
+
 mod kv_servers;
 
 use std::time::{Duration, Instant};
 
+use fixtures::{client, rc, seg};
 use mooncake::master::{MasterConfig, MasterService};
-use mooncake::wire::master_api::{
-    ErrorCode, MasterApi, ObjectMeta, ReplicaType, ReplicateConfig, Segment, Uuid,
-};
+use mooncake::wire::master_api::{ErrorCode, MasterApi, ObjectMeta, ReplicaType};
 
 const MB: u64 = 1 << 20;
 const NOT_REGISTERED: ErrorCode = ErrorCode(-1701);
 const QUOTA_EXCEEDED: ErrorCode = ErrorCode(-1700);
-
-fn client(n: u64) -> Uuid {
-    Uuid {
-        first: 0x7E4,
-        second: n,
-    }
-}
-
-fn seg(i: u64, size: u64) -> Segment {
-    let name = format!("127.0.0.{i}:{}", 13000 + i);
-    Segment {
-        id: Uuid {
-            first: 0x7E5,
-            second: i,
-        },
-        name: name.clone(),
-        base: 0x10_0000_0000 * i,
-        size,
-        te_endpoint: name,
-        protocol: "tcp".into(),
-        host_id: format!("host-{i}"),
-    }
-}
-
-fn one() -> ReplicateConfig {
-    ReplicateConfig {
-        replica_num: 1,
-        ..ReplicateConfig::default()
-    }
-}
 
 /// A master with tenants `a` (`a_quota`) and `b` (16 MB) and a 32 MB segment of
 /// client 1; no automatic eviction. The policy file lives in `dir`.
@@ -71,7 +43,7 @@ fn master(dir: &std::path::Path, a_quota: &str) -> std::sync::Arc<MasterService>
 }
 
 fn put(m: &MasterService, tenant: &str, key: &str, len: u64) -> Result<(), ErrorCode> {
-    m.put_start(client(1), key, len, &one(), tenant)?;
+    m.put_start(client(1), key, len, &rc(1), tenant)?;
     let meta = ObjectMeta {
         key: key.into(),
         checksum: None,
@@ -114,7 +86,7 @@ fn tenants_resolve_as_upstream_and_keys_stay_apart() {
     // Starts need a registered, valid tenant; reads and ends only a valid one.
     for t in ["", "_x", "c", "default", "bad\u{1}"] {
         assert_eq!(
-            m.put_start(client(1), "k2", 10, &one(), t),
+            m.put_start(client(1), "k2", 10, &rc(1), t),
             Err(NOT_REGISTERED),
             "{t:?}"
         );
@@ -150,12 +122,12 @@ fn charges_follow_every_path_and_quotas_hold() {
     put(&m, "a", "x", MB).unwrap();
     assert_eq!(charged(&m, "a"), MB);
     // A revoked start gives its bytes back.
-    m.put_start(client(1), "r", MB, &one(), "a").unwrap();
+    m.put_start(client(1), "r", MB, &rc(1), "a").unwrap();
     assert_eq!(charged(&m, "a"), 2 * MB);
     m.put_revoke(client(1), "r", ReplicaType::All, "a").unwrap();
     assert_eq!(charged(&m, "a"), MB);
     // An upsert to another size charges the new size.
-    m.upsert_start(client(1), "x", 2 * MB, &one(), "a").unwrap();
+    m.upsert_start(client(1), "x", 2 * MB, &rc(1), "a").unwrap();
     let meta = ObjectMeta {
         key: "x".into(),
         checksum: None,
@@ -200,7 +172,7 @@ fn policies_change_through_the_api_and_persist() {
     let dir = Scratch::new("policy");
     let m = master(dir.path(), "1MB");
     assert_eq!(
-        m.put_start(client(1), "k", 10, &one(), "c"),
+        m.put_start(client(1), "k", 10, &rc(1), "c"),
         Err(NOT_REGISTERED)
     );
     let s = m.set_tenant_quota("c", 2 * MB).unwrap();
@@ -214,7 +186,7 @@ fn policies_change_through_the_api_and_persist() {
     m.remove("k", true, "c").unwrap();
     m.delete_tenant_quota("c").unwrap();
     assert_eq!(
-        m.put_start(client(1), "k", 10, &one(), "c"),
+        m.put_start(client(1), "k", 10, &rc(1), "c"),
         Err(NOT_REGISTERED)
     );
     assert_eq!(m.delete_tenant_quota("c"), Err(ErrorCode::OBJECT_NOT_FOUND));
