@@ -1,7 +1,8 @@
 //! Store interop, parts 2 and 3: OUR store client (`mooncake::store::Client::setup`,
 //! coro_rpc + HTTP metadata, advertising 127.0.0.1 through `MC_TCP_BIND_ADDRESS`)
 //! against upstream's `mooncake_master`, and mixed clusters (an upstream Python client
-//! and our client each mounting a segment) on our master and on upstream's. Needs the
+//! and our client each mounting a segment) on our master and on upstream's, and what
+//! `--enable_metadata_cleanup_on_timeout` leaves of a killed client's metadata on each. Needs the
 //! peer from `bash scripts/upstream-peer.sh`; `MOONCAKE_SKIP_INTEROP=1` skips.
 
 mod interop_common;
@@ -657,4 +658,76 @@ fn our_client_eviction_on_upstream_master() {
     for i in 0..3u8 {
         check_ours(&rs, &format!("pin-{i}"), MIB, 60 + i);
     }
+}
+
+/// `--enable_metadata_cleanup_on_timeout` (3 s `--client_ttl`): an upstream Python
+/// client killed with SIGKILL expires. Our master then removes its TE descriptor
+/// (`mooncake/ram/<name>`) and RPC location (`mooncake/rpc_meta/<name>`) from its
+/// embedded metadata server; upstream 0.3.13's tries the same, but its server keeps
+/// keys as clients sent them (percent-encoded) and the cleanup looks them up decoded,
+/// so it removes nothing (its log: `ram_key_removed=0, rpc_key_removed=0`) and the
+/// entries stay (`removed` says which is expected). A live client (ours) keeps both.
+fn killed_clients_metadata_cleanup(peer: &Peer, master: &MasterProc, removed: bool) {
+    let py = PyStore::start(
+        peer,
+        "py-killed",
+        &master.metadata_url(),
+        &master.rpc_addr(),
+        32 * MIB,
+        16 * MIB,
+        16 * MIB,
+    );
+    let rs = our_client(master, 32 * MIB, 16 * MIB);
+    let (hp, hr) = (py.hostname.clone(), rs.hostname().to_string());
+    let entries = |segment: &str| {
+        [
+            master.metadata_has("ram", segment),
+            master.metadata_has("rpc_meta", segment),
+        ]
+    };
+    assert_eq!(entries(&hp), [true, true], "{}", py.log_tail());
+    assert_eq!(entries(&hr), [true, true]);
+    py.kill();
+    // The cleanup runs in the same pass of the client monitor as the unmount.
+    eventually(Duration::from_secs(60), "the killed client expires", || {
+        !master.admin_lines("/get_all_segments").contains(&hp)
+    });
+    let left = if removed {
+        [false, false]
+    } else {
+        [true, true]
+    };
+    eventually(
+        Duration::from_secs(60),
+        "the killed client's metadata is as expected",
+        || entries(&hp) == left,
+    );
+    assert_eq!(entries(&hr), [true, true]);
+}
+
+#[test]
+fn killed_clients_metadata_is_cleaned_by_our_master() {
+    let Some(peer) = peer("killed_clients_metadata_is_cleaned_by_our_master") else {
+        return;
+    };
+    let master = MasterProc::ours(&[
+        "--client_ttl=3",
+        "--enable_metadata_cleanup_on_timeout=true",
+    ]);
+    killed_clients_metadata_cleanup(&peer, &master, true);
+}
+
+#[test]
+fn killed_clients_metadata_stays_on_upstream_master() {
+    let Some(peer) = peer("killed_clients_metadata_stays_on_upstream_master") else {
+        return;
+    };
+    let master = MasterProc::upstream(
+        &peer,
+        &[
+            "--client_ttl=3",
+            "--enable_metadata_cleanup_on_timeout=true",
+        ],
+    );
+    killed_clients_metadata_cleanup(&peer, &master, false);
 }

@@ -379,6 +379,14 @@ impl PyStore {
         PyStore::start_with_env(peer, tag, metadata, master, segment, local, zc, &[])
     }
 
+    /// Kills the client with SIGKILL: it gets no chance to unmount or unpublish.
+    pub fn kill(&self) {
+        // SAFETY: a plain kill(2) of our own child, which is not yet reaped.
+        unsafe {
+            libc::kill(self.guard.pid() as libc::pid_t, libc::SIGKILL);
+        }
+    }
+
     /// [`PyStore::start`] with `env` added to the driver's environment.
     #[allow(clippy::too_many_arguments)]
     pub fn start_with_env(
