@@ -226,6 +226,11 @@ fn install_layouts_match_and_examples_run() {
         "include/mooncake/transfer_engine_c.h",
         "include/mooncake/store_c.h",
         "include/mooncake/mooncake_ext.h",
+        "include/mooncake/transfer_engine.h",
+        "include/mooncake/transfer_metadata.h",
+        "include/mooncake/memory_location.h",
+        "include/mooncake/transport/transport.h",
+        "include/mooncake/common/base/status.h",
         "include/transfer_engine_c.h",
         "include/store_c.h",
         "bin/mooncake_master",
@@ -285,6 +290,9 @@ fn install_layouts_match_and_examples_run() {
         "relink",
         "cmake-store_roundtrip",
         "pkgconfig-te_loopback_static",
+        "pkgconfig-te_cpp_api-same_host",
+        "pkgconfig-te_cpp_api-tcp",
+        "cmake-te_cpp_api",
     ] {
         assert!(
             text.contains(&format!("PASS  {step} ")),
