@@ -77,7 +77,7 @@ check_layout() {
            include/mooncake/mooncake_ext.h include/transfer_engine_c.h include/store_c.h \
            include/mooncake/transfer_engine.h include/mooncake/transfer_metadata.h \
            include/mooncake/memory_location.h include/mooncake/transport/transport.h \
-           include/mooncake/common/base/status.h \
+           include/mooncake/common/base/status.h include/mooncake/tent/transfer_engine.h \
            lib/pkgconfig/mooncake.pc lib/cmake/Mooncake/MooncakeConfig.cmake \
            lib/cmake/Mooncake/MooncakeConfigVersion.cmake; do
     [ -f "$prefix/$f" ] || { echo "missing $prefix/$f"; return 1; }
@@ -126,6 +126,7 @@ if [ -x "$pk/te_loopback" ]; then
   run pkgconfig-te_raii "$pk/te_raii"
   run pkgconfig-te_cpp_api-same_host "$pk/te_cpp_api"
   run pkgconfig-te_cpp_api-tcp env MC_DISABLE_SAME_HOST=1 "$pk/te_cpp_api"
+  run pkgconfig-tent_loopback "$pk/tent_loopback"
   if has_master; then run pkgconfig-store_roundtrip run_store "$pk/store_roundtrip"
   else skip pkgconfig-store_roundtrip "no master: set MOONCAKE_MASTER"; fi
 fi
@@ -139,6 +140,7 @@ if command -v cmake >/dev/null; then
     run cmake-te_loopback_static "$cm/te_loopback_static"
     run cmake-te_raii "$cm/te_raii"
     run cmake-te_cpp_api "$cm/te_cpp_api"
+    run cmake-tent_loopback "$cm/tent_loopback"
     if has_master; then run cmake-store_roundtrip run_store "$cm/store_roundtrip"
     else skip cmake-store_roundtrip "no master: set MOONCAKE_MASTER"; fi
   fi

@@ -12,6 +12,7 @@
 #   include/mooncake/{transfer_engine_c.h,store_c.h,mooncake_ext.h}
 #   include/mooncake/{transfer_engine.h,transfer_metadata.h,memory_location.h,
 #       transport/transport.h,common/base/status.h}  (upstream's C++ API, header-only)
+#   include/mooncake/tent/transfer_engine.h           (upstream's TENT C API)
 #   include/{transfer_engine_c.h,store_c.h}          (upstream's names, copies)
 #   bin/mooncake_master, transfer_engine_bench, mooncake_http_metadata_server, mooncake_client,
 #       mooncake_p2p, store_bench (when it builds)
@@ -28,6 +29,8 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 # Upstream's C++ Transfer Engine API: header-only, over the C ABI.
 CPP_HEADERS="transfer_engine.h transfer_metadata.h memory_location.h transport/transport.h common/base/status.h"
+# Upstream's TENT C API.
+TENT_HEADERS="tent/transfer_engine.h"
 
 prefix="" profile=release glibc=0 build=1 bins=1 store_bench=1
 target_dir="${CARGO_TARGET_DIR:-$root/target}"
@@ -125,8 +128,9 @@ for name in libmooncake.so libtransfer_engine.so libmooncake_store.so; do
 done
 put "$artifacts/libmooncake.a" "$prefix/lib/libmooncake.a" 644
 
-mkdir -p "$prefix/include/mooncake/transport" "$prefix/include/mooncake/common/base"
-for h in transfer_engine_c.h store_c.h mooncake_ext.h $CPP_HEADERS; do
+mkdir -p "$prefix/include/mooncake/transport" "$prefix/include/mooncake/common/base" \
+  "$prefix/include/mooncake/tent"
+for h in transfer_engine_c.h store_c.h mooncake_ext.h $CPP_HEADERS $TENT_HEADERS; do
   put "$root/include/mooncake/$h" "$prefix/include/mooncake/$h" 644
 done
 for h in transfer_engine_c.h store_c.h; do

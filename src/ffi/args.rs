@@ -82,6 +82,25 @@ pub(crate) unsafe fn write_truncated(buf: *mut c_char, len: usize, text: &str) {
     }
 }
 
+/// Copies `text` into a fixed C character array, truncated and NUL-terminated.
+pub(crate) fn fill_c_array(dst: &mut [c_char], text: &str) {
+    dst.fill(0);
+    let room = dst.len().saturating_sub(1);
+    for (d, b) in dst.iter_mut().zip(text.bytes().take(room)) {
+        *d = b as c_char;
+    }
+}
+
+/// The NUL-terminated text of a fixed C character array (all of it without a NUL).
+pub(crate) fn c_array_text(src: &[c_char]) -> String {
+    let bytes: Vec<u8> = src
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,7 +12,7 @@ use super::engines::{engine_and_name, ENGINES};
 use super::fail::invalid;
 use super::te_types::*;
 use crate::error::Error;
-use crate::te::{TaskStatus, TransferEngine};
+use crate::te::TransferEngine;
 use std::ffi::{c_char, c_int};
 use std::time::Duration;
 
@@ -178,29 +178,7 @@ pub unsafe extern "C" fn mooncake_te_batch_status(
     ffi_boundary!(fail = 1, map = Error::status_code, {
         let e = ENGINES.get(engine)?;
         require_out(status, "status")?;
-        // Validates the batch id without blocking.
-        e.wait_batch(batch_id, Duration::ZERO)?;
-        let (mut completed, mut failed, mut bytes) = (true, false, 0u64);
-        let mut task = 0usize;
-        // transfer_status fails only past the last task once the batch is known.
-        while let Ok((state, done)) = e.transfer_status(batch_id, task) {
-            match state {
-                TaskStatus::Completed => bytes = bytes.saturating_add(done),
-                TaskStatus::Failed => {
-                    failed = true;
-                    completed = false;
-                }
-                _ => completed = false,
-            }
-            task += 1;
-        }
-        let state = if failed {
-            TaskStatus::Failed
-        } else if completed {
-            TaskStatus::Completed
-        } else {
-            TaskStatus::Waiting
-        };
+        let (state, bytes) = e.batch_status(batch_id)?;
         let out = transfer_status {
             status: state as c_int,
             transferred_bytes: bytes,

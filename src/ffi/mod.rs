@@ -38,3 +38,5 @@ mod shutdown;
 pub mod store;
 pub mod te;
 pub mod te_types;
+pub mod tent;
+pub mod tent_types;

@@ -18,7 +18,7 @@ code_enum! {
         Pending = 1,
         /// Never produced by the classic engine.
         Invalid = 2,
-        /// Never produced by the classic engine.
+        /// Cancelled (TENT's `tent_cancel_task`) before all of it moved.
         Canceled = 3,
         /// Every byte is visible at the destination.
         Completed = 4,
@@ -32,7 +32,10 @@ code_enum! {
 impl TaskStatus {
     /// Whether the task can no longer change.
     pub fn is_terminal(self) -> bool {
-        matches!(self, TaskStatus::Completed | TaskStatus::Failed)
+        matches!(
+            self,
+            TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Canceled
+        )
     }
 }
 
@@ -81,6 +84,10 @@ pub struct Task {
     transferred: AtomicU64,
     slices_left: AtomicU32,
     failed: AtomicBool,
+    /// Cancellation was asked for: slices not yet started are dropped.
+    cancel_requested: AtomicBool,
+    /// A slice was dropped by the cancellation.
+    skipped: AtomicBool,
     seen_terminal: AtomicBool,
 }
 
@@ -95,6 +102,8 @@ impl Task {
             transferred: AtomicU64::new(0),
             slices_left: AtomicU32::new(slices),
             failed: AtomicBool::new(false),
+            cancel_requested: AtomicBool::new(false),
+            skipped: AtomicBool::new(false),
             seen_terminal: AtomicBool::new(false),
         });
         if slices == 0 {
@@ -121,15 +130,42 @@ impl Task {
         task
     }
 
+    /// Asks the transports to drop this task's slices they have not started; the
+    /// task ends CANCELED if any was dropped (those already moving still finish).
+    pub fn cancel(&self) {
+        self.cancel_requested.store(true, Ordering::Release);
+    }
+
+    /// Whether [`Task::cancel`] was called: a transport drops a slice it has not
+    /// started with [`Task::skip_slice`].
+    pub fn cancel_requested(&self) -> bool {
+        self.cancel_requested.load(Ordering::Acquire)
+    }
+
+    /// Records a slice dropped, unstarted, because the task was cancelled.
+    pub fn skip_slice(&self) {
+        self.skipped.store(true, Ordering::Relaxed);
+        self.count_slice();
+    }
+
     /// Records one slice's outcome; the last one decides the task's status.
     pub fn finish_slice(&self, ok: bool) {
         if !ok {
             self.failed.store(true, Ordering::Relaxed);
         }
+        self.count_slice();
+    }
+
+    /// Counts one slice done; the last sets the final status (failed over cancelled
+    /// over completed).
+    fn count_slice(&self) {
         if self.slices_left.fetch_sub(1, Ordering::AcqRel) == 1 {
             if self.failed.load(Ordering::Relaxed) {
                 self.status
                     .store(TaskStatus::Failed.code(), Ordering::Release);
+            } else if self.skipped.load(Ordering::Relaxed) {
+                self.status
+                    .store(TaskStatus::Canceled.code(), Ordering::Release);
             } else {
                 self.transferred.store(self.length, Ordering::Relaxed);
                 self.status
@@ -154,7 +190,7 @@ impl Task {
 
     /// Current status and transferred bytes.
     pub fn status(&self) -> (TaskStatus, u64) {
-        // Only Waiting, Completed, Timeout and Failed are ever stored.
+        // Only Waiting, Completed, Canceled, Timeout and Failed are ever stored.
         let status = TaskStatus::from_code(self.status.load(Ordering::Acquire))
             .unwrap_or(TaskStatus::Waiting);
         (status, self.transferred.load(Ordering::Relaxed))
@@ -248,6 +284,17 @@ impl Batch {
         Some((status, bytes))
     }
 
+    /// Asks task `index` to drop its unstarted slices; false if out of range.
+    pub fn cancel_task(&self, index: usize) -> bool {
+        match self.tasks.read().get(index) {
+            Some(task) => {
+                task.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Whether every task completed successfully.
     pub fn all_completed(&self) -> bool {
         self.tasks
@@ -335,6 +382,16 @@ impl BatchTable {
             .ok_or_else(|| Error::InvalidArgument(format!("unknown batch id {id:#x}")))
     }
 
+    /// Forgets a batch at once, whatever its tasks' state (TENT's `freeBatch`): tasks
+    /// still moving finish in the background.
+    pub fn remove(&self, id: u64) -> Result<()> {
+        self.batches
+            .write()
+            .remove(&id)
+            .map(drop)
+            .ok_or_else(|| Error::InvalidArgument(format!("unknown batch id {id:#x}")))
+    }
+
     /// Frees a batch; busy (code 4) until every task was observed terminal.
     pub fn free(&self, id: u64) -> Result<()> {
         let mut batches = self.batches.write();
@@ -385,6 +442,32 @@ mod tests {
         table.free(id).unwrap();
         assert!(table.get(id).is_err());
         assert!(table.free(id).is_err(), "double free is an error");
+    }
+
+    #[test]
+    fn a_cancelled_task_ends_canceled_unless_a_slice_failed() {
+        let task = Task::new(10, 3, None);
+        assert!(!task.cancel_requested());
+        task.finish_slice(true);
+        task.cancel();
+        assert!(task.cancel_requested());
+        task.skip_slice();
+        assert_eq!(task.status().0, TaskStatus::Waiting);
+        task.finish_slice(true);
+        assert_eq!(task.status(), (TaskStatus::Canceled, 0));
+        assert!(TaskStatus::Canceled.is_terminal());
+        let task = Task::new(10, 2, None);
+        task.skip_slice();
+        task.finish_slice(false);
+        assert_eq!(task.status().0, TaskStatus::Failed);
+        let task = Task::new(10, 1, None);
+        task.cancel();
+        task.finish_slice(true);
+        assert_eq!(
+            task.status().0,
+            TaskStatus::Completed,
+            "nothing was dropped"
+        );
     }
 
     #[test]

@@ -297,6 +297,14 @@ fn loopback_transfers_and_notifies() {
 }
 
 #[test]
+fn tent_api_every_function() {
+    if skip("tent_api_every_function") {
+        return;
+    }
+    compile_and_run("tent_api.c");
+}
+
+#[test]
 fn threads_share_one_engine() {
     if skip("threads_share_one_engine") {
         return;
@@ -432,7 +440,8 @@ fn declared_functions(header: &str) -> Vec<String> {
 }
 
 /// The dynamic symbol table is exactly the C API: upstream's 27 Transfer Engine
-/// functions and 19 Store functions under their exact names, plus the `mooncake_*`
+/// functions, 19 Store functions and 33 TENT functions under their exact names, plus
+/// the `mooncake_*`
 /// extensions declared in `mooncake_ext.h`; nothing else (no data symbols, no
 /// Rust-mangled or dependency symbols). Also checks the headers declare exactly that.
 #[test]
@@ -490,8 +499,52 @@ fn exports_upstream_symbols() {
         "mooncake_store_register_buffer",
         "mooncake_store_unregister_buffer",
     ];
+    const TENT: [&str; 33] = [
+        "tent_load_config_from_file",
+        "tent_set_config",
+        "tent_create_engine",
+        "tent_destroy_engine",
+        "tent_segment_name",
+        "tent_rpc_server_addr_port",
+        "tent_open_segment",
+        "tent_close_segment",
+        "tent_get_segment_info",
+        "tent_free_segment_info",
+        "tent_allocate_memory",
+        "tent_free_memory",
+        "tent_register_memory",
+        "tent_unregister_memory",
+        "tent_allocate_batch",
+        "tent_free_batch",
+        "tent_submit",
+        "tent_submit_notif",
+        "tent_send_notifs",
+        "tent_recv_notifs",
+        "tent_free_notifs",
+        "tent_task_status",
+        "tent_cancel_task",
+        "tent_overall_status",
+        "tent_available",
+        "tent_register_memory_with_perm",
+        "tent_register_memory_batch",
+        "tent_unregister_memory_batch",
+        "tent_allocate_memory_ex",
+        "tent_register_memory_ex",
+        "tent_register_memory_batch_ex",
+        "tent_task_status_list",
+        "tent_get_nic_load_stats",
+    ];
     let te = declared_functions("transfer_engine_c.h");
     let st = declared_functions("store_c.h");
+    let tent = declared_functions("tent/transfer_engine.h");
+    let mut tent_sorted = tent.clone();
+    tent_sorted.sort();
+    let mut want_tent: Vec<String> = TENT.iter().map(|s| s.to_string()).collect();
+    want_tent.sort();
+    assert_eq!(
+        tent_sorted, want_tent,
+        "tent/transfer_engine.h declares other functions"
+    );
     let ext = declared_functions("mooncake_ext.h");
     let mut te_sorted = te.clone();
     te_sorted.sort();
@@ -518,7 +571,7 @@ fn exports_upstream_symbols() {
             "{f} is not declared in mooncake_ext.h"
         );
     }
-    let mut expected: Vec<String> = te.into_iter().chain(st).chain(ext).collect();
+    let mut expected: Vec<String> = te.into_iter().chain(st).chain(tent).chain(ext).collect();
     expected.sort();
     let before = expected.len();
     expected.dedup();
@@ -557,12 +610,14 @@ fn exports_upstream_symbols() {
         lib.display()
     );
     println!(
-        "{} exports exactly {} functions ({} Transfer Engine, {} Store, {} extensions)",
+        "{} exports exactly {} functions ({} Transfer Engine, {} Store, {} TENT, {} \
+         extensions)",
         lib.display(),
         exported.len(),
         UPSTREAM.len(),
         STORE.len(),
-        exported.len() - UPSTREAM.len() - STORE.len()
+        TENT.len(),
+        exported.len() - UPSTREAM.len() - STORE.len() - TENT.len()
     );
 }
 

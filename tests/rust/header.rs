@@ -96,6 +96,43 @@ fn store_header() -> String {
     generate(config, &["src/ffi/store.rs"])
 }
 
+/// `include/mooncake/tent/transfer_engine.h`: upstream's TENT C API.
+fn tent_header() -> String {
+    let mut config = base_config();
+    config.header = Some(
+        "/* Mooncake TENT C API (mooncake-rs), compatible with upstream's\n \
+         * mooncake-transfer-engine/tent/include/tent/transfer_engine.h. A tent_engine_t is\n \
+         * an engine of the classic API too (transfer_engine_c.h).\n \
+         * SPDX-License-Identifier: Apache-2.0 */"
+            .into(),
+    );
+    config.include_guard = Some("TENT_API_H".into());
+    config.after_includes = Some(
+        "\n#define tent_batch_id_t uint64_t\n#define tent_segment_id_t uint64_t\n\
+         #ifndef LOCAL_SEGMENT_ID\n#define LOCAL_SEGMENT_ID (0ull)\n#endif\n\
+         typedef struct tent_notifi_info tent_notifi_info;"
+            .into(),
+    );
+    config.export.include = vec!["tent_notifi_record_t".into()];
+    config.export.exclude = vec![
+        "tent_batch_id_t".into(),
+        "tent_segment_id_t".into(),
+        "LOCAL_SEGMENT_ID".into(),
+    ];
+    generate(
+        config,
+        &[
+            "src/ffi/tent_types.rs",
+            "src/ffi/tent/config.rs",
+            "src/ffi/tent/engine.rs",
+            "src/ffi/tent/segment.rs",
+            "src/ffi/tent/memory.rs",
+            "src/ffi/tent/batch.rs",
+            "src/ffi/tent/notify.rs",
+        ],
+    )
+}
+
 fn check(relative: &str, generated: &str) -> Result<(), String> {
     let path: &Path = &root().join(relative);
     if std::env::var_os("MOONCAKE_BLESS").is_some() {
@@ -135,6 +172,13 @@ fn transfer_engine_header_is_up_to_date() {
 #[test]
 fn ext_header_is_up_to_date() {
     if let Err(e) = check("include/mooncake/mooncake_ext.h", &ext_header()) {
+        panic!("{e}");
+    }
+}
+
+#[test]
+fn tent_header_is_up_to_date() {
+    if let Err(e) = check("include/mooncake/tent/transfer_engine.h", &tent_header()) {
         panic!("{e}");
     }
 }

@@ -231,6 +231,7 @@ fn install_layouts_match_and_examples_run() {
         "include/mooncake/memory_location.h",
         "include/mooncake/transport/transport.h",
         "include/mooncake/common/base/status.h",
+        "include/mooncake/tent/transfer_engine.h",
         "include/transfer_engine_c.h",
         "include/store_c.h",
         "bin/mooncake_master",
@@ -293,6 +294,8 @@ fn install_layouts_match_and_examples_run() {
         "pkgconfig-te_cpp_api-same_host",
         "pkgconfig-te_cpp_api-tcp",
         "cmake-te_cpp_api",
+        "pkgconfig-tent_loopback",
+        "cmake-tent_loopback",
     ] {
         assert!(
             text.contains(&format!("PASS  {step} ")),

@@ -5,7 +5,7 @@
 #![allow(non_snake_case)]
 
 use crate::error::Error;
-use crate::ffi::args::{c_str, require_out, write_truncated};
+use crate::ffi::args::{c_str, fill_c_array, require_out, write_truncated};
 use crate::ffi::boundary::ffi_boundary;
 use crate::ffi::engines::{checked_no_op, ENGINES};
 use crate::ffi::fail::invalid;
@@ -175,10 +175,7 @@ pub unsafe extern "C" fn getNicLoadStats(
         for (i, (name, inflight, bps)) in loads.iter().take(room).enumerate() {
             // SAFETY: i < *count entries are writable, per the contract.
             let slot = unsafe { &mut *stats.add(i) };
-            slot.device_name = [0; 64];
-            for (d, b) in slot.device_name.iter_mut().zip(name.bytes().take(63)) {
-                *d = b as c_char;
-            }
+            fill_c_array(&mut slot.device_name, name);
             slot.inflight_bytes = *inflight;
             slot.ewma_bandwidth_bps = *bps;
         }

@@ -64,6 +64,56 @@ impl TransferEngine {
         Ok(batch.wait(std::time::Instant::now() + timeout))
     }
 
+    /// The whole batch: FAILED when any task failed, else CANCELED when any was
+    /// cancelled, else COMPLETED when every task completed (or there is none), else
+    /// WAITING; with the bytes of the completed tasks. Every task is observed as
+    /// [`TransferEngine::transfer_status`] observes it (a completion notify is sent).
+    pub fn batch_status(&self, batch_id: u64) -> Result<(TaskStatus, u64)> {
+        let statuses = self.task_statuses(batch_id)?;
+        let any = |s: TaskStatus| statuses.iter().any(|(t, _)| *t == s);
+        let state = if any(TaskStatus::Failed) {
+            TaskStatus::Failed
+        } else if any(TaskStatus::Canceled) {
+            TaskStatus::Canceled
+        } else if statuses.iter().all(|(t, _)| *t == TaskStatus::Completed) {
+            TaskStatus::Completed
+        } else {
+            TaskStatus::Waiting
+        };
+        let bytes = statuses
+            .iter()
+            .filter(|(t, _)| *t == TaskStatus::Completed)
+            .fold(0u64, |sum, (_, b)| sum.saturating_add(*b));
+        Ok((state, bytes))
+    }
+
+    /// Every task's status, in submission order, each observed as
+    /// [`TransferEngine::transfer_status`] observes it.
+    pub fn task_statuses(&self, batch_id: u64) -> Result<Vec<(TaskStatus, u64)>> {
+        let count = self.inner.batches.get(batch_id)?.len();
+        (0..count)
+            .map(|task| self.transfer_status(batch_id, task))
+            .collect()
+    }
+
+    /// Asks task `task` of the batch to drop the slices its transports have not
+    /// started: it ends CANCELED unless all of it already moved (or failed).
+    pub fn cancel_task(&self, batch_id: u64, task: usize) -> Result<()> {
+        if self.inner.batches.get(batch_id)?.cancel_task(task) {
+            Ok(())
+        } else {
+            Err(Error::InvalidArgument(format!(
+                "task {task} is not in batch {batch_id:#x}"
+            )))
+        }
+    }
+
+    /// Forgets a batch at once (TENT's rule): tasks still moving finish in the
+    /// background, into buffers the caller keeps valid.
+    pub fn discard_batch(&self, batch_id: u64) -> Result<()> {
+        self.inner.batches.remove(batch_id)
+    }
+
     /// Frees a batch; busy until every task was observed terminal.
     pub fn free_batch(&self, batch_id: u64) -> Result<()> {
         self.inner.batches.free(batch_id)

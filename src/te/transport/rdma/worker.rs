@@ -264,6 +264,18 @@ impl Worker {
             }
         }
         let mut posted_any = false;
+        if run.pending.iter().any(|s| s.task.cancel_requested()) {
+            // Slices of cancelled tasks that were never posted are dropped.
+            let pending = std::mem::take(&mut run.pending);
+            for s in pending {
+                if s.task.cancel_requested() {
+                    s.task.skip_slice();
+                    posted_any = true;
+                } else {
+                    run.pending.push_back(s);
+                }
+            }
+        }
         let mut signaled_added = 0usize;
         let nqps = run.qps.len();
         let mut errors = Vec::new();

@@ -152,6 +152,12 @@ impl Ledger {
         slice.task.finish_slice(ok);
     }
 
+    /// Drops a slice of a cancelled task before it is sent.
+    pub(super) fn skip(&self, slice: Slice) {
+        self.queued_bytes.fetch_sub(slice.len, Ordering::Relaxed);
+        slice.task.skip_slice();
+    }
+
     /// Queues a slice on the sender thread again, spending one of its retries unless
     /// `why` is [`Again::Free`] (and sending it alone after [`Again::Broken`]); fails
     /// it when none is left or the lane is stopping.

@@ -311,3 +311,45 @@ fn refusals_in_a_pipelined_run_fail_only_the_refused_slices() {
         }
     }
 }
+
+#[test]
+fn a_cancelled_task_loses_only_the_slices_not_yet_sent() {
+    let (port, payloads, release) = fake_peer(vec![Answer::Ok, Answer::OkWhenReleased]);
+    let lane = lane_to(port, PATIENT);
+    warm_up(&lane);
+    payloads.recv_timeout(PATIENT).expect("the warm-up request");
+    let mut bufs: Vec<Vec<u8>> = (0..64).map(|i| vec![i as u8; 1 << 20]).collect();
+    let tasks: Vec<Arc<Task>> = bufs
+        .iter_mut()
+        .map(|b| {
+            let (s, task) = slice(Op::Write, b);
+            lane.submit(s);
+            task
+        })
+        .collect();
+    // The peer read the first slice; it holds its reply and reads nothing more until
+    // released, so the sender blocks once the socket buffers are full (a few MiB, one
+    // batch of at most 32 slices taken): the last slices are still queued.
+    payloads
+        .recv_timeout(PATIENT)
+        .expect("the first slice reached the peer");
+    for task in &tasks {
+        task.cancel();
+    }
+    release.send(()).unwrap();
+    let statuses: Vec<TaskStatus> = tasks.iter().map(|t| wait_terminal(t)).collect();
+    assert_eq!(statuses[0], TaskStatus::Completed, "{statuses:?}");
+    assert_eq!(statuses[63], TaskStatus::Canceled, "{statuses:?}");
+    assert!(
+        statuses
+            .iter()
+            .all(|s| matches!(s, TaskStatus::Completed | TaskStatus::Canceled)),
+        "{statuses:?}"
+    );
+    assert_eq!(tasks[63].status().1, 0, "a cancelled task moved nothing");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while lane.load() != 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_eq!(lane.load(), 0, "skipped slices leave the lane's load");
+}

@@ -48,10 +48,15 @@ impl SenderCtx {
                 self.fail(first);
                 continue;
             }
+            if first.task.cancel_requested() {
+                self.ledger.skip(first);
+                continue;
+            }
             let alone = first.resent;
             let mut batch = vec![first];
             while !alone && batch.len() < MAX_PIPELINED_PER_SEND {
                 match self.queue.try_recv() {
+                    Ok(s) if s.task.cancel_requested() => self.ledger.skip(s),
                     Ok(s) if s.resent => {
                         held = Some(s);
                         break;
