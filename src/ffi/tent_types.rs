@@ -89,7 +89,8 @@ pub struct tent_request {
     pub length: u64,
     /// 0 = high, 1 = medium, 2 = low (accepted; requests are served in order).
     pub priority: c_int,
-    /// TRANSPORT_UNSPEC, or a transport to pin (accepted; the engine routes).
+    /// TRANSPORT_UNSPEC (the engine routes), or TRANSPORT_TCP, TRANSPORT_RDMA or
+    /// TRANSPORT_SHM to send it only over that transport (others are refused).
     pub transport_hint: c_int,
 }
 

@@ -4,7 +4,8 @@
  * with task, list and overall status, notifications with a batch and by handle,
  * cancellation, transfers between a TENT engine and a classic engine both ways (and
  * a TENT handle driven through the classic API), NIC load, and bad input: NULL
- * pointers, unknown batches, tasks and segments, zeroed requests. */
+ * pointers, unknown batches, tasks and segments, zeroed requests. Run with and
+ * without MC_DISABLE_SAME_HOST=1 (a shared-memory transport hint is refused then). */
 #include "test_common.h"
 
 #include <unistd.h>
@@ -180,6 +181,30 @@ int main(void) {
     CHECK_EQ(tent_task_status_list(initiator, batch, list, &count), 0);
     CHECK_EQ(count, 3);
     CHECK(list[0].status == STATUS_COMPLETED && list[1].status == STATUS_COMPLETED);
+    /* Transport hints pin a transport: TCP and shared memory reach the peer; RDMA is
+     * not installed and NVLink does not exist here, so those requests are refused. */
+    memset(remote, 0, LEN);
+    tent_request_t pinned = tent_req(OPCODE_WRITE, local, seg, raddr, LEN);
+    tent_batch_id_t pb = tent_allocate_batch(initiator, 4);
+    pinned.transport_hint = TRANSPORT_TCP;
+    CHECK_EQ(tent_submit(initiator, pb, &pinned, 1), 0);
+    CHECK_EQ(wait_overall(initiator, pb, NULL), STATUS_COMPLETED);
+    CHECK(memcmp(remote, local, LEN) == 0);
+    memset(remote, 0, LEN);
+    pinned.transport_hint = TRANSPORT_SHM;
+    if (getenv("MC_DISABLE_SAME_HOST") != NULL) {
+        CHECK_EQ(tent_submit(initiator, pb, &pinned, 1), -1); /* not installed */
+    } else {
+        CHECK_EQ(tent_submit(initiator, pb, &pinned, 1), 0);
+        CHECK_EQ(wait_overall(initiator, pb, NULL), STATUS_COMPLETED);
+        CHECK(memcmp(remote, local, LEN) == 0);
+    }
+    pinned.transport_hint = TRANSPORT_RDMA;
+    CHECK_EQ(tent_submit(initiator, pb, &pinned, 1), -1);
+    pinned.transport_hint = TRANSPORT_NVLINK;
+    CHECK_EQ(tent_submit(initiator, pb, &pinned, 1), -1);
+    CHECK_EQ(tent_free_batch(initiator, pb), 0);
+
     /* Cancelling a task that already moved changes nothing. */
     CHECK_EQ(tent_cancel_task(initiator, batch, 2), 0);
     CHECK_EQ(tent_task_status(initiator, batch, 2, &st), 0);

@@ -289,7 +289,8 @@ struct tent_request {
      */
     int priority;
     /**
-     * TRANSPORT_UNSPEC, or a transport to pin (accepted; the engine routes).
+     * TRANSPORT_UNSPEC (the engine routes), or TRANSPORT_TCP, TRANSPORT_RDMA or
+     * TRANSPORT_SHM to send it only over that transport (others are refused).
      */
     int transport_hint;
 };
@@ -585,8 +586,11 @@ tent_batch_id_t tent_allocate_batch(tent_engine_t engine, size_t batch_size);
 int tent_free_batch(tent_engine_t engine, tent_batch_id_t batch_id);
 
 /**
- * Submits `count` requests as the batch's next tasks. Returns 0 or -1 (bad batch,
- * bad request, more tasks than the batch holds: nothing is added then).
+ * Submits `count` requests as the batch's next tasks; a request with a transport
+ * hint (TRANSPORT_TCP, TRANSPORT_RDMA, TRANSPORT_SHM) goes only over that transport.
+ * Returns 0 or -1 (bad batch, bad request, a hint this engine has no transport for
+ * or whose transport does not reach the target, more tasks than the batch holds:
+ * nothing is added then).
  *
  * # Safety
  * `entries` must be NULL or hold `count` requests; they are copied.

@@ -44,10 +44,31 @@ pub unsafe extern "C" fn tent_free_batch(
     })
 }
 
-/// Copies and validates TENT requests (priority and transport hint are accepted; the
-/// engine serves requests in order and routes each itself).
-fn requests(entries: &[tent_request]) -> Result<Vec<TransferRequest>, FfiError> {
-    entries
+/// The engine transport a TENT transport hint pins (`None`: the engine's choice).
+fn pin(i: usize, hint: c_int) -> Result<Option<&'static str>, FfiError> {
+    match hint {
+        TRANSPORT_UNSPEC => Ok(None),
+        TRANSPORT_TCP => Ok(Some("tcp")),
+        TRANSPORT_RDMA => Ok(Some("rdma")),
+        TRANSPORT_SHM => Ok(Some("same_host")),
+        other => Err(invalid(format!(
+            "entries[{i}].transport_hint {other}: this engine has no such transport \
+             (it has TCP, RDMA and shared memory)"
+        ))),
+    }
+}
+
+/// Copies and validates TENT requests and their transport hints (priorities are
+/// accepted: requests are served in order).
+fn requests(
+    entries: &[tent_request],
+) -> Result<(Vec<TransferRequest>, Vec<Option<&'static str>>), FfiError> {
+    let pins = entries
+        .iter()
+        .enumerate()
+        .map(|(i, r)| pin(i, r.transport_hint))
+        .collect::<Result<Vec<_>, _>>()?;
+    let reqs = entries
         .iter()
         .enumerate()
         .map(|(i, r)| {
@@ -68,11 +89,15 @@ fn requests(entries: &[tent_request]) -> Result<Vec<TransferRequest>, FfiError> 
                 length: r.length,
             })
         })
-        .collect()
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((reqs, pins))
 }
 
-/// Submits `count` requests as the batch's next tasks. Returns 0 or -1 (bad batch,
-/// bad request, more tasks than the batch holds: nothing is added then).
+/// Submits `count` requests as the batch's next tasks; a request with a transport
+/// hint (TRANSPORT_TCP, TRANSPORT_RDMA, TRANSPORT_SHM) goes only over that transport.
+/// Returns 0 or -1 (bad batch, bad request, a hint this engine has no transport for
+/// or whose transport does not reach the target, more tasks than the batch holds:
+/// nothing is added then).
 ///
 /// # Safety
 /// `entries` must be NULL or hold `count` requests; they are copied.
@@ -87,8 +112,8 @@ pub unsafe extern "C" fn tent_submit(
         let e = ENGINES.get(engine)?;
         require_out(entries, "entries")?;
         // SAFETY: count requests at entries, per the contract.
-        let reqs = requests(unsafe { c_slice(entries.cast_const(), count, "entries") }?)?;
-        e.submit(batch_id, &reqs)?;
+        let (reqs, pins) = requests(unsafe { c_slice(entries.cast_const(), count, "entries") }?)?;
+        e.submit_pinned(batch_id, &reqs, &pins)?;
         Ok(0)
     })
 }
@@ -116,8 +141,8 @@ pub unsafe extern "C" fn tent_submit_notif(
         // SAFETY: as above.
         let message = unsafe { c_str(message, "message") }?;
         // SAFETY: count requests at entries, per the contract.
-        let reqs = requests(unsafe { c_slice(entries.cast_const(), count, "entries") }?)?;
-        e.submit_with_notify(batch_id, &reqs, &name, &message)?;
+        let (reqs, pins) = requests(unsafe { c_slice(entries.cast_const(), count, "entries") }?)?;
+        e.submit_pinned_with_notify(batch_id, &reqs, &pins, &name, &message)?;
         Ok(0)
     })
 }

@@ -24,10 +24,23 @@ impl TransferEngine {
         name: &str,
         msg: &str,
     ) -> Result<()> {
+        self.submit_pinned_with_notify(batch_id, requests, &[], name, msg)
+    }
+
+    /// [`TransferEngine::submit_with_notify`] with requests pinned to transports as
+    /// [`TransferEngine::submit_pinned`] pins them.
+    pub fn submit_pinned_with_notify(
+        &self,
+        batch_id: u64,
+        requests: &[TransferRequest],
+        pins: &[Option<&'static str>],
+        name: &str,
+        msg: &str,
+    ) -> Result<()> {
         let first = requests
             .first()
             .ok_or_else(|| Error::InvalidArgument("no requests to submit".into()))?;
-        self.submit(batch_id, requests)?;
+        self.submit_pinned(batch_id, requests, pins)?;
         let notify = PendingNotify {
             target_id: first.target_id,
             name: name.to_string(),

@@ -20,11 +20,25 @@ use std::sync::Arc;
 impl TransferEngine {
     /// Submits requests into a batch; tasks accumulate in submission order.
     pub fn submit(&self, batch_id: u64, requests: &[TransferRequest]) -> Result<()> {
+        self.submit_pinned(batch_id, requests, &[])
+    }
+
+    /// [`TransferEngine::submit`] with request `i` pinned to the transport named
+    /// `pins[i]` when given (`"tcp"`, `"rdma"`, `"same_host"`, `"local"`): it goes
+    /// only there, with no fallback; a pinned transport that does not reach the
+    /// request's segment refuses the whole submission.
+    pub fn submit_pinned(
+        &self,
+        batch_id: u64,
+        requests: &[TransferRequest],
+        pins: &[Option<&'static str>],
+    ) -> Result<()> {
         let batch = self.inner.batches.get(batch_id)?;
         let router = Router::new(&self.inner);
         let routes = requests
             .iter()
-            .map(|r| router.route(r))
+            .enumerate()
+            .map(|(i, r)| router.route(r, pins.get(i).copied().flatten()))
             .collect::<Result<Vec<_>>>()?;
         let mut reservation = batch.reserve(requests.len())?;
         let signal = batch.signal();
@@ -54,11 +68,12 @@ struct Hop {
     to: Destination,
 }
 
-/// Where one request goes: its segment (kept for a fallback) and the first transport
-/// that reaches it.
+/// Where one request goes: its segment (kept for a fallback), the first transport
+/// that reaches it, and the transport it is pinned to (no fallback then).
 struct Route {
     segment: Segment,
     hop: Hop,
+    pin: Option<&'static str>,
 }
 
 /// The transports installed when a submission started (ranked for each kind of
@@ -85,8 +100,14 @@ impl<'a> Router<'a> {
         })
     }
 
-    /// The first transport from place `from` on that reaches `segment`.
-    fn reach(&self, segment: &Segment, from: usize) -> Result<Option<Hop>> {
+    /// The first transport from place `from` on (named `pin`, when given) that
+    /// reaches `segment`.
+    fn reach(
+        &self,
+        segment: &Segment,
+        from: usize,
+        pin: Option<&'static str>,
+    ) -> Result<Option<Hop>> {
         let target = Target {
             name: segment
                 .as_ref()
@@ -95,6 +116,9 @@ impl<'a> Router<'a> {
             lookup: self.inner,
         };
         for (at, transport) in self.ranked(segment).iter().enumerate().skip(from) {
+            if pin.is_some_and(|p| p != transport.name()) {
+                continue;
+            }
             if let Some(to) = transport.reach(&target)? {
                 return Ok(Some(Hop { at, to }));
             }
@@ -102,7 +126,7 @@ impl<'a> Router<'a> {
         Ok(None)
     }
 
-    fn route(&self, req: &TransferRequest) -> Result<Route> {
+    fn route(&self, req: &TransferRequest, pin: Option<&'static str>) -> Result<Route> {
         if req.length > 0 && req.source == 0 {
             return Err(Error::InvalidArgument("request source is NULL".into()));
         }
@@ -120,8 +144,15 @@ impl<'a> Router<'a> {
             };
             Some((name, desc))
         };
-        match (self.reach(&segment, 0)?, &segment) {
-            (Some(hop), _) => Ok(Route { segment, hop }),
+        match (self.reach(&segment, 0, pin)?, &segment) {
+            (Some(hop), _) => Ok(Route { segment, hop, pin }),
+            (None, _) if pin.is_some() => Err(Error::NotSupportedTransport(format!(
+                "transport '{}' does not reach segment '{}'",
+                pin.unwrap_or_default(),
+                segment
+                    .as_ref()
+                    .map_or(inner.local.name.as_str(), |(name, _)| name.as_str())
+            ))),
             (None, None) => Err(Error::NotSupportedTransport(
                 "no transport installed for the local segment".into(),
             )),
@@ -215,7 +246,11 @@ impl<'a> Router<'a> {
                 Started::Task(task) => return task,
                 Started::FallBack { alone } => alone,
             };
-            let next = match self.reach(&route.segment, at + 1) {
+            if route.pin.is_some() {
+                // Pinned: no other transport may take it.
+                return Task::failed(req.length);
+            }
+            let next = match self.reach(&route.segment, at + 1, None) {
                 Ok(Some(next)) => next,
                 Ok(None) => return Task::failed(req.length),
                 Err(e) => {
