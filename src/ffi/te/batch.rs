@@ -28,23 +28,26 @@ pub unsafe extern "C" fn allocateBatchID(
     })
 }
 
+/// The operation of `entries[i]`'s opcode (OPCODE_READ or OPCODE_WRITE; the TENT API
+/// uses the same values).
+pub(crate) fn op_of(i: usize, opcode: c_int) -> Result<Op, FfiError> {
+    match opcode {
+        OPCODE_READ => Ok(Op::Read),
+        OPCODE_WRITE => Ok(Op::Write),
+        other => Err(invalid(format!(
+            "entries[{i}].opcode is {other}, not OPCODE_READ or OPCODE_WRITE"
+        ))),
+    }
+}
+
 /// Copies and validates C requests (opcode 0 or 1 only).
 fn requests(entries: &[transfer_request]) -> Result<Vec<TransferRequest>, FfiError> {
     entries
         .iter()
         .enumerate()
         .map(|(i, r)| {
-            let op = match r.opcode {
-                OPCODE_READ => Op::Read,
-                OPCODE_WRITE => Op::Write,
-                other => {
-                    return Err(invalid(format!(
-                        "entries[{i}].opcode is {other}, not OPCODE_READ or OPCODE_WRITE"
-                    )))
-                }
-            };
             Ok(TransferRequest {
-                op,
+                op: op_of(i, r.opcode)?,
                 source: r.source as u64,
                 target_id: r.target_id,
                 target_offset: r.target_offset,

@@ -169,20 +169,39 @@ pub unsafe extern "C" fn getNicLoadStats(
             return Err(invalid("stats and count must not be NULL"));
         }
         let e = ENGINES.get(engine)?;
-        let loads = e.rdma().map(|r| r.nic_loads()).unwrap_or_default();
-        // SAFETY: count is readable and writable, per the contract.
-        let room = unsafe { *count };
-        for (i, (name, inflight, bps)) in loads.iter().take(room).enumerate() {
-            // SAFETY: i < *count entries are writable, per the contract.
-            let slot = unsafe { &mut *stats.add(i) };
-            fill_c_array(&mut slot.device_name, name);
-            slot.inflight_bytes = *inflight;
-            slot.ewma_bandwidth_bps = *bps;
-        }
-        // SAFETY: as above.
-        unsafe { *count = loads.len() };
+        // SAFETY: `*count` writable entries at `stats` and a writable count, per the
+        // contract.
+        unsafe {
+            report_nic_loads(&e, count, |i, name, inflight, bps| {
+                let slot = &mut *stats.add(i);
+                fill_c_array(&mut slot.device_name, name);
+                slot.inflight_bytes = inflight;
+                slot.ewma_bandwidth_bps = bps;
+            })
+        };
         Ok(0)
     })
+}
+
+/// Hands `write` each NIC's load (index, device name, bytes in flight, bytes per
+/// second), for the first `*count` NICs, then sets `*count` to the number of NICs.
+///
+/// # Safety
+/// `count` must be readable and writable; `write` is called only with indexes below
+/// the `*count` read on entry.
+pub(crate) unsafe fn report_nic_loads(
+    e: &TransferEngine,
+    count: *mut usize,
+    mut write: impl FnMut(usize, &str, u64, f64),
+) {
+    let loads = e.rdma().map(|r| r.nic_loads()).unwrap_or_default();
+    // SAFETY: readable, per the contract.
+    let room = unsafe { *count };
+    for (i, (name, inflight, bps)) in loads.iter().take(room).enumerate() {
+        write(i, name, *inflight, *bps);
+    }
+    // SAFETY: writable, per the contract.
+    unsafe { *count = loads.len() };
 }
 
 /// Installs SIGINT/SIGTERM handlers (once per process). On either signal a watcher

@@ -9,8 +9,9 @@ use crate::ffi::args::{c_slice, c_str, require_out};
 use crate::ffi::boundary::ffi_boundary;
 use crate::ffi::engines::ENGINES;
 use crate::ffi::fail::{invalid, FfiError};
+use crate::ffi::te::batch::op_of;
 use crate::ffi::tent_types::*;
-use crate::te::{Op, TaskStatus, TransferRequest};
+use crate::te::{TaskStatus, TransferRequest};
 use std::ffi::{c_char, c_int};
 
 /// Allocates a batch that holds up to `batch_size` tasks. Returns its id, or
@@ -72,24 +73,15 @@ fn requests(
         .iter()
         .enumerate()
         .map(|(i, r)| {
-            let op = match r.opcode {
-                OPCODE_READ => Op::Read,
-                OPCODE_WRITE => Op::Write,
-                other => {
-                    return Err(invalid(format!(
-                        "entries[{i}].opcode is {other}, not OPCODE_READ or OPCODE_WRITE"
-                    )))
-                }
-            };
             Ok(TransferRequest {
-                op,
+                op: op_of(i, r.opcode)?,
                 source: r.source as u64,
                 target_id: segment_id(r.target_id)?,
                 target_offset: r.target_offset,
                 length: r.length,
             })
         })
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect::<Result<Vec<_>, FfiError>>()?;
     Ok((reqs, pins))
 }
 

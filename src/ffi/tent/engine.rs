@@ -9,6 +9,7 @@ use crate::ffi::args::{fill_c_array, require_out, write_truncated};
 use crate::ffi::boundary::ffi_boundary;
 use crate::ffi::engines::ENGINES;
 use crate::ffi::fail::invalid;
+use crate::ffi::te::engine::report_nic_loads;
 use crate::ffi::tent_types::*;
 use crate::te::TransferEngine;
 use std::ffi::{c_char, c_int};
@@ -124,18 +125,16 @@ pub unsafe extern "C" fn tent_get_nic_load_stats(
         if stats.is_null() || count.is_null() {
             return Err(invalid("stats and count must not be NULL"));
         }
-        let loads = e.rdma().map(|r| r.nic_loads()).unwrap_or_default();
-        // SAFETY: count is readable and writable, per the contract.
-        let room = unsafe { *count };
-        for (i, (name, inflight, bps)) in loads.iter().take(room).enumerate() {
-            // SAFETY: entries below *count are writable, per the contract.
-            let slot = unsafe { &mut *stats.add(i) };
-            fill_c_array(&mut slot.device_name, name);
-            slot.inflight_bytes = *inflight;
-            slot.ewma_bandwidth_bps = *bps;
-        }
-        // SAFETY: as above.
-        unsafe { *count = loads.len() };
+        // SAFETY: `*count` writable entries at `stats` and a writable count, per the
+        // contract.
+        unsafe {
+            report_nic_loads(&e, count, |i, name, inflight, bps| {
+                let slot = &mut *stats.add(i);
+                fill_c_array(&mut slot.device_name, name);
+                slot.inflight_bytes = inflight;
+                slot.ewma_bandwidth_bps = bps;
+            })
+        };
         Ok(0)
     })
 }

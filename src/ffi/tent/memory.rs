@@ -158,6 +158,27 @@ fn register(e: &TransferEngine, addrs: &[*mut c_void], sizes: &[usize]) -> Resul
     Ok(0)
 }
 
+/// Registers the `count` regions of two C arrays (none: nothing to do).
+///
+/// # Safety
+/// `addrs` and `sizes` must be NULL or hold `count` entries.
+unsafe fn register_arrays(
+    engine: tent_engine_t,
+    addrs: *mut *mut c_void,
+    sizes: *mut usize,
+    count: usize,
+) -> Result<c_int, FfiError> {
+    let e = ENGINES.get(engine)?;
+    // SAFETY: count entries each, per the contract.
+    let addrs = unsafe { c_slice(addrs.cast_const(), count, "addrs") }?;
+    // SAFETY: as above.
+    let sizes = unsafe { c_slice(sizes.cast_const(), count, "sizes") }?;
+    if count == 0 {
+        return Ok(0);
+    }
+    register(&e, addrs, sizes)
+}
+
 /// Registers `[addr, addr + size)` for transfers (peers may read and write it).
 /// Returns 0 or -1 (zero size, overlap with a registered region).
 ///
@@ -228,17 +249,8 @@ pub unsafe extern "C" fn tent_register_memory_batch(
     permission: c_int,
 ) -> c_int {
     let _ = permission;
-    ffi_boundary!({
-        let e = ENGINES.get(engine)?;
-        // SAFETY: count entries each, per the contract.
-        let addrs = unsafe { c_slice(addrs.cast_const(), count, "addrs") }?;
-        // SAFETY: as above.
-        let sizes = unsafe { c_slice(sizes.cast_const(), count, "sizes") }?;
-        if count == 0 {
-            return Ok(0);
-        }
-        register(&e, addrs, sizes)
-    })
+    // SAFETY: `count` entries at each array or NULL, per the contract.
+    ffi_boundary!({ unsafe { register_arrays(engine, addrs, sizes, count) } })
 }
 
 /// tent_register_memory_batch with options (accepted).
@@ -254,16 +266,9 @@ pub unsafe extern "C" fn tent_register_memory_batch_ex(
     opts: *mut tent_memory_options_t,
 ) -> c_int {
     ffi_boundary!({
-        let e = ENGINES.get(engine)?;
         require_out(opts, "opts")?;
-        // SAFETY: count entries each, per the contract.
-        let addrs = unsafe { c_slice(addrs.cast_const(), count, "addrs") }?;
-        // SAFETY: as above.
-        let sizes = unsafe { c_slice(sizes.cast_const(), count, "sizes") }?;
-        if count == 0 {
-            return Ok(0);
-        }
-        register(&e, addrs, sizes)
+        // SAFETY: `count` entries at each array or NULL, per the contract.
+        unsafe { register_arrays(engine, addrs, sizes, count) }
     })
 }
 
