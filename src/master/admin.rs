@@ -7,7 +7,7 @@
 use super::admin_runtime::RuntimeView;
 use super::kv_events::KvEvents;
 use super::tenants::TenantSnapshot;
-use super::MasterService;
+use super::{MasterService, RpcMetric};
 use crate::runtime::http_server::{HttpHandler, HttpReply};
 use crate::wire::master_api::{ErrorCode, ReplicaDescriptor, ReplicaLocation};
 use percent_encoding::percent_decode_str;
@@ -361,13 +361,43 @@ fn prometheus(master: &MasterService) -> String {
     let metrics = master.metrics();
     for rpc in &metrics.rpcs {
         let name = snake(rpc.name);
-        let _ = writeln!(out, "# TYPE master_{name}_requests_total counter");
-        let _ = writeln!(out, "master_{name}_requests_total {}", rpc.requests);
-        let _ = writeln!(out, "# TYPE master_{name}_failures_total counter");
-        let _ = writeln!(out, "master_{name}_failures_total {}", rpc.failures);
+        // Upstream counts batch upserts with the batch puts.
+        let upsert = rpc
+            .name
+            .strip_prefix("BatchPut")
+            .and_then(|rest| metrics.rpc(&format!("BatchUpsert{rest}")));
+        let with_upsert = |f: fn(&RpcMetric) -> u64| f(rpc) + upsert.as_ref().map_or(0, f);
+        let mut families = vec![
+            ("requests", with_upsert(|m| m.requests)),
+            ("failures", with_upsert(|m| m.failures)),
+        ];
+        if rpc.name.starts_with("Batch") {
+            families.extend([
+                ("partial_successes", with_upsert(|m| m.partial_successes)),
+                ("items", with_upsert(|m| m.items)),
+                ("failed_items", with_upsert(|m| m.failed_items)),
+            ]);
+        }
+        for (family, value) in families {
+            let _ = writeln!(out, "# TYPE master_{name}_{family}_total counter");
+            let _ = writeln!(out, "master_{name}_{family}_total {value}");
+        }
     }
     let _ = writeln!(out, "# TYPE master_eviction_runs_total counter");
     let _ = writeln!(out, "master_eviction_runs_total {}", metrics.eviction_runs);
+    // Upstream's names for the same runs.
+    let _ = writeln!(out, "# TYPE master_attempted_evictions_total counter");
+    let _ = writeln!(
+        out,
+        "master_attempted_evictions_total {}",
+        metrics.eviction_runs
+    );
+    let _ = writeln!(out, "# TYPE master_successful_evictions_total counter");
+    let _ = writeln!(
+        out,
+        "master_successful_evictions_total {}",
+        metrics.successful_evictions
+    );
     let _ = writeln!(out, "# TYPE master_evicted_key_count counter");
     let _ = writeln!(out, "master_evicted_key_count {}", metrics.evicted_objects);
     let _ = writeln!(out, "# TYPE master_put_room_evictions_total counter");

@@ -130,6 +130,18 @@ impl Eviction {
     /// returns whether anything was evicted or released.
     pub(super) fn batch_evict(&self, target: f64, lower: f64, now: u64) -> bool {
         self.t.metrics.eviction_runs.fetch_add(1, Ordering::Relaxed);
+        let made_room = self.evict_run(target, lower, now);
+        if made_room {
+            self.t
+                .metrics
+                .successful_evictions
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        made_room
+    }
+
+    /// The body of [`Eviction::batch_evict`].
+    fn evict_run(&self, target: f64, lower: f64, now: u64) -> bool {
         self.disk.refill_offload_budget();
         let Census { base, no_pin, soft } = self.census(now);
         if base == 0 {

@@ -15,10 +15,16 @@ const RPC_COUNT: usize = Rpc::ALL.len();
 pub struct RpcMetric {
     /// Upstream method name, e.g. `"PutStart"`.
     pub name: &'static str,
-    /// Requests served (batch RPCs count one per item).
+    /// Requests served (a batch call counts once).
     pub requests: u64,
-    /// Requests (items) that returned an error.
+    /// Requests that returned an error (a batch: every item failed, or the call did).
     pub failures: u64,
+    /// Batch calls where some items failed and some did not.
+    pub partial_successes: u64,
+    /// Items of batch calls.
+    pub items: u64,
+    /// Items of batch calls that failed.
+    pub failed_items: u64,
 }
 
 /// A snapshot of the master's counters.
@@ -28,6 +34,8 @@ pub struct MasterMetrics {
     pub rpcs: Vec<RpcMetric>,
     /// Eviction runs (triggered by the watermark or an allocation failure).
     pub eviction_runs: u64,
+    /// Eviction runs that evicted or released something.
+    pub successful_evictions: u64,
     /// Objects evicted in total.
     pub evicted_objects: u64,
     /// PutStart/UpsertStart placements that found no space (each retry counts).
@@ -53,7 +61,11 @@ impl MasterMetrics {
 pub(crate) struct Metrics {
     requests: [AtomicU64; RPC_COUNT],
     failures: [AtomicU64; RPC_COUNT],
+    partial_successes: [AtomicU64; RPC_COUNT],
+    items: [AtomicU64; RPC_COUNT],
+    failed_items: [AtomicU64; RPC_COUNT],
     pub eviction_runs: AtomicU64,
+    pub successful_evictions: AtomicU64,
     pub evicted_objects: AtomicU64,
     pub alloc_failures: AtomicU64,
     pub room_evictions: AtomicU64,
@@ -68,7 +80,11 @@ impl Default for Metrics {
         Metrics {
             requests: zeros(),
             failures: zeros(),
+            partial_successes: zeros(),
+            items: zeros(),
+            failed_items: zeros(),
             eviction_runs: AtomicU64::new(0),
+            successful_evictions: AtomicU64::new(0),
             evicted_objects: AtomicU64::new(0),
             alloc_failures: AtomicU64::new(0),
             room_evictions: AtomicU64::new(0),
@@ -82,14 +98,25 @@ impl Default for Metrics {
 impl Metrics {
     /// Counts one request of `rpc`.
     pub fn record(&self, rpc: Rpc, ok: bool) {
-        self.record_n(rpc, 1, u64::from(!ok));
+        let i = rpc as usize;
+        self.requests[i].fetch_add(1, Ordering::Relaxed);
+        if !ok {
+            self.failures[i].fetch_add(1, Ordering::Relaxed);
+        }
     }
 
-    /// Counts `total` items of `rpc`, `failed` of which failed.
-    pub fn record_n(&self, rpc: Rpc, total: u64, failed: u64) {
-        self.requests[rpc as usize].fetch_add(total, Ordering::Relaxed);
-        if failed > 0 {
-            self.failures[rpc as usize].fetch_add(failed, Ordering::Relaxed);
+    /// Counts one batch call of `rpc` with `total` items, `failed` of which failed,
+    /// as upstream does: a failure when every item failed (an empty batch too), a
+    /// partial success when some did.
+    pub fn record_batch(&self, rpc: Rpc, total: u64, failed: u64) {
+        let i = rpc as usize;
+        self.requests[i].fetch_add(1, Ordering::Relaxed);
+        self.items[i].fetch_add(total, Ordering::Relaxed);
+        self.failed_items[i].fetch_add(failed, Ordering::Relaxed);
+        if failed == total {
+            self.failures[i].fetch_add(1, Ordering::Relaxed);
+        } else if failed > 0 {
+            self.partial_successes[i].fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -103,9 +130,13 @@ impl Metrics {
                     name: rpc.name(),
                     requests: self.requests[i].load(Ordering::Relaxed),
                     failures: self.failures[i].load(Ordering::Relaxed),
+                    partial_successes: self.partial_successes[i].load(Ordering::Relaxed),
+                    items: self.items[i].load(Ordering::Relaxed),
+                    failed_items: self.failed_items[i].load(Ordering::Relaxed),
                 })
                 .collect(),
             eviction_runs: self.eviction_runs.load(Ordering::Relaxed),
+            successful_evictions: self.successful_evictions.load(Ordering::Relaxed),
             evicted_objects: self.evicted_objects.load(Ordering::Relaxed),
             alloc_failures: self.alloc_failures.load(Ordering::Relaxed),
             room_evictions: self.room_evictions.load(Ordering::Relaxed),

@@ -404,7 +404,7 @@ impl MasterService {
         v: Vec<MasterResult<T>>,
     ) -> MasterResult<Vec<MasterResult<T>>> {
         let failed = v.iter().filter(|r| r.is_err()).count() as u64;
-        self.t.metrics.record_n(rpc, v.len() as u64, failed);
+        self.t.metrics.record_batch(rpc, v.len() as u64, failed);
         Ok(v)
     }
 }
@@ -426,8 +426,9 @@ impl rpc_server::ConnectionEvents for MasterService {
 }
 
 /// One row of the RPC table as the counting wrapper around its handler: the
-/// `master_<rpc>_requests_total` / `_failures_total` counters (a batch counts each
-/// input; a batch that failed as a whole counts once).
+/// `master_<rpc>_requests_total` / `_failures_total` counters (a batch call counts
+/// once, with its items in `_items_total` / `_failed_items_total`; a batch that failed
+/// as a whole counts as one failure).
 macro_rules! counted_row {
     ($handlers:ident, { $(#[$doc:meta])* $m:ident: $args:ty => $wret:ty;
        [$kind:ident $($count:ident)? $(, $default:ident)?]

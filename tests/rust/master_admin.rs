@@ -128,6 +128,28 @@ fn admin_routes_reflect_master_state() {
         "{metrics}"
     );
     assert!(metrics.contains(r#"segment_allocated_bytes{segment="127.0.0.1:12345"}"#));
+    // Batch RPCs count as upstream's: one request per call, its items apart, a call
+    // where every item failed as a failure, one where some did as a partial success.
+    let keys = |k: &[&str]| k.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let got = master
+        .batch_get_replica_list(&keys(&["key one", "missing"]), T)
+        .unwrap();
+    assert!(got[0].is_ok() && got[1].is_err());
+    master
+        .batch_get_replica_list(&keys(&["missing", "absent"]), T)
+        .unwrap();
+    let (_, metrics) = get(&server, "/metrics");
+    for line in [
+        "master_batch_get_replica_list_requests_total 2",
+        "master_batch_get_replica_list_items_total 4",
+        "master_batch_get_replica_list_failed_items_total 3",
+        "master_batch_get_replica_list_partial_successes_total 1",
+        "master_batch_get_replica_list_failures_total 1",
+        "master_attempted_evictions_total 0",
+        "master_successful_evictions_total 0",
+    ] {
+        assert!(metrics.contains(line), "{line} missing from\n{metrics}");
+    }
     let (_, summary) = get(&server, "/metrics/summary");
     assert!(summary.contains("Keys: 1"), "{summary}");
     let (_, detail) = get(&server, "/get_segments_detail");

@@ -526,6 +526,16 @@ fn eviction_takes_the_oldest_unread_puts_first() {
         .map(|i| m.exist_key(&format!("w{i:02}"), T).unwrap())
         .collect();
     assert_eq!(kept, (0..40).map(|i| i >= 10).collect::<Vec<_>>());
+    let before = m.metrics();
+    assert!(before.successful_evictions >= 1 && before.evicted_objects >= 10);
+    assert!(before.eviction_runs >= before.successful_evictions);
+    // A run with nothing left to evict is attempted, not successful (an empty table
+    // gives no run anything to evict or release).
+    m.remove_all(true, T).unwrap();
+    m.evict_now(0.25);
+    let after = m.metrics();
+    assert!(after.eviction_runs > before.eviction_runs);
+    assert_eq!(after.successful_evictions, before.successful_evictions);
 }
 
 #[test]
