@@ -400,6 +400,8 @@ fn prometheus(master: &MasterService) -> String {
     );
     let _ = writeln!(out, "# TYPE master_evicted_key_count counter");
     let _ = writeln!(out, "master_evicted_key_count {}", metrics.evicted_objects);
+    let _ = writeln!(out, "# TYPE master_evicted_size_bytes counter");
+    let _ = writeln!(out, "master_evicted_size_bytes {}", metrics.evicted_bytes);
     let _ = writeln!(out, "# TYPE master_put_room_evictions_total counter");
     let _ = writeln!(
         out,

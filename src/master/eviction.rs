@@ -331,6 +331,11 @@ impl Eviction {
             }
         }
         let bufs = o.take_replicas(|r| r.is_readable());
+        let bytes = bufs.iter().fold(0u64, |sum, b| sum.saturating_add(b.size));
+        self.t
+            .metrics
+            .evicted_bytes
+            .fetch_add(bytes, Ordering::Relaxed);
         if on_disk {
             self.t
                 .metrics

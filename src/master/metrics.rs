@@ -38,6 +38,8 @@ pub struct MasterMetrics {
     pub successful_evictions: u64,
     /// Objects evicted in total.
     pub evicted_objects: u64,
+    /// Bytes of memory replicas freed by eviction.
+    pub evicted_bytes: u64,
     /// PutStart/UpsertStart placements that found no space (each retry counts).
     pub alloc_failures: u64,
     /// Times a write evicted to make room for itself.
@@ -67,6 +69,7 @@ pub(crate) struct Metrics {
     pub eviction_runs: AtomicU64,
     pub successful_evictions: AtomicU64,
     pub evicted_objects: AtomicU64,
+    pub evicted_bytes: AtomicU64,
     pub alloc_failures: AtomicU64,
     pub room_evictions: AtomicU64,
     pub offload_queued: AtomicU64,
@@ -86,6 +89,7 @@ impl Default for Metrics {
             eviction_runs: AtomicU64::new(0),
             successful_evictions: AtomicU64::new(0),
             evicted_objects: AtomicU64::new(0),
+            evicted_bytes: AtomicU64::new(0),
             alloc_failures: AtomicU64::new(0),
             room_evictions: AtomicU64::new(0),
             offload_queued: AtomicU64::new(0),
@@ -138,6 +142,7 @@ impl Metrics {
             eviction_runs: self.eviction_runs.load(Ordering::Relaxed),
             successful_evictions: self.successful_evictions.load(Ordering::Relaxed),
             evicted_objects: self.evicted_objects.load(Ordering::Relaxed),
+            evicted_bytes: self.evicted_bytes.load(Ordering::Relaxed),
             alloc_failures: self.alloc_failures.load(Ordering::Relaxed),
             room_evictions: self.room_evictions.load(Ordering::Relaxed),
             offload_queued: self.offload_queued.load(Ordering::Relaxed),

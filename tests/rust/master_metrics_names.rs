@@ -33,7 +33,6 @@ const ABSENT: &[(&str, &str)] = &[
     ("ha_pending_mutation_queue_size", HA_OPLOG),
     ("ha_standby_state", HA_OPLOG),
     ("master_allocated_file_size_bytes", REFUSED_TIERS),
-    ("master_evicted_size_bytes", NOT_YET),
     ("master_nof_allocated_bytes", REFUSED_TIERS),
     ("master_promotion_admitted_total", PROMOTION),
     ("master_promotion_cancelled_total", PROMOTION),

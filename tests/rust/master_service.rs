@@ -528,6 +528,7 @@ fn eviction_takes_the_oldest_unread_puts_first() {
     assert_eq!(kept, (0..40).map(|i| i >= 10).collect::<Vec<_>>());
     let before = m.metrics();
     assert!(before.successful_evictions >= 1 && before.evicted_objects >= 10);
+    assert!(before.evicted_bytes >= 10 * 1024, "{before:?}");
     assert!(before.eviction_runs >= before.successful_evictions);
     // A run with nothing left to evict is attempted, not successful (an empty table
     // gives no run anything to evict or release).
