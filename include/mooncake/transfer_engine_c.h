@@ -43,7 +43,8 @@
 #define STATUS_INVALID 2
 
 /**
- * Never reported by this engine.
+ * A task cancelled through the TENT API (`tent_cancel_task`) before all of it moved;
+ * terminal. Never reported otherwise.
  */
 #define STATUS_CANCELED 3
 

@@ -62,7 +62,8 @@ pub const STATUS_WAITING: c_int = 0;
 pub const STATUS_PENDING: c_int = 1;
 /// Never reported by this engine.
 pub const STATUS_INVALID: c_int = 2;
-/// Never reported by this engine.
+/// A task cancelled through the TENT API (`tent_cancel_task`) before all of it moved;
+/// terminal. Never reported otherwise.
 pub const STATUS_CANCELED: c_int = 3;
 /// Task finished; every byte is at the destination.
 pub const STATUS_COMPLETED: c_int = 4;

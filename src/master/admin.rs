@@ -402,6 +402,26 @@ fn prometheus(master: &MasterService) -> String {
     let _ = writeln!(out, "master_evicted_key_count {}", metrics.evicted_objects);
     let _ = writeln!(out, "# TYPE master_evicted_size_bytes counter");
     let _ = writeln!(out, "master_evicted_size_bytes {}", metrics.evicted_bytes);
+    for (name, kind, value) in [
+        (
+            "master_put_start_discard_cnt",
+            "counter",
+            metrics.put_start_discards,
+        ),
+        (
+            "master_put_start_release_cnt",
+            "counter",
+            metrics.put_start_releases,
+        ),
+        (
+            "master_put_start_discarded_staging_size",
+            "gauge",
+            metrics.discarded_staging_bytes,
+        ),
+    ] {
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        let _ = writeln!(out, "{name} {value}");
+    }
     let _ = writeln!(out, "# TYPE master_put_room_evictions_total counter");
     let _ = writeln!(
         out,

@@ -331,7 +331,7 @@ impl Eviction {
             }
         }
         let bufs = o.take_replicas(|r| r.is_readable());
-        let bytes = bufs.iter().fold(0u64, |sum, b| sum.saturating_add(b.size));
+        let bytes = buffer_bytes(&bufs);
         self.t
             .metrics
             .evicted_bytes
@@ -402,6 +402,9 @@ impl Eviction {
         );
         self.t.segments.release(freed);
         if !zombies.is_empty() {
+            for (bufs, _) in &zombies {
+                self.count_discarded(bufs);
+            }
             self.discarded.lock().extend(zombies);
         }
     }
@@ -409,8 +412,18 @@ impl Eviction {
     /// Parks `bufs` until `release_at` (ns).
     pub(super) fn discard(&self, bufs: Vec<Buffer>, release_at: u64) {
         if !bufs.is_empty() {
+            self.count_discarded(&bufs);
             self.discarded.lock().push((bufs, release_at));
         }
+    }
+
+    /// Counts the buffers of one discarded put (`master_put_start_discard_cnt` and the
+    /// staging bytes they hold until released).
+    fn count_discarded(&self, bufs: &[Buffer]) {
+        let m = &self.t.metrics;
+        m.put_start_discards.fetch_add(1, Ordering::Relaxed);
+        m.discarded_staging_bytes
+            .fetch_add(buffer_bytes(bufs), Ordering::Relaxed);
     }
 
     /// Frees discarded buffers whose release time has come; returns how many parked
@@ -426,11 +439,21 @@ impl Eviction {
             due
         };
         let n = due.len();
+        let bytes = due.iter().fold(0u64, |sum, (b, _)| sum + buffer_bytes(b));
+        let m = &self.t.metrics;
+        m.put_start_releases.fetch_add(n as u64, Ordering::Relaxed);
+        m.discarded_staging_bytes
+            .fetch_sub(bytes, Ordering::Relaxed);
         self.t
             .segments
             .release(due.into_iter().flat_map(|(b, _)| b));
         n
     }
+}
+
+/// Total size of `bufs`.
+fn buffer_bytes(bufs: &[Buffer]) -> u64 {
+    bufs.iter().fold(0u64, |sum, b| sum.saturating_add(b.size))
 }
 
 /// Whether `o`'s memory replicas may be evicted now (`ttl`: the lease TTL): not while

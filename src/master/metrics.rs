@@ -40,6 +40,12 @@ pub struct MasterMetrics {
     pub evicted_objects: u64,
     /// Bytes of memory replicas freed by eviction.
     pub evicted_bytes: u64,
+    /// Puts whose buffers were discarded (preempted or expired while processing).
+    pub put_start_discards: u64,
+    /// Discarded puts whose buffers were released.
+    pub put_start_releases: u64,
+    /// Bytes held by discarded puts not yet released.
+    pub discarded_staging_bytes: u64,
     /// PutStart/UpsertStart placements that found no space (each retry counts).
     pub alloc_failures: u64,
     /// Times a write evicted to make room for itself.
@@ -70,6 +76,9 @@ pub(crate) struct Metrics {
     pub successful_evictions: AtomicU64,
     pub evicted_objects: AtomicU64,
     pub evicted_bytes: AtomicU64,
+    pub put_start_discards: AtomicU64,
+    pub put_start_releases: AtomicU64,
+    pub discarded_staging_bytes: AtomicU64,
     pub alloc_failures: AtomicU64,
     pub room_evictions: AtomicU64,
     pub offload_queued: AtomicU64,
@@ -90,6 +99,9 @@ impl Default for Metrics {
             successful_evictions: AtomicU64::new(0),
             evicted_objects: AtomicU64::new(0),
             evicted_bytes: AtomicU64::new(0),
+            put_start_discards: AtomicU64::new(0),
+            put_start_releases: AtomicU64::new(0),
+            discarded_staging_bytes: AtomicU64::new(0),
             alloc_failures: AtomicU64::new(0),
             room_evictions: AtomicU64::new(0),
             offload_queued: AtomicU64::new(0),
@@ -143,6 +155,9 @@ impl Metrics {
             successful_evictions: self.successful_evictions.load(Ordering::Relaxed),
             evicted_objects: self.evicted_objects.load(Ordering::Relaxed),
             evicted_bytes: self.evicted_bytes.load(Ordering::Relaxed),
+            put_start_discards: self.put_start_discards.load(Ordering::Relaxed),
+            put_start_releases: self.put_start_releases.load(Ordering::Relaxed),
+            discarded_staging_bytes: self.discarded_staging_bytes.load(Ordering::Relaxed),
             alloc_failures: self.alloc_failures.load(Ordering::Relaxed),
             room_evictions: self.room_evictions.load(Ordering::Relaxed),
             offload_queued: self.offload_queued.load(Ordering::Relaxed),

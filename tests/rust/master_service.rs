@@ -315,6 +315,13 @@ fn already_exists_preemption_and_zombie_release() {
         m.get_replica_list("dangling", T).unwrap_err(),
         ErrorCode::OBJECT_NOT_FOUND
     );
+    // Both were counted as discarded, then released; nothing stays staged.
+    let metrics = m.metrics();
+    assert!(metrics.put_start_discards >= 2, "{metrics:?}");
+    assert!(metrics.put_start_releases >= 2, "{metrics:?}");
+    wait_until("no discarded bytes left", LONG, || {
+        m.metrics().discarded_staging_bytes == 0
+    });
 }
 
 #[test]
