@@ -8,6 +8,15 @@ use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, Atomi
 use std::sync::Arc;
 use std::time::Instant;
 
+/// Bumped by every [`Task::cancel`] (after the task's flag is set): a transport
+/// holding queued slices scans them for cancelled tasks only when it moved.
+static CANCEL_EPOCH: AtomicU64 = AtomicU64::new(0);
+
+/// The process's cancellation epoch: changes whenever some task was cancelled.
+pub fn cancel_epoch() -> u64 {
+    CANCEL_EPOCH.load(Ordering::Acquire)
+}
+
 code_enum! {
     /// Upstream's task status values (`STATUS_*`).
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,6 +143,7 @@ impl Task {
     /// task ends CANCELED if any was dropped (those already moving still finish).
     pub fn cancel(&self) {
         self.cancel_requested.store(true, Ordering::Release);
+        CANCEL_EPOCH.fetch_add(1, Ordering::Release);
     }
 
     /// Whether [`Task::cancel`] was called: a transport drops a slice it has not

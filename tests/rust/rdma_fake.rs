@@ -228,6 +228,53 @@ fn a_lost_completion_is_detected_and_the_request_retried() {
 }
 
 #[test]
+fn a_cancelled_task_loses_only_the_slices_not_yet_posted() {
+    let fabric = Fabric::new();
+    let p = Pair::new(&fabric, 1 << 20, |c| {
+        c.rdma.qp_per_endpoint = 1;
+        c.rdma.max_wr = 4;
+        c.rdma.slice_size = 4096;
+        c.rdma.completion_timeout = Duration::from_secs(600);
+    });
+    // Posted requests wait on the "link": the queue pairs fill up and the worker
+    // keeps the rest of the 256 slices queued.
+    fabric.hold();
+    let batch = p.initiator.allocate_batch(1);
+    p.initiator
+        .submit(
+            batch,
+            &[req(Op::Write, p.laddr(), p.id, p.raddr(), 1 << 20)],
+        )
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while fabric.held() == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let posted = fabric.held();
+    assert!(posted > 0, "nothing was posted");
+    p.initiator.cancel_task(batch, 0).unwrap();
+    fabric.release();
+    assert_eq!(wait(&p.initiator, batch, 1), vec![TaskStatus::Canceled]);
+    // Every slice either arrived whole or was never sent; only those posted before
+    // the cancel (the queue pairs' room) arrived.
+    let mut arrived = 0;
+    for (remote, local) in p.remote.chunks(4096).zip(p.local.chunks(4096)) {
+        if remote == local {
+            arrived += 1;
+        } else {
+            assert!(remote.iter().all(|b| *b == 0), "a slice arrived in part");
+        }
+    }
+    assert!(
+        arrived >= posted,
+        "{arrived} slices arrived, {posted} were posted"
+    );
+    assert!(arrived < 256, "every slice arrived: nothing was dropped");
+    assert_eq!(fabric.held(), 0);
+    p.initiator.free_batch(batch).unwrap();
+}
+
+#[test]
 fn reordered_completions_settle_the_right_tasks() {
     let fabric = Fabric::new();
     fabric.set_reorder(true);

@@ -171,34 +171,43 @@ pub unsafe extern "C" fn getNicLoadStats(
         let e = ENGINES.get(engine)?;
         // SAFETY: `*count` writable entries at `stats` and a writable count, per the
         // contract.
-        unsafe {
-            report_nic_loads(&e, count, |i, name, inflight, bps| {
-                let slot = &mut *stats.add(i);
-                fill_c_array(&mut slot.device_name, name);
-                slot.inflight_bytes = inflight;
-                slot.ewma_bandwidth_bps = bps;
-            })
-        };
+        unsafe { report_nic_loads(&e, stats, count) };
         Ok(0)
     })
 }
 
-/// Hands `write` each NIC's load (index, device name, bytes in flight, bytes per
-/// second), for the first `*count` NICs, then sets `*count` to the number of NICs.
+/// A C struct that holds one NIC's load (the classic and the TENT API each have one).
+pub(crate) trait NicLoadSlot {
+    /// Stores the device name (truncated, NUL-terminated), bytes in flight and
+    /// bytes per second.
+    fn fill(&mut self, name: &str, inflight_bytes: u64, bandwidth_bps: f64);
+}
+
+impl NicLoadSlot for nic_load_stat_t {
+    fn fill(&mut self, name: &str, inflight_bytes: u64, bandwidth_bps: f64) {
+        fill_c_array(&mut self.device_name, name);
+        self.inflight_bytes = inflight_bytes;
+        self.ewma_bandwidth_bps = bandwidth_bps;
+    }
+}
+
+/// Fills the first `*count` entries of `stats` with each NIC's load, then sets
+/// `*count` to the number of NICs.
 ///
 /// # Safety
-/// `count` must be readable and writable; `write` is called only with indexes below
-/// the `*count` read on entry.
-pub(crate) unsafe fn report_nic_loads(
+/// `count` must be readable and writable; `stats` valid for the `*count` entries
+/// read on entry.
+pub(crate) unsafe fn report_nic_loads<S: NicLoadSlot>(
     e: &TransferEngine,
+    stats: *mut S,
     count: *mut usize,
-    mut write: impl FnMut(usize, &str, u64, f64),
 ) {
     let loads = e.rdma().map(|r| r.nic_loads()).unwrap_or_default();
     // SAFETY: readable, per the contract.
     let room = unsafe { *count };
     for (i, (name, inflight, bps)) in loads.iter().take(room).enumerate() {
-        write(i, name, *inflight, *bps);
+        // SAFETY: `i < room`, and `stats` holds `room` entries, per the contract.
+        unsafe { (*stats.add(i)).fill(name, *inflight, *bps) };
     }
     // SAFETY: writable, per the contract.
     unsafe { *count = loads.len() };

@@ -9,7 +9,7 @@ use crate::ffi::args::{fill_c_array, require_out, write_truncated};
 use crate::ffi::boundary::ffi_boundary;
 use crate::ffi::engines::ENGINES;
 use crate::ffi::fail::invalid;
-use crate::ffi::te::engine::report_nic_loads;
+use crate::ffi::te::engine::{report_nic_loads, NicLoadSlot};
 use crate::ffi::tent_types::*;
 use crate::te::TransferEngine;
 use std::ffi::{c_char, c_int};
@@ -127,14 +127,15 @@ pub unsafe extern "C" fn tent_get_nic_load_stats(
         }
         // SAFETY: `*count` writable entries at `stats` and a writable count, per the
         // contract.
-        unsafe {
-            report_nic_loads(&e, count, |i, name, inflight, bps| {
-                let slot = &mut *stats.add(i);
-                fill_c_array(&mut slot.device_name, name);
-                slot.inflight_bytes = inflight;
-                slot.ewma_bandwidth_bps = bps;
-            })
-        };
+        unsafe { report_nic_loads(&e, stats, count) };
         Ok(0)
     })
+}
+
+impl NicLoadSlot for tent_nic_load_stat_t {
+    fn fill(&mut self, name: &str, inflight_bytes: u64, bandwidth_bps: f64) {
+        fill_c_array(&mut self.device_name, name);
+        self.inflight_bytes = inflight_bytes;
+        self.ewma_bandwidth_bps = bandwidth_bps;
+    }
 }

@@ -64,6 +64,27 @@ impl Fabric {
         self.state.lock().reorder = on;
     }
 
+    /// Holds every request posted from now on: it is accepted but neither runs nor
+    /// completes until [`Fabric::release`], so queue pairs fill up as on a stalled
+    /// link and the transport keeps what does not fit queued.
+    pub fn hold(&self) {
+        self.state.lock().holding = true;
+    }
+
+    /// Requests posted and held by [`Fabric::hold`], not yet run.
+    pub fn held(&self) -> usize {
+        self.state.lock().held.len()
+    }
+
+    /// Stops holding and runs the held requests in the order they were posted.
+    pub fn release(&self) {
+        let mut s = self.state.lock();
+        s.holding = false;
+        for (qp, wr) in std::mem::take(&mut s.held) {
+            run_posted(&mut s, qp, &wr);
+        }
+    }
+
     /// Moves every queue pair of `device` to the error state (a NIC reset).
     pub fn break_device(&self, device: &str) {
         let mut s = self.state.lock();
@@ -435,44 +456,57 @@ impl Verbs for FakeVerbs {
                 Self::err("ibv_post_send", libc::EINVAL, "QP not ready to send"),
             ));
         }
-        let (cq, pd, qp_num, remote) = (q.cq, q.pd, q.qp_num, q.remote);
         for wr in wrs {
             s.posted += 1;
-            let mut status = wc::SUCCESS;
-            let mut lost = false;
-            let errored = s.qps.get(&qp.0).is_some_and(|q| q.state == QpState::Error);
-            if errored {
-                status = wc::WR_FLUSH_ERR;
+            if s.holding {
+                s.held.push((qp.0, *wr));
             } else {
-                match s.faults.pop_front() {
-                    Some(Fault::RemoteAccess) => status = wc::REM_ACCESS_ERR,
-                    Some(Fault::RetryExceeded) => status = wc::RETRY_EXC_ERR,
-                    Some(Fault::QpError) => status = wc::WR_FLUSH_ERR,
-                    Some(Fault::LostCompletion) => lost = true,
-                    None => {}
-                }
-            }
-            if status == wc::SUCCESS {
-                status = execute(&s, pd, remote, wr);
-            }
-            if status != wc::SUCCESS {
-                if let Some(q) = s.qps.get_mut(&qp.0) {
-                    q.state = QpState::Error;
-                }
-            }
-            if (wr.signaled || status != wc::SUCCESS) && !lost {
-                deliver(
-                    &mut s,
-                    cq,
-                    Completion {
-                        wr_id: wr.wr_id,
-                        status,
-                        qp_num,
-                        vendor_err: 0,
-                    },
-                );
+                run_posted(&mut s, qp.0, wr);
             }
         }
         Ok(())
+    }
+}
+
+/// Carries out one request posted on queue pair `qp` (meeting the next injected
+/// fault, if any) and delivers its completion when it has one.
+fn run_posted(s: &mut State, qp: u64, wr: &WorkRequest) {
+    let Some(q) = s.qps.get(&qp) else {
+        return;
+    };
+    let (cq, pd, qp_num, remote, errored) =
+        (q.cq, q.pd, q.qp_num, q.remote, q.state == QpState::Error);
+    let mut status = wc::SUCCESS;
+    let mut lost = false;
+    if errored {
+        status = wc::WR_FLUSH_ERR;
+    } else {
+        match s.faults.pop_front() {
+            Some(Fault::RemoteAccess) => status = wc::REM_ACCESS_ERR,
+            Some(Fault::RetryExceeded) => status = wc::RETRY_EXC_ERR,
+            Some(Fault::QpError) => status = wc::WR_FLUSH_ERR,
+            Some(Fault::LostCompletion) => lost = true,
+            None => {}
+        }
+    }
+    if status == wc::SUCCESS {
+        status = execute(s, pd, remote, wr);
+    }
+    if status != wc::SUCCESS {
+        if let Some(q) = s.qps.get_mut(&qp) {
+            q.state = QpState::Error;
+        }
+    }
+    if (wr.signaled || status != wc::SUCCESS) && !lost {
+        deliver(
+            s,
+            cq,
+            Completion {
+                wr_id: wr.wr_id,
+                status,
+                qp_num,
+                vendor_err: 0,
+            },
+        );
     }
 }

@@ -78,6 +78,10 @@ pub(super) struct State {
     pub(super) faults: VecDeque<Fault>,
     pub(super) reorder: bool,
     pub(super) posted: u64,
+    /// While set, posted requests wait in `held` instead of running.
+    pub(super) holding: bool,
+    /// Requests posted while holding: (QP id, request), in posting order.
+    pub(super) held: Vec<(u64, WorkRequest)>,
     /// Ranges `ibv_reg_mr` refuses (device memory without a peer-memory driver).
     pub(super) dmabuf_only: Vec<(u64, u64)>,
 }

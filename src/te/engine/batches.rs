@@ -82,21 +82,27 @@ impl TransferEngine {
     /// WAITING; with the bytes of the completed tasks. Every task is observed as
     /// [`TransferEngine::transfer_status`] observes it (a completion notify is sent).
     pub fn batch_status(&self, batch_id: u64) -> Result<(TaskStatus, u64)> {
-        let statuses = self.task_statuses(batch_id)?;
-        let any = |s: TaskStatus| statuses.iter().any(|(t, _)| *t == s);
-        let state = if any(TaskStatus::Failed) {
+        let count = self.inner.batches.get(batch_id)?.len();
+        let (mut failed, mut canceled, mut all_completed, mut bytes) = (false, false, true, 0u64);
+        for task in 0..count {
+            let (status, moved) = self.transfer_status(batch_id, task)?;
+            match status {
+                TaskStatus::Failed => failed = true,
+                TaskStatus::Canceled => canceled = true,
+                TaskStatus::Completed => bytes = bytes.saturating_add(moved),
+                _ => {}
+            }
+            all_completed &= status == TaskStatus::Completed;
+        }
+        let state = if failed {
             TaskStatus::Failed
-        } else if any(TaskStatus::Canceled) {
+        } else if canceled {
             TaskStatus::Canceled
-        } else if statuses.iter().all(|(t, _)| *t == TaskStatus::Completed) {
+        } else if all_completed {
             TaskStatus::Completed
         } else {
             TaskStatus::Waiting
         };
-        let bytes = statuses
-            .iter()
-            .filter(|(t, _)| *t == TaskStatus::Completed)
-            .fold(0u64, |sum, (_, b)| sum.saturating_add(*b));
         Ok((state, bytes))
     }
 

@@ -15,6 +15,7 @@ use super::slice::Slice;
 use super::worker_handle::{Msg, WorkerHandle};
 use super::worker_runs::{EpRun, QpRun};
 use crate::sys::verbs::{wc, Completion, Cq, RdmaOp, WorkRequest};
+use crate::te::batch::cancel_epoch;
 use crossbeam_channel::{Receiver, TryRecvError};
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::RawFd;
@@ -175,6 +176,7 @@ impl Worker {
                             qps: Vec::new(),
                             pending: VecDeque::new(),
                             connecting: false,
+                            cancel_seen: 0,
                         },
                     );
                 }
@@ -264,7 +266,9 @@ impl Worker {
             }
         }
         let mut posted_any = false;
-        if run.pending.iter().any(|s| s.task.cancel_requested()) {
+        let epoch = cancel_epoch();
+        if epoch != run.cancel_seen {
+            run.cancel_seen = epoch;
             // Slices of cancelled tasks that were never posted are dropped.
             let pending = std::mem::take(&mut run.pending);
             for s in pending {

@@ -25,4 +25,6 @@ pub(super) struct EpRun {
     pub(super) qps: Vec<QpRun>,
     pub(super) pending: VecDeque<Slice>,
     pub(super) connecting: bool,
+    /// The cancellation epoch of the last scan of `pending` for cancelled tasks.
+    pub(super) cancel_seen: u64,
 }
