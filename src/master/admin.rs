@@ -422,6 +422,87 @@ fn prometheus(master: &MasterService) -> String {
         let _ = writeln!(out, "# TYPE {name} {kind}");
         let _ = writeln!(out, "{name} {value}");
     }
+    let census = master.census();
+    for (name, kind, value) in [
+        (
+            "master_put_start_alloc_failures_total",
+            "counter",
+            metrics.put_start_alloc_failures,
+        ),
+        (
+            "master_put_start_partial_allocations_total",
+            "counter",
+            metrics.put_start_partial_allocations,
+        ),
+        ("master_soft_pin_key_count", "gauge", census.soft_pinned),
+        ("mem_cache_nums_", "gauge", census.in_memory),
+        ("file_cache_nums_", "gauge", census.on_disk),
+        ("total_get_nums_", "counter", metrics.gets),
+        ("valid_get_nums_", "counter", metrics.valid_gets),
+        ("mem_cache_hit_nums_", "counter", metrics.memory_hits),
+        (
+            "mem_cache_hit_bytes_total",
+            "counter",
+            metrics.memory_hit_bytes,
+        ),
+        ("file_cache_hit_nums_", "counter", metrics.disk_hits),
+        (
+            "file_cache_hit_bytes_total",
+            "counter",
+            metrics.disk_hit_bytes,
+        ),
+    ] {
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        let _ = writeln!(out, "{name} {value}");
+    }
+    let promotion = master.promotion_metrics();
+    for (name, kind, value) in [
+        ("master_promotion_in_flight", "gauge", promotion.in_flight),
+        (
+            "master_promotion_admitted_total",
+            "counter",
+            promotion.admitted,
+        ),
+        (
+            "master_promotion_completed_total",
+            "counter",
+            promotion.completed,
+        ),
+        (
+            "master_promotion_completed_bytes_total",
+            "counter",
+            promotion.completed_bytes,
+        ),
+        (
+            "master_promotion_expired_total",
+            "counter",
+            promotion.expired,
+        ),
+        ("master_promotion_failed_total", "counter", promotion.failed),
+        (
+            "master_promotion_cancelled_total",
+            "counter",
+            promotion.cancelled,
+        ),
+        (
+            "master_promotion_rejected_frequency_total",
+            "counter",
+            promotion.rejected_frequency,
+        ),
+        (
+            "master_promotion_rejected_watermark_total",
+            "counter",
+            promotion.rejected_watermark,
+        ),
+        (
+            "master_promotion_rejected_cap_total",
+            "counter",
+            promotion.rejected_cap,
+        ),
+    ] {
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        let _ = writeln!(out, "{name} {value}");
+    }
     let _ = writeln!(out, "# TYPE master_put_room_evictions_total counter");
     let _ = writeln!(
         out,

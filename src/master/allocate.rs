@@ -61,11 +61,15 @@ impl Tables {
             (bufs, view.names().len())
         });
         if bufs.is_empty() {
-            self.metrics.alloc_failures.fetch_add(1, Ordering::Relaxed);
             if names > 0 {
                 self.need_eviction.store(true, Ordering::Release);
             }
             return Err(ErrorCode::NO_AVAILABLE_HANDLE);
+        }
+        if bufs.len() < want {
+            self.metrics
+                .put_start_partial_allocations
+                .fetch_add(1, Ordering::Relaxed);
         }
         Ok(bufs
             .into_iter()

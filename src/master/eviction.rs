@@ -93,12 +93,7 @@ impl Eviction {
             self.t.sweep_dead_replicas();
         }
 
-        let cap = self.t.segments.total_capacity();
-        let used = if cap == 0 {
-            0.0
-        } else {
-            self.t.segments.allocated_bytes() as f64 / cap as f64
-        };
+        let used = self.t.segments.used_ratio();
         let hw = self.t.config.eviction_high_watermark_ratio;
         let ratio = self.t.config.eviction_ratio;
         let need = self.t.need_eviction.load(Ordering::Acquire);

@@ -128,6 +128,19 @@ pub struct LocalDiskSummary {
     pub capacity: i64,
 }
 
+/// What became of a promotion task offered to a client's queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Enqueued {
+    /// Queued for the client's next promotion heartbeat.
+    Queued,
+    /// The same task is queued already.
+    AlreadyQueued,
+    /// The client's queue holds `--promotion_queue_limit` tasks.
+    Full,
+    /// The client has no disk mounted.
+    NotMounted,
+}
+
 /// The mounted local disks.
 pub(crate) struct LocalDisks {
     inner: Mutex<HashMap<Uuid, DiskClient>>,
@@ -255,18 +268,20 @@ impl LocalDisks {
         Ok(std::mem::take(&mut d.remove_all))
     }
 
-    /// Queues a promotion task for `client`; false when its disk is not mounted or
-    /// its queue is full, or the key is queued already.
-    pub fn enqueue_promotion(&self, client: Uuid, task: PromotionTaskItem) -> bool {
+    /// Queues a promotion task for `client`.
+    pub fn enqueue_promotion(&self, client: Uuid, task: PromotionTaskItem) -> Enqueued {
         let mut inner = self.inner.lock();
         let Some(d) = inner.get_mut(&client) else {
-            return false;
+            return Enqueued::NotMounted;
         };
-        if d.promotions.len() >= self.promotion_limit || d.promotions.contains(&task) {
-            return false;
+        if d.promotions.contains(&task) {
+            return Enqueued::AlreadyQueued;
+        }
+        if d.promotions.len() >= self.promotion_limit {
+            return Enqueued::Full;
         }
         d.promotions.push_back(task);
-        true
+        Enqueued::Queued
     }
 
     /// `PromotionObjectHeartbeat`: up to `max` queued promotion tasks.
@@ -312,6 +327,10 @@ mod tests {
         first: 1,
         second: 2,
     };
+    const B: Uuid = Uuid {
+        first: 3,
+        second: 4,
+    };
 
     fn task(key: &str) -> OffloadTaskItem {
         OffloadTaskItem {
@@ -356,8 +375,13 @@ mod tests {
         disks.request_remove_all();
         assert_eq!(disks.poll_remove_all(A), Ok(true));
         assert_eq!(disks.poll_remove_all(A), Ok(false));
-        assert!(disks.enqueue_promotion(A, task("p")));
-        assert!(!disks.enqueue_promotion(A, task("q")), "queue full");
+        assert_eq!(disks.enqueue_promotion(A, task("p")), Enqueued::Queued);
+        assert_eq!(
+            disks.enqueue_promotion(A, task("p")),
+            Enqueued::AlreadyQueued
+        );
+        assert_eq!(disks.enqueue_promotion(A, task("q")), Enqueued::Full);
+        assert_eq!(disks.enqueue_promotion(B, task("q")), Enqueued::NotMounted);
         assert_eq!(disks.drain_promotions(A, 5).unwrap(), vec![task("p")]);
         assert!(disks.drain_promotions(A, 5).unwrap().is_empty());
     }

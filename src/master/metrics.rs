@@ -46,8 +46,23 @@ pub struct MasterMetrics {
     pub put_start_releases: u64,
     /// Bytes held by discarded puts not yet released.
     pub discarded_staging_bytes: u64,
-    /// PutStart/UpsertStart placements that found no space (each retry counts).
-    pub alloc_failures: u64,
+    /// PutStart/UpsertStart calls that failed because no replica could be placed
+    /// (after making room).
+    pub put_start_alloc_failures: u64,
+    /// PutStart/UpsertStart calls placed on fewer replicas than asked (best effort).
+    pub put_start_partial_allocations: u64,
+    /// GetReplicaList calls (and tracked reads), found or not.
+    pub gets: u64,
+    /// Of those, the ones that returned a replica.
+    pub valid_gets: u64,
+    /// Valid gets whose first replica was in memory, and their value bytes.
+    pub memory_hits: u64,
+    /// Value bytes of [`MasterMetrics::memory_hits`].
+    pub memory_hit_bytes: u64,
+    /// Valid gets whose first replica was on a disk tier.
+    pub disk_hits: u64,
+    /// Value bytes of [`MasterMetrics::disk_hits`].
+    pub disk_hit_bytes: u64,
     /// Times a write evicted to make room for itself.
     pub room_evictions: u64,
     /// Offload tasks queued for clients' local disks.
@@ -79,7 +94,14 @@ pub(crate) struct Metrics {
     pub put_start_discards: AtomicU64,
     pub put_start_releases: AtomicU64,
     pub discarded_staging_bytes: AtomicU64,
-    pub alloc_failures: AtomicU64,
+    pub put_start_alloc_failures: AtomicU64,
+    pub put_start_partial_allocations: AtomicU64,
+    pub gets: AtomicU64,
+    pub valid_gets: AtomicU64,
+    pub memory_hits: AtomicU64,
+    pub memory_hit_bytes: AtomicU64,
+    pub disk_hits: AtomicU64,
+    pub disk_hit_bytes: AtomicU64,
     pub room_evictions: AtomicU64,
     pub offload_queued: AtomicU64,
     pub offloaded: AtomicU64,
@@ -102,7 +124,14 @@ impl Default for Metrics {
             put_start_discards: AtomicU64::new(0),
             put_start_releases: AtomicU64::new(0),
             discarded_staging_bytes: AtomicU64::new(0),
-            alloc_failures: AtomicU64::new(0),
+            put_start_alloc_failures: AtomicU64::new(0),
+            put_start_partial_allocations: AtomicU64::new(0),
+            gets: AtomicU64::new(0),
+            valid_gets: AtomicU64::new(0),
+            memory_hits: AtomicU64::new(0),
+            memory_hit_bytes: AtomicU64::new(0),
+            disk_hits: AtomicU64::new(0),
+            disk_hit_bytes: AtomicU64::new(0),
             room_evictions: AtomicU64::new(0),
             offload_queued: AtomicU64::new(0),
             offloaded: AtomicU64::new(0),
@@ -136,6 +165,23 @@ impl Metrics {
         }
     }
 
+    /// Counts one GetReplicaList: `served` is the value size and whether the first
+    /// replica returned is in memory, when it returned any.
+    pub fn record_get(&self, served: Option<(u64, bool)>) {
+        self.gets.fetch_add(1, Ordering::Relaxed);
+        let Some((size, in_memory)) = served else {
+            return;
+        };
+        self.valid_gets.fetch_add(1, Ordering::Relaxed);
+        let (hits, bytes) = if in_memory {
+            (&self.memory_hits, &self.memory_hit_bytes)
+        } else {
+            (&self.disk_hits, &self.disk_hit_bytes)
+        };
+        hits.fetch_add(1, Ordering::Relaxed);
+        bytes.fetch_add(size, Ordering::Relaxed);
+    }
+
     /// A snapshot.
     pub fn snapshot(&self) -> MasterMetrics {
         MasterMetrics {
@@ -158,7 +204,16 @@ impl Metrics {
             put_start_discards: self.put_start_discards.load(Ordering::Relaxed),
             put_start_releases: self.put_start_releases.load(Ordering::Relaxed),
             discarded_staging_bytes: self.discarded_staging_bytes.load(Ordering::Relaxed),
-            alloc_failures: self.alloc_failures.load(Ordering::Relaxed),
+            put_start_alloc_failures: self.put_start_alloc_failures.load(Ordering::Relaxed),
+            put_start_partial_allocations: self
+                .put_start_partial_allocations
+                .load(Ordering::Relaxed),
+            gets: self.gets.load(Ordering::Relaxed),
+            valid_gets: self.valid_gets.load(Ordering::Relaxed),
+            memory_hits: self.memory_hits.load(Ordering::Relaxed),
+            memory_hit_bytes: self.memory_hit_bytes.load(Ordering::Relaxed),
+            disk_hits: self.disk_hits.load(Ordering::Relaxed),
+            disk_hit_bytes: self.disk_hit_bytes.load(Ordering::Relaxed),
             room_evictions: self.room_evictions.load(Ordering::Relaxed),
             offload_queued: self.offload_queued.load(Ordering::Relaxed),
             offloaded: self.offloaded.load(Ordering::Relaxed),

@@ -18,6 +18,7 @@ pub mod admin;
 pub mod admin_runtime;
 mod allocate;
 pub mod allocator;
+mod census;
 mod clients;
 pub mod config;
 mod copies;
@@ -55,9 +56,11 @@ use std::time::{Duration, Instant};
 use crate::runtime::stoppable::StoppableThread;
 use parking_lot::Mutex;
 
+pub use census::CensusSnapshot;
 pub use config::{AllocationStrategy, MasterConfig, MemoryAllocator, MASTER_CONFIG_FLAGS};
 pub use local_disk::LocalDiskSummary;
 pub use metrics::{MasterMetrics, RpcMetric};
+pub use promotion::PromotionMetrics;
 pub use segments::SegmentSummary;
 
 use crate::wire::disk_tier_api::{
@@ -308,6 +311,17 @@ impl MasterService {
     /// A snapshot of the per-RPC and eviction counters.
     pub fn metrics(&self) -> MasterMetrics {
         self.t.metrics.snapshot()
+    }
+
+    /// Upstream's promotion counters.
+    pub fn promotion_metrics(&self) -> PromotionMetrics {
+        self.promotions.metrics()
+    }
+
+    /// How many objects are soft-pinned, have a COMPLETE memory replica, have a
+    /// disk copy.
+    pub fn census(&self) -> CensusSnapshot {
+        self.t.objects.census()
     }
 
     /// Runs one eviction pass now with target fraction `ratio` (lower bound half of

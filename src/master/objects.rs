@@ -9,6 +9,10 @@
 //! its tenant's charge (see `tenants`) by the difference it made, when the guard is
 //! released.
 //!
+//! Census: every change made through a [`ShardGuard`] moves the table's
+//! [`CensusCounts`] by the classes it changed: `get_mut` notes the object's classes
+//! and the guard's next structural change (or its release) compares.
+//!
 //! Replication: every change made through a [`ShardGuard`] (insert, remove, `get_mut`,
 //! `retain`) is recorded in the master's replication log when the guard is released,
 //! still under the shard lock, as the object's whole new state (or its removal); lease
@@ -17,12 +21,14 @@
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
 use parking_lot::{Mutex, MutexGuard};
 
+use super::census::{Census, CensusCounts, CensusSnapshot};
 use super::ha::changelog::ReplicationLog;
 use super::ha::record::Record;
 use super::object::Object;
@@ -54,6 +60,8 @@ pub(crate) struct ObjectTable {
     charges: Option<Arc<Charges>>,
     /// The service clock's origin (object times are nanoseconds since).
     start: Instant,
+    /// Objects per census class.
+    census: CensusCounts,
 }
 
 impl ObjectTable {
@@ -73,7 +81,13 @@ impl ObjectTable {
             log,
             charges,
             start,
+            census: CensusCounts::default(),
         }
+    }
+
+    /// Objects soft-pinned, with a COMPLETE memory replica, with a disk copy.
+    pub fn census(&self) -> CensusSnapshot {
+        self.census.snapshot()
     }
 
     fn now(&self) -> u64 {
@@ -118,6 +132,7 @@ impl ObjectTable {
             shard: self.shards[idx % NUM_SHARDS].lock(),
             changed: Vec::new(),
             charged: Vec::new(),
+            noted: None,
         }
     }
 
@@ -171,6 +186,10 @@ pub(crate) struct ShardGuard<'a> {
     /// With multi-tenancy: each key changed under this guard and what it charged
     /// before; the difference is charged when the guard is released.
     charged: Vec<(String, String, u64)>,
+    /// The object last handed out by `get_mut` and its census classes then; settled
+    /// (see [`ShardGuard::settle_census`]) before any insertion or removal and on
+    /// release, while the object is still in the shard.
+    noted: Option<(NonNull<Object>, Census)>,
 }
 
 /// What identifies an object's replica set and their states (a change of it is
@@ -211,7 +230,29 @@ impl ShardGuard<'_> {
     /// The object at (tenant, key), mutably; the change is replicated.
     pub fn get_mut(&mut self, tenant: &str, key: &str) -> Option<&mut Object> {
         self.mark_changed(tenant, key);
-        self.get_for_lease(tenant, key)
+        self.settle_census();
+        let o = self
+            .shard
+            .tenants
+            .get_mut(tenant)?
+            .get_mut(key)
+            .map(|o| &mut **o)?;
+        self.noted = Some((NonNull::from(&mut *o), Census::of(o)));
+        Some(o)
+    }
+
+    /// Moves the table's census by what was changed in the object last handed out
+    /// by `get_mut`.
+    fn settle_census(&mut self) {
+        if let Some((o, before)) = self.noted.take() {
+            // SAFETY: `o` points into a `Box<Object>` of this locked shard: it was
+            // handed out by `get_mut`, whose borrow has ended, and every method that
+            // removes or replaces an object (and the guard's release) settles first,
+            // so the box is still in the shard. Moving boxes between buckets does not
+            // move the object.
+            let after = Census::of(unsafe { o.as_ref() });
+            self.table.census.apply(before, after);
+        }
     }
 
     /// [`ShardGuard::get_mut`], a missing object being `OBJECT_NOT_FOUND`.
@@ -232,6 +273,8 @@ impl ShardGuard<'_> {
     /// Inserts a new object (the caller checked the key is free).
     pub fn insert(&mut self, tenant: &str, key: &str, obj: Object) {
         self.mark_changed(tenant, key);
+        self.settle_census();
+        self.table.census.apply(Census::default(), Census::of(&obj));
         self.table.group_add(tenant, obj.group_id(), key);
         let old = self
             .shard
@@ -240,7 +283,10 @@ impl ShardGuard<'_> {
             .or_default()
             .insert(key.into(), Box::new(obj));
         match old {
-            Some(o) => self.table.group_remove(tenant, o.group_id(), key),
+            Some(o) => {
+                self.table.census.apply(Census::of(&o), Census::default());
+                self.table.group_remove(tenant, o.group_id(), key);
+            }
             None => {
                 self.table.count.fetch_add(1, Ordering::Relaxed);
             }
@@ -250,8 +296,10 @@ impl ShardGuard<'_> {
     /// Removes and returns the object at (tenant, key).
     pub fn remove(&mut self, tenant: &str, key: &str) -> Option<Object> {
         self.mark_changed(tenant, key);
+        self.settle_census();
         let map = self.shard.tenants.get_mut(tenant)?;
         let obj = map.remove(key)?;
+        self.table.census.apply(Census::of(&obj), Census::default());
         if map.is_empty() {
             self.shard.tenants.remove(tenant);
         }
@@ -279,6 +327,7 @@ impl ShardGuard<'_> {
         mut f: impl FnMut(&str, &str, &mut Object) -> bool,
         freed: &mut Vec<Buffer>,
     ) -> usize {
+        self.settle_census();
         let table = self.table;
         let logging = table.log.is_active();
         let charges = table.charges.as_deref();
@@ -292,7 +341,16 @@ impl ShardGuard<'_> {
             map.retain(|k, obj| {
                 let before = logging.then(|| fingerprint(obj));
                 let charged = charges.map(|_| charge_of(obj));
+                let census = Census::of(obj);
                 let keep = f(t, k, obj);
+                table.census.apply(
+                    census,
+                    if keep {
+                        Census::of(obj)
+                    } else {
+                        Census::default()
+                    },
+                );
                 if before.is_some_and(|b| !keep || b != fingerprint(obj)) {
                     changed.push((t.clone(), k.to_string()));
                 }
@@ -336,6 +394,7 @@ impl Drop for ShardGuard<'_> {
     /// Records the new state of every changed key, still under the shard lock, so the
     /// log holds each key's changes in the order they were made.
     fn drop(&mut self) {
+        self.settle_census();
         if let Some(charges) = self.table.charges.as_deref() {
             for (tenant, key, before) in std::mem::take(&mut self.charged) {
                 let after = self.get(&tenant, &key).map_or(0, charge_of);

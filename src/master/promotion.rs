@@ -4,13 +4,21 @@
 //! promotion heartbeat) to copy the object back to memory, which it does with
 //! `PromotionAllocStart` (a PROCESSING memory replica), a transfer, and
 //! `NotifyPromotionSuccess` / `NotifyPromotionFailure`.
+//!
+//! Upstream's promotion counters (`master_promotion_*`) follow each promotion: a read
+//! below the threshold is rejected for its frequency, one while memory is above the
+//! eviction watermark for the watermark, one whose holder's queue is full for the
+//! cap; an admitted promotion is in flight until it completes, fails, is cancelled
+//! (the object changed under it) or expires (not ended within
+//! `--put_start_release_timeout_sec`).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::local_disk::ObjectKey;
+use super::local_disk::{Enqueued, ObjectKey};
 use super::object::Object;
 use super::offload::DiskTier;
 use super::replica::Replica;
@@ -43,11 +51,61 @@ impl HitCounts {
     }
 }
 
+/// Upstream's promotion counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PromotionMetrics {
+    /// Promotions queued for the holder of a disk copy.
+    pub admitted: u64,
+    /// Admitted and not ended yet.
+    pub in_flight: u64,
+    /// Promotions whose memory replica became readable, and their bytes.
+    pub completed: u64,
+    /// Value bytes of the completed promotions.
+    pub completed_bytes: u64,
+    /// Promotions the holder reported failed.
+    pub failed: u64,
+    /// Promotions reported done for an object that had changed meanwhile.
+    pub cancelled: u64,
+    /// Promotions not ended within the put release timeout.
+    pub expired: u64,
+    /// Disk-only reads below the admission threshold.
+    pub rejected_frequency: u64,
+    /// Reads at the threshold while memory was above the eviction watermark.
+    pub rejected_watermark: u64,
+    /// Reads at the threshold whose holder's queue was full.
+    pub rejected_cap: u64,
+}
+
+/// The live counters behind [`PromotionMetrics`] (`in_flight` is the map's size).
+#[derive(Default)]
+struct Counters {
+    admitted: AtomicU64,
+    completed: AtomicU64,
+    completed_bytes: AtomicU64,
+    failed: AtomicU64,
+    cancelled: AtomicU64,
+    expired: AtomicU64,
+    rejected_frequency: AtomicU64,
+    rejected_watermark: AtomicU64,
+    rejected_cap: AtomicU64,
+}
+
+/// How an admitted promotion ended.
+enum Ending {
+    Completed(u64),
+    Failed,
+    Cancelled,
+}
+
 /// Promotion on hit: the disk-only reads counted, and the promotions in progress.
 pub(super) struct Promotions {
     t: Arc<Tables>,
     disk: Arc<DiskTier>,
     hits: HitCounts,
+    /// Admitted promotions not ended yet, with when they were admitted (service
+    /// clock). Taken under a shard lock, never the other way round.
+    in_flight: Mutex<HashMap<ObjectKey, u64>>,
+    counters: Counters,
 }
 
 impl Promotions {
@@ -57,6 +115,60 @@ impl Promotions {
             t,
             disk,
             hits: HitCounts::default(),
+            in_flight: Mutex::new(HashMap::new()),
+            counters: Counters::default(),
+        }
+    }
+
+    /// The promotion counters (promotions past the release timeout expire first).
+    pub(super) fn metrics(&self) -> PromotionMetrics {
+        self.expire();
+        let c = &self.counters;
+        let read = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        PromotionMetrics {
+            admitted: read(&c.admitted),
+            in_flight: self.in_flight.lock().len() as u64,
+            completed: read(&c.completed),
+            completed_bytes: read(&c.completed_bytes),
+            failed: read(&c.failed),
+            cancelled: read(&c.cancelled),
+            expired: read(&c.expired),
+            rejected_frequency: read(&c.rejected_frequency),
+            rejected_watermark: read(&c.rejected_watermark),
+            rejected_cap: read(&c.rejected_cap),
+        }
+    }
+
+    /// Counts the promotions admitted longer ago than the release timeout (their
+    /// buffers are reclaimed by then) as expired.
+    fn expire(&self) {
+        let now = self.t.now();
+        let limit = self.t.release_ns;
+        let mut in_flight = self.in_flight.lock();
+        let before = in_flight.len();
+        in_flight.retain(|_, admitted| now.saturating_sub(*admitted) <= limit);
+        let expired = (before - in_flight.len()) as u64;
+        self.counters.expired.fetch_add(expired, Ordering::Relaxed);
+    }
+
+    /// Ends the admitted promotion of (tenant, key), if there is one.
+    fn end(&self, tenant: &str, key: &str, ending: Ending) {
+        let key = (tenant.to_string(), key.to_string());
+        if self.in_flight.lock().remove(&key).is_none() {
+            return;
+        }
+        let c = &self.counters;
+        match ending {
+            Ending::Completed(bytes) => {
+                c.completed.fetch_add(1, Ordering::Relaxed);
+                c.completed_bytes.fetch_add(bytes, Ordering::Relaxed);
+            }
+            Ending::Failed => {
+                c.failed.fetch_add(1, Ordering::Relaxed);
+            }
+            Ending::Cancelled => {
+                c.cancelled.fetch_add(1, Ordering::Relaxed);
+            }
         }
     }
 
@@ -71,18 +183,46 @@ impl Promotions {
             return;
         };
         let threshold = self.t.config.promotion_admission_threshold;
-        if self
-            .hits
-            .hit((tenant.to_string(), key.to_string()), threshold)
+        let key = (tenant.to_string(), key.to_string());
+        if !self.hits.hit(key.clone(), threshold) {
+            self.counters
+                .rejected_frequency
+                .fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        if self.t.segments.used_ratio() >= self.t.config.eviction_high_watermark_ratio {
+            self.counters
+                .rejected_watermark
+                .fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let now = self.t.now();
+        let mut in_flight = self.in_flight.lock();
+        if let Some(admitted) = in_flight.get(&key) {
+            if now.saturating_sub(*admitted) <= self.t.release_ns {
+                return;
+            }
+            in_flight.remove(&key);
+            self.counters.expired.fetch_add(1, Ordering::Relaxed);
+        }
+        let task = PromotionTaskItem {
+            tenant_id: key.0.clone(),
+            key: key.1.clone(),
+            size: i64::try_from(o.size()).unwrap_or(i64::MAX),
+        };
+        match self
+            .disk
+            .local_disks
+            .enqueue_promotion(copy.disk.client, task)
         {
-            let task = PromotionTaskItem {
-                tenant_id: tenant.to_string(),
-                key: key.to_string(),
-                size: i64::try_from(o.size()).unwrap_or(i64::MAX),
-            };
-            self.disk
-                .local_disks
-                .enqueue_promotion(copy.disk.client, task);
+            Enqueued::Queued => {
+                in_flight.insert(key, now);
+                self.counters.admitted.fetch_add(1, Ordering::Relaxed);
+            }
+            Enqueued::Full => {
+                self.counters.rejected_cap.fetch_add(1, Ordering::Relaxed);
+            }
+            Enqueued::AlreadyQueued | Enqueued::NotMounted => {}
         }
     }
 
@@ -139,21 +279,35 @@ impl Promotions {
     ) -> MasterResult<()> {
         let tenant = self.t.read_tenant(tenant)?;
         let mut shard = self.t.objects.lock_key(tenant, key);
-        let o = shard.existing_mut(tenant, key)?;
-        if o.client != client || !o.any_processing() {
-            return Err(ErrorCode::INVALID_WRITE);
-        }
+        let o = match shard.existing_mut(tenant, key) {
+            Ok(o) if o.client == client && o.any_processing() => o,
+            Ok(_) => {
+                self.end(tenant, key, Ending::Cancelled);
+                return Err(ErrorCode::INVALID_WRITE);
+            }
+            Err(e) => {
+                self.end(tenant, key, Ending::Cancelled);
+                return Err(e);
+            }
+        };
         if done {
             for r in o.replicas.iter_mut() {
                 if r.status == ReplicaStatus::Processing && r.seg.is_alive() {
                     r.status = ReplicaStatus::Complete;
                 }
             }
+            let ending = if o.has_complete_memory() {
+                Ending::Completed(o.size())
+            } else {
+                Ending::Cancelled
+            };
+            self.end(tenant, key, ending);
             return Ok(());
         }
         let bufs = o.take_replicas(|r: &Replica| r.status == ReplicaStatus::Processing);
         drop(shard);
         self.t.segments.release(bufs);
+        self.end(tenant, key, Ending::Failed);
         Ok(())
     }
 }

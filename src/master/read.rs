@@ -12,7 +12,8 @@ use super::objects::NUM_SHARDS;
 use super::promotion::Promotions;
 use super::tables::Tables;
 use crate::wire::master_api::{
-    ErrorCode, GetReplicaListResponse, MasterResult, ReplicaDescriptor, DEFAULT_TENANT,
+    ErrorCode, GetReplicaListResponse, MasterResult, ReplicaDescriptor, ReplicaLocation,
+    DEFAULT_TENANT,
 };
 
 /// Compiles `pattern` for substring search (ECMAScript `regex_search` semantics);
@@ -96,6 +97,26 @@ impl Reads {
         tenant: &str,
         tracked: bool,
     ) -> MasterResult<GetReplicaListResponse> {
+        let listed = self.list_replicas(key, tenant, tracked);
+        self.t
+            .metrics
+            .record_get(listed.as_ref().ok().map(|(r, size)| {
+                let in_memory = r
+                    .replicas
+                    .first()
+                    .is_some_and(|d| matches!(d.location, ReplicaLocation::Memory(_)));
+                (*size, in_memory)
+            }));
+        listed.map(|(r, _)| r)
+    }
+
+    /// [`Reads::replica_list`] before counting it; with the object's size.
+    fn list_replicas(
+        &self,
+        key: &str,
+        tenant: &str,
+        tracked: bool,
+    ) -> MasterResult<(GetReplicaListResponse, u64)> {
         let tenant = self.t.read_tenant(tenant)?;
         let now = self.t.now();
         let mut shard = self.t.objects.lock_key(tenant, key);
@@ -112,17 +133,21 @@ impl Reads {
             self.heat.note_read(tenant, key, memory, now);
         }
         let checksum = o.checksum();
+        let size = o.size();
         let tracking = tracked && o.group_id().is_empty() && o.begin_read(now, self.t.lease_ns);
         let group = if tracking { None } else { self.lease(o, now) };
         drop(shard);
         if let Some(g) = group {
             self.lease_group(tenant, &g, now);
         }
-        Ok(GetReplicaListResponse {
-            replicas,
-            lease_ttl_ms: self.t.lease_ms,
-            checksum,
-        })
+        Ok((
+            GetReplicaListResponse {
+                replicas,
+                lease_ttl_ms: self.t.lease_ms,
+                checksum,
+            },
+            size,
+        ))
     }
 
     /// `BatchEndRead`: the read of `key` begun with `BatchBeginRead` is over.

@@ -223,6 +223,16 @@ impl Segments {
         self.allocated.load(Ordering::Relaxed)
     }
 
+    /// The allocated fraction of the mounted capacity (0 with nothing mounted).
+    pub fn used_ratio(&self) -> f64 {
+        let cap = self.total_capacity();
+        if cap == 0 {
+            0.0
+        } else {
+            self.allocated_bytes() as f64 / cap as f64
+        }
+    }
+
     /// Mounts `segment` for `client`. An id that is already mounted is OK (idempotent);
     /// -1010 if it is being unmounted; -600 for a zero base/size or a misaligned
     /// cachelib segment.

@@ -1,6 +1,7 @@
 //! The write path (spec store.md §2.2): PutStart/PutEnd/PutRevoke and the Upsert
 //! variants, single and batched.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::config::{MemoryAllocator, CACHELIB_MAX_OBJECT_SIZE};
@@ -181,6 +182,26 @@ impl Writes {
     /// `PutStart`, or `UpsertStart` when `upsert`: checks the request, then evicts to
     /// make room when the pool is full (see `room`).
     pub(super) fn start_one(
+        &self,
+        upsert: bool,
+        client: Uuid,
+        key: &str,
+        len: u64,
+        c: &ReplicateConfig,
+        tenant: &str,
+    ) -> MasterResult<Vec<ReplicaDescriptor>> {
+        let started = self.start_placed(upsert, client, key, len, c, tenant);
+        if started == Err(ErrorCode::NO_AVAILABLE_HANDLE) {
+            self.t
+                .metrics
+                .put_start_alloc_failures
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        started
+    }
+
+    /// [`Writes::start_one`] before counting a failure to place the replicas.
+    fn start_placed(
         &self,
         upsert: bool,
         client: Uuid,

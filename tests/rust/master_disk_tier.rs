@@ -155,6 +155,11 @@ fn without_enable_offload_every_disk_tier_call_is_unable_offload() {
 fn eager_offload_pins_until_the_copy_lands_then_eviction_keeps_it_on_disk() {
     let m = master(config());
     put(&m, "k");
+    let census = |m: &MasterService| {
+        let c = m.census();
+        (c.in_memory, c.on_disk)
+    };
+    assert_eq!(census(&m), (1, 0));
     // Queued at PutEnd: eviction must not drop it before its copy lands.
     evict_all(&m);
     assert_eq!(kinds(&m, "k"), ["memory"]);
@@ -168,6 +173,7 @@ fn eager_offload_pins_until_the_copy_lands_then_eviction_keeps_it_on_disk() {
     assert_eq!(kinds(&m, "k"), ["memory"], "in flight: still pinned");
     copies_land(&m, &tasks);
     assert_eq!(kinds(&m, "k"), ["memory", "local_disk"]);
+    assert_eq!(census(&m), (1, 1));
     let disk = m.query_key("k").unwrap().pop().unwrap();
     assert_eq!(
         disk.location,
@@ -183,10 +189,16 @@ fn eager_offload_pins_until_the_copy_lands_then_eviction_keeps_it_on_disk() {
         ["local_disk"],
         "memory freed, disk copy kept"
     );
+    assert_eq!(census(&m), (0, 1));
     assert!(m.exist_key("k", T).unwrap());
     let got = m.get_replica_list("k", T).unwrap();
     assert_eq!(got.replicas, vec![disk]);
-    assert_eq!(m.metrics().evicted_to_disk, 1);
+    let metrics = m.metrics();
+    assert_eq!(metrics.evicted_to_disk, 1);
+    // Served from the disk tier: upstream's file cache hit.
+    assert_eq!((metrics.gets, metrics.valid_gets), (1, 1));
+    assert_eq!((metrics.disk_hits, metrics.disk_hit_bytes), (1, SIZE));
+    assert_eq!(metrics.memory_hits, 0);
     // A put of the same key finds it.
     let cfg = ReplicateConfig {
         replica_num: 1,
@@ -199,6 +211,7 @@ fn eager_offload_pins_until_the_copy_lands_then_eviction_keeps_it_on_disk() {
     std::thread::sleep(Duration::from_millis(5));
     m.remove("k", false, T).unwrap();
     assert_eq!(m.query_key("k"), Err(ErrorCode::OBJECT_NOT_FOUND));
+    assert_eq!(census(&m), (0, 0));
 }
 
 #[test]
@@ -410,9 +423,12 @@ fn disk_only_reads_promote_the_object_back_to_memory() {
         m.promotion_object_heartbeat(A).unwrap().is_empty(),
         "one read"
     );
+    assert_eq!(m.promotion_metrics().rejected_frequency, 1);
     m.get_replica_list("k", T).unwrap();
     let promote = m.promotion_object_heartbeat(A).unwrap();
     assert_eq!(promote, vec![task("k")]);
+    let metrics = m.promotion_metrics();
+    assert_eq!((metrics.admitted, metrics.in_flight), (1, 1));
     assert_eq!(
         m.promotion_alloc_start(B, "k", T, SIZE, &[]),
         Err(ErrorCode::REPLICA_NOT_FOUND),
@@ -431,11 +447,59 @@ fn disk_only_reads_promote_the_object_back_to_memory() {
     );
     m.notify_promotion_success(A, "k", T).unwrap();
     assert_eq!(kinds(&m, "k"), ["memory", "local_disk"]);
+    let metrics = m.promotion_metrics();
+    assert_eq!((metrics.completed, metrics.completed_bytes), (1, SIZE));
+    assert_eq!(metrics.in_flight, 0);
     // A failed promotion frees its buffer.
     evict_all(&m);
+    m.get_replica_list("k", T).unwrap();
+    m.get_replica_list("k", T).unwrap();
+    assert_eq!(m.promotion_object_heartbeat(A).unwrap(), vec![task("k")]);
     m.promotion_alloc_start(A, "k", T, SIZE, &[]).unwrap();
     let used = m.allocated_bytes();
     m.notify_promotion_failure(A, "k", T).unwrap();
     assert!(m.allocated_bytes() < used);
     assert_eq!(kinds(&m, "k"), ["local_disk"]);
+    let metrics = m.promotion_metrics();
+    assert_eq!(
+        (metrics.admitted, metrics.failed, metrics.in_flight),
+        (2, 1, 0)
+    );
+    assert_eq!((metrics.cancelled, metrics.expired), (0, 0));
+}
+
+#[test]
+fn promotions_are_refused_over_the_queue_cap_and_the_memory_watermark() {
+    let m = master(MasterConfig {
+        promotion_on_hit: true,
+        promotion_admission_threshold: 1,
+        promotion_queue_limit: 1,
+        eviction_high_watermark_ratio: 0.5,
+        ..config()
+    });
+    for key in ["k1", "k2", "k3"] {
+        put(&m, key);
+    }
+    offload(&m, &["k1", "k2", "k3"]);
+    evict_all(&m);
+    m.get_replica_list("k1", T).unwrap();
+    m.get_replica_list("k2", T).unwrap();
+    let metrics = m.promotion_metrics();
+    assert_eq!((metrics.admitted, metrics.rejected_cap), (1, 1));
+    // Puts in progress (never evicted) take memory above the watermark.
+    let mut n = 0;
+    while m.allocated_bytes() * 2 <= 1 << 20 {
+        let cfg = ReplicateConfig {
+            replica_num: 1,
+            ..ReplicateConfig::default()
+        };
+        m.put_start(A, &format!("fill{n}"), 64 << 10, &cfg, T)
+            .unwrap();
+        n += 1;
+    }
+    m.get_replica_list("k3", T).unwrap();
+    let metrics = m.promotion_metrics();
+    assert_eq!(metrics.rejected_watermark, 1);
+    assert_eq!((metrics.admitted, metrics.in_flight), (1, 1));
+    assert_eq!(m.promotion_object_heartbeat(A).unwrap(), vec![task("k1")]);
 }

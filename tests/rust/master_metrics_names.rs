@@ -10,22 +10,15 @@ use mooncake::runtime::http_server::HttpServer;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// Upstream's promotion state machine (candidates, admission) differs from ours.
-const PROMOTION: &str = "promotion counters not built yet";
-/// Upstream's per-get cache hit accounting.
-const CACHE_HITS: &str = "cache hit counters not built yet";
+/// Upstream's list of refused promotions retried later (candidates): not built.
+const PROMOTION_CANDIDATES: &str = "no promotion candidate list in this master";
 /// Upstream's etcd oplog: HA here streams from the leader, there is no oplog.
 const HA_OPLOG: &str = "no etcd oplog in this master";
 /// NVMe-oF and shared-file-system tiers are refused at start.
 const REFUSED_TIERS: &str = "the tier is refused by this master";
-/// Not built yet.
-const NOT_YET: &str = "not built yet";
 
 /// Upstream's families ours does not export, and why.
 const ABSENT: &[(&str, &str)] = &[
-    ("file_cache_hit_bytes_total", CACHE_HITS),
-    ("file_cache_hit_nums_", CACHE_HITS),
-    ("file_cache_nums_", CACHE_HITS),
     ("ha_oplog_applied_sequence_id", HA_OPLOG),
     ("ha_oplog_last_sequence_id", HA_OPLOG),
     ("ha_oplog_pending_entries", HA_OPLOG),
@@ -34,41 +27,32 @@ const ABSENT: &[(&str, &str)] = &[
     ("ha_standby_state", HA_OPLOG),
     ("master_allocated_file_size_bytes", REFUSED_TIERS),
     ("master_nof_allocated_bytes", REFUSED_TIERS),
-    ("master_promotion_admitted_total", PROMOTION),
-    ("master_promotion_cancelled_total", PROMOTION),
     (
         "master_promotion_candidate_admission_rejected_total",
-        PROMOTION,
+        PROMOTION_CANDIDATES,
     ),
-    ("master_promotion_candidate_admitted_total", PROMOTION),
-    ("master_promotion_candidate_dropped_limit_total", PROMOTION),
+    (
+        "master_promotion_candidate_admitted_total",
+        PROMOTION_CANDIDATES,
+    ),
+    (
+        "master_promotion_candidate_dropped_limit_total",
+        PROMOTION_CANDIDATES,
+    ),
     (
         "master_promotion_candidate_expired_evaluated_total",
-        PROMOTION,
+        PROMOTION_CANDIDATES,
     ),
     (
         "master_promotion_candidate_expired_unevaluated_total",
-        PROMOTION,
+        PROMOTION_CANDIDATES,
     ),
-    ("master_promotion_candidate_recorded_total", PROMOTION),
-    ("master_promotion_completed_bytes_total", PROMOTION),
-    ("master_promotion_completed_total", PROMOTION),
-    ("master_promotion_expired_total", PROMOTION),
-    ("master_promotion_failed_total", PROMOTION),
-    ("master_promotion_in_flight", PROMOTION),
-    ("master_promotion_rejected_cap_total", PROMOTION),
-    ("master_promotion_rejected_frequency_total", PROMOTION),
-    ("master_promotion_rejected_watermark_total", PROMOTION),
-    ("master_put_start_alloc_failures_total", NOT_YET),
-    ("master_put_start_partial_allocations_total", NOT_YET),
-    ("master_soft_pin_key_count", NOT_YET),
+    (
+        "master_promotion_candidate_recorded_total",
+        PROMOTION_CANDIDATES,
+    ),
     ("master_total_file_capacity_bytes", REFUSED_TIERS),
     ("master_total_nof_capacity_bytes", REFUSED_TIERS),
-    ("mem_cache_hit_bytes_total", CACHE_HITS),
-    ("mem_cache_hit_nums_", CACHE_HITS),
-    ("mem_cache_nums_", CACHE_HITS),
-    ("total_get_nums_", CACHE_HITS),
-    ("valid_get_nums_", CACHE_HITS),
 ];
 
 /// `# TYPE name type` lines of a Prometheus exposition.

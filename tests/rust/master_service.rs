@@ -502,6 +502,68 @@ fn soft_pin_evicted_only_in_fallback() {
     });
 }
 
+#[test]
+fn census_gauges_and_get_counters_follow_every_change() {
+    let m = MasterService::new(no_auto_evict());
+    let a = client(1);
+    m.mount_segment(&seg(1, 1 << 20), a).unwrap();
+    let census = |m: &MasterService| {
+        let c = m.census();
+        (c.soft_pinned, c.in_memory, c.on_disk)
+    };
+    let soft = ReplicateConfig {
+        soft_pin_action: SoftPinAction::Enable,
+        ..rc(1)
+    };
+    put(&m, a, "s1", 100, &soft).unwrap();
+    put(&m, a, "p1", 100, &rc(1)).unwrap();
+    put(&m, a, "p2", 300, &rc(1)).unwrap();
+    assert_eq!(census(&m), (1, 3, 0));
+    // A put in progress has no COMPLETE replica yet.
+    m.put_start(a, "w", 100, &rc(1), T).unwrap();
+    assert_eq!(census(&m), (1, 3, 0));
+    m.put_end(a, &meta("w"), ReplicaType::All, T).unwrap();
+    assert_eq!(census(&m), (1, 4, 0));
+
+    // Every GetReplicaList counts; found ones count as memory hits with their bytes.
+    m.get_replica_list("p1", T).unwrap();
+    m.batch_get_replica_list(&["p2".into(), "nope".into()], T)
+        .unwrap();
+    assert!(m.get_replica_list("nope", T).is_err());
+    let metrics = m.metrics();
+    assert_eq!((metrics.gets, metrics.valid_gets), (4, 2));
+    assert_eq!((metrics.memory_hits, metrics.memory_hit_bytes), (2, 400));
+    assert_eq!((metrics.disk_hits, metrics.disk_hit_bytes), (0, 0));
+
+    // Removal, upsert to another size, revoke and remove_all move the gauges.
+    m.remove("s1", true, T).unwrap();
+    assert_eq!(census(&m), (0, 3, 0));
+    m.upsert_start(a, "p1", 200, &soft, T).unwrap();
+    assert_eq!(census(&m), (0, 2, 0));
+    m.upsert_end(a, &meta("p1"), ReplicaType::All, T).unwrap();
+    assert_eq!(census(&m), (1, 3, 0));
+    m.remove_all(true, T).unwrap();
+    assert_eq!(census(&m), (0, 0, 0));
+}
+
+#[test]
+fn put_start_counts_allocation_failures_and_partial_placements() {
+    let m = MasterService::new(no_auto_evict());
+    let (a, b) = (client(1), client(2));
+    m.mount_segment(&seg(1, 1 << 20), a).unwrap();
+    assert_eq!(
+        m.put_start(a, "huge", 2 << 20, &rc(1), T).unwrap_err(),
+        ErrorCode::NO_AVAILABLE_HANDLE
+    );
+    // Two segments for three replicas: placed on two, counted as partial.
+    m.mount_segment(&seg(2, 1 << 20), b).unwrap();
+    assert_eq!(m.put_start(a, "three", 100, &rc(3), T).unwrap().len(), 2);
+    assert_eq!(m.put_start(a, "two", 100, &rc(2), T).unwrap().len(), 2);
+    let metrics = m.metrics();
+    assert_eq!(metrics.put_start_alloc_failures, 1);
+    assert_eq!(metrics.put_start_partial_allocations, 1);
+}
+
 /// Fills a 64-slot pool with 150 puts: each one that finds the pool full evicts the
 /// oldest object to make room, so none is rejected.
 fn fill_full_pool(m: &MasterService) {
