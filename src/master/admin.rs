@@ -6,8 +6,9 @@
 
 use super::admin_runtime::RuntimeView;
 use super::kv_events::KvEvents;
+use super::metrics::VALUE_SIZE_BOUNDS;
 use super::tenants::TenantSnapshot;
-use super::{MasterService, RpcMetric};
+use super::{MasterMetrics, MasterService, RpcMetric};
 use crate::runtime::http_server::{HttpHandler, HttpReply};
 use crate::wire::master_api::{ErrorCode, ReplicaDescriptor, ReplicaLocation};
 use percent_encoding::percent_decode_str;
@@ -383,25 +384,29 @@ fn prometheus(master: &MasterService) -> String {
             let _ = writeln!(out, "master_{name}_{family}_total {value}");
         }
     }
-    let _ = writeln!(out, "# TYPE master_eviction_runs_total counter");
-    let _ = writeln!(out, "master_eviction_runs_total {}", metrics.eviction_runs);
-    // Upstream's names for the same runs.
-    let _ = writeln!(out, "# TYPE master_attempted_evictions_total counter");
-    let _ = writeln!(
-        out,
-        "master_attempted_evictions_total {}",
-        metrics.eviction_runs
-    );
-    let _ = writeln!(out, "# TYPE master_successful_evictions_total counter");
-    let _ = writeln!(
-        out,
-        "master_successful_evictions_total {}",
-        metrics.successful_evictions
-    );
-    let _ = writeln!(out, "# TYPE master_evicted_key_count counter");
-    let _ = writeln!(out, "master_evicted_key_count {}", metrics.evicted_objects);
-    let _ = writeln!(out, "# TYPE master_evicted_size_bytes counter");
-    let _ = writeln!(out, "master_evicted_size_bytes {}", metrics.evicted_bytes);
+    // Upstream's names for the eviction runs, and (upstream after 0.3.13) the same
+    // for the memory pool alone: the only pool this master evicts from.
+    for (name, value) in [
+        ("master_eviction_runs_total", metrics.eviction_runs),
+        ("master_attempted_evictions_total", metrics.eviction_runs),
+        ("master_attempted_evictions_mem", metrics.eviction_runs),
+        (
+            "master_successful_evictions_total",
+            metrics.successful_evictions,
+        ),
+        (
+            "master_successful_evictions_mem",
+            metrics.successful_evictions,
+        ),
+        ("master_evicted_key_count", metrics.evicted_objects),
+        ("master_evicted_key_count_mem", metrics.evicted_objects),
+        ("master_evicted_size_bytes", metrics.evicted_bytes),
+        ("master_evicted_size_bytes_mem", metrics.evicted_bytes),
+    ] {
+        let _ = writeln!(out, "# TYPE {name} counter");
+        let _ = writeln!(out, "{name} {value}");
+    }
+    value_size_histogram(&metrics, &mut out);
     for (name, kind, value) in [
         (
             "master_put_start_discard_cnt",
@@ -528,6 +533,27 @@ fn prometheus(master: &MasterService) -> String {
     let _ = writeln!(out, "master_local_disk_capacity_bytes {capacity}");
     tenant_metrics(master, &mut out);
     out
+}
+
+/// `master_value_size_bytes`: the value sizes of the objects puts created.
+fn value_size_histogram(metrics: &MasterMetrics, out: &mut String) {
+    let name = "master_value_size_bytes";
+    let _ = writeln!(out, "# HELP {name} Distribution of object value sizes");
+    let _ = writeln!(out, "# TYPE {name} histogram");
+    let mut cumulative = 0u64;
+    for (i, count) in metrics.value_sizes.iter().enumerate() {
+        cumulative += count;
+        match VALUE_SIZE_BOUNDS.get(i) {
+            Some(bound) => {
+                let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {cumulative}");
+            }
+            None => {
+                let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {cumulative}");
+            }
+        }
+    }
+    let _ = writeln!(out, "{name}_sum {}", metrics.value_size_sum);
+    let _ = writeln!(out, "{name}_count {cumulative}");
 }
 
 /// Upstream's tenant families: the quota gauges (multi-tenancy only) and the

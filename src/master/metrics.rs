@@ -10,6 +10,12 @@ pub(crate) use crate::wire::coro_rpc::Method as Rpc;
 /// How many RPCs are counted.
 const RPC_COUNT: usize = Rpc::ALL.len();
 
+/// Upper bounds of upstream's `master_value_size_bytes` buckets (4 KiB to 64 MiB);
+/// a last bucket takes the rest.
+pub const VALUE_SIZE_BOUNDS: [u64; 7] = [
+    4096, 65536, 262_144, 1_048_576, 4_194_304, 16_777_216, 67_108_864,
+];
+
 /// Counters of one RPC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RpcMetric {
@@ -63,6 +69,11 @@ pub struct MasterMetrics {
     pub disk_hits: u64,
     /// Value bytes of [`MasterMetrics::disk_hits`].
     pub disk_hit_bytes: u64,
+    /// Objects created by puts per value-size bucket ([`VALUE_SIZE_BOUNDS`], then
+    /// larger), not cumulative.
+    pub value_sizes: [u64; VALUE_SIZE_BOUNDS.len() + 1],
+    /// Sum of the value sizes counted in `value_sizes`.
+    pub value_size_sum: u64,
     /// Times a write evicted to make room for itself.
     pub room_evictions: u64,
     /// Offload tasks queued for clients' local disks.
@@ -102,6 +113,8 @@ pub(crate) struct Metrics {
     pub memory_hit_bytes: AtomicU64,
     pub disk_hits: AtomicU64,
     pub disk_hit_bytes: AtomicU64,
+    value_sizes: [AtomicU64; VALUE_SIZE_BOUNDS.len() + 1],
+    value_size_sum: AtomicU64,
     pub room_evictions: AtomicU64,
     pub offload_queued: AtomicU64,
     pub offloaded: AtomicU64,
@@ -132,6 +145,8 @@ impl Default for Metrics {
             memory_hit_bytes: AtomicU64::new(0),
             disk_hits: AtomicU64::new(0),
             disk_hit_bytes: AtomicU64::new(0),
+            value_sizes: std::array::from_fn(|_| AtomicU64::new(0)),
+            value_size_sum: AtomicU64::new(0),
             room_evictions: AtomicU64::new(0),
             offload_queued: AtomicU64::new(0),
             offloaded: AtomicU64::new(0),
@@ -182,6 +197,13 @@ impl Metrics {
         bytes.fetch_add(size, Ordering::Relaxed);
     }
 
+    /// Counts the value size of an object a put created.
+    pub fn observe_value_size(&self, size: u64) {
+        let bucket = VALUE_SIZE_BOUNDS.partition_point(|bound| *bound < size);
+        self.value_sizes[bucket].fetch_add(1, Ordering::Relaxed);
+        self.value_size_sum.fetch_add(size, Ordering::Relaxed);
+    }
+
     /// A snapshot.
     pub fn snapshot(&self) -> MasterMetrics {
         MasterMetrics {
@@ -214,6 +236,8 @@ impl Metrics {
             memory_hit_bytes: self.memory_hit_bytes.load(Ordering::Relaxed),
             disk_hits: self.disk_hits.load(Ordering::Relaxed),
             disk_hit_bytes: self.disk_hit_bytes.load(Ordering::Relaxed),
+            value_sizes: std::array::from_fn(|i| self.value_sizes[i].load(Ordering::Relaxed)),
+            value_size_sum: self.value_size_sum.load(Ordering::Relaxed),
             room_evictions: self.room_evictions.load(Ordering::Relaxed),
             offload_queued: self.offload_queued.load(Ordering::Relaxed),
             offloaded: self.offloaded.load(Ordering::Relaxed),

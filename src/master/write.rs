@@ -154,6 +154,7 @@ impl Writes {
     /// Inserts a fresh PROCESSING object for `s` on `replicas`; returns its
     /// descriptors.
     fn insert_allocated(
+        &self,
         shard: &mut ShardGuard<'_>,
         s: &Start<'_>,
         hard_pin: bool,
@@ -162,6 +163,7 @@ impl Writes {
         replicas: Replicas,
     ) -> MasterResult<Vec<ReplicaDescriptor>> {
         let descs = replicas.iter().map(Replica::descriptor).collect();
+        self.t.metrics.observe_value_size(s.len);
         shard.insert(
             s.tenant,
             s.key,
@@ -304,7 +306,7 @@ impl Writes {
             self.eviction.discard(bufs, release_at);
         }
         let replicas = self.t.allocate_replicas(s.client, s.key, s.len, s.c)?;
-        Self::insert_allocated(&mut shard, s, s.c.with_hard_pin, s.args, None, replicas)
+        self.insert_allocated(&mut shard, s, s.c.with_hard_pin, s.args, None, replicas)
     }
 
     /// `PutEnd` / `UpsertEnd` and `PutRevoke` / `UpsertRevoke`: `client`, the writer of
@@ -429,7 +431,7 @@ impl Writes {
         }
         let Some(o) = shard.get_mut(s.tenant, s.key) else {
             let replicas = self.t.allocate_replicas(s.client, s.key, s.len, s.c)?;
-            return Self::insert_allocated(
+            return self.insert_allocated(
                 &mut shard,
                 s,
                 s.c.with_hard_pin,
@@ -470,7 +472,7 @@ impl Writes {
                 release_at,
             );
         }
-        Self::insert_allocated(&mut shard, s, merged.with_hard_pin, &args, pin, replicas)
+        self.insert_allocated(&mut shard, s, merged.with_hard_pin, &args, pin, replicas)
     }
 
     /// `BatchPutStart`, or `BatchUpsertStart` when `upsert`: [`Writes::start_one`] for

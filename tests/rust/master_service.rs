@@ -544,6 +544,12 @@ fn census_gauges_and_get_counters_follow_every_change() {
     assert_eq!(census(&m), (1, 3, 0));
     m.remove_all(true, T).unwrap();
     assert_eq!(census(&m), (0, 0, 0));
+
+    // Every object a put created, by value size (upstream's 4 KiB..64 MiB buckets).
+    put(&m, a, "big", 5000, &rc(1)).unwrap();
+    let metrics = m.metrics();
+    assert_eq!(metrics.value_sizes, [5, 1, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(metrics.value_size_sum, 100 + 100 + 300 + 100 + 200 + 5000);
 }
 
 #[test]
