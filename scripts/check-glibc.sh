@@ -7,9 +7,7 @@
 #   * the whole C ABI suite (tests/rust/c_abi.rs: exported symbol set, C programs under
 #     AddressSanitizer) passes against that library.
 #
-# zig and cargo-zigbuild come from PyPI (ziglang, cargo-zigbuild), installed into
-# target/zigbuild-venv on first use unless `cargo zigbuild` already works. The host
-# target's std is used, so no `rustup target add` is needed.
+# zig and cargo-zigbuild come from PyPI (scripts/zigbuild-env.sh).
 #
 # usage: scripts/check-glibc.sh [--profile release|debug] [--no-test]
 # Prints the build time. Artifacts: target/x86_64-unknown-linux-gnu/<profile>/.
@@ -35,39 +33,19 @@ triple=x86_64-unknown-linux-gnu
 target_dir="${CARGO_TARGET_DIR:-$root/target}"
 lib="$target_dir/$triple/$profile_dir/libmooncake.so"
 
-# Versions known to work; override to try others.
-ZIGLANG_VERSION="${ZIGLANG_VERSION:-0.17.1}"
-CARGO_ZIGBUILD_VERSION="${CARGO_ZIGBUILD_VERSION:-0.24.1}"
-have_zig() { command -v zig >/dev/null || python3 -m ziglang version >/dev/null 2>&1; }
-if ! { command -v cargo-zigbuild >/dev/null && have_zig; }; then
-  venv="$target_dir/zigbuild-venv"
-  if [ ! -x "$venv/bin/cargo-zigbuild" ]; then
-    echo "== installing ziglang $ZIGLANG_VERSION and cargo-zigbuild $CARGO_ZIGBUILD_VERSION into $venv"
-    if ! { python3 -m venv "$venv" && "$venv/bin/python" -m pip install -q \
-      "ziglang==$ZIGLANG_VERSION" "cargo-zigbuild==$CARGO_ZIGBUILD_VERSION"; }; then
-      rm -rf "$venv"
-      echo "SKIP glibc 2.28 build: ziglang/cargo-zigbuild could not be installed from PyPI"
-      exit 0
-    fi
-  fi
-  # cargo-zigbuild finds zig through `python3 -m ziglang` with the venv's python first.
-  export PATH="$venv/bin:$PATH"
-fi
-echo "== $(cargo-zigbuild --version | sed -n 1p), zig $(zig version 2>/dev/null || python3 -m ziglang version)"
+# shellcheck source=scripts/zigbuild-env.sh
+. scripts/zigbuild-env.sh
+zigbuild_env "glibc 2.28 build" || exit 0
 
 start=$SECONDS
-cargo zigbuild "${profile_args[@]}" --lib --target "$triple.$max_glibc"
+# Stripped as scripts/build-wheel.sh builds it, so one build serves both.
+CARGO_PROFILE_RELEASE_STRIP=debuginfo cargo zigbuild "${profile_args[@]}" --lib \
+  --target "$triple.$max_glibc"
 build_s=$((SECONDS - start))
 echo "== build: ${build_s} s ($profile_dir, $lib)"
 
 fail=0
-newest="$(objdump -T "$lib" | grep -o 'GLIBC_[0-9][0-9.]*' | sed 's/GLIBC_//' | sort -Vu | tail -1)"
-echo "== newest glibc symbol version: GLIBC_$newest"
-if [ "$(printf '%s\n%s\n' "$newest" "$max_glibc" | sort -V | tail -1)" != "$max_glibc" ]; then
-  echo "FAIL: needs GLIBC_$newest, newer than $max_glibc:"
-  objdump -T "$lib" | grep -E "GLIBC_($(echo "$newest" | sed 's/\./\\./g'))" | sed -n '1,20p' || true
-  fail=1
-fi
+glibc_at_most "$lib" "$max_glibc" || fail=1
 
 needed="$(readelf -d "$lib" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')"
 echo "== NEEDED: $(echo $needed)"
@@ -88,7 +66,7 @@ if [ "$run_tests" = 1 ] && [ "$fail" = 0 ]; then
 fi
 
 if [ "$fail" = 0 ]; then
-  echo "check-glibc: OK (GLIBC_$newest <= $max_glibc, build ${build_s} s)"
+  echo "check-glibc: OK (GLIBC_$(newest_glibc "$lib") <= $max_glibc, build ${build_s} s)"
 else
   echo "check-glibc: FAILED"
 fi

@@ -18,8 +18,11 @@
 #     suites twice: with the same-host path and with MC_DISABLE_SAME_HOST=1), the
 #     C ABI tests under
 #     AddressSanitizer, the header check, interop against the peer, packaging.
-#  4. scripts/test-python.sh: the Python package's tests against our library, and the
-#     same modules against upstream's wheel; scripts/netns-chaos.sh, three
+#  4. scripts/build-wheel.sh: the wheel (glibc 2.28, auditwheel-checked);
+#     scripts/test-python.sh: the Python package's tests against that wheel installed
+#     in a fresh venv with no Rust toolchain on PATH (in-tree without the wheel),
+#     over sockets only against our library, and the same modules against upstream's
+#     wheel; scripts/netns-chaos.sh, three
 #     network-fault scenarios in network namespaces (root); scripts/p2p-go-interop.sh
 #     (upstream's Go P2P store and ours on one etcd) where UPSTREAM_P2P_EXAMPLE names
 #     upstream's build.
@@ -34,7 +37,7 @@
 #
 # Knobs (all optional; README "Tests" lists them): MOONCAKE_SKIP_INTEROP,
 # MOONCAKE_SKIP_SANITIZERS, MOONCAKE_SKIP_VALGRIND, MOONCAKE_SKIP_GLIBC,
-# MOONCAKE_SKIP_PACKAGING, MOONCAKE_SKIP_PYTHON, MOONCAKE_SKIP_C_TESTS,
+# MOONCAKE_SKIP_PACKAGING, MOONCAKE_SKIP_PYTHON, MOONCAKE_SKIP_WHEEL, MOONCAKE_SKIP_C_TESTS,
 # MOONCAKE_SKIP_RDMA_VM, MOONCAKE_SKIP_KV_SERVERS, MOONCAKE_SKIP_TSAN, MOONCAKE_SKIP_MIRI,
 # MOONCAKE_SKIP_FUZZ, MOONCAKE_SKIP_SOAK, MOONCAKE_SKIP_NETNS, MOONCAKE_SKIP_STYLE,
 # MOONCAKE_PEER_VENV, MOONCAKE_TEST_THREADS,
@@ -120,6 +123,14 @@ stage "cargo test, sockets only" env MC_DISABLE_SAME_HOST=1 cargo test --no-fail
   --test te_loopback --test te_metadata --test metadata_backends --test store_client \
   --test store_faults --test store_pressure -- --test-threads="$threads" || true
 if [ -z "${MOONCAKE_SKIP_PYTHON:-}" ]; then
+  # The wheel users install (glibc 2.28, no Rust needed): its Python tests run in a
+  # fresh venv without cargo on PATH, in the python stage.
+  if [ -z "${MOONCAKE_SKIP_WHEEL:-}" ] && stage "wheel" bash scripts/build-wheel.sh; then
+    wheel="$(tail -1 "$stage_log")"
+    if [ "${wheel%.whl}" != "$wheel" ] && [ -f "$wheel" ]; then
+      export MOONCAKE_WHEEL="$wheel"
+    fi
+  fi
   stage "python" bash scripts/test-python.sh || true
 fi
 stop_load

@@ -12,6 +12,9 @@
 # brings its CUDA libraries, unused here); MOONCAKE_SKIP_TORCH=1 skips that install (the
 # tensor tests then skip), and so does a failed install outside CI (inside CI it fails).
 #
+# With MOONCAKE_WHEEL naming a wheel (scripts/build-wheel.sh), the first run tests that
+# wheel instead, installed into a fresh venv with no cargo or rustc on PATH.
+#
 #   scripts/test-python.sh [--full]   (--full: upstream's wheel as the SSD-tier owner too)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,8 +52,28 @@ elif ! has_torch; then
 fi
 export MOONCAKE_TORCH_SITE="$torch_site"
 
-echo "== python tests: mooncake-rs"
-env -u PYTHONPATH MOONCAKE_PY_IMPL=ours "$py" -m pytest -q -p no:cacheprovider python/tests || status=$?
+wheel="${MOONCAKE_WHEEL:-}"
+if [ -n "$wheel" ]; then
+  # The wheel as a user installs it: a fresh venv, and no Rust toolchain on PATH.
+  echo "== python tests: mooncake-rs wheel $(basename "$wheel") in a fresh venv, no cargo on PATH"
+  venv="$PWD/target/wheel-test-venv"
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install -q "$wheel" pytest pyzmq msgpack ||
+    "$venv/bin/python" -m pip install -q "$wheel" pytest
+  no_rust_path="$(printf '%s' "$PATH" | tr ':' '\n' |
+    while read -r dir; do [ -e "$dir/cargo" ] || [ -e "$dir/rustc" ] || printf '%s:' "$dir"; done)"
+  no_rust_path="$venv/bin:${no_rust_path%:}"
+  if PATH="$no_rust_path" command -v cargo >/dev/null; then
+    echo "FAILED: cargo is still on PATH for the wheel's tests"
+    status=1
+  fi
+  env -u PYTHONPATH PATH="$no_rust_path" MOONCAKE_PY_IMPL=ours MOONCAKE_PY_INSTALLED=1 \
+    "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests || status=$?
+else
+  echo "== python tests: mooncake-rs"
+  env -u PYTHONPATH MOONCAKE_PY_IMPL=ours "$py" -m pytest -q -p no:cacheprovider python/tests || status=$?
+fi
 # The engine and store suites once more over sockets only (same-host path disabled).
 echo "== python tests: mooncake-rs, MC_DISABLE_SAME_HOST=1"
 env -u PYTHONPATH MOONCAKE_PY_IMPL=ours MC_DISABLE_SAME_HOST=1 "$py" -m pytest -q -p no:cacheprovider \

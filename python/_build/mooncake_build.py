@@ -5,14 +5,16 @@ which
 
 1. runs ``cargo build --release --lib --bin mooncake_master --bin
    mooncake_http_metadata_server --bin transfer_engine_bench --bin mooncake_client
-   --bin mooncake_p2p``
+   --bin mooncake_p2p --bin mooncake_conductor``
    in the repository root (offline works: cargo only uses the network for crates it
    does not have yet);
 2. writes a wheel holding the pure-Python package ``python/mooncake`` plus, under
-   ``mooncake/lib/``, ``libmooncake.so`` and the five executables;
+   ``mooncake/lib/``, ``libmooncake.so`` and the six executables;
 3. declares the console scripts ``mooncake_master``,
-   ``mooncake_http_metadata_server``, ``transfer_engine_bench``, ``mooncake_client``
-   and ``mooncake_p2p``, which run the bundled executables.
+   ``mooncake_http_metadata_server``, ``transfer_engine_bench``, ``mooncake_client``,
+   ``mooncake_p2p`` and ``mooncake_conductor``, which run the bundled executables.
+
+The version is the crate's (``Cargo.toml``).
 
 The backend needs nothing but the standard library, so pip's isolated build
 environment downloads nothing. ``pip install -e ./python`` (PEP 660) builds the
@@ -26,6 +28,12 @@ Environment knobs:
 * ``MOONCAKE_CARGO_PROFILE``: ``release`` (default) or ``dev`` (faster to build);
 * ``MOONCAKE_CARGO_ARGS``: extra arguments for ``cargo build`` (e.g. ``--offline``);
 * ``MOONCAKE_SKIP_CARGO_BUILD=1``: package the artifacts already in ``target/``;
+* ``MOONCAKE_ARTIFACT_DIR``: package the library and executables of this directory
+  (built elsewhere, e.g. by ``scripts/build-wheel.sh`` against glibc 2.28) without
+  running cargo;
+* ``MOONCAKE_WHEEL_PLATFORM``: the wheel's platform tag (default: this interpreter's
+  platform, e.g. ``linux_x86_64``; ``scripts/build-wheel.sh`` sets
+  ``manylinux_2_28_x86_64``, which its build meets);
 * ``MOONCAKE_REPO_ROOT``: the repository root (default: the parent of ``python/``);
 * ``CARGO_TARGET_DIR``: honoured like cargo does.
 """
@@ -35,6 +43,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import re
 import shlex
 import shutil
 import stat
@@ -46,7 +55,6 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 NAME = "mooncake-rs"
-VERSION = "0.1.0"
 SUMMARY = (
     "Mooncake Transfer Engine and Store Python API (mooncake.engine, mooncake.store) "
     "over libmooncake, a Rust reimplementation of Mooncake"
@@ -59,6 +67,7 @@ BINARIES = [
     "transfer_engine_bench",
     "mooncake_client",
     "mooncake_p2p",
+    "mooncake_conductor",
 ]
 CONSOLE_SCRIPTS = {
     "mooncake_master": "mooncake.cli:main",
@@ -66,6 +75,7 @@ CONSOLE_SCRIPTS = {
     "transfer_engine_bench": "mooncake.cli:bench_main",
     "mooncake_client": "mooncake.cli:client_main",
     "mooncake_p2p": "mooncake.cli:p2p_main",
+    "mooncake_conductor": "mooncake.cli:conductor_main",
 }
 
 PYTHON_DIR = Path(__file__).resolve().parent.parent
@@ -84,6 +94,16 @@ def _repo_root() -> Path:
             "(`pip install ./python` in its root) or set MOONCAKE_REPO_ROOT"
         )
     return root
+
+
+def _version() -> str:
+    """The crate's version, from the ``[package]`` table of ``Cargo.toml``."""
+    text = (_repo_root() / "Cargo.toml").read_text(encoding="utf-8")
+    package = text.split("[package]", 1)[-1].split("\n[", 1)[0]
+    found = re.search(r'^version\s*=\s*"([^"]+)"', package, re.MULTILINE)
+    if not found:
+        raise RuntimeError("no version in Cargo.toml's [package] table")
+    return found.group(1)
 
 
 def _cargo() -> str:
@@ -117,6 +137,9 @@ def _target_dir(root: Path) -> Path:
 
 def _cargo_build(binaries: List[str]) -> Path:
     """Builds the library (and binaries); returns the artifact directory."""
+    prebuilt = os.environ.get("MOONCAKE_ARTIFACT_DIR")
+    if prebuilt:
+        return Path(prebuilt).resolve()
     root = _repo_root()
     profile, subdir = _profile()
     out = _target_dir(root) / subdir
@@ -145,16 +168,16 @@ def _artifacts(out: Path, binaries: List[str]) -> Dict[str, Path]:
 
 
 def _tag() -> str:
-    platform = sysconfig.get_platform().replace("-", "_").replace(".", "_")
-    return f"py3-none-{platform}"
+    platform = os.environ.get("MOONCAKE_WHEEL_PLATFORM") or sysconfig.get_platform()
+    return "py3-none-" + platform.replace("-", "_").replace(".", "_")
 
 
 def _dist_info() -> str:
-    return f"{NAME.replace('-', '_')}-{VERSION}.dist-info"
+    return f"{NAME.replace('-', '_')}-{_version()}.dist-info"
 
 
 def _wheel_name() -> str:
-    return f"{NAME.replace('-', '_')}-{VERSION}-{_tag()}.whl"
+    return f"{NAME.replace('-', '_')}-{_version()}-{_tag()}.whl"
 
 
 def _metadata() -> str:
@@ -163,7 +186,7 @@ def _metadata() -> str:
     lines = [
         "Metadata-Version: 2.1",
         f"Name: {NAME}",
-        f"Version: {VERSION}",
+        f"Version: {_version()}",
         f"Summary: {SUMMARY}",
         "License: Apache-2.0",
         f"Requires-Python: {REQUIRES_PYTHON}",

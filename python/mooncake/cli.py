@@ -1,7 +1,7 @@
 """Console entry points: run the native binaries bundled with the package.
 
 ``mooncake_master``, ``mooncake_http_metadata_server``, ``transfer_engine_bench``,
-``mooncake_client`` and ``mooncake_p2p`` (installed by pip as scripts) replace themselves
+``mooncake_client``, ``mooncake_p2p`` and ``mooncake_conductor`` (installed by pip as scripts) replace themselves
 with the bundled executable of the same name, passing the command line through. Outside an installed
 package they fall back to the repository's ``target/release`` or ``target/debug`` build.
 """
@@ -54,6 +54,11 @@ def client_main() -> int:
 def p2p_main() -> int:
     """``mooncake_p2p``: a P2P Store node (put, get, list, serve, replicate)."""
     return _exec("mooncake_p2p")
+
+
+def conductor_main() -> int:
+    """``mooncake_conductor``: the KVCache-centric scheduler (Conductor)."""
+    return _exec("mooncake_conductor")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,10 @@ Implementation under test: ``MOONCAKE_PY_IMPL`` = ``ours`` (default: the package
 the peer venv's python and PYTHONPATH unset, e.g.
 ``MOONCAKE_PY_IMPL=upstream $MOONCAKE_PEER_VENV/bin/python -m pytest python/tests``).
 
+``MOONCAKE_PY_INSTALLED=1`` (with ``ours``) tests the package installed in the running
+interpreter (e.g. from the wheel of ``scripts/build-wheel.sh``) instead of ``python/``:
+its bundled library and executables, nothing from this checkout's ``target/``.
+
 The peer venv is ``$MOONCAKE_PEER_VENV``, else ``~/.cache/mooncake-peer/venv``; tests
 that need it skip when it is absent. ``$MOONCAKE_TORCH_SITE`` (set by
 ``scripts/test-python.sh``) is a directory holding torch, safetensors and numpy,
@@ -43,7 +47,10 @@ TORCH_SITE = os.environ.get("MOONCAKE_TORCH_SITE", "")
 if TORCH_SITE and TORCH_SITE not in sys.path:
     sys.path.append(TORCH_SITE)
 
-if IMPL == "ours":
+#: Testing the installed package (MOONCAKE_PY_INSTALLED=1), not the checkout's.
+INSTALLED = IMPL == "ours" and os.environ.get("MOONCAKE_PY_INSTALLED") == "1"
+
+if IMPL == "ours" and not INSTALLED:
     if str(PYTHON_DIR) not in sys.path:
         sys.path.insert(0, str(PYTHON_DIR))
 else:
@@ -51,7 +58,12 @@ else:
 
 
 def _load_our_loader():
-    """python/mooncake/_lib.py loaded standalone (works in either mode)."""
+    """python/mooncake/_lib.py loaded standalone (works in either mode); the installed
+    package's own when testing the installed package."""
+    if INSTALLED:
+        import mooncake._lib as installed
+
+        return installed
     spec = importlib.util.spec_from_file_location("_mooncake_rs_lib", PYTHON_DIR / "mooncake" / "_lib.py")
     module = importlib.util.module_from_spec(spec)
     assert spec.loader is not None
@@ -74,7 +86,7 @@ def peer_venv() -> Optional[Path]:
 
 
 def pytest_report_header(config) -> List[str]:
-    lines = [f"mooncake implementation: {IMPL}"]
+    lines = [f"mooncake implementation: {IMPL}" + (" (installed package)" if INSTALLED else "")]
     if IMPL == "ours":
         lines.append(f"libmooncake: {our_library()}")
     lines.append(f"peer venv: {peer_venv()}")
@@ -94,6 +106,17 @@ def _library_present() -> None:
             "libmooncake.so not found: run `cargo build --lib` or set MOONCAKE_LIBRARY",
             returncode=2,
         )
+    if INSTALLED:
+        import mooncake
+
+        package = Path(mooncake.__file__).resolve().parent
+        library = our_library()
+        if PYTHON_DIR in package.parents or library is None or package not in library.parents:
+            pytest.exit(
+                f"MOONCAKE_PY_INSTALLED=1: the package at {package} with library {library} "
+                "is not an installed package with its bundled library",
+                returncode=2,
+            )
 
 
 def impl_env(which: str) -> Dict[str, str]:
@@ -103,7 +126,7 @@ def impl_env(which: str) -> Dict[str, str]:
     env["MOONCAKE_PY_IMPL"] = which
     env.setdefault("MC_TCP_BIND_ADDRESS", "127.0.0.1")
     env.setdefault("MC_FORCE_TCP", "1")
-    paths = [str(PYTHON_DIR)] if which == "ours" else []
+    paths = [str(PYTHON_DIR)] if which == "ours" and not INSTALLED else []
     paths += [TORCH_SITE] if TORCH_SITE else []
     if paths:
         env["PYTHONPATH"] = os.pathsep.join(paths)

@@ -22,7 +22,7 @@ from typing import Iterator, List, Optional, Sequence
 
 import pytest
 
-from conftest import IMPL, REPO, peer_venv
+from conftest import IMPL, INSTALLED, REPO, peer_venv
 from mooncake.store import MooncakeDistributedStore, MooncakeHostMemAllocator
 
 OURS = IMPL == "ours"
@@ -61,7 +61,15 @@ def _master_binary() -> Path:
 
 def our_binary(name: str) -> Path:
     """This repository's executable `name`: bundled in the package, else the newer of
-    the release and debug builds; skips the test when there is none."""
+    the release and debug builds; skips the test when there is none. Testing the
+    installed package, only its bundled one."""
+    if INSTALLED:
+        from mooncake._lib import binary_path
+
+        found = binary_path(name)
+        if found is None:
+            pytest.fail(f"{name} is not bundled in the installed package")
+        return found
     bundled = REPO / "python" / "mooncake" / "lib" / name
     built = [REPO / "target" / p / name for p in ("release", "debug")]
     built = sorted((b for b in built if b.is_file()), key=lambda p: p.stat().st_mtime, reverse=True)

@@ -1,8 +1,7 @@
 """The console commands of ``pip install ./python`` (ours only): the build backend
 declares ``mooncake_master``, ``mooncake_http_metadata_server``,
-``transfer_engine_bench``, ``mooncake_client`` and ``mooncake_p2p`` and bundles the
-five executables; ``transfer_engine_bench``, ``mooncake_client`` and ``mooncake_p2p``
-run the native binaries."""
+``transfer_engine_bench``, ``mooncake_client``, ``mooncake_p2p`` and
+``mooncake_conductor`` and bundles the six executables, which the commands run."""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import IMPL, PYTHON_DIR, impl_env
+from conftest import IMPL, INSTALLED, PYTHON_DIR, impl_env
 
 pytestmark = pytest.mark.skipif(IMPL != "ours", reason="mooncake-rs packaging (ours only)")
 
@@ -36,6 +35,7 @@ def test_backend_declares_the_commands(tmp_path: Path) -> None:
         "transfer_engine_bench = mooncake.cli:bench_main",
         "mooncake_client = mooncake.cli:client_main",
         "mooncake_p2p = mooncake.cli:p2p_main",
+        "mooncake_conductor = mooncake.cli:conductor_main",
     ):
         assert line in entry_points
     assert b.BINARIES == [
@@ -44,6 +44,7 @@ def test_backend_declares_the_commands(tmp_path: Path) -> None:
         "transfer_engine_bench",
         "mooncake_client",
         "mooncake_p2p",
+        "mooncake_conductor",
     ]
 
 
@@ -79,3 +80,35 @@ def test_transfer_engine_bench_runs_the_native_binary() -> None:
         pytest.skip("transfer_engine_bench not built: run `cargo build --bins`")
     done = run_entry("bench_main", "--help")
     assert done.returncode == 0 and "Usage: transfer_engine_bench" in done.stdout + done.stderr
+
+
+def test_mooncake_conductor_runs_the_native_binary() -> None:
+    from mooncake._lib import binary_path
+
+    if binary_path("mooncake_conductor") is None:
+        pytest.skip("mooncake_conductor not built: run `cargo build --bins`")
+    done = run_entry("conductor_main", "--help")
+    assert done.returncode == 0 and "mooncake_conductor" in done.stdout + done.stderr
+
+
+def test_the_wheel_is_named_after_the_crate_version(tmp_path: Path, monkeypatch) -> None:
+    b = backend()
+    cargo = (PYTHON_DIR.parent / "Cargo.toml").read_text()
+    version = cargo.split("[package]", 1)[1].split('version = "', 1)[1].split('"', 1)[0]
+    monkeypatch.setenv("MOONCAKE_WHEEL_PLATFORM", "manylinux_2_28_x86_64")
+    assert b._wheel_name() == f"mooncake_rs-{version}-py3-none-manylinux_2_28_x86_64.whl"
+    info = b.prepare_metadata_for_build_wheel(str(tmp_path))
+    assert f"Version: {version}\n" in (tmp_path / info / "METADATA").read_text()
+    assert "Tag: py3-none-manylinux_2_28_x86_64\n" in (tmp_path / info / "WHEEL").read_text()
+
+
+@pytest.mark.skipif(not INSTALLED, reason="tests the installed package (MOONCAKE_PY_INSTALLED=1)")
+def test_the_installed_commands_run_the_bundled_executables() -> None:
+    from mooncake._lib import BUNDLE_DIR
+
+    scripts = Path(sys.executable).parent
+    for name in ("mooncake_master", "mooncake_http_metadata_server", "transfer_engine_bench",
+                 "mooncake_client", "mooncake_p2p", "mooncake_conductor"):
+        assert (BUNDLE_DIR / name).is_file(), f"{name} is not bundled"
+        done = subprocess.run([str(scripts / name), "--help"], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, f"{name} --help: {done.returncode} {done.stderr[-500:]}"
