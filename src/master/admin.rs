@@ -362,12 +362,15 @@ fn prometheus(master: &MasterService) -> String {
     let metrics = master.metrics();
     for rpc in &metrics.rpcs {
         let name = snake(rpc.name);
-        // Upstream counts batch upserts with the batch puts.
-        let upsert = rpc
-            .name
-            .strip_prefix("BatchPut")
-            .and_then(|rest| metrics.rpc(&format!("BatchUpsert{rest}")));
-        let with_upsert = |f: fn(&RpcMetric) -> u64| f(rpc) + upsert.as_ref().map_or(0, f);
+        // Upstream counts batch upserts with the batch puts; our clients' tracked
+        // reads (BatchBeginRead, an extension) are its BatchGetReplicaList.
+        let folded = match rpc.name {
+            "BatchGetReplicaList" => metrics.rpc("BatchBeginRead"),
+            other => other
+                .strip_prefix("BatchPut")
+                .and_then(|rest| metrics.rpc(&format!("BatchUpsert{rest}"))),
+        };
+        let with_upsert = |f: fn(&RpcMetric) -> u64| f(rpc) + folded.as_ref().map_or(0, f);
         let mut families = vec![
             ("requests", with_upsert(|m| m.requests)),
             ("failures", with_upsert(|m| m.failures)),

@@ -138,11 +138,15 @@ fn admin_routes_reflect_master_state() {
     master
         .batch_get_replica_list(&keys(&["missing", "absent"]), T)
         .unwrap();
+    // Our clients' tracked reads count as upstream's BatchGetReplicaList too.
+    let read = master.batch_begin_read(&keys(&["key one"]), T).unwrap();
+    assert!(read[0].is_ok());
     let (_, metrics) = get(&server, "/metrics");
     for line in [
-        "master_batch_get_replica_list_requests_total 2",
-        "master_batch_get_replica_list_items_total 4",
+        "master_batch_get_replica_list_requests_total 3",
+        "master_batch_get_replica_list_items_total 5",
         "master_batch_get_replica_list_failed_items_total 3",
+        "master_batch_begin_read_requests_total 1",
         "master_batch_get_replica_list_partial_successes_total 1",
         "master_batch_get_replica_list_failures_total 1",
         "master_attempted_evictions_total 0",
