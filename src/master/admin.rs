@@ -387,144 +387,104 @@ fn prometheus(master: &MasterService) -> String {
             let _ = writeln!(out, "master_{name}_{family}_total {value}");
         }
     }
+    let census = master.census();
+    let promotion = master.promotion_metrics();
+    const C: &str = "counter";
+    const G: &str = "gauge";
     // Upstream's names for the eviction runs, and (upstream after 0.3.13) the same
     // for the memory pool alone: the only pool this master evicts from.
-    for (name, value) in [
-        ("master_eviction_runs_total", metrics.eviction_runs),
-        ("master_attempted_evictions_total", metrics.eviction_runs),
-        ("master_attempted_evictions_mem", metrics.eviction_runs),
+    let simple = [
+        ("master_eviction_runs_total", C, metrics.eviction_runs),
+        ("master_attempted_evictions_total", C, metrics.eviction_runs),
+        ("master_attempted_evictions_mem", C, metrics.eviction_runs),
         (
             "master_successful_evictions_total",
+            C,
             metrics.successful_evictions,
         ),
         (
             "master_successful_evictions_mem",
+            C,
             metrics.successful_evictions,
         ),
-        ("master_evicted_key_count", metrics.evicted_objects),
-        ("master_evicted_key_count_mem", metrics.evicted_objects),
-        ("master_evicted_size_bytes", metrics.evicted_bytes),
-        ("master_evicted_size_bytes_mem", metrics.evicted_bytes),
-    ] {
-        let _ = writeln!(out, "# TYPE {name} counter");
-        let _ = writeln!(out, "{name} {value}");
-    }
-    value_size_histogram(&metrics, &mut out);
-    for (name, kind, value) in [
+        ("master_evicted_key_count", C, metrics.evicted_objects),
+        ("master_evicted_key_count_mem", C, metrics.evicted_objects),
+        ("master_evicted_size_bytes", C, metrics.evicted_bytes),
+        ("master_evicted_size_bytes_mem", C, metrics.evicted_bytes),
         (
             "master_put_start_discard_cnt",
-            "counter",
+            C,
             metrics.put_start_discards,
         ),
         (
             "master_put_start_release_cnt",
-            "counter",
+            C,
             metrics.put_start_releases,
         ),
         (
             "master_put_start_discarded_staging_size",
-            "gauge",
+            G,
             metrics.discarded_staging_bytes,
         ),
-    ] {
-        let _ = writeln!(out, "# TYPE {name} {kind}");
-        let _ = writeln!(out, "{name} {value}");
-    }
-    let census = master.census();
-    for (name, kind, value) in [
         (
             "master_put_start_alloc_failures_total",
-            "counter",
+            C,
             metrics.put_start_alloc_failures,
         ),
         (
             "master_put_start_partial_allocations_total",
-            "counter",
+            C,
             metrics.put_start_partial_allocations,
         ),
-        ("master_soft_pin_key_count", "gauge", census.soft_pinned),
-        ("mem_cache_nums_", "gauge", census.in_memory),
-        ("file_cache_nums_", "gauge", census.on_disk),
-        ("total_get_nums_", "counter", metrics.gets),
-        ("valid_get_nums_", "counter", metrics.valid_gets),
-        ("mem_cache_hit_nums_", "counter", metrics.memory_hits),
-        (
-            "mem_cache_hit_bytes_total",
-            "counter",
-            metrics.memory_hit_bytes,
-        ),
-        ("file_cache_hit_nums_", "counter", metrics.disk_hits),
-        (
-            "file_cache_hit_bytes_total",
-            "counter",
-            metrics.disk_hit_bytes,
-        ),
-    ] {
-        let _ = writeln!(out, "# TYPE {name} {kind}");
-        let _ = writeln!(out, "{name} {value}");
-    }
-    let promotion = master.promotion_metrics();
-    for (name, kind, value) in [
-        ("master_promotion_in_flight", "gauge", promotion.in_flight),
-        (
-            "master_promotion_admitted_total",
-            "counter",
-            promotion.admitted,
-        ),
-        (
-            "master_promotion_completed_total",
-            "counter",
-            promotion.completed,
-        ),
+        ("master_soft_pin_key_count", G, census.soft_pinned),
+        ("mem_cache_nums_", G, census.in_memory),
+        ("file_cache_nums_", G, census.on_disk),
+        ("total_get_nums_", C, metrics.gets),
+        ("valid_get_nums_", C, metrics.valid_gets),
+        ("mem_cache_hit_nums_", C, metrics.memory_hits),
+        ("mem_cache_hit_bytes_total", C, metrics.memory_hit_bytes),
+        ("file_cache_hit_nums_", C, metrics.disk_hits),
+        ("file_cache_hit_bytes_total", C, metrics.disk_hit_bytes),
+        ("master_promotion_in_flight", G, promotion.in_flight),
+        ("master_promotion_admitted_total", C, promotion.admitted),
+        ("master_promotion_completed_total", C, promotion.completed),
         (
             "master_promotion_completed_bytes_total",
-            "counter",
+            C,
             promotion.completed_bytes,
         ),
-        (
-            "master_promotion_expired_total",
-            "counter",
-            promotion.expired,
-        ),
-        ("master_promotion_failed_total", "counter", promotion.failed),
-        (
-            "master_promotion_cancelled_total",
-            "counter",
-            promotion.cancelled,
-        ),
+        ("master_promotion_expired_total", C, promotion.expired),
+        ("master_promotion_failed_total", C, promotion.failed),
+        ("master_promotion_cancelled_total", C, promotion.cancelled),
         (
             "master_promotion_rejected_frequency_total",
-            "counter",
+            C,
             promotion.rejected_frequency,
         ),
         (
             "master_promotion_rejected_watermark_total",
-            "counter",
+            C,
             promotion.rejected_watermark,
         ),
         (
             "master_promotion_rejected_cap_total",
-            "counter",
+            C,
             promotion.rejected_cap,
         ),
-    ] {
+        ("master_put_room_evictions_total", C, metrics.room_evictions),
+        (
+            "master_offload_tasks_queued_total",
+            C,
+            metrics.offload_queued,
+        ),
+        ("master_offloaded_objects_total", C, metrics.offloaded),
+        ("master_evicted_to_disk_total", C, metrics.evicted_to_disk),
+    ];
+    for (name, kind, value) in simple {
         let _ = writeln!(out, "# TYPE {name} {kind}");
         let _ = writeln!(out, "{name} {value}");
     }
-    let _ = writeln!(out, "# TYPE master_put_room_evictions_total counter");
-    let _ = writeln!(
-        out,
-        "master_put_room_evictions_total {}",
-        metrics.room_evictions
-    );
-    for (name, value) in [
-        ("master_offload_tasks_queued_total", metrics.offload_queued),
-        ("master_offloaded_objects_total", metrics.offloaded),
-        ("master_evicted_to_disk_total", metrics.evicted_to_disk),
-    ] {
-        let _ = writeln!(out, "# TYPE {name} counter");
-        let _ = writeln!(out, "{name} {value}");
-    }
+    value_size_histogram(&metrics, &mut out);
     let disks = master.local_disks_summary();
     let _ = writeln!(out, "# TYPE master_local_disk_count gauge");
     let _ = writeln!(out, "master_local_disk_count {}", disks.len());

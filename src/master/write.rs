@@ -192,54 +192,49 @@ impl Writes {
         c: &ReplicateConfig,
         tenant: &str,
     ) -> MasterResult<Vec<ReplicaDescriptor>> {
-        let started = self.start_placed(upsert, client, key, len, c, tenant);
-        if started == Err(ErrorCode::NO_AVAILABLE_HANDLE) {
+        let args = self
+            .check_start(key, len, c)
+            .inspect_err(|e| self.count_alloc_failure(*e))?;
+        let tenant = self.t.write_tenant(tenant)?;
+        let _reservation = self.admit(upsert, tenant, key, len, c)?;
+        self.room
+            .with_room(len, || {
+                let s = Start {
+                    client,
+                    tenant,
+                    key,
+                    len,
+                    c,
+                    now: self.t.now(),
+                    args: &args,
+                };
+                let mut shard = self.t.objects.lock_key(s.tenant, key);
+                drop_dead_replicas(
+                    &self.t.segments,
+                    &mut shard,
+                    s.tenant,
+                    key,
+                    s.now,
+                    self.t.lease_ns,
+                );
+                if upsert {
+                    self.upsert_start_attempt(&s, shard)
+                } else {
+                    self.put_start_attempt(&s, shard)
+                }
+            })
+            .inspect_err(|e| self.count_alloc_failure(*e))
+    }
+
+    /// Counts a start that found no room for its replicas (upstream's
+    /// `master_put_start_alloc_failures_total`).
+    fn count_alloc_failure(&self, e: ErrorCode) {
+        if e == ErrorCode::NO_AVAILABLE_HANDLE {
             self.t
                 .metrics
                 .put_start_alloc_failures
                 .fetch_add(1, Ordering::Relaxed);
         }
-        started
-    }
-
-    /// [`Writes::start_one`] before counting a failure to place the replicas.
-    fn start_placed(
-        &self,
-        upsert: bool,
-        client: Uuid,
-        key: &str,
-        len: u64,
-        c: &ReplicateConfig,
-        tenant: &str,
-    ) -> MasterResult<Vec<ReplicaDescriptor>> {
-        let args = self.check_start(key, len, c)?;
-        let tenant = self.t.write_tenant(tenant)?;
-        let _reservation = self.admit(upsert, tenant, key, len, c)?;
-        self.room.with_room(len, || {
-            let s = Start {
-                client,
-                tenant,
-                key,
-                len,
-                c,
-                now: self.t.now(),
-                args: &args,
-            };
-            let mut shard = self.t.objects.lock_key(s.tenant, key);
-            drop_dead_replicas(
-                &self.t.segments,
-                &mut shard,
-                s.tenant,
-                key,
-                s.now,
-                self.t.lease_ns,
-            );
-            if upsert {
-                self.upsert_start_attempt(&s, shard)
-            } else {
-                self.put_start_attempt(&s, shard)
-            }
-        })
     }
 
     /// Admits a start's memory bytes (`len` per replica) within `tenant`'s quota,
