@@ -18,9 +18,8 @@
 //! still under the shard lock, as the object's whole new state (or its removal); lease
 //! and read-tracking updates (`get_for_lease`) are not replicated.
 
-use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, HashSet};
-use std::hash::{Hash, Hasher};
+use std::hash::BuildHasher;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -44,7 +43,7 @@ pub(crate) const NUM_SHARDS: usize = 1024;
 /// them empty right after a resize) then cost 24 bytes each, not an object's size.
 #[derive(Default)]
 pub(crate) struct Shard {
-    tenants: HashMap<String, HashMap<Box<str>, Box<Object>>>,
+    tenants: foldhash::HashMap<String, foldhash::HashMap<Box<str>, Box<Object>>>,
 }
 
 /// (tenant, group id) -> member keys.
@@ -62,6 +61,9 @@ pub(crate) struct ObjectTable {
     start: Instant,
     /// Objects per census class.
     census: CensusCounts,
+    /// Picks a key's shard (foldhash, seeded at random per process: keys come from
+    /// clients, and SipHash took a tenth of the master's time).
+    shard_hash: foldhash::fast::RandomState,
 }
 
 impl ObjectTable {
@@ -82,6 +84,7 @@ impl ObjectTable {
             charges,
             start,
             census: CensusCounts::default(),
+            shard_hash: foldhash::fast::RandomState::default(),
         }
     }
 
@@ -118,11 +121,8 @@ impl ObjectTable {
     }
 
     /// Shard of (tenant, key).
-    pub fn shard_of(tenant: &str, key: &str) -> usize {
-        let mut h = DefaultHasher::new();
-        tenant.hash(&mut h);
-        key.hash(&mut h);
-        (h.finish() % NUM_SHARDS as u64) as usize
+    fn shard_of(&self, tenant: &str, key: &str) -> usize {
+        (self.shard_hash.hash_one((tenant, key)) % NUM_SHARDS as u64) as usize
     }
 
     /// Locks shard `idx`.
@@ -138,7 +138,7 @@ impl ObjectTable {
 
     /// Locks the shard of (tenant, key).
     pub fn lock_key(&self, tenant: &str, key: &str) -> ShardGuard<'_> {
-        self.lock(Self::shard_of(tenant, key))
+        self.lock(self.shard_of(tenant, key))
     }
 
     /// Keys of group `group` in `tenant` (a snapshot).
