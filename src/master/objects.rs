@@ -247,9 +247,10 @@ impl ShardGuard<'_> {
         if let Some((o, before)) = self.noted.take() {
             // SAFETY: `o` points into a `Box<Object>` of this locked shard: it was
             // handed out by `get_mut`, whose borrow has ended, and every method that
-            // removes or replaces an object (and the guard's release) settles first,
-            // so the box is still in the shard. Moving boxes between buckets does not
-            // move the object.
+            // borrows an object mutably again, removes or replaces one (and the
+            // guard's release) settles first, so the box is still in the shard and
+            // nothing borrowed it since. Moving boxes between buckets does not move
+            // the object.
             let after = Census::of(unsafe { o.as_ref() });
             self.table.census.apply(before, after);
         }
@@ -263,6 +264,8 @@ impl ShardGuard<'_> {
     /// The object at (tenant, key), mutably, for changes that are not replicated:
     /// leases and read tracking (a new leader grants fresh leases to everything).
     pub fn get_for_lease(&mut self, tenant: &str, key: &str) -> Option<&mut Object> {
+        // A fresh mutable borrow of an object invalidates pointers taken before it.
+        self.settle_census();
         self.shard
             .tenants
             .get_mut(tenant)?
