@@ -370,16 +370,16 @@ fn prometheus(master: &MasterService) -> String {
                 .strip_prefix("BatchPut")
                 .and_then(|rest| metrics.rpc(&format!("BatchUpsert{rest}"))),
         };
-        let with_upsert = |f: fn(&RpcMetric) -> u64| f(rpc) + folded.as_ref().map_or(0, f);
+        let with_folded = |f: fn(&RpcMetric) -> u64| f(rpc) + folded.as_ref().map_or(0, f);
         let mut families = vec![
-            ("requests", with_upsert(|m| m.requests)),
-            ("failures", with_upsert(|m| m.failures)),
+            ("requests", with_folded(|m| m.requests)),
+            ("failures", with_folded(|m| m.failures)),
         ];
         if rpc.name.starts_with("Batch") {
             families.extend([
-                ("partial_successes", with_upsert(|m| m.partial_successes)),
-                ("items", with_upsert(|m| m.items)),
-                ("failed_items", with_upsert(|m| m.failed_items)),
+                ("partial_successes", with_folded(|m| m.partial_successes)),
+                ("items", with_folded(|m| m.items)),
+                ("failed_items", with_folded(|m| m.failed_items)),
             ]);
         }
         for (family, value) in families {
