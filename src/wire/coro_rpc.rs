@@ -346,16 +346,32 @@ fn read_full_or_eof(r: &mut impl Read, buf: &mut [u8]) -> io::Result<bool> {
 /// Reads `len` bytes (`len <= max` already checked). Memory grows with the bytes that
 /// actually arrive, so a header announcing a large body costs nothing until it is sent.
 fn read_body(r: &mut impl Read, len: u32) -> io::Result<Vec<u8>> {
-    let mut body = Vec::with_capacity((len as usize).min(64 << 10));
-    r.take(u64::from(len)).read_to_end(&mut body)?;
+    let mut body = Vec::new();
+    read_body_into(r, len, &mut body)?;
+    Ok(body)
+}
+
+/// [`read_body`] into `body` (emptied first), reusing its memory.
+fn read_body_into(r: &mut impl Read, len: u32, body: &mut Vec<u8>) -> io::Result<()> {
+    body.clear();
+    const SMALL: usize = 64 << 10;
+    if len as usize <= SMALL {
+        body.resize(len as usize, 0);
+        return r.read_exact(body);
+    }
+    body.reserve(SMALL);
+    r.take(u64::from(len)).read_to_end(body)?;
     if body.len() != len as usize {
         return Err(io::ErrorKind::UnexpectedEof.into());
     }
-    Ok(body)
+    Ok(())
 }
 
 /// Reads and discards an attachment of `len` bytes.
 fn skip(r: &mut impl Read, len: u32) -> io::Result<()> {
+    if len == 0 {
+        return Ok(());
+    }
     let n = io::copy(&mut r.take(u64::from(len)), &mut io::sink())?;
     if n < u64::from(len) {
         return Err(io::ErrorKind::UnexpectedEof.into());
@@ -371,6 +387,16 @@ pub fn read_request(
     max_body: usize,
 ) -> io::Result<Option<(RequestHeader, Vec<u8>)>> {
     read_frame(r, max_body)
+}
+
+/// [`read_request`] with the body read into `body` (emptied first), so a server
+/// reading request after request reuses one buffer.
+pub fn read_request_into(
+    r: &mut impl Read,
+    max_body: usize,
+    body: &mut Vec<u8>,
+) -> io::Result<Option<RequestHeader>> {
+    read_frame_into(r, max_body, body)
 }
 
 /// Reads one response frame; `Ok(None)` on a clean end of stream (same rules as
@@ -463,13 +489,23 @@ fn read_frame<H: FrameHeader>(
     r: &mut impl Read,
     max_body: usize,
 ) -> io::Result<Option<(H, Vec<u8>)>> {
+    let mut body = Vec::new();
+    Ok(read_frame_into(r, max_body, &mut body)?.map(|h| (h, body)))
+}
+
+/// Reads one frame whose header is an `H`, its body into `body` (emptied first).
+fn read_frame_into<H: FrameHeader>(
+    r: &mut impl Read,
+    max_body: usize,
+    body: &mut Vec<u8>,
+) -> io::Result<Option<H>> {
     let Some(h) = read_header::<H>(r, max_body)? else {
         return Ok(None);
     };
     let (body_len, attach_len) = h.lens();
-    let body = read_body(r, body_len)?;
+    read_body_into(r, body_len, body)?;
     skip(r, attach_len)?;
-    Ok(Some((h, body)))
+    Ok(Some(h))
 }
 
 /// Writes one whole frame.

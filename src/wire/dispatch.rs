@@ -9,7 +9,7 @@
 //! failure is the (negative) error code itself.
 
 use super::codec::{self, rpc, Rpc};
-use super::coro_rpc::{self, Method};
+use super::coro_rpc::{self, Method, ResponseHeader, RESP_HEADER_LEN};
 use super::master_api::{MasterApi, MasterResult};
 use super::master_rpcs::master_rpcs;
 use super::struct_pack::{self, Map};
@@ -21,45 +21,57 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 /// Handles one request: returns the response `err_code` and body. Never panics (a
 /// panicking service is reported as `err_code` 10, "rpc throw exception").
 pub fn handle_request(api: &dyn MasterApi, function_id: u32, body: &[u8]) -> (u8, Vec<u8>) {
+    let mut out = Vec::new();
+    let err = handle_request_into(api, function_id, body, &mut out);
+    (err, out)
+}
+
+/// [`handle_request`], appending the response body to `out`; returns the `err_code`.
+/// Should the encoder itself panic, the bytes `out` held before may come back as zeros
+/// (the reply header placeholder they are in the server loop).
+pub fn handle_request_into(
+    api: &dyn MasterApi,
+    function_id: u32,
+    body: &[u8],
+    out: &mut Vec<u8>,
+) -> u8 {
     let Some(method) = Method::from_id(function_id) else {
         log::debug!("master rpc: unknown function id {function_id:#010x}");
-        return (
-            coro_rpc::ERR_FUNCTION_NOT_REGISTERED,
-            coro_rpc::error_body(coro_rpc::MSG_FUNCTION_NOT_REGISTERED),
-        );
+        out.extend_from_slice(&coro_rpc::error_body(coro_rpc::MSG_FUNCTION_NOT_REGISTERED));
+        return coro_rpc::ERR_FUNCTION_NOT_REGISTERED;
     };
-    match catch_unwind(AssertUnwindSafe(|| dispatch(api, method, body))) {
-        Ok(r) => r,
+    let start = out.len();
+    match catch_unwind(AssertUnwindSafe(|| dispatch(api, method, body, &mut *out))) {
+        Ok(err) => err,
         Err(_) => {
             log::error!("master rpc: {} panicked", method.name());
-            (
-                coro_rpc::ERR_THROW_EXCEPTION,
-                coro_rpc::error_body("rpc throw exception"),
-            )
+            // The encoder may have been holding `out`'s bytes when it panicked.
+            out.resize(start, 0);
+            out.extend_from_slice(&coro_rpc::error_body("rpc throw exception"));
+            coro_rpc::ERR_THROW_EXCEPTION
         }
     }
 }
 
-/// Decodes `R`'s arguments, calls `f`, encodes its result.
-fn call<R: Rpc>(body: &[u8], f: impl FnOnce(R::Args) -> R::Ret) -> (u8, Vec<u8>) {
+/// Decodes `R`'s arguments, calls `f`, appends its encoded result to `out`.
+fn call<R: Rpc>(body: &[u8], out: &mut Vec<u8>, f: impl FnOnce(R::Args) -> R::Ret) -> u8 {
     match codec::decode_args::<R::Args>(body) {
-        Ok(args) => (coro_rpc::ERR_OK, struct_pack::serialize(&f(args))),
+        Ok(args) => {
+            struct_pack::serialize_into(&f(args), out);
+            coro_rpc::ERR_OK
+        }
         Err(e) => {
             log::debug!("master rpc: {}: {e}", R::METHOD.name());
-            (
-                coro_rpc::ERR_INVALID_ARGUMENTS,
-                coro_rpc::error_body(coro_rpc::MSG_INVALID_ARGUMENTS),
-            )
+            out.extend_from_slice(&coro_rpc::error_body(coro_rpc::MSG_INVALID_ARGUMENTS));
+            coro_rpc::ERR_INVALID_ARGUMENTS
         }
     }
 }
 
-fn not_registered(m: Method) -> (u8, Vec<u8>) {
+fn not_registered(m: Method, out: &mut Vec<u8>) -> u8 {
     log::debug!("master rpc: {} is not served here", m.name());
-    (
-        coro_rpc::ERR_FUNCTION_NOT_REGISTERED,
-        coro_rpc::error_body(coro_rpc::MSG_FUNCTION_NOT_REGISTERED),
-    )
+    out.extend_from_slice(&coro_rpc::error_body(coro_rpc::MSG_FUNCTION_NOT_REGISTERED));
+    coro_rpc::ERR_FUNCTION_NOT_REGISTERED
 }
 
 /// A batch result; a failure of the whole call becomes one error per input.
@@ -95,12 +107,12 @@ macro_rules! dispatch_arms {
     (all [$($all:tt)*]
      master [$({ $(#[$mdoc:meta])* $mm:ident: $($mrow:tt)* })*]
      tier [$({ $(#[$tdoc:meta])* $tm:ident: $($trow:tt)* })*]) => {
-        fn dispatch(api: &dyn MasterApi, m: Method, b: &[u8]) -> (u8, Vec<u8>) {
+        fn dispatch(api: &dyn MasterApi, m: Method, b: &[u8], out: &mut Vec<u8>) -> u8 {
             match m {
-                $(Method::$mm => call::<rpc::$mm>(b, serve_row!(api, { $mm: $($mrow)* })),)*
+                $(Method::$mm => call::<rpc::$mm>(b, out, serve_row!(api, { $mm: $($mrow)* })),)*
                 $(Method::$tm => match api.disk_tier() {
-                    Some(tier) => call::<rpc::$tm>(b, serve_row!(tier, { $tm: $($trow)* })),
-                    None => not_registered(m),
+                    Some(tier) => call::<rpc::$tm>(b, out, serve_row!(tier, { $tm: $($trow)* })),
+                    None => not_registered(m, out),
                 },)*
             }
         }
@@ -157,21 +169,27 @@ fn serve_loop(
 ) -> io::Result<()> {
     let mut reader = BufReader::with_capacity(64 << 10, stream.try_clone()?);
     let mut writer = BufWriter::with_capacity(64 << 10, stream);
-    while let Some((h, body)) = coro_rpc::read_request(&mut reader, max_body)? {
+    // One request body and one reply reused for every call of the connection.
+    let mut body = Vec::new();
+    let mut reply = Vec::new();
+    while let Some(h) = coro_rpc::read_request_into(&mut reader, max_body, &mut body)? {
         observe(h.function_id, &body);
-        let (mut err, mut resp) = if api.serving() {
-            handle_request(api, h.function_id, &body)
+        reply.clear();
+        reply.resize(RESP_HEADER_LEN, 0);
+        let mut err = if api.serving() {
+            handle_request_into(api, h.function_id, &body, &mut reply)
         } else {
-            (
-                coro_rpc::ERR_OPERATION_CANCELED,
-                coro_rpc::error_body(MSG_NOT_SERVING),
-            )
+            reply.extend_from_slice(&coro_rpc::error_body(MSG_NOT_SERVING));
+            coro_rpc::ERR_OPERATION_CANCELED
         };
-        if u32::try_from(resp.len()).is_err() {
+        let body_len = u32::try_from(reply.len() - RESP_HEADER_LEN).unwrap_or_else(|_| {
             err = 14; // message_too_large
-            resp = coro_rpc::error_body("body larger than 4G");
-        }
-        let reply = coro_rpc::encode_response(h.seq, err, &resp);
+            reply.truncate(RESP_HEADER_LEN);
+            reply.extend_from_slice(&coro_rpc::error_body("body larger than 4G"));
+            (reply.len() - RESP_HEADER_LEN) as u32
+        });
+        reply[..RESP_HEADER_LEN]
+            .copy_from_slice(&ResponseHeader::new(h.seq, err, body_len).to_bytes());
         // No reply leaves before the API allows it (`before_reply`): not through a
         // full buffer either.
         if writer.buffer().len() + reply.len() > writer.capacity() {
@@ -183,8 +201,18 @@ fn serve_loop(
         if !whole_request_buffered(reader.buffer()) {
             release_replies(api, &mut writer)?;
         }
+        shrink_if_large(&mut body);
+        shrink_if_large(&mut reply);
     }
     release_replies(api, &mut writer)
+}
+
+/// Gives back a reused buffer's memory after an exceptionally large message.
+fn shrink_if_large(buf: &mut Vec<u8>) {
+    const KEEP: usize = 1 << 20;
+    if buf.capacity() > KEEP {
+        *buf = Vec::new();
+    }
 }
 
 /// The message of a request refused by a master that may not answer now.

@@ -23,6 +23,7 @@
 use md5::{Digest, Md5};
 use parking_lot::RwLock;
 use std::any::TypeId;
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::OnceLock;
@@ -307,13 +308,23 @@ pub fn literal_hash(literal: &[u8]) -> u32 {
 /// The type hash of `T`, computed once per type (an MD5 per message would show up in
 /// profiles of both the master and the client).
 pub fn type_hash<T: Pack + 'static>() -> u32 {
-    static HASHES: OnceLock<RwLock<HashMap<TypeId, u32>>> = OnceLock::new();
-    let hashes = HASHES.get_or_init(Default::default);
-    if let Some(h) = hashes.read().get(&TypeId::of::<T>()) {
-        return *h;
+    thread_local! {
+        /// This thread's copy, so threads serving requests share no lock.
+        static LOCAL: RefCell<foldhash::HashMap<TypeId, u32>> = RefCell::default();
     }
-    let h = literal_hash(&literal::<T>());
-    hashes.write().insert(TypeId::of::<T>(), h);
+    static HASHES: OnceLock<RwLock<HashMap<TypeId, u32>>> = OnceLock::new();
+    let id = TypeId::of::<T>();
+    if let Some(h) = LOCAL.with(|l| l.borrow().get(&id).copied()) {
+        return h;
+    }
+    let hashes = HASHES.get_or_init(Default::default);
+    let known = hashes.read().get(&id).copied();
+    let h = known.unwrap_or_else(|| {
+        let h = literal_hash(&literal::<T>());
+        hashes.write().insert(id, h);
+        h
+    });
+    LOCAL.with(|l| l.borrow_mut().insert(id, h));
     h
 }
 
@@ -347,16 +358,39 @@ fn payload<T: Pack>(v: &T) -> (usize, Vec<u8>) {
 /// Encodes `v` as upstream's release builds do: the hash, a metainfo byte only when a
 /// container needs length prefixes wider than one byte, then the payload.
 pub fn serialize<T: Pack + 'static>(v: &T) -> Vec<u8> {
-    let (width, body) = payload(v);
-    let mut out = Vec::with_capacity(body.len() + 5);
-    if width == 1 {
-        out.extend_from_slice(&type_hash::<T>().to_le_bytes());
-    } else {
-        out.extend_from_slice(&(type_hash::<T>() | 1).to_le_bytes());
-        out.push(len_bits(width));
-    }
-    out.extend_from_slice(&body);
+    let mut out = Vec::new();
+    serialize_into(v, &mut out);
     out
+}
+
+/// [`serialize`], appending to `out`: a message whose containers all fit one-byte
+/// length prefixes (most replies) is packed in place, with no buffer of its own.
+pub fn serialize_into<T: Pack + 'static>(v: &T, out: &mut Vec<u8>) {
+    let start = out.len();
+    out.extend_from_slice(&type_hash::<T>().to_le_bytes());
+    let mut w = Writer {
+        buf: std::mem::take(out),
+        width: 1,
+        max_len: 0,
+    };
+    v.pack(&mut w);
+    let w_max_len = w.max_len();
+    *out = w.into_inner();
+    if width_for(w_max_len) == 1 {
+        return;
+    }
+    // The first pass measured the longest container: pack once more at its width.
+    out.truncate(start);
+    let width = width_for(w_max_len);
+    out.extend_from_slice(&(type_hash::<T>() | 1).to_le_bytes());
+    out.push(len_bits(width));
+    let mut w = Writer {
+        buf: std::mem::take(out),
+        width,
+        max_len: 0,
+    };
+    v.pack(&mut w);
+    *out = w.into_inner();
 }
 
 /// Encodes `v` as upstream's debug builds do: always a metainfo byte, with the type

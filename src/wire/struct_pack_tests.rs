@@ -99,3 +99,34 @@ proptest! {
         let _ = split(&bytes);
     }
 }
+
+#[test]
+fn serialize_into_appends_what_serialize_returns_in_every_width() {
+    let short = (String::from("key"), vec![1u64, 2, 3]);
+    let wide = (String::from("k").repeat(300), vec![7u64; 3]);
+    for prefix in [&b""[..], &b"header.."[..]] {
+        let mut out = prefix.to_vec();
+        serialize_into(&short, &mut out);
+        assert_eq!(&out[..prefix.len()], prefix);
+        assert_eq!(out[prefix.len()..], serialize(&short)[..]);
+
+        let mut out = prefix.to_vec();
+        serialize_into(&wide, &mut out);
+        assert_eq!(&out[..prefix.len()], prefix);
+        assert_eq!(out[prefix.len()..], serialize(&wide)[..]);
+        assert_eq!(
+            deserialize::<(String, Vec<u64>)>(&out[prefix.len()..]).unwrap(),
+            wide
+        );
+    }
+}
+
+#[test]
+fn type_hashes_agree_across_threads() {
+    let here = type_hash::<(String, Vec<u64>)>();
+    let there = std::thread::spawn(type_hash::<(String, Vec<u64>)>)
+        .join()
+        .unwrap();
+    assert_eq!(here, there);
+    assert_eq!(here, type_hash::<(String, Vec<u64>)>());
+}

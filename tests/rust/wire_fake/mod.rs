@@ -244,6 +244,7 @@ impl MasterApi for Fake {
         if key.starts_with("missing") {
             return Err(ErrorCode::OBJECT_NOT_FOUND);
         }
+        assert!(!key.starts_with("panic"), "the fake panics for {key}");
         // Slow enough that pipelined calls overlap.
         thread::sleep(Duration::from_micros(200));
         Ok(grlr(key))
