@@ -6,6 +6,7 @@
 //! memory is freed) at the next sweep.
 
 use super::leased::{LeasedRegion, PeerLease};
+use super::premap::{Premappable, Premapper};
 use super::wire::{Request, ShareKind, ShareReply};
 use crate::host::mapping::Mapping;
 use crate::te::region_leases::PeerPins;
@@ -26,6 +27,7 @@ const SWEEP_EVERY: Duration = Duration::from_secs(1);
 /// Writes at least this long first map the pages they cover in one call, instead of
 /// one fault per page (a fresh mapping of a peer's segment has none mapped).
 const POPULATE_MIN: u64 = 64 << 10;
+const PAGE: u64 = 4096;
 
 /// One peer region mapped here.
 pub struct MappedRegion {
@@ -51,6 +53,16 @@ impl MappedRegion {
 
     fn is_live(&self) -> bool {
         self.epochs.is_live(self.slot, self.gen)
+    }
+}
+
+impl Premappable for MappedRegion {
+    /// The region's pages here: the address of its first byte's page, and the bytes
+    /// from there to the end of its last whole page.
+    fn live_pages(&self) -> Option<(u64, u64)> {
+        let start = self.here & !(PAGE - 1);
+        let end = (self.here + self.len) & !(PAGE - 1);
+        self.is_live().then(|| (start, end.saturating_sub(start)))
     }
 }
 
@@ -82,6 +94,8 @@ pub enum Lookup {
 pub struct MappedPeers {
     peers: RwLock<HashMap<String, Peer>>,
     last_sweep: Mutex<Option<Instant>>,
+    /// Maps the pages peers already back in new regions ahead of the copies.
+    premap: Premapper,
 }
 
 /// What a copy through a mapping did.
@@ -167,7 +181,11 @@ impl MappedPeers {
         let recorded = match (reply.kind, first, second) {
             (ShareKind::Mapped, Some(region_file), Some(epoch_file)) => {
                 map_region(peer, reply, region_file, epoch_file)
-                    .map(|region| peer.regions.insert(reply.base, Arc::new(region)))
+                    .map(|region| {
+                        let region = Arc::new(region);
+                        self.premap.queue(&region);
+                        peer.regions.insert(reply.base, region)
+                    })
                     .is_some()
             }
             (ShareKind::Leased, Some(epoch_file), Some(pin_file)) => {
@@ -370,7 +388,6 @@ fn map_region(
 /// for writing in one call; a kernel without `MADV_POPULATE_WRITE` (before 5.14) just
 /// takes the faults during the copy.
 fn populate_for_write(addr: u64, len: u64) {
-    const PAGE: u64 = 4096;
     let start = addr & !(PAGE - 1);
     let end = (addr + len + PAGE - 1) & !(PAGE - 1);
     // SAFETY: the range lies inside a live shared mapping of this process (rounded to

@@ -26,6 +26,7 @@ mod copy;
 pub mod identity;
 mod leased;
 mod mapped;
+mod premap;
 pub mod target;
 pub mod transport;
 pub mod wire;
