@@ -17,6 +17,7 @@ pub mod host;
 pub mod master;
 pub mod metadata;
 pub mod p2p;
+pub mod pg;
 pub mod rpc_channel;
 pub mod runtime;
 pub mod store;

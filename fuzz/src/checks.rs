@@ -19,6 +19,7 @@ use mooncake::master::config::{config_pairs, parse_duration_ms, MasterConfig};
 use mooncake::master::ha::record::Record;
 use mooncake::metadata::descriptor::SegmentDesc;
 use mooncake::metadata::{etcd, MetadataSource};
+use mooncake::pg::link::Header as PgHeader;
 use mooncake::runtime::http_server::HttpHandler;
 use mooncake::store::dummy::wire::{self as dummy, Op, WireRangedRead};
 use mooncake::store::{ErrorCode, Pieces, ReplicateConfig};
@@ -59,6 +60,7 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("zmtp_subscriber", zmtp_subscriber),
     ("kv_event_payload", kv_event_payload),
     ("conductor_api", conductor_api),
+    ("pg_chunk_header", pg_chunk_header),
 ];
 
 fn head<const N: usize>(data: &[u8]) -> Option<&[u8; N]> {
@@ -69,6 +71,16 @@ fn head<const N: usize>(data: &[u8]) -> Option<&[u8; N]> {
 pub fn method_and_body(data: &[u8]) -> Option<(Method, &[u8])> {
     let (&first, body) = data.split_first()?;
     Some((Method::ALL[usize::from(first) % Method::ALL.len()], body))
+}
+
+/// Mooncake PG: a chunk header a peer wrote into this rank's mailbox.
+pub fn pg_chunk_header(data: &[u8]) {
+    if let Some(h) = PgHeader::decode(data) {
+        assert!(data.len() >= PgHeader::LEN);
+        let mut out = [0u8; PgHeader::LEN];
+        h.encode(&mut out);
+        assert_eq!(PgHeader::decode(&out), Some(h));
+    }
 }
 
 /// TCP data plane: the 24-byte request header and the v2 status frame.

@@ -76,6 +76,101 @@
 #define MOONCAKE_P2P_CLOSED -11
 
 /**
+ * Element type float32.
+ */
+#define MOONCAKE_PG_DTYPE_F32 0
+
+/**
+ * Element type float64.
+ */
+#define MOONCAKE_PG_DTYPE_F64 1
+
+/**
+ * Element type bfloat16.
+ */
+#define MOONCAKE_PG_DTYPE_BF16 2
+
+/**
+ * Element type float16.
+ */
+#define MOONCAKE_PG_DTYPE_F16 3
+
+/**
+ * Element type int32.
+ */
+#define MOONCAKE_PG_DTYPE_I32 4
+
+/**
+ * Element type int64.
+ */
+#define MOONCAKE_PG_DTYPE_I64 5
+
+/**
+ * Element type uint8.
+ */
+#define MOONCAKE_PG_DTYPE_U8 6
+
+/**
+ * Reduction: sum.
+ */
+#define MOONCAKE_PG_OP_SUM 0
+
+/**
+ * Reduction: product.
+ */
+#define MOONCAKE_PG_OP_PROD 1
+
+/**
+ * Reduction: minimum.
+ */
+#define MOONCAKE_PG_OP_MIN 2
+
+/**
+ * Reduction: maximum.
+ */
+#define MOONCAKE_PG_OP_MAX 3
+
+/**
+ * Reduction: average (sum over the number of active ranks).
+ */
+#define MOONCAKE_PG_OP_AVG 4
+
+/**
+ * Success.
+ */
+#define MOONCAKE_PG_OK 0
+
+/**
+ * A bad argument (also a bad handle).
+ */
+#define MOONCAKE_PG_ERR_INVALID -1
+
+/**
+ * The ranks disagree about the operation (sizes, kinds).
+ */
+#define MOONCAKE_PG_ERR_MISMATCH -2
+
+/**
+ * A peer failed, timed out or went away (see `mooncake_pg_last_suspects`).
+ */
+#define MOONCAKE_PG_ERR_PEER_FAILED -3
+
+/**
+ * The membership changed under the operation; it may be retried.
+ */
+#define MOONCAKE_PG_ERR_MEMBERSHIP_CHANGED -4
+
+/**
+ * This rank is not an active member.
+ */
+#define MOONCAKE_PG_ERR_NOT_ACTIVE -5
+
+/**
+ * A local failure (store, engine).
+ */
+#define MOONCAKE_PG_ERR_INTERNAL -6
+
+/**
  * The allocator of [`mooncake_store_get_with_allocator`]: given its `ctx` and the
  * object's size, returns that many writable bytes (valid until the call returns), or
  * NULL to skip the read.
@@ -124,6 +219,33 @@ typedef void *mooncake_rpc_channel_t;
  * of the server's, before the sender is answered.
  */
 typedef void (*mooncake_rpc_receive_fn)(void *user, int kind, const uint8_t *data, size_t len);
+
+/**
+ * An opaque group handle (`typedef void *`), from `mooncake_pg_create` until
+ * `mooncake_pg_destroy`.
+ */
+typedef void *mooncake_pg_t;
+
+/**
+ * Reads a key of the caller's store: writes up to `cap` bytes of the value to `buf`
+ * and its full length to `*len`; returns 1 when found, 0 when absent, -1 on error
+ * (a value longer than `cap` is read again with a larger buffer).
+ */
+typedef int (*mooncake_pg_kv_get_fn)(void *ctx,
+                                     const char *key,
+                                     uint8_t *buf,
+                                     size_t cap,
+                                     size_t *len);
+
+/**
+ * Writes a key of the caller's store; returns 0, or -1 on error.
+ */
+typedef int (*mooncake_pg_kv_set_fn)(void *ctx, const char *key, const uint8_t *value, size_t len);
+
+/**
+ * Removes a key of the caller's store; returns 0, or -1 on error.
+ */
+typedef int (*mooncake_pg_kv_remove_fn)(void *ctx, const char *key);
 
 #ifdef __cplusplus
 extern "C" {
@@ -1207,6 +1329,227 @@ int mooncake_rpc_channel_send(mooncake_rpc_channel_t channel,
                               int kind,
                               const uint8_t *data,
                               size_t len);
+
+/**
+ * Creates rank `rank` of group `group_name` (`size` founding ranks, `max_group_size`
+ * slots, at least `size`; 0 means `size`). The group meets in a store: the caller's
+ * callbacks when `kv_get` and `kv_set` are given, else the metadata store
+ * `store_conn` (`http://host:port/metadata`, `etcd://host:port`,
+ * `redis://host:port`). It moves data through `engine` when not NULL (the engine
+ * must outlive the group), else through an engine of its own on `host_ip` (NULL:
+ * 127.0.0.1) with TCP (and the same-host path). `is_extension` 1: a rank entering an
+ * existing group with `mooncake_pg_join_group`. `auto_deactivate` 1: ranks that make
+ * an operation fail are taken out before it returns. `timeout_ms` bounds every wait
+ * (0: `MC_PG_TIMEOUT_MS` or 30 s). Blocks until every founding rank published itself.
+ *
+ * Returns the handle, or NULL with the reason in the thread's last error.
+ *
+ * # Safety
+ * Strings NULL or NUL-terminated; the callbacks safe to call from any thread with
+ * `kv_ctx` until the group is destroyed.
+ */
+mooncake_pg_t mooncake_pg_create(transfer_engine_t engine,
+                                 const char *host_ip,
+                                 const char *store_conn,
+                                 void *kv_ctx,
+                                 mooncake_pg_kv_get_fn kv_get,
+                                 mooncake_pg_kv_set_fn kv_set,
+                                 mooncake_pg_kv_remove_fn kv_remove,
+                                 const char *group_name,
+                                 int rank,
+                                 int size,
+                                 int max_group_size,
+                                 int is_extension,
+                                 int auto_deactivate,
+                                 int64_t timeout_ms);
+
+/**
+ * Leaves the group and frees the handle. Returns 0, or -1 for a bad handle.
+ */
+int mooncake_pg_destroy(mooncake_pg_t pg);
+
+/**
+ * All-reduces `len` bytes of `dtype` elements at `buf` in place. Returns 0 or a
+ * `MOONCAKE_PG_ERR_*` code.
+ *
+ * # Safety
+ * `buf` valid for `len` bytes of reads and writes.
+ */
+int mooncake_pg_all_reduce(mooncake_pg_t pg, void *buf, size_t len, int dtype, int op);
+
+/**
+ * Reduces `len` bytes at `buf` into rank `root`'s `buf` (other ranks' buffers are
+ * unchanged). Returns 0 or a `MOONCAKE_PG_ERR_*` code.
+ *
+ * # Safety
+ * `buf` valid for `len` bytes of reads and writes.
+ */
+int mooncake_pg_reduce(mooncake_pg_t pg, void *buf, size_t len, int dtype, int op, int root);
+
+/**
+ * Copies rank `root`'s `len` bytes at `buf` into every rank's `buf`.
+ *
+ * # Safety
+ * `buf` valid for `len` bytes of reads and writes.
+ */
+int mooncake_pg_broadcast(mooncake_pg_t pg, void *buf, size_t len, int root);
+
+/**
+ * Gathers every active rank's `len` bytes at `input` into `output` (`output_len`
+ * bytes, at least `len * size`) at `rank * len`; holes stay untouched.
+ *
+ * # Safety
+ * `input` valid for `len` bytes of reads, `output` for `output_len` of writes.
+ */
+int mooncake_pg_all_gather(mooncake_pg_t pg,
+                           const void *input,
+                           size_t len,
+                           void *output,
+                           size_t output_len);
+
+/**
+ * Reduces `input` (`input_len` bytes: one block of `output_len` bytes per rank slot
+ * up to the group's size) and leaves this rank's block of the result in `output`.
+ *
+ * # Safety
+ * `input` valid for `input_len` bytes of reads, `output` for `output_len` of writes.
+ */
+int mooncake_pg_reduce_scatter(mooncake_pg_t pg,
+                               const void *input,
+                               size_t input_len,
+                               void *output,
+                               size_t output_len,
+                               int dtype,
+                               int op);
+
+/**
+ * All-to-all: `send_counts[r]` bytes of `input` (blocks in rank order) go to rank
+ * `r`, `recv_counts[r]` bytes from rank `r` land in `output` (in rank order);
+ * `ncounts` entries each, at least the group's size.
+ *
+ * # Safety
+ * The buffers valid for their lengths; the count arrays for `ncounts` elements.
+ */
+int mooncake_pg_all_to_all(mooncake_pg_t pg,
+                           const void *input,
+                           size_t input_len,
+                           const uint64_t *send_counts,
+                           void *output,
+                           size_t output_len,
+                           const uint64_t *recv_counts,
+                           size_t ncounts);
+
+/**
+ * Gathers every active rank's `len` bytes into rank `root`'s `output` (at
+ * `rank * len`; `output` may be NULL elsewhere).
+ *
+ * # Safety
+ * `input` valid for `len` bytes of reads, `output` for `output_len` of writes.
+ */
+int mooncake_pg_gather(mooncake_pg_t pg,
+                       const void *input,
+                       size_t len,
+                       void *output,
+                       size_t output_len,
+                       int root);
+
+/**
+ * Scatters rank `root`'s `input` (one block of `len` bytes per rank slot) so each
+ * rank's `output` (`len` bytes) gets its block.
+ *
+ * # Safety
+ * `input` valid for `input_len` bytes of reads, `output` for `len` of writes.
+ */
+int mooncake_pg_scatter(mooncake_pg_t pg,
+                        const void *input,
+                        size_t input_len,
+                        void *output,
+                        size_t len,
+                        int root);
+
+/**
+ * Blocks until every active rank arrived.
+ */
+int mooncake_pg_barrier(mooncake_pg_t pg);
+
+/**
+ * Sends `len` bytes to rank `to` (matched in order by its `mooncake_pg_recv`).
+ *
+ * # Safety
+ * `buf` valid for `len` bytes of reads.
+ */
+int mooncake_pg_send(mooncake_pg_t pg, const void *buf, size_t len, int to);
+
+/**
+ * Receives exactly `len` bytes from rank `from`.
+ *
+ * # Safety
+ * `buf` valid for `len` bytes of writes.
+ */
+int mooncake_pg_recv(mooncake_pg_t pg, void *buf, size_t len, int from);
+
+/**
+ * This rank's in-group rank, or -1 for a bad handle.
+ */
+int mooncake_pg_rank(mooncake_pg_t pg);
+
+/**
+ * One past the highest active rank (an extension not yet joined: the declared
+ * size), or -1 for a bad handle.
+ */
+int mooncake_pg_size(mooncake_pg_t pg);
+
+/**
+ * The membership epoch (0 at founding, one more per change), or -1.
+ */
+int64_t mooncake_pg_epoch(mooncake_pg_t pg);
+
+/**
+ * Writes one byte per rank slot (1 active, 0 not) to `out`, up to `cap`; returns
+ * the number of slots (`max_group_size`), or -1.
+ *
+ * # Safety
+ * `out` valid for `cap` bytes of writes (NULL when `cap` is 0).
+ */
+int mooncake_pg_active_ranks(mooncake_pg_t pg, uint8_t *out, size_t cap);
+
+/**
+ * Takes `n` ranks out of the group (a membership change every active rank takes part
+ * in; ranks inside an operation join it by themselves). Returns 0 or an error code.
+ *
+ * # Safety
+ * `ranks` valid for `n` ints.
+ */
+int mooncake_pg_deactivate_ranks(mooncake_pg_t pg, const int *ranks, size_t n);
+
+/**
+ * Brings `n` ranks waiting in `mooncake_pg_join_group` into the group. Returns 0 or
+ * an error code.
+ *
+ * # Safety
+ * `ranks` valid for `n` ints.
+ */
+int mooncake_pg_activate_ranks(mooncake_pg_t pg, const int *ranks, size_t n);
+
+/**
+ * Declares this (extension) rank ready and blocks until it is activated. Returns 0
+ * or an error code.
+ */
+int mooncake_pg_join_group(mooncake_pg_t pg);
+
+/**
+ * Sets how long operations and membership changes may wait (milliseconds, > 0).
+ */
+int mooncake_pg_set_timeout(mooncake_pg_t pg, int64_t timeout_ms);
+
+/**
+ * Writes the ranks the calling thread's last failed PG call suspects to `out` (up to
+ * `cap`); returns how many there are (0 when none).
+ *
+ * # Safety
+ * `out` valid for `cap` ints of writes (NULL when `cap` is 0).
+ */
+int mooncake_pg_last_suspects(int *out, size_t cap);
 
 #ifdef __cplusplus
 }  // extern "C"

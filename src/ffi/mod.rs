@@ -27,6 +27,7 @@ mod args;
 pub(crate) mod boundary;
 mod engines;
 pub mod ext;
+pub mod ext_pg;
 pub mod ext_store;
 pub mod ext_te;
 mod fail;

@@ -252,6 +252,25 @@ fn write_seeds() {
         let h = tcp::Header { size, addr, op, v2 };
         add("tcp_header", &format!("header{i}"), h.encode().to_vec());
     }
+    for (i, (kind, epoch, total, offset, len)) in [
+        (3u32, 0u64, 8u64, 0u64, 8u32),
+        (5, 7, 4 << 20, 512 << 10, 512 << 10),
+        (1, 2, 0, 0, 0),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut bytes = vec![0u8; mooncake::pg::link::Header::LEN];
+        mooncake::pg::link::Header {
+            kind,
+            epoch,
+            total,
+            offset,
+            len,
+        }
+        .encode(&mut bytes);
+        add("pg_chunk_header", &format!("chunk{i}"), bytes);
+    }
     add(
         "tcp_header",
         "status_ok",

@@ -72,6 +72,7 @@ fn ext_header() -> String {
             "src/ffi/ext_store/sessions.rs",
             "src/ffi/p2p/mod.rs",
             "src/ffi/rpc_channel.rs",
+            "src/ffi/ext_pg.rs",
         ],
     )
 }
