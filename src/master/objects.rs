@@ -28,6 +28,7 @@ use std::time::Instant;
 use parking_lot::{Mutex, MutexGuard};
 
 use super::census::{Census, CensusCounts, CensusSnapshot};
+use super::entries::Entries;
 use super::ha::changelog::ReplicationLog;
 use super::ha::record::Record;
 use super::object::Object;
@@ -39,11 +40,11 @@ use crate::wire::master_api::{ErrorCode, MasterResult};
 /// Number of shards.
 pub(crate) const NUM_SHARDS: usize = 1024;
 
-/// One shard: tenant -> key -> object. Objects are boxed: the maps' buckets (half of
-/// them empty right after a resize) then cost 24 bytes each, not an object's size.
+/// One shard: tenant -> key -> object, each object and its key in one allocation (see
+/// `entries`).
 #[derive(Default)]
 pub(crate) struct Shard {
-    tenants: foldhash::HashMap<String, foldhash::HashMap<Box<str>, Box<Object>>>,
+    tenants: foldhash::HashMap<String, Entries>,
 }
 
 /// (tenant, group id) -> member keys.
@@ -224,19 +225,14 @@ impl ShardGuard<'_> {
 
     /// The object at (tenant, key).
     pub fn get(&self, tenant: &str, key: &str) -> Option<&Object> {
-        self.shard.tenants.get(tenant)?.get(key).map(|o| &**o)
+        self.shard.tenants.get(tenant)?.get(key)
     }
 
     /// The object at (tenant, key), mutably; the change is replicated.
     pub fn get_mut(&mut self, tenant: &str, key: &str) -> Option<&mut Object> {
         self.mark_changed(tenant, key);
         self.settle_census();
-        let o = self
-            .shard
-            .tenants
-            .get_mut(tenant)?
-            .get_mut(key)
-            .map(|o| &mut **o)?;
+        let o = self.shard.tenants.get_mut(tenant)?.get_mut(key)?;
         self.noted = Some((NonNull::from(&mut *o), Census::of(o)));
         Some(o)
     }
@@ -245,12 +241,12 @@ impl ShardGuard<'_> {
     /// by `get_mut`.
     fn settle_census(&mut self) {
         if let Some((o, before)) = self.noted.take() {
-            // SAFETY: `o` points into a `Box<Object>` of this locked shard: it was
-            // handed out by `get_mut`, whose borrow has ended, and every method that
-            // borrows an object mutably again, removes or replaces one (and the
-            // guard's release) settles first, so the box is still in the shard and
-            // nothing borrowed it since. Moving boxes between buckets does not move
-            // the object.
+            // SAFETY: `o` points into an entry's allocation in this locked shard: it
+            // was handed out by `get_mut`, whose borrow has ended, and every method
+            // that borrows an object mutably again, removes or replaces one (and the
+            // guard's release) settles first, so the entry is still in the shard and
+            // nothing borrowed it since. Moving entries' pointers between buckets
+            // does not move the object.
             let after = Census::of(unsafe { o.as_ref() });
             self.table.census.apply(before, after);
         }
@@ -266,11 +262,7 @@ impl ShardGuard<'_> {
     pub fn get_for_lease(&mut self, tenant: &str, key: &str) -> Option<&mut Object> {
         // A fresh mutable borrow of an object invalidates pointers taken before it.
         self.settle_census();
-        self.shard
-            .tenants
-            .get_mut(tenant)?
-            .get_mut(key)
-            .map(|o| &mut **o)
+        self.shard.tenants.get_mut(tenant)?.get_mut(key)
     }
 
     /// Inserts a new object (the caller checked the key is free).
@@ -279,12 +271,13 @@ impl ShardGuard<'_> {
         self.settle_census();
         self.table.census.apply(Census::default(), Census::of(&obj));
         self.table.group_add(tenant, obj.group_id(), key);
-        let old = self
-            .shard
-            .tenants
-            .entry(tenant.to_string())
-            .or_default()
-            .insert(key.into(), Box::new(obj));
+        let tenants = &mut self.shard.tenants;
+        if !tenants.contains_key(tenant) {
+            tenants.insert(tenant.to_string(), Entries::default());
+        }
+        let old = tenants
+            .get_mut(tenant)
+            .and_then(|entries| entries.insert(key, obj));
         match old {
             Some(o) => {
                 self.table.census.apply(Census::of(&o), Census::default());
@@ -308,7 +301,7 @@ impl ShardGuard<'_> {
         }
         self.table.count.fetch_sub(1, Ordering::Relaxed);
         self.table.group_remove(tenant, obj.group_id(), key);
-        Some(*obj)
+        Some(obj)
     }
 
     /// Removes the object if it has no replica left (in memory or on disk); returns
@@ -386,7 +379,7 @@ impl ShardGuard<'_> {
     /// Visits every object read-only.
     pub fn for_each(&self, mut f: impl FnMut(&str, &str, &Object)) {
         for (t, map) in &self.shard.tenants {
-            for (k, obj) in map {
+            for (k, obj) in map.iter() {
                 f(t, k, obj);
             }
         }
