@@ -271,13 +271,15 @@ impl ShardGuard<'_> {
         self.settle_census();
         self.table.census.apply(Census::default(), Census::of(&obj));
         self.table.group_add(tenant, obj.group_id(), key);
-        let tenants = &mut self.shard.tenants;
-        if !tenants.contains_key(tenant) {
-            tenants.insert(tenant.to_string(), Entries::default());
-        }
-        let old = tenants
-            .get_mut(tenant)
-            .and_then(|entries| entries.insert(key, obj));
+        let old = match self.shard.tenants.get_mut(tenant) {
+            Some(entries) => entries.insert(key, obj),
+            None => {
+                let mut entries = Entries::default();
+                entries.insert(key, obj);
+                self.shard.tenants.insert(tenant.to_string(), entries);
+                None
+            }
+        };
         match old {
             Some(o) => {
                 self.table.census.apply(Census::of(&o), Census::default());
