@@ -12,7 +12,8 @@
 //!
 //! An allocation is identified by its address and its block index ([`Allocation`]);
 //! the caller keeps both and hands them back to `free`, so the allocator needs no
-//! address index (32 bytes of state per live allocation in all). `free` checks that
+//! address index (24 bytes of state per live allocation in all: a block's length is
+//! not stored, it is the distance to the next block in address order). `free` checks that
 //! the block is live and starts at that address, so a stale, forged or repeated free
 //! changes nothing.
 
@@ -53,11 +54,12 @@ fn class_ceil(size: u64) -> usize {
 }
 
 /// A block: a handed-out range (`next_free == USED`), a free range (on a free list),
-/// or a spare slot (free, on no list, reused by the next split).
+/// or a spare slot (free, on no list, reused by the next split). It ends where the next
+/// block in address order starts (or at the end of the range): a block's offset never
+/// changes while it is linked, so its length is derived rather than stored.
 #[derive(Debug, Clone)]
 struct Block {
     offset: u64,
-    len: u64,
     prev_phys: u32,
     next_phys: u32,
     prev_free: u32,
@@ -111,10 +113,21 @@ impl RangeAllocator {
             bitmap: [0; BITMAP_WORDS],
         };
         if size > 0 {
-            let b = a.new_block(0, size);
+            let b = a.new_block(0);
             a.push_free(b);
         }
         a
+    }
+
+    /// Length of linked block `idx`: up to the next block in address order, or to the
+    /// end of the range.
+    fn len(&self, idx: u32) -> u64 {
+        let b = &self.blocks[idx as usize];
+        let end = match b.next_phys {
+            NONE => self.size,
+            next => self.blocks[next as usize].offset,
+        };
+        end - b.offset
     }
 
     /// First address of the range.
@@ -148,11 +161,8 @@ impl RangeAllocator {
             None => self.scan_class(class_floor(size), size)?,
         };
         self.unlink_free(idx);
-        let (offset, len) = {
-            let b = &self.blocks[idx as usize];
-            (b.offset, b.len)
-        };
-        if len > size {
+        let offset = self.blocks[idx as usize].offset;
+        if self.len(idx) > size {
             let rest = self.split(idx, size);
             self.push_free(rest);
         }
@@ -181,7 +191,7 @@ impl RangeAllocator {
         for i in order {
             let Some(t) = tail else { break };
             let (addr, len) = ranges[i];
-            let (t_off, t_len) = (a.blocks[t as usize].offset, a.blocks[t as usize].len);
+            let (t_off, t_len) = (a.blocks[t as usize].offset, a.len(t));
             let Some(off) = addr.checked_sub(a.base) else {
                 continue;
             };
@@ -196,7 +206,7 @@ impl RangeAllocator {
                 a.push_free(t);
             }
             tail = None;
-            if a.blocks[idx as usize].len > len {
+            if a.len(idx) > len {
                 let rest = a.split(idx, len);
                 a.push_free(rest);
                 tail = Some(rest);
@@ -210,11 +220,11 @@ impl RangeAllocator {
     /// Cuts block `idx` (off the free lists) after `keep` bytes; returns the new
     /// block holding the rest (on no list).
     fn split(&mut self, idx: u32, keep: u64) -> u32 {
-        let (offset, len, next) = {
+        let (offset, next) = {
             let b = &self.blocks[idx as usize];
-            (b.offset, b.len, b.next_phys)
+            (b.offset, b.next_phys)
         };
-        let rest = self.new_block(offset + keep, len - keep);
+        let rest = self.new_block(offset + keep);
         {
             let r = &mut self.blocks[rest as usize];
             r.prev_phys = idx;
@@ -223,15 +233,13 @@ impl RangeAllocator {
         if next != NONE {
             self.blocks[next as usize].prev_phys = rest;
         }
-        let b = &mut self.blocks[idx as usize];
-        b.next_phys = rest;
-        b.len = keep;
+        self.blocks[idx as usize].next_phys = rest;
         rest
     }
 
     /// Marks block `idx` (off the free lists) handed out.
     fn hand_out(&mut self, idx: u32) {
-        let len = self.blocks[idx as usize].len;
+        let len = self.len(idx);
         self.blocks[idx as usize].next_free = USED;
         self.live += 1;
         self.used += len;
@@ -242,7 +250,7 @@ impl RangeAllocator {
     /// live allocation (nothing changes then).
     pub fn free(&mut self, addr: u64, block: u32) -> Option<u64> {
         let mut idx = self.live_block(addr, block)?;
-        let len = self.blocks[idx as usize].len;
+        let len = self.len(idx);
         self.used -= len;
         self.live -= 1;
         self.blocks[idx as usize].next_free = NONE;
@@ -265,7 +273,7 @@ impl RangeAllocator {
     /// Size of the live allocation `block` starting at `addr`, if it is one.
     pub fn allocation_size(&self, addr: u64, block: u32) -> Option<u64> {
         let idx = self.live_block(addr, block)?;
-        Some(self.blocks[idx as usize].len)
+        Some(self.len(idx))
     }
 
     /// `block` when it is a handed-out block starting at `addr`.
@@ -282,7 +290,7 @@ impl RangeAllocator {
         for c in (0..NUM_CLASSES).rev() {
             let mut i = self.heads[c];
             while i != NONE {
-                best = best.max(self.blocks[i as usize].len);
+                best = best.max(self.len(i));
                 i = self.blocks[i as usize].next_free;
             }
             if best >= class_min(c) && best > 0 {
@@ -300,27 +308,22 @@ impl RangeAllocator {
     /// Merges block `b` (physically after `a`) into `a`; both must be off the free
     /// lists. `b` becomes a spare slot.
     fn absorb_next(&mut self, a: u32, b: u32) {
-        let (blen, bnext) = {
+        let bnext = {
             let bb = &mut self.blocks[b as usize];
             bb.prev_free = NONE;
             bb.next_free = NONE;
-            (bb.len, bb.next_phys)
+            bb.next_phys
         };
-        {
-            let ab = &mut self.blocks[a as usize];
-            ab.len += blen;
-            ab.next_phys = bnext;
-        }
+        self.blocks[a as usize].next_phys = bnext;
         if bnext != NONE {
             self.blocks[bnext as usize].prev_phys = a;
         }
         self.spare.push(b);
     }
 
-    fn new_block(&mut self, offset: u64, len: u64) -> u32 {
+    fn new_block(&mut self, offset: u64) -> u32 {
         let block = Block {
             offset,
-            len,
             prev_phys: NONE,
             next_phys: NONE,
             prev_free: NONE,
@@ -344,7 +347,7 @@ impl RangeAllocator {
     }
 
     fn push_free(&mut self, idx: u32) {
-        let c = class_floor(self.blocks[idx as usize].len);
+        let c = class_floor(self.len(idx));
         let head = self.heads[c];
         {
             let b = &mut self.blocks[idx as usize];
@@ -359,9 +362,10 @@ impl RangeAllocator {
     }
 
     fn unlink_free(&mut self, idx: u32) {
-        let (c, prev, next) = {
+        let c = class_floor(self.len(idx));
+        let (prev, next) = {
             let b = &self.blocks[idx as usize];
-            (class_floor(b.len), b.prev_free, b.next_free)
+            (b.prev_free, b.next_free)
         };
         if prev != NONE {
             self.blocks[prev as usize].next_free = next;
@@ -402,11 +406,10 @@ impl RangeAllocator {
     fn scan_class(&self, c: usize, size: u64) -> Option<u32> {
         let mut i = self.heads[c];
         while i != NONE {
-            let b = &self.blocks[i as usize];
-            if b.len >= size {
+            if self.len(i) >= size {
                 return Some(i);
             }
-            i = b.next_free;
+            i = self.blocks[i as usize].next_free;
         }
         None
     }

@@ -195,3 +195,21 @@ fn fragmented_pool_finds_exact_fits() {
     }
     assert!(a.allocate(1).is_none());
 }
+
+#[test]
+fn a_live_allocation_costs_one_24_byte_block() {
+    assert_eq!(std::mem::size_of::<Block>(), 24);
+    let mut a = RangeAllocator::new(0, 1 << 20);
+    let x = a.allocate(100).expect("fits");
+    let y = a.allocate(200).expect("fits");
+    // Lengths are derived from the next block's start: each stays exact as its
+    // neighbours are split off and merged back.
+    assert_eq!(a.allocation_size(x.addr, x.block), Some(100));
+    assert_eq!(a.allocation_size(y.addr, y.block), Some(200));
+    assert_eq!(a.free(x.addr, x.block), Some(100));
+    assert_eq!(a.allocation_size(y.addr, y.block), Some(200));
+    assert_eq!(a.largest_free(), (1 << 20) - 300);
+    assert_eq!(a.free(y.addr, y.block), Some(200));
+    assert_eq!(a.largest_free(), 1 << 20);
+    assert_eq!(a.free_range_count(), 1);
+}
