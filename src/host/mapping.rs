@@ -4,6 +4,7 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::OnceLock;
 
 /// A zero-filled, page-aligned mapping, unmapped on drop: anonymous, or of a sealed
 /// shared-memory file another process of this host may map too.
@@ -88,7 +89,7 @@ impl Mapping {
         }
         let offset = libc::off_t::try_from(offset)
             .ok()
-            .filter(|o| o % page_size() == 0)
+            .filter(|&o| o as u64 % page_size() == 0)
             .ok_or_else(|| {
                 io::Error::new(
                     io::ErrorKind::InvalidInput,
@@ -210,19 +211,18 @@ fn map(len: u64, file: Option<OwnedFd>) -> io::Result<Mapping> {
     })
 }
 
-/// A fresh readable and writable mapping of `size` bytes (of `fd` from offset 0, or
-/// anonymous with `fd` -1), placed by the kernel: its address.
-/// The system's page size.
-fn page_size() -> libc::off_t {
-    // SAFETY: sysconf reads a constant of the system.
-    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if size > 0 {
-        size as libc::off_t
-    } else {
-        4096
-    }
+/// The system's page size in bytes (read once).
+pub fn page_size() -> u64 {
+    static SIZE: OnceLock<u64> = OnceLock::new();
+    *SIZE.get_or_init(|| {
+        // SAFETY: sysconf reads a constant of the system.
+        let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        u64::try_from(size).ok().filter(|&s| s > 0).unwrap_or(4096)
+    })
 }
 
+/// A fresh readable and writable mapping of `size` bytes (of `fd` from `offset`, or
+/// anonymous with `fd` -1), placed by the kernel: its address.
 fn mmap(size: usize, flags: libc::c_int, fd: libc::c_int, offset: libc::off_t) -> io::Result<u64> {
     // SAFETY: a fresh mapping chosen by the kernel; no existing memory is affected.
     let ptr = unsafe {
@@ -309,7 +309,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("mc-mapping-at-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("f");
-        let page = page_size() as u64;
+        let page = page_size();
         let mut bytes = vec![0u8; 3 * page as usize];
         bytes[page as usize] = 5;
         std::fs::write(&path, &bytes).unwrap();

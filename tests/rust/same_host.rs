@@ -505,6 +505,35 @@ fn shared_regions_are_mapped_once_and_never_reached_once_unregistered() {
 }
 
 #[test]
+fn pages_the_target_already_backs_are_mapped_ahead_of_the_copies() {
+    let target = engine();
+    let initiator = engine();
+    let len = 4 * MIB;
+    let (addr, file) = memfd_memory(len, None);
+    // The owner wrote every page: all are backed, so all can be mapped ahead.
+    // SAFETY: the test's own live mapping of `len` bytes.
+    unsafe { std::ptr::write_bytes(addr as usize as *mut u8, 3, len as usize) };
+    target.register_memory(addr, len, "cpu:0", true).unwrap();
+    target.share_memory(addr, file, 0).unwrap();
+    let id = initiator.open_segment(target.segment_name()).unwrap();
+    assert_eq!(initiator.same_host_premapped_bytes(), 0);
+    // The first copy maps the region here and queues the rest of it to be mapped.
+    let small = pattern(4096, 9);
+    assert_eq!(round_trip(&initiator, id, addr, &small), small);
+    assert!(initiator.same_host_mapped_bytes() >= 2 * 4096);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while initiator.same_host_premapped_bytes() < len {
+        assert!(
+            Instant::now() < deadline,
+            "{} of {len} bytes mapped ahead",
+            initiator.same_host_premapped_bytes()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(bytes_at(addr + 4096, 4096), vec![3u8; 4096]);
+}
+
+#[test]
 fn memory_shared_by_a_killed_store_owner_is_never_claimed_written() {
     #[path = "store_support/tcp_master.rs"]
     mod tcp_master;

@@ -119,6 +119,13 @@ impl TransferEngine {
         same_host.map_or(0, |t| t.bytes_moved_mapped())
     }
 
+    /// Bytes of peers' shared regions whose pages this engine mapped ahead of the
+    /// copies, in the background, because the peer already backed them (diagnostics).
+    pub fn same_host_premapped_bytes(&self) -> u64 {
+        let same_host = self.inner.local.transports.get::<SameHostTransport>();
+        same_host.map_or(0, |t| t.bytes_premapped())
+    }
+
     /// Of [`TransferEngine::same_host_bytes`], those copied into and out of peers'
     /// registered memory they leased to this process (no round trip per batch).
     pub fn same_host_leased_bytes(&self) -> u64 {

@@ -8,7 +8,7 @@
 use super::leased::{LeasedRegion, PeerLease};
 use super::premap::{Premappable, Premapper};
 use super::wire::{Request, ShareKind, ShareReply};
-use crate::host::mapping::Mapping;
+use crate::host::mapping::{page_size, Mapping};
 use crate::te::region_leases::PeerPins;
 use crate::te::shared_regions::PeerEpochs;
 use crate::te::transport::local::copy_bytes;
@@ -27,7 +27,6 @@ const SWEEP_EVERY: Duration = Duration::from_secs(1);
 /// Writes at least this long first map the pages they cover in one call, instead of
 /// one fault per page (a fresh mapping of a peer's segment has none mapped).
 const POPULATE_MIN: u64 = 64 << 10;
-const PAGE: u64 = 4096;
 
 /// One peer region mapped here.
 pub struct MappedRegion {
@@ -60,8 +59,9 @@ impl Premappable for MappedRegion {
     /// The region's pages here: the address of its first byte's page, and the bytes
     /// from there to the end of its last whole page.
     fn live_pages(&self) -> Option<(u64, u64)> {
-        let start = self.here & !(PAGE - 1);
-        let end = (self.here + self.len) & !(PAGE - 1);
+        let page = page_size();
+        let start = self.here & !(page - 1);
+        let end = (self.here + self.len) & !(page - 1);
         self.is_live().then(|| (start, end.saturating_sub(start)))
     }
 }
@@ -144,6 +144,12 @@ impl MappedPeers {
         let peer = peers.get(socket)?;
         let conn = peer.lease.as_ref()?.connection().try_clone().ok()?;
         Some((conn, peer.process.pid))
+    }
+
+    /// Bytes of peers' regions mapped ahead of the copies so far (pages the peers
+    /// already backed when their regions were mapped here).
+    pub fn bytes_premapped(&self) -> u64 {
+        self.premap.bytes_mapped()
     }
 
     /// The pid of `socket`'s peer, once something of it is recorded.
@@ -388,8 +394,9 @@ fn map_region(
 /// for writing in one call; a kernel without `MADV_POPULATE_WRITE` (before 5.14) just
 /// takes the faults during the copy.
 fn populate_for_write(addr: u64, len: u64) {
-    let start = addr & !(PAGE - 1);
-    let end = (addr + len + PAGE - 1) & !(PAGE - 1);
+    let page = page_size();
+    let start = addr & !(page - 1);
+    let end = (addr + len + page - 1) & !(page - 1);
     // SAFETY: the range lies inside a live shared mapping of this process (rounded to
     // its pages); populating changes no contents.
     unsafe {

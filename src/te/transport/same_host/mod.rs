@@ -121,6 +121,12 @@ impl SameHostInitiator {
         self.moved_mapped.load(Ordering::Relaxed)
     }
 
+    /// Bytes of peers' shared regions mapped into this process's page tables ahead of
+    /// the copies (see `premap.rs`).
+    pub fn bytes_premapped(&self) -> u64 {
+        self.mapped.bytes_premapped()
+    }
+
     /// Bytes moved over the same-host path so far.
     pub fn bytes_moved(&self) -> u64 {
         self.moved.load(Ordering::Relaxed)

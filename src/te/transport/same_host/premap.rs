@@ -12,9 +12,10 @@
 //! them would allocate the peer's memory); the copy that first writes them populates
 //! them itself (`mapped.rs`).
 
+use crate::host::mapping::page_size;
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 
@@ -23,7 +24,6 @@ use std::thread::JoinHandle;
 const BUDGET: u64 = 16 << 30;
 /// Bytes looked at per `mincore` call (its vector is one byte per page).
 const STEP: u64 = 64 << 20;
-const PAGE: u64 = 4096;
 
 /// A mapping whose pages can be mapped ahead.
 pub trait Premappable: Send + Sync {
@@ -38,6 +38,8 @@ pub trait Premappable: Send + Sync {
 pub struct Premapper {
     worker: Mutex<Option<Worker>>,
     stop: Arc<AtomicBool>,
+    /// Bytes mapped ahead so far.
+    mapped: Arc<AtomicU64>,
 }
 
 struct Worker {
@@ -53,9 +55,10 @@ impl Premapper {
         if worker.is_none() {
             let (jobs, queued) = crossbeam_channel::unbounded();
             let stop = self.stop.clone();
+            let mapped = self.mapped.clone();
             let spawned = std::thread::Builder::new()
                 .name("mc-premap".into())
-                .spawn(move || run(queued, &stop));
+                .spawn(move || run(queued, &stop, &mapped));
             match spawned {
                 Ok(thread) => *worker = Some(Worker { jobs, thread }),
                 Err(e) => {
@@ -69,6 +72,11 @@ impl Premapper {
             let _ = w.jobs.send(Arc::downgrade(&region));
         }
     }
+
+    /// Bytes of peers' regions mapped ahead so far (diagnostics).
+    pub fn bytes_mapped(&self) -> u64 {
+        self.mapped.load(Ordering::Relaxed)
+    }
 }
 
 impl Drop for Premapper {
@@ -81,7 +89,7 @@ impl Drop for Premapper {
     }
 }
 
-fn run(queued: Receiver<Weak<dyn Premappable>>, stop: &AtomicBool) {
+fn run(queued: Receiver<Weak<dyn Premappable>>, stop: &AtomicBool, total: &AtomicU64) {
     let mut left = BUDGET;
     while let Ok(region) = queued.recv() {
         if left == 0 {
@@ -106,6 +114,7 @@ fn run(queued: Receiver<Weak<dyn Premappable>>, stop: &AtomicBool) {
             // SAFETY: `[here + at, + step)` lies inside the live mapping `r` holds.
             let mapped = unsafe { map_backed_pages(here + at, step, left) };
             left -= mapped;
+            total.fetch_add(mapped, Ordering::Relaxed);
             at += step;
         }
     }
@@ -119,7 +128,8 @@ fn run(queued: Receiver<Weak<dyn Premappable>>, stop: &AtomicBool) {
 /// `[addr, addr + len)` must lie inside a live shared mapping of this process;
 /// `addr` must be page-aligned.
 pub unsafe fn map_backed_pages(addr: u64, len: u64, budget: u64) -> u64 {
-    let pages = len.div_ceil(PAGE) as usize;
+    let page = page_size();
+    let pages = len.div_ceil(page) as usize;
     let mut resident = vec![0u8; pages];
     // SAFETY: per the contract the range is mapped; the vector has one byte per page.
     let rc = unsafe {
@@ -143,13 +153,13 @@ pub unsafe fn map_backed_pages(addr: u64, len: u64, budget: u64) -> u64 {
         while i < pages && resident[i] & 1 == 1 {
             i += 1;
         }
-        let bytes = ((i - start) as u64 * PAGE).min(budget - mapped);
+        let bytes = ((i - start) as u64 * page).min(budget - mapped);
         // SAFETY: a page-aligned run inside the live mapping; populating reads no
         // contents and changes none. A kernel without MADV_POPULATE_READ (before 5.14)
         // refuses it, and the copies map the pages as before.
         let rc = unsafe {
             libc::madvise(
-                (addr + start as u64 * PAGE) as usize as *mut libc::c_void,
+                (addr + start as u64 * page) as usize as *mut libc::c_void,
                 bytes as usize,
                 libc::MADV_POPULATE_READ,
             )
@@ -172,7 +182,7 @@ mod tests {
     /// bit 63).
     fn page_present(addr: u64) -> bool {
         let mut f = std::fs::File::open("/proc/self/pagemap").unwrap();
-        f.seek(SeekFrom::Start(addr / PAGE * 8)).unwrap();
+        f.seek(SeekFrom::Start(addr / page_size() * 8)).unwrap();
         let mut entry = [0u8; 8];
         f.read_exact(&mut entry).unwrap();
         u64::from_le_bytes(entry) >> 63 == 1
@@ -183,8 +193,8 @@ mod tests {
         // SAFETY: one page inside the live mapping `m`, one byte of vector.
         unsafe {
             libc::mincore(
-                (m.addr() + page * PAGE) as usize as *mut libc::c_void,
-                PAGE as usize,
+                (m.addr() + page * page_size()) as usize as *mut libc::c_void,
+                page_size() as usize,
                 v.as_mut_ptr(),
             )
         };
@@ -194,24 +204,24 @@ mod tests {
     #[test]
     fn backed_pages_are_mapped_and_unbacked_ones_stay_unbacked() {
         const PAGES: u64 = 64;
-        let owner = Mapping::shared(PAGES * PAGE).unwrap();
+        let owner = Mapping::shared(PAGES * page_size()).unwrap();
         // The owner backs the even pages of the first half.
         for page in (0..PAGES / 2).step_by(2) {
             // SAFETY: a byte inside the owner's live mapping.
-            unsafe { *((owner.addr() + page * PAGE) as *mut u8) = 7 };
+            unsafe { *((owner.addr() + page * page_size()) as *mut u8) = 7 };
         }
         let file = owner.shared_file().unwrap().try_clone().unwrap();
-        let peer = Mapping::from_shared_file(file, PAGES * PAGE).unwrap();
-        assert!((0..PAGES).all(|p| !page_present(peer.addr() + p * PAGE)));
+        let peer = Mapping::from_shared_file(file, PAGES * page_size()).unwrap();
+        assert!((0..PAGES).all(|p| !page_present(peer.addr() + p * page_size())));
 
         // SAFETY: the whole of the live mapping `peer`, page-aligned.
-        let mapped = unsafe { map_backed_pages(peer.addr(), PAGES * PAGE, u64::MAX) };
+        let mapped = unsafe { map_backed_pages(peer.addr(), PAGES * page_size(), u64::MAX) };
 
-        assert_eq!(mapped, PAGES / 4 * PAGE);
+        assert_eq!(mapped, PAGES / 4 * page_size());
         for page in 0..PAGES {
             let written = page < PAGES / 2 && page % 2 == 0;
             assert_eq!(
-                page_present(peer.addr() + page * PAGE),
+                page_present(peer.addr() + page * page_size()),
                 written,
                 "page {page}"
             );
@@ -223,16 +233,16 @@ mod tests {
 
     #[test]
     fn the_budget_bounds_what_is_mapped() {
-        let owner = Mapping::shared(16 * PAGE).unwrap();
+        let owner = Mapping::shared(16 * page_size()).unwrap();
         for page in 0..16 {
             // SAFETY: a byte inside the owner's live mapping.
-            unsafe { *((owner.addr() + page * PAGE) as *mut u8) = 1 };
+            unsafe { *((owner.addr() + page * page_size()) as *mut u8) = 1 };
         }
         let file = owner.shared_file().unwrap().try_clone().unwrap();
-        let peer = Mapping::from_shared_file(file, 16 * PAGE).unwrap();
+        let peer = Mapping::from_shared_file(file, 16 * page_size()).unwrap();
         // SAFETY: the whole of the live mapping `peer`, page-aligned.
-        let mapped = unsafe { map_backed_pages(peer.addr(), 16 * PAGE, 3 * PAGE) };
-        assert_eq!(mapped, 3 * PAGE);
-        assert!((0..3).all(|p| page_present(peer.addr() + p * PAGE)));
+        let mapped = unsafe { map_backed_pages(peer.addr(), 16 * page_size(), 3 * page_size()) };
+        assert_eq!(mapped, 3 * page_size());
+        assert!((0..3).all(|p| page_present(peer.addr() + p * page_size())));
     }
 }

@@ -91,6 +91,11 @@ impl SameHostTransport {
         self.initiator.bytes_moved_mapped()
     }
 
+    /// Bytes of peers' shared regions mapped here ahead of the copies.
+    pub fn bytes_premapped(&self) -> u64 {
+        self.initiator.bytes_premapped()
+    }
+
     /// Of [`SameHostTransport::bytes_moved`], those moved through regions peers
     /// leased to this engine (no round trip to the peer).
     pub fn bytes_moved_leased(&self) -> u64 {
