@@ -77,6 +77,11 @@ pub struct Config {
     /// (an RPC to the master, a small transfer) busy-polls its socket before sleeping
     /// in the kernel; 0 turns busy-polling off. Default 100.
     pub busy_poll_us: u64,
+    /// `MC_COPY_HELPERS` (ours): threads that take part in each copy of 512 KiB or
+    /// more between two buffers of this process (a same-host transfer through a peer's
+    /// mapped segment, the own segment, the store's staging), 0 to 3; 0 copies on the
+    /// calling thread only. Unset (`None`): one fewer than the CPUs, at most 3.
+    pub copy_helpers: Option<usize>,
     /// The RDMA transport's variables.
     pub rdma: RdmaConfig,
 }
@@ -88,6 +93,8 @@ const DEFAULT_TCP_LANES: i64 = 8;
 /// Busy-poll budget when unset: a loopback or same-rack reply takes 20-60 us, and
 /// waking a sleeping thread on another CPU costs about as much again on a VM.
 const DEFAULT_BUSY_POLL_US: i64 = 100;
+/// The most `MC_COPY_HELPERS` takes (more threads than that gain nothing on one copy).
+const MAX_COPY_HELPERS: i64 = 3;
 const DEFAULT_MAX_RPC_PORT: u16 = 17000;
 const MIN_HANDSHAKE_LENGTH: u64 = 1 << 20;
 const MAX_HANDSHAKE_LENGTH: u64 = 128 << 20;
@@ -178,6 +185,13 @@ impl Config {
             same_host_no_lease: get(&["MC_SAME_HOST_NO_LEASE"])
                 .is_some_and(|v| !matches!(v.trim(), "" | "0" | "false" | "no")),
             busy_poll_us: num(&["MC_BUSY_POLL_US"], DEFAULT_BUSY_POLL_US, 0, 100_000) as u64,
+            copy_helpers: number_in_range(
+                get(&["MC_COPY_HELPERS"]).as_deref(),
+                "MC_COPY_HELPERS",
+                0,
+                MAX_COPY_HELPERS,
+            )
+            .map(|n| n as usize),
             rdma,
         }
     }
@@ -236,6 +250,9 @@ mod tests {
         assert_eq!(c.busy_poll_us, 100);
         assert_eq!(with(&[("MC_BUSY_POLL_US", "0")]).busy_poll_us, 0);
         assert_eq!(with(&[("MC_BUSY_POLL_US", "-5")]).busy_poll_us, 100);
+        assert_eq!(c.copy_helpers, None);
+        assert_eq!(with(&[("MC_COPY_HELPERS", "0")]).copy_helpers, Some(0));
+        assert_eq!(with(&[("MC_COPY_HELPERS", "9")]).copy_helpers, None);
     }
 
     #[test]

@@ -3,16 +3,16 @@
 //! that routes them.
 
 use crate::error::{Error, Result};
+use crate::host::parallel_copy::CopyPool;
 use crate::metadata::SegmentDesc;
 use crate::sys::cuda::GpuError;
-use crate::sys::memmove::memmove;
 use crate::te::batch::Task;
 use crate::te::memory::MemoryRegistry;
 use crate::te::transport::request::Op;
 use crate::te::transport::seam::{
     Destination, Group, Rank, SegmentKind, Started, Target, Transport,
 };
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Copies between `local` and the registered region at `target`; the target range
 /// must lie inside one registered region, which stays pinned during the copy.
@@ -42,14 +42,27 @@ pub fn copy(memory: &MemoryRegistry, op: Op, local: u64, target: u64, len: u64) 
                 .map_err(|e| Error::InvalidArgument(format!("GPU copy: {e}")));
         }
     }
-    // SAFETY: the target range is inside a pinned registered region; the local
-    // range is the caller's buffer (upstream contract). `copy` tolerates overlap.
-    unsafe { memmove(dst, src, len as u64) };
+    // SAFETY: the target range is inside a pinned registered region, pinned until
+    // the copy returns; the local range is the caller's buffer (upstream contract).
+    // Overlapping ranges are moved as by `memmove`.
+    unsafe { copy_pool().copy(dst, src, len as u64) };
     Ok(())
 }
 
+/// The process's copy helpers (`MC_COPY_HELPERS`), started on the first copy.
+fn copy_pool() -> &'static CopyPool {
+    static POOL: OnceLock<CopyPool> = OnceLock::new();
+    POOL.get_or_init(|| {
+        let helpers = crate::config::Config::global()
+            .copy_helpers
+            .unwrap_or_else(CopyPool::default_helpers);
+        CopyPool::new(helpers)
+    })
+}
+
 /// Copies `len` bytes from `src` to `dst` anywhere in this process: through the GPU
-/// runtime when either is GPU memory (a caller's device buffer), else a memmove.
+/// runtime when either is GPU memory (a caller's device buffer), else in host memory,
+/// a large copy shared with the copy helpers.
 ///
 /// # Safety
 /// Both ranges must be valid for `len` bytes.
@@ -59,8 +72,9 @@ pub unsafe fn copy_bytes(dst: u64, src: u64, len: u64) -> std::result::Result<()
             return gpu.copy(dst, src, len);
         }
     }
-    // SAFETY: valid ranges per the contract; `memmove` tolerates overlap.
-    unsafe { memmove(dst, src, len) };
+    // SAFETY: valid ranges per the contract, until the copy returns; overlapping
+    // ones are moved as by `memmove`.
+    unsafe { copy_pool().copy(dst, src, len) };
     Ok(())
 }
 
