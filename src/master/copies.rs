@@ -258,7 +258,7 @@ impl Copies {
         targets: &[String],
         kind: Kind,
         token: Token,
-    ) -> MasterResult<(ReplicaDescriptor, Vec<Replica>)> {
+    ) -> MasterResult<(ReplicaDescriptor, Vec<ReplicaDescriptor>)> {
         let dynamic = token != Token::PLAIN;
         if !dynamic {
             for target in targets {
@@ -330,7 +330,11 @@ impl Copies {
                 token,
             },
         );
-        Ok((source_desc, new))
+        let size = o.size();
+        Ok((
+            source_desc,
+            new.iter().map(|r| r.descriptor(size)).collect(),
+        ))
     }
 
     /// The placing part of a start on `o`: the source replica (-710 unless readable),
@@ -351,9 +355,9 @@ impl Copies {
             .find(|r| segment_name(r) == source)
             .filter(|r| r.is_readable())
             .ok_or(ErrorCode::REPLICA_NOT_FOUND)?;
-        let source_desc = src.descriptor();
-        let source_id = src.id;
         let size = o.size();
+        let source_desc = src.descriptor(size);
+        let source_id = src.id;
         let tenants = &self.t.tenants;
         let _reservation = tenants
             .admit(
@@ -409,7 +413,7 @@ impl Copies {
         )?;
         Ok(CopyStartResponse {
             source,
-            targets: new.iter().map(Replica::descriptor).collect(),
+            targets: new,
         })
     }
 
@@ -437,7 +441,7 @@ impl Copies {
         )?;
         Ok(MoveStartResponse {
             source,
-            target: new.first().map(Replica::descriptor),
+            target: new.into_iter().next(),
         })
     }
 
@@ -541,7 +545,7 @@ impl Copies {
         let (source, new) = self.start(client, key, tenant, source, targets, Kind::Copy, token)?;
         Ok(CopyStartResponse {
             source,
-            targets: new.iter().map(Replica::descriptor).collect(),
+            targets: new,
         })
     }
 

@@ -1,5 +1,5 @@
 //! One object's metadata ([`Object`]): its replicas, lease and read tracking, pins,
-//! checksum, group and disk copies, packed so that most objects are 88 bytes; and its
+//! checksum, group and disk copies, packed so that most objects are 80 bytes; and its
 //! replicated form ([`Object::state`], [`Object::from_state`]).
 
 use super::ha::record::{DiskReplicaState, ObjectState, ReplicaState};
@@ -200,7 +200,7 @@ impl Object {
                     id: r.id,
                     segment: r.seg.segment.id,
                     addr: r.addr,
-                    size: r.size,
+                    size: self.size(),
                     status: r.status,
                 })
                 .collect(),
@@ -384,8 +384,25 @@ impl Object {
         let memory = self.replicas.iter().filter(|r| r.is_readable());
         let disk = self.disk_replicas().iter().filter(|r| r.is_readable());
         memory
-            .map(Replica::descriptor)
+            .map(|r| r.descriptor(self.size()))
             .chain(disk.map(DiskReplica::descriptor))
+            .collect()
+    }
+
+    /// Descriptors of every memory replica, in order.
+    pub fn descriptors(&self) -> Vec<ReplicaDescriptor> {
+        self.replicas
+            .iter()
+            .map(|r| r.descriptor(self.size()))
+            .collect()
+    }
+
+    /// The buffers of every memory replica (the object is gone).
+    pub fn into_buffers(self) -> Vec<Buffer> {
+        let size = self.size();
+        self.replicas
+            .into_iter()
+            .map(|r| r.into_buffer(size))
             .collect()
     }
 
@@ -413,9 +430,10 @@ impl Object {
     /// Removes the replicas matching `pred` and returns their buffers.
     pub fn take_replicas(&mut self, pred: impl Fn(&Replica) -> bool) -> Vec<Buffer> {
         let mut out = Vec::new();
+        let size = self.size();
         self.replicas.retain(|r| {
             if pred(r) {
-                out.push(r.buffer());
+                out.push(r.buffer(size));
                 false
             } else {
                 true

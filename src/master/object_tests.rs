@@ -5,13 +5,14 @@ use super::*;
 use crate::wire::master_api::Uuid;
 use std::mem::size_of;
 
-/// The per-object footprint this layout is built for: an 88-byte object with one
-/// inline replica, which `entries` places with its key in one allocation.
+/// The per-object footprint this layout is built for: an 80-byte object with one
+/// inline replica, which `entries` places with its key in one allocation (with a
+/// 31-byte key, 119 bytes: a 128-byte malloc chunk).
 #[test]
 fn layout_sizes() {
-    assert_eq!(size_of::<Replica>(), 40);
-    assert_eq!(size_of::<Replicas>(), 40);
-    assert!(size_of::<Object>() <= 88, "{}", size_of::<Object>());
+    assert_eq!(size_of::<Replica>(), 32);
+    assert_eq!(size_of::<Replicas>(), 32);
+    assert!(size_of::<Object>() <= 80, "{}", size_of::<Object>());
 }
 
 #[test]

@@ -32,7 +32,6 @@ use super::entries::Entries;
 use super::ha::changelog::ReplicationLog;
 use super::ha::record::Record;
 use super::object::Object;
-use super::replica::Replica;
 use super::segments::Buffer;
 use super::tenants::{charge_of, Charges};
 use crate::wire::master_api::{ErrorCode, MasterResult};
@@ -358,11 +357,7 @@ impl ShardGuard<'_> {
                 if keep {
                     return true;
                 }
-                freed.extend(
-                    std::mem::take(&mut obj.replicas)
-                        .into_iter()
-                        .map(Replica::into_buffer),
-                );
+                freed.extend(obj.take_replicas(|_| true));
                 if !obj.group_id().is_empty() {
                     groups_gone.push((t.clone(), obj.group_id().to_string(), k.to_string()));
                 }

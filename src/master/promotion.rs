@@ -255,7 +255,7 @@ impl Promotions {
             ..ReplicateConfig::default()
         };
         let replicas = self.t.allocate_replicas(client, key, size, &config)?;
-        let Some(descriptor) = replicas.first().map(Replica::descriptor) else {
+        let Some(descriptor) = replicas.first().map(|r| r.descriptor(size)) else {
             return Err(ErrorCode::NO_AVAILABLE_HANDLE);
         };
         // A write in progress from now on: zombie cleanup frees the buffer if the

@@ -35,9 +35,7 @@ impl Writes {
         }
         drop(shard);
         if let Some(o) = removed {
-            self.t
-                .segments
-                .release(o.replicas.into_iter().map(Replica::into_buffer));
+            self.t.segments.release(o.into_buffers());
         }
         Ok(())
     }

@@ -1,10 +1,13 @@
-//! A memory replica of an object ([`Replica`], 40 bytes with its buffer's fields
+//! A memory replica of an object ([`Replica`], 32 bytes with its buffer's fields
 //! inline) and an object's replica list ([`Replicas`]: one inline, more in a vector).
+//! A replica's buffer is exactly as long as its object's value, so its length is the
+//! object's and is not stored per replica: the methods that need it take it.
 
 use super::segments::{Buffer, SegRef};
 use crate::wire::master_api::{ReplicaDescriptor, ReplicaLocation, ReplicaStatus};
 
-/// One memory replica: its buffer's fields are inline so that a replica is 40 bytes.
+/// One memory replica: its buffer's fields are inline so that a replica is 32 bytes
+/// (its length is its object's size).
 #[derive(Debug, Clone)]
 pub(crate) struct Replica {
     /// Global replica id.
@@ -13,8 +16,6 @@ pub(crate) struct Replica {
     pub seg: SegRef,
     /// Buffer address.
     pub addr: u64,
-    /// Buffer size.
-    pub size: u64,
     /// The allocator's block index of the buffer.
     pub block: u32,
     /// PROCESSING or COMPLETE.
@@ -22,13 +23,12 @@ pub(crate) struct Replica {
 }
 
 impl Replica {
-    /// A replica on `buf`.
+    /// A replica on `buf`, a buffer of its object's size.
     pub fn new(id: u64, status: ReplicaStatus, buf: Buffer) -> Replica {
         Replica {
             id,
             seg: buf.seg,
             addr: buf.addr,
-            size: buf.size,
             block: buf.block,
             status,
         }
@@ -40,31 +40,31 @@ impl Replica {
         self.status == ReplicaStatus::Complete && self.seg.is_usable()
     }
 
-    /// The wire descriptor.
-    pub fn descriptor(&self) -> ReplicaDescriptor {
+    /// The wire descriptor of this replica of an object of `size` bytes.
+    pub fn descriptor(&self, size: u64) -> ReplicaDescriptor {
         ReplicaDescriptor {
             id: self.id,
-            location: ReplicaLocation::Memory(self.seg.descriptor(self.addr, self.size)),
+            location: ReplicaLocation::Memory(self.seg.descriptor(self.addr, size)),
             status: self.status,
         }
     }
 
-    /// A handle to its buffer.
-    pub fn buffer(&self) -> Buffer {
+    /// A handle to its buffer (of its object's `size`).
+    pub fn buffer(&self, size: u64) -> Buffer {
         Buffer {
             seg: self.seg.clone(),
             addr: self.addr,
-            size: self.size,
+            size,
             block: self.block,
         }
     }
 
-    /// Its buffer.
-    pub fn into_buffer(self) -> Buffer {
+    /// Its buffer (of its object's `size`).
+    pub fn into_buffer(self, size: u64) -> Buffer {
         Buffer {
             seg: self.seg,
             addr: self.addr,
-            size: self.size,
+            size,
             block: self.block,
         }
     }

@@ -58,8 +58,11 @@ fn replicas_inline_and_vector() {
     three.retain(|r| r.id == 2);
     assert!(matches!(three.0, ReplicasRepr::One(_)));
     assert_eq!(ids(&three), [2]);
-    let buf = three.into_iter().next().unwrap().into_buffer();
-    assert_eq!((buf.addr, buf.block), (bufs[2].addr, bufs[2].block));
+    let buf = three.into_iter().next().unwrap().into_buffer(64);
+    assert_eq!(
+        (buf.addr, buf.size, buf.block),
+        (bufs[2].addr, 64, bufs[2].block)
+    );
 
     let mut o = Object::new(
         Uuid::default(),
@@ -76,6 +79,6 @@ fn replicas_inline_and_vector() {
     );
     let taken = o.take_replicas(|r| r.id == 0);
     assert_eq!(taken.len(), 1);
-    assert_eq!(taken[0].addr, bufs[0].addr);
+    assert_eq!((taken[0].addr, taken[0].size), (bufs[0].addr, 64));
     assert_eq!(ids(&o.replicas), [1]);
 }

@@ -162,7 +162,7 @@ impl Writes {
         soft_pin: Option<u64>,
         replicas: Replicas,
     ) -> MasterResult<Vec<ReplicaDescriptor>> {
-        let descs = replicas.iter().map(Replica::descriptor).collect();
+        let descs = replicas.iter().map(|r| r.descriptor(s.len)).collect();
         self.t.metrics.observe_value_size(s.len);
         shard.insert(
             s.tenant,
@@ -296,7 +296,7 @@ impl Writes {
             let release_at = o.put_start.saturating_add(self.t.release_ns);
             let mut bufs = o.take_replicas(|_| true);
             if let Some(old) = shard.remove(s.tenant, s.key) {
-                bufs.extend(old.replicas.into_iter().map(Replica::into_buffer));
+                bufs.extend(old.into_buffers());
             }
             self.eviction.discard(bufs, release_at);
         }
@@ -416,10 +416,7 @@ impl Writes {
                 self.eviction.discard(bufs, release_at);
                 if !complete {
                     if let Some(old) = shard.remove(s.tenant, s.key) {
-                        self.eviction.discard(
-                            old.replicas.into_iter().map(Replica::into_buffer).collect(),
-                            release_at,
-                        );
+                        self.eviction.discard(old.into_buffers(), release_at);
                     }
                 }
             }
@@ -449,7 +446,7 @@ impl Writes {
                 }
             }
             o.set_pending_pin(Some(s.args.pin));
-            return Ok(o.replicas.iter().map(Replica::descriptor).collect());
+            return Ok(o.descriptors());
         }
         // Different size: allocate afresh, keeping the pins and the group, then park
         // the old buffers (readers may still hold them).
@@ -462,10 +459,7 @@ impl Writes {
         };
         let replicas = self.t.allocate_replicas(s.client, s.key, s.len, &merged)?;
         if let Some(old) = shard.remove(s.tenant, s.key) {
-            self.eviction.discard(
-                old.replicas.into_iter().map(Replica::into_buffer).collect(),
-                release_at,
-            );
+            self.eviction.discard(old.into_buffers(), release_at);
         }
         self.insert_allocated(&mut shard, s, merged.with_hard_pin, &args, pin, replicas)
     }
