@@ -22,6 +22,8 @@
 #     clients alternate REPEAT times, after one unreported warm-up run each; the tables show per row the median over the
 #     repeats, the ratios ours/upstream and whether the targets are met (2x; at 1 MiB
 #     4x for the two-process client and 3x for the dummy client).
+#     Then `store_bench --mode=round_trip`: a loopback round trip between two threads
+#     blocking in read, the host's cost of one small call without busy-polling.
 # (b) bench/master_load.sh: metadata ops/s on each master and VmRSS after a fill.
 #
 # Environment:
@@ -285,6 +287,9 @@ for rep in $(seq 0 "$REPEAT"); do
   fi
 done
 for pid in "${UP_PIDS[@]}" "${OURS_PIDS[@]}" "${DUMMY_PIDS[@]}"; do stop_pid "$pid"; done
+# The small-call ceiling of this host: a loopback round trip between two threads that
+# block in read (a 4 KiB get is one master call and a copy, a put two calls).
+ROUND_TRIP=$("${PIN[@]}" "$BENCH" --mode=round_trip 2>/dev/null | grep '^ROUND_TRIP' || echo "ROUND_TRIP failed")
 
 echo
 echo "Store client ops, two processes on this host (1 GiB segment in a separate owner process," \
@@ -318,6 +323,8 @@ for size_spec in "${SIZES[@]}"; do
   done
 done
 echo "(2x? compares ours via the same Python harness against upstream; rust = native Rust API)"
+echo "Loopback round trip, 64 B between two threads blocking in read (store_bench" \
+  "--mode=round_trip, us): $ROUND_TRIP"
 
 # Same-host targets (issue 11): a client and the segment owner in different processes
 # of this host, 1 MiB values: ours (same harness) >= 4x upstream; a dummy client

@@ -24,6 +24,9 @@
 //!   connections, `--fill_batch` keys per `BatchPutStart`/`BatchPutEnd`), prints
 //!   `filled <N> objects`, then (with `--hold`, the default) keeps its fake client
 //!   alive until SIGINT/SIGTERM so the master's memory can be measured.
+//! * `round_trip`: `--ops` 64-byte ping-pongs over loopback TCP between two threads
+//!   blocking in `read`: the cost of one small call on this host without
+//!   busy-polling, printed as `ROUND_TRIP p50=<us> p99=<us>`.
 //!
 //! The load modes ping the master every second from a side thread and remount the
 //! fake segment when the master answers NEED_REMOUNT, so the fake client never
@@ -43,6 +46,8 @@ mod phase;
 mod pipeline;
 #[path = "store_bench/pressure.rs"]
 mod pressure;
+#[path = "store_bench/round_trip.rs"]
+mod round_trip;
 #[path = "store_bench/settings.rs"]
 mod settings;
 #[path = "store_bench/stats.rs"]
@@ -73,6 +78,7 @@ fn main() -> ExitCode {
         Mode::Pressure => pressure::run(&settings),
         Mode::MasterLoad => master_load::load(&settings),
         Mode::MasterFill => master_load::fill(&settings),
+        Mode::RoundTrip => round_trip::run(&settings),
     };
     exit_status(result, "store_bench")
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 /// `--help` text.
 pub const USAGE: &str = "\
-Usage: store_bench --mode=serve|client|pressure|master_load|master_fill [--flag=value ...]
+Usage: store_bench --mode=serve|client|pressure|master_load|master_fill|round_trip [--flag=value ...]
 
 Mooncake Store benchmarks (flags are gflags-style: --flag=value, --flag value).
 
@@ -63,6 +63,8 @@ master_load, master_fill:
   --fake_segments        fake segments mounted by the fake client (default 1)
   --key_prefix           key prefix (default a random one per run)
   --rpc_timeout_ms       per-RPC deadline (default 30000)
+round_trip (64-byte ping-pongs over loopback TCP between two threads blocking in read):
+  --ops                  round trips (default 20000)
 Sizes accept K/M/G (powers of 1024) suffixes, e.g. 1GiB, 64M, 4096.
 Log level: MC_LOG_LEVEL=trace|debug|info|warn|error|off (default info).";
 
@@ -117,6 +119,8 @@ pub enum Mode {
     MasterLoad,
     /// Fill the master with small objects.
     MasterFill,
+    /// Loopback round trips without busy-polling (the small-call ceiling).
+    RoundTrip,
 }
 
 /// One benchmarked client operation.
@@ -302,9 +306,10 @@ impl Settings {
             Some("pressure") => Mode::Pressure,
             Some("master_load") => Mode::MasterLoad,
             Some("master_fill") => Mode::MasterFill,
+            Some("round_trip") => Mode::RoundTrip,
             Some(m) => {
                 return Err(format!(
-                    "--mode: '{m}' is not serve|client|pressure|master_load|master_fill"
+                    "--mode: '{m}' is not serve|client|pressure|master_load|master_fill|round_trip"
                 ))
             }
             None => return Err("--mode is required".into()),
