@@ -19,7 +19,7 @@ pub const PIECE: u64 = 128 << 10;
 /// Helpers at most, whatever the CPU count.
 pub const MAX_HELPERS: usize = 3;
 /// Checks of the pieces left before the caller sleeps until a helper wakes it.
-const SPINS_BEFORE_PARK: u32 = 4096;
+const SPINS_BEFORE_PARK: u32 = 1024;
 
 /// One shared copy: `pieces` pieces of `[src, src + len)` to `[dst, dst + len)`.
 struct Job {
@@ -68,11 +68,13 @@ impl Job {
     }
 }
 
-/// Helper threads for large copies (none on a single CPU). Started on first use of
-/// [`CopyPool::new`]'s result; they live as long as the process.
+/// Helper threads for large copies, started by [`CopyPool::new`]; they live as long
+/// as the process. A child forked from it has none of them and copies alone.
 pub struct CopyPool {
     jobs: Option<Sender<Arc<Job>>>,
     helpers: usize,
+    /// The process the helpers run in.
+    pid: u32,
 }
 
 impl CopyPool {
@@ -93,6 +95,7 @@ impl CopyPool {
         CopyPool {
             jobs: (started > 0).then_some(tx),
             helpers: started,
+            pid: std::process::id(),
         }
     }
 
@@ -119,7 +122,8 @@ impl CopyPool {
     /// this process until this returns.
     pub unsafe fn copy(&self, dst: u64, src: u64, len: u64) {
         let overlap = dst < src.saturating_add(len) && src < dst.saturating_add(len);
-        let Some(jobs) = self.jobs.as_ref().filter(|_| len >= MIN_SHARED && !overlap) else {
+        let shared = len >= MIN_SHARED && !overlap && std::process::id() == self.pid;
+        let Some(jobs) = self.jobs.as_ref().filter(|_| shared) else {
             // SAFETY: valid ranges per the contract; `copy` tolerates overlap.
             unsafe {
                 std::ptr::copy(
