@@ -195,6 +195,7 @@ mod tests {
     fn copies_every_byte_with_and_without_helpers() {
         for helpers in [0, 1, 3] {
             let pool = CopyPool::new(helpers);
+            assert_eq!(pool.helpers(), helpers);
             // Below, at and above the sharing size; a last piece shorter than the rest.
             for len in [0, 1, 4096, MIN_SHARED as usize, 3 * (1 << 20) + 12_345] {
                 let src = pattern(len, helpers as u8);
