@@ -5,6 +5,7 @@ pub mod flags;
 mod lookup;
 mod rdma;
 
+use crate::host::parallel_copy::MAX_HELPERS;
 pub use lookup::comma_list;
 pub(crate) use lookup::number_in_range;
 pub use rdma::RdmaConfig;
@@ -93,8 +94,6 @@ const DEFAULT_TCP_LANES: i64 = 8;
 /// Busy-poll budget when unset: a loopback or same-rack reply takes 20-60 us, and
 /// waking a sleeping thread on another CPU costs about as much again on a VM.
 const DEFAULT_BUSY_POLL_US: i64 = 100;
-/// The most `MC_COPY_HELPERS` takes (more threads than that gain nothing on one copy).
-const MAX_COPY_HELPERS: i64 = 3;
 const DEFAULT_MAX_RPC_PORT: u16 = 17000;
 const MIN_HANDSHAKE_LENGTH: u64 = 1 << 20;
 const MAX_HANDSHAKE_LENGTH: u64 = 128 << 20;
@@ -189,7 +188,7 @@ impl Config {
                 get(&["MC_COPY_HELPERS"]).as_deref(),
                 "MC_COPY_HELPERS",
                 0,
-                MAX_COPY_HELPERS,
+                MAX_HELPERS as i64,
             )
             .map(|n| n as usize),
             rdma,

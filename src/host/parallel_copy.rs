@@ -6,6 +6,7 @@
 //! caller starts at once and never waits for a helper that is busy or not yet awake,
 //! only for the pieces a helper took, and returns when every piece is done.
 
+use crate::sys::memmove::memmove;
 use crossbeam_channel::{Receiver, Sender};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -16,7 +17,7 @@ use std::time::{Duration, Instant};
 /// saves.
 pub const MIN_SHARED: u64 = 512 << 10;
 /// The bytes one taker copies at a time.
-pub const PIECE: u64 = 128 << 10;
+const PIECE: u64 = 128 << 10;
 /// Helpers at most, whatever the CPU count.
 pub const MAX_HELPERS: usize = 3;
 /// How long the caller spins for a helper's last piece (a 128 KiB piece takes 10-25 us)
@@ -126,14 +127,8 @@ impl CopyPool {
         let overlap = dst < src.saturating_add(len) && src < dst.saturating_add(len);
         let shared = len >= MIN_SHARED && !overlap && std::process::id() == self.pid;
         let Some(jobs) = self.jobs.as_ref().filter(|_| shared) else {
-            // SAFETY: valid ranges per the contract; `copy` tolerates overlap.
-            unsafe {
-                std::ptr::copy(
-                    src as usize as *const u8,
-                    dst as usize as *mut u8,
-                    len as usize,
-                )
-            };
+            // SAFETY: valid ranges per the contract; `memmove` tolerates overlap.
+            unsafe { memmove(dst, src, len) };
             return;
         };
         let pieces = len.div_ceil(PIECE);

@@ -3,9 +3,10 @@
 //! that routes them.
 
 use crate::error::{Error, Result};
-use crate::host::parallel_copy::CopyPool;
+use crate::host::parallel_copy::{CopyPool, MIN_SHARED};
 use crate::metadata::SegmentDesc;
 use crate::sys::cuda::GpuError;
+use crate::sys::memmove::memmove;
 use crate::te::batch::Task;
 use crate::te::memory::MemoryRegistry;
 use crate::te::transport::request::Op;
@@ -44,12 +45,26 @@ pub fn copy(memory: &MemoryRegistry, op: Op, local: u64, target: u64, len: u64) 
     }
     // SAFETY: the target range is inside a pinned registered region, pinned until
     // the copy returns; the local range is the caller's buffer (upstream contract).
-    // Overlapping ranges are moved as by `memmove`.
-    unsafe { copy_pool().copy(dst, src, len as u64) };
+    unsafe { copy_host(dst, src, len as u64) };
     Ok(())
 }
 
-/// The process's copy helpers (`MC_COPY_HELPERS`), started on the first copy.
+/// Copies host memory, the ranges possibly overlapping (as `memmove`): a copy of
+/// [`MIN_SHARED`] bytes or more is shared with the process's copy helpers.
+///
+/// # Safety
+/// Both ranges must be valid for `len` bytes until this returns.
+unsafe fn copy_host(dst: u64, src: u64, len: u64) {
+    if len < MIN_SHARED {
+        // SAFETY: valid ranges per the contract; `memmove` tolerates overlap.
+        unsafe { memmove(dst, src, len) }
+    } else {
+        // SAFETY: as above; the pool moves overlapping ranges as `memmove` does.
+        unsafe { copy_pool().copy(dst, src, len) }
+    }
+}
+
+/// The process's copy helpers (`MC_COPY_HELPERS`), started by the first large copy.
 fn copy_pool() -> &'static CopyPool {
     static POOL: OnceLock<CopyPool> = OnceLock::new();
     POOL.get_or_init(|| {
@@ -72,9 +87,8 @@ pub unsafe fn copy_bytes(dst: u64, src: u64, len: u64) -> std::result::Result<()
             return gpu.copy(dst, src, len);
         }
     }
-    // SAFETY: valid ranges per the contract, until the copy returns; overlapping
-    // ones are moved as by `memmove`.
-    unsafe { copy_pool().copy(dst, src, len) };
+    // SAFETY: valid ranges per the contract, until the copy returns.
+    unsafe { copy_host(dst, src, len) };
     Ok(())
 }
 
