@@ -67,7 +67,7 @@ miri_filters=(
   util::base64
   ffi::boundary ffi::handles ffi::ext_store::support ffi::te_types
   ffi::store::support::tests::config_conversion_follows_upstream
-  te::batch master::objects master::entries master::ha::changelog
+  te::batch master::objects master::entries master::entry_memory master::ha::changelog
 )
 
 # Left out of the default (CI) Miri set, which would otherwise take over 10 minutes:

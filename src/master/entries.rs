@@ -3,15 +3,17 @@
 //! bucket's control bytes, the pointer and that one allocation (the key is compared
 //! where the object is), where a map of boxed keys to boxed objects touches a third
 //! place; and each object costs one allocation and an 8-byte bucket instead of two
-//! allocations and a 24-byte bucket.
+//! allocations and a 24-byte bucket. Entries take their memory from `entry_memory`,
+//! whose slots are 8 bytes apart where malloc's chunks are 16.
 
-use std::alloc::{self, Layout};
+use std::alloc::Layout;
 use std::hash::BuildHasher;
 use std::mem;
 use std::ptr::{self, NonNull};
 
 use hashbrown::HashTable;
 
+use super::entry_memory;
 use super::object::Object;
 
 /// The start of an entry's allocation; the key's `key_len` bytes follow at [`KEY_AT`].
@@ -42,12 +44,8 @@ unsafe impl Sync for Entry {}
 
 impl Entry {
     fn new(key: &str, object: Object) -> Entry {
-        let layout = layout(key.len());
-        // SAFETY: the layout is not zero-sized (it holds a `Head`).
-        let raw = unsafe { alloc::alloc(layout) };
-        let Some(head) = NonNull::new(raw.cast::<Head>()) else {
-            alloc::handle_alloc_error(layout)
-        };
+        let raw = entry_memory::allocate(layout(key.len()));
+        let head = raw.cast::<Head>();
         // SAFETY: `raw` is a fresh allocation of `layout`: a `Head` fits at its start,
         // aligned as `Head`, and `key.len()` bytes at `KEY_AT`.
         unsafe {
@@ -55,7 +53,7 @@ impl Entry {
                 object,
                 key_len: key.len(),
             });
-            ptr::copy_nonoverlapping(key.as_ptr(), raw.add(KEY_AT), key.len());
+            ptr::copy_nonoverlapping(key.as_ptr(), raw.as_ptr().add(KEY_AT), key.len());
         }
         Entry(head)
     }
@@ -108,7 +106,7 @@ impl Entry {
         unsafe {
             let object = ptr::read(&(*head).object);
             let layout = layout((*head).key_len);
-            alloc::dealloc(head.cast::<u8>(), layout);
+            entry_memory::release(this.0.cast::<u8>(), layout);
             object
         }
     }
@@ -122,7 +120,7 @@ impl Drop for Entry {
         unsafe {
             let layout = layout((*head).key_len);
             ptr::drop_in_place(&mut (*head).object);
-            alloc::dealloc(head.cast::<u8>(), layout);
+            entry_memory::release(self.0.cast::<u8>(), layout);
         }
     }
 }

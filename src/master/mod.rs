@@ -23,6 +23,7 @@ mod clients;
 pub mod config;
 mod copies;
 mod entries;
+mod entry_memory;
 mod eviction;
 pub mod ha;
 mod heat;
