@@ -4,6 +4,7 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::ptr::NonNull;
 use std::sync::OnceLock;
 
 /// A zero-filled, page-aligned mapping, unmapped on drop: anonymous, or of a sealed
@@ -241,6 +242,38 @@ fn mmap(size: usize, flags: libc::c_int, fd: libc::c_int, offset: libc::off_t) -
     Ok(ptr as u64)
 }
 
+/// Maps `len` zeroed private bytes at an address aligned to `align` (a power of two;
+/// `len` and `align` multiples of the page size), for memory kept outside a
+/// [`Mapping`]; give it back with [`unmap_aligned`].
+pub fn map_aligned(len: usize, align: usize) -> io::Result<NonNull<u8>> {
+    let span = len
+        .checked_add(align)
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let start = mmap(span, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)? as usize;
+    let aligned = (start + align - 1) & !(align - 1);
+    let tail = start + span - (aligned + len);
+    // SAFETY: both ranges lie inside the mapping just made, outside the part kept, and
+    // nothing else knows of them.
+    unsafe {
+        if aligned > start {
+            libc::munmap(start as *mut libc::c_void, aligned - start);
+        }
+        if tail > 0 {
+            libc::munmap((aligned + len) as *mut libc::c_void, tail);
+        }
+    }
+    NonNull::new(aligned as *mut u8).ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMEM))
+}
+
+/// Gives back memory from [`map_aligned`].
+///
+/// # Safety
+/// `ptr` and `len` are those of a `map_aligned` call, and nothing uses the memory after.
+pub unsafe fn unmap_aligned(ptr: NonNull<u8>, len: usize) {
+    // SAFETY: exactly a region `map_aligned` kept (the caller's contract).
+    unsafe { libc::munmap(ptr.as_ptr().cast::<libc::c_void>(), len) };
+}
+
 impl Drop for Mapping {
     fn drop(&mut self) {
         // SAFETY: exactly the region mmap returned; nothing uses it any more.
@@ -251,6 +284,22 @@ impl Drop for Mapping {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn aligned_memory_is_aligned_zeroed_and_writable() {
+        let len = 256 << 10;
+        for _ in 0..4 {
+            let p = map_aligned(len, len).unwrap();
+            assert_eq!(p.as_ptr() as usize % len, 0);
+            // SAFETY: the mapping is live, `len` bytes long, and only used here.
+            let bytes = unsafe { std::slice::from_raw_parts_mut(p.as_ptr(), len) };
+            assert!(bytes.iter().all(|&b| b == 0));
+            bytes.fill(0xa5);
+            assert!(bytes.iter().all(|&b| b == 0xa5));
+            // SAFETY: `p` and `len` are those of the call above; nothing uses it after.
+            unsafe { unmap_aligned(p, len) };
+        }
+    }
 
     #[test]
     fn shared_memory_is_seen_through_a_second_mapping_and_unsealed_files_are_refused() {
