@@ -6,8 +6,8 @@
 //! Each chunk starts with a [`ChunkHead`]: its free slots, its uncut space and how
 //! many of its slots are in use; chunks are aligned to their size, so a slot's chunk is
 //! its address rounded down. A class hands out slots from its chunks with room (a
-//! freed slot before uncut space). A chunk whose last slot is freed goes back to the
-//! global allocator, unless it is its class's only chunk with room: memory follows
+//! freed slot before uncut space). A chunk whose last slot is freed is given back to
+//! the system, unless it is its class's only chunk with room: memory follows
 //! the entries down as well as up, and a class that grows and shrinks by one entry at a
 //! chunk's boundary does not take and give back a chunk each time. Entries larger
 //! than [`MAX_SLOT`] (keys over about 420 bytes), or aligned more strictly than
@@ -96,8 +96,8 @@ impl Class {
         }
     }
 
-    /// Takes back `p`; gives its chunk back to the global allocator when that was its
-    /// last slot in use, unless it is the class's only chunk with room.
+    /// Takes back `p`; gives its chunk back (unmaps it) when that was its last slot in
+    /// use, unless it is the class's only chunk with room.
     ///
     /// # Safety
     /// `p` was handed out by this class's `take` and is not in use or given back
