@@ -75,8 +75,9 @@ pub struct Config {
     /// caller memory to same-host peers; they ask it per batch (the grant path).
     pub same_host_no_lease: bool,
     /// `MC_BUSY_POLL_US` (ours): how long a thread that expects a reply any moment
-    /// (an RPC to the master, a small transfer) busy-polls its socket before sleeping
-    /// in the kernel; 0 turns busy-polling off. Default 100.
+    /// (an RPC to the master, a small transfer), or a master's connection thread
+    /// that is the only one serving, busy-polls its socket before sleeping in the
+    /// kernel; 0 turns busy-polling off. Default 100.
     pub busy_poll_us: u64,
     /// `MC_COPY_HELPERS` (ours): threads that take part in each copy of 512 KiB or
     /// more between two buffers of this process (a same-host transfer through a peer's

@@ -5,7 +5,9 @@
 //!
 //! Busy-polling only pays while a CPU is free for the thread that will send the
 //! reply, so at most half the CPUs (at least one) busy-poll at a time per process;
-//! other waiters sleep at once.
+//! other waiters sleep at once. A spinning thread yields its CPU between polls, so
+//! any thread with work on that CPU (the one that will send the reply, often) runs
+//! first instead of waiting for the spin to end.
 
 use std::io;
 use std::os::fd::RawFd;
@@ -90,6 +92,17 @@ pub fn spin_until_readable(
     spin: Duration,
     deadline: Option<Instant>,
 ) -> io::Result<bool> {
+    spin_until_readable_while(fd, spin, deadline, || true)
+}
+
+/// [`spin_until_readable`], giving up as soon as `worth_it` says spinning no longer
+/// pays (checked between polls).
+pub fn spin_until_readable_while(
+    fd: RawFd,
+    spin: Duration,
+    deadline: Option<Instant>,
+    worth_it: impl Fn() -> bool,
+) -> io::Result<bool> {
     if spin.is_zero() {
         return Ok(false);
     }
@@ -102,10 +115,10 @@ pub fn spin_until_readable(
             return Ok(true);
         }
         let now = Instant::now();
-        if now.duration_since(start) >= spin || deadline.is_some_and(|d| now >= d) {
+        if now.duration_since(start) >= spin || deadline.is_some_and(|d| now >= d) || !worth_it() {
             return Ok(false);
         }
-        std::hint::spin_loop();
+        std::thread::yield_now();
     }
 }
 
@@ -155,5 +168,22 @@ mod tests {
         assert!(wait_readable(rx2.as_raw_fd(), Duration::ZERO, soon()).unwrap());
         let passed = Some(Instant::now());
         assert!(wait_readable(rx2.as_raw_fd(), Duration::ZERO, passed).unwrap());
+    }
+
+    #[test]
+    fn spinning_stops_when_no_longer_worth_it() {
+        let (mut tx, rx) = loopback_pair();
+        let fd = rx.as_raw_fd();
+        // With an hour's budget and nothing to read, only `worth_it` ends the spin.
+        let hour = Duration::from_secs(3600);
+        let asked = std::cell::Cell::new(0);
+        let give_up_third_time = || {
+            asked.set(asked.get() + 1);
+            asked.get() < 3
+        };
+        assert!(!spin_until_readable_while(fd, hour, None, give_up_third_time).unwrap());
+        assert_eq!(asked.get(), 3);
+        tx.write_all(b"x").unwrap();
+        assert!(spin_until_readable_while(fd, hour, None, || false).unwrap());
     }
 }

@@ -14,9 +14,12 @@ use super::master_api::{MasterApi, MasterResult};
 use super::master_rpcs::master_rpcs;
 use super::struct_pack::{self, Map};
 use super::wire_arg::WireArg;
+use crate::host::busy_poll;
 use std::io::{self, BufReader, BufWriter, Write};
 use std::net::{Shutdown, TcpStream};
+use std::os::fd::AsRawFd;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Handles one request: returns the response `err_code` and body. Never panics (a
 /// panicking service is reported as `err_code` 10, "rpc throw exception").
@@ -167,12 +170,21 @@ fn serve_loop(
     max_body: usize,
     observe: &mut dyn FnMut(u32, &[u8]),
 ) -> io::Result<()> {
+    let fd = stream.as_raw_fd();
     let mut reader = BufReader::with_capacity(64 << 10, stream.try_clone()?);
     let mut writer = BufWriter::with_capacity(64 << 10, stream);
     // One request body and one reply reused for every call of the connection.
     let mut body = Vec::new();
     let mut reply = Vec::new();
-    while let Some(h) = coro_rpc::read_request_into(&mut reader, max_body, &mut body)? {
+    let mut serving = Serving::start();
+    loop {
+        if reader.buffer().is_empty() {
+            serving.await_request(fd);
+        }
+        let Some(h) = coro_rpc::read_request_into(&mut reader, max_body, &mut body)? else {
+            break;
+        };
+        serving.resume();
         observe(h.function_id, &body);
         reply.clear();
         reply.resize(RESP_HEADER_LEN, 0);
@@ -205,6 +217,59 @@ fn serve_loop(
         shrink_if_large(&mut reply);
     }
     release_replies(api, &mut writer)
+}
+
+/// Connection threads of this process handling a request now (not waiting for one).
+static SERVING: AtomicUsize = AtomicUsize::new(0);
+
+/// One connection thread's place in [`SERVING`]. A thread about to wait for its next
+/// request busy-polls for it first (`MC_BUSY_POLL_US`, within [`busy_poll`]'s cap on
+/// spinning threads) only while no other connection is being served: a lone client
+/// calling one request after another then gets its answer without the master's thread
+/// being put to sleep and woken for every call, and under load, where a spinning
+/// thread would take a CPU from the threads with work, every thread sleeps at once
+/// (and a spinning thread stops as soon as another starts serving).
+struct Serving {
+    counted: bool,
+}
+
+impl Serving {
+    fn start() -> Serving {
+        SERVING.fetch_add(1, Ordering::AcqRel);
+        Serving { counted: true }
+    }
+
+    /// Leaves the count and, when no other connection is being served, busy-polls
+    /// `fd` until it is readable or the budget is spent. The read that follows blocks
+    /// as before (with the socket's idle timeout).
+    fn await_request(&mut self, fd: std::os::fd::RawFd) {
+        if self.counted {
+            self.counted = false;
+            if SERVING.fetch_sub(1, Ordering::AcqRel) == 1 {
+                let spin = crate::config::Config::global().busy_poll_budget();
+                // A poll error is the read's to report.
+                let _ = busy_poll::spin_until_readable_while(fd, spin, None, || {
+                    SERVING.load(Ordering::Relaxed) == 0
+                });
+            }
+        }
+    }
+
+    /// Counts the thread again once a request has arrived.
+    fn resume(&mut self) {
+        if !self.counted {
+            self.counted = true;
+            SERVING.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        if self.counted {
+            SERVING.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
 }
 
 /// Gives back a reused buffer's memory after an exceptionally large message.
