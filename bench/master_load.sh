@@ -15,6 +15,10 @@
 #     (both masters pay them alike), so it is printed for reference. Both masters run
 #     side by side and the load runs alternate REPEAT times (median per row; a
 #     pipelined p50 is the time of a whole round).
+#     The ceiling runs in the same rounds: `store_bench --mode=null_master`, a server
+#     that answers the load's calls without any work (served like ours: a thread per
+#     connection), so its rate is what the load generator, loopback TCP and wake-ups
+#     allow on this host. ceil/up is the most any master could get over upstream here.
 # (2) Memory: a fresh master of each kind is filled with OBJECTS small objects
 #     (`--mode=master_fill`: 31-byte keys, 64-byte values, pipelined batches over
 #     THREADS connections); its VmRSS (from /proc/<pid>/status) before and after the
@@ -163,8 +167,30 @@ for kind in upstream ours; do
     LOAD_PIDS+=("$MASTER_PID")
   fi
 done
+# The ceiling: `store_bench --mode=null_master` answers the load's calls without any
+# work (mounts and pings go on to a master of ours behind it), served like ours.
+for pl in $PIPELINES; do : >"$WORK/null.load.$pl.rows"; done
+ADDR[null]=""
+CPU_TICKS[null]=0
+OPS_DONE[null]=0
+if start_master ours null-backing; then
+  LOAD_PIDS+=("$MASTER_PID")
+  null_port=$(free_port)
+  "$BENCH" --mode=null_master --master_server_addr="$MASTER_ADDR" \
+    --listen="127.0.0.1:$null_port" >"$WORK/null.master.log" 2>&1 &
+  null_pid=$!
+  PIDS+=("$null_pid")
+  LOAD_PIDS+=("$null_pid")
+  if wait_port "$null_port" "$null_pid" 30; then
+    ADDR[null]="127.0.0.1:$null_port"
+    MPID[null]=$null_pid
+  else
+    log "null master did not come up; log:"
+    tail -20 "$WORK/null.master.log" >&2
+  fi
+fi
 for rep in $(seq "$REPEAT"); do
-  for kind in upstream ours; do
+  for kind in upstream ours null; do
     [ -n "${ADDR[$kind]}" ] || continue
     for pl in $PIPELINES; do
       log "$kind master: master_load run $rep of $REPEAT ($THREADS threads, $pl in flight each, ${DURATION}s per phase)"
@@ -235,19 +261,21 @@ for pl in $PIPELINES; do
     "$pl call(s) in flight, ${DURATION}s per phase, median of $REPEAT interleaved runs," \
     "127.0.0.1 ($(nproc) CPUs)"
   [ "$pl" = "$HEADLINE" ] || echo "(reference: bound by the shared load generator and wake-ups)"
-  printf '%-18s %14s %14s %9s %11s %11s %8s\n' op "upstream op/s" "ours op/s" "ours/up" \
-    "up p50 us" "ours p50 us" "target"
+  printf '%-18s %14s %14s %9s %11s %11s %8s %13s %9s %9s\n' op "upstream op/s" "ours op/s" \
+    "ours/up" "up p50 us" "ours p50 us" "target" "ceiling op/s" "ours/ceil" "ceil/up"
   for op in put_start_end get_replica_list exist_key mixed; do
     rows_up="$WORK/upstream.load.$pl.rows"
     rows_ours="$WORK/ours.load.$pl.rows"
     up=$(field "$rows_up" "$op" ops)
     ours=$(field "$rows_ours" "$op" ops)
+    ceil=$(field "$WORK/null.load.$pl.rows" "$op" ops)
     r=$(ratio "$ours" "$up")
     verdict=$(awk -v a="$ours" -v b="$up" 'BEGIN { if (a+0 > 0 && b+0 > 0) print (a / b >= 3 ? "ok" : "BELOW"); else print "FAIL" }')
     [ "$verdict" = FAIL ] && fail=1
     [ "$pl" = "$HEADLINE" ] && verdict="$verdict(3x)" || verdict="-"
-    printf '%-18s %14s %14s %9s %11s %11s %8s\n' "$op" "$up" "$ours" "$r" \
-      "$(field "$rows_up" "$op" p50)" "$(field "$rows_ours" "$op" p50)" "$verdict"
+    printf '%-18s %14s %14s %9s %11s %11s %8s %13s %9s %9s\n' "$op" "$up" "$ours" "$r" \
+      "$(field "$rows_up" "$op" p50)" "$(field "$rows_ours" "$op" p50)" "$verdict" \
+      "$ceil" "$(ratio "$ours" "$ceil")" "$(ratio "$ceil" "$up")"
   done
   echo
 done

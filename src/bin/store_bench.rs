@@ -27,6 +27,9 @@
 //! * `round_trip`: `--ops` 64-byte ping-pongs over loopback TCP between two threads
 //!   blocking in `read`: the cost of one small call on this host without
 //!   busy-polling, printed as `ROUND_TRIP p50=<us> p99=<us>`.
+//! * `null_master`: a coro_rpc server that answers like a master but does no work
+//!   (see `store_bench/null_master.rs`): the ceiling `bench/master_load.sh` measures
+//!   both masters against.
 //!
 //! The load modes ping the master every second from a side thread and remount the
 //! fake segment when the master answers NEED_REMOUNT, so the fake client never
@@ -40,6 +43,8 @@ mod client_ops;
 mod fake_client;
 #[path = "store_bench/master_load.rs"]
 mod master_load;
+#[path = "store_bench/null_master.rs"]
+mod null_master;
 #[path = "store_bench/phase.rs"]
 mod phase;
 #[path = "store_bench/pipeline.rs"]
@@ -79,6 +84,7 @@ fn main() -> ExitCode {
         Mode::MasterLoad => master_load::load(&settings),
         Mode::MasterFill => master_load::fill(&settings),
         Mode::RoundTrip => round_trip::run(&settings),
+        Mode::NullMaster => null_master::run(&settings),
     };
     exit_status(result, "store_bench")
 }

@@ -379,6 +379,23 @@ fn skip(r: &mut impl Read, len: u32) -> io::Result<()> {
     Ok(())
 }
 
+/// Whether `buf` starts with a complete request frame (its body and attachment
+/// included): a server that has one buffered can handle it without reading.
+pub fn whole_request_at_front(buf: &[u8]) -> bool {
+    let Some(head) = buf.get(..REQ_HEADER_LEN) else {
+        return false;
+    };
+    let len = |i: usize| {
+        u64::from(u32::from_le_bytes([
+            head[i],
+            head[i + 1],
+            head[i + 2],
+            head[i + 3],
+        ]))
+    };
+    (buf.len() as u64) >= REQ_HEADER_LEN as u64 + len(12) + len(16)
+}
+
 /// Reads one request frame; `Ok(None)` on a clean end of stream. A bad header, or a
 /// body or attachment over `max_body`, is an `InvalidData` error. Attachments are
 /// read and dropped.
@@ -517,6 +534,21 @@ pub fn write_frame(w: &mut impl Write, frame: &[u8]) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_is_whole_only_with_its_body_and_attachment() {
+        let plain = encode_request(7, Method::Ping.id(), b"body");
+        let attached = encode_request_attached(8, Method::Ping.id(), b"body", b"extra");
+        for frame in [&plain, &attached] {
+            assert!(whole_request_at_front(frame));
+            assert!(!whole_request_at_front(&frame[..frame.len() - 1]));
+            assert!(!whole_request_at_front(&frame[..REQ_HEADER_LEN - 1]));
+        }
+        let mut two = plain.clone();
+        two.extend_from_slice(&attached[..3]);
+        assert!(whole_request_at_front(&two));
+        assert!(!whole_request_at_front(&[]));
+    }
 
     #[test]
     fn ids_from_spec() {

@@ -124,22 +124,6 @@ macro_rules! dispatch_arms {
 
 master_rpcs!(dispatch_arms);
 
-/// Whether `buf` starts with a complete request frame.
-fn whole_request_buffered(buf: &[u8]) -> bool {
-    let Some(head) = buf.get(..coro_rpc::REQ_HEADER_LEN) else {
-        return false;
-    };
-    let len = |i: usize| {
-        u64::from(u32::from_le_bytes([
-            head[i],
-            head[i + 1],
-            head[i + 2],
-            head[i + 3],
-        ]))
-    };
-    (buf.len() as u64) >= coro_rpc::REQ_HEADER_LEN as u64 + len(12) + len(16)
-}
-
 /// Serves one client connection until it closes: reads request frames, handles them
 /// in order, writes the responses (pipelined requests simply queue). A bad header or a
 /// body or attachment over `max_body` ends this connection with an `InvalidData`
@@ -210,7 +194,7 @@ fn serve_loop(
         writer.write_all(&reply)?;
         // Coalesce replies while another whole request is already buffered; flush
         // before anything could block on the socket.
-        if !whole_request_buffered(reader.buffer()) {
+        if !coro_rpc::whole_request_at_front(reader.buffer()) {
             release_replies(api, &mut writer)?;
         }
         shrink_if_large(&mut body);

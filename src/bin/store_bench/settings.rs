@@ -9,7 +9,7 @@ use std::time::Duration;
 
 /// `--help` text.
 pub const USAGE: &str = "\
-Usage: store_bench --mode=serve|client|pressure|master_load|master_fill|round_trip [--flag=value ...]
+Usage: store_bench --mode=serve|client|pressure|master_load|master_fill|round_trip|null_master [--flag=value ...]
 
 Mooncake Store benchmarks (flags are gflags-style: --flag=value, --flag value).
 
@@ -65,6 +65,10 @@ master_load, master_fill:
   --rpc_timeout_ms       per-RPC deadline (default 30000)
 round_trip (64-byte ping-pongs over loopback TCP between two threads blocking in read):
   --ops                  round trips (default 20000)
+null_master (answers master_load's calls without work, the rest through the master
+  at --master_server_addr; the ceiling of master_load):
+  --listen               address to serve on (default 127.0.0.1:0); prints
+                         NULL_MASTER listening on <addr>
 Sizes accept K/M/G (powers of 1024) suffixes, e.g. 1GiB, 64M, 4096.
 Log level: MC_LOG_LEVEL=trace|debug|info|warn|error|off (default info).";
 
@@ -103,6 +107,7 @@ const FLAGS: &[(&str, bool)] = &[
     ("put_op", false),
     ("report_every", false),
     ("call_deadline_ms", false),
+    ("listen", false),
     ("help", true),
 ];
 
@@ -121,6 +126,8 @@ pub enum Mode {
     MasterFill,
     /// Loopback round trips without busy-polling (the small-call ceiling).
     RoundTrip,
+    /// A master that does no work (the metadata-load ceiling).
+    NullMaster,
 }
 
 /// One benchmarked client operation.
@@ -265,6 +272,8 @@ pub struct Settings {
     pub report_every: Option<Duration>,
     /// Pressure: a call taking longer than this counts as late.
     pub call_deadline: Duration,
+    /// Null master: the address to serve on.
+    pub listen: String,
 }
 
 /// Parses an unsigned integer within `lo..=hi`.
@@ -307,9 +316,10 @@ impl Settings {
             Some("master_load") => Mode::MasterLoad,
             Some("master_fill") => Mode::MasterFill,
             Some("round_trip") => Mode::RoundTrip,
+            Some("null_master") => Mode::NullMaster,
             Some(m) => {
                 return Err(format!(
-                    "--mode: '{m}' is not serve|client|pressure|master_load|master_fill|round_trip"
+                    "--mode: '{m}' is not serve|client|pressure|master_load|master_fill|round_trip|null_master"
                 ))
             }
             None => return Err("--mode is required".into()),
@@ -430,6 +440,7 @@ impl Settings {
                 None => None,
             },
             call_deadline: Duration::from_millis(num("call_deadline_ms", 60_000, 1, 86_400_000)?),
+            listen: string("listen", "127.0.0.1:0"),
         };
         settings.validate()?;
         Ok(settings)
